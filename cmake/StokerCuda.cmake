@@ -1,0 +1,20 @@
+# CUDA is optional: the client's GPU path builds when nvcc is found (default /usr/local/cuda), everything else
+# builds without it. STOKER_WITH_CUDA can be forced OFF on a machine that has CUDA.
+if(NOT DEFINED CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+  set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+endif()
+include(CheckLanguage)
+check_language(CUDA)
+if(CMAKE_CUDA_COMPILER)
+  option(STOKER_WITH_CUDA "Build the client's CUDA path" ON)
+else()
+  set(STOKER_WITH_CUDA OFF)
+endif()
+if(STOKER_WITH_CUDA)
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    # Hopper (H100/H200) is what the GPU machines have; 80 keeps A100s working. PTX for newer chips comes with 90.
+    set(CMAKE_CUDA_ARCHITECTURES 80 90)
+  endif()
+  enable_language(CUDA)
+  find_package(CUDAToolkit REQUIRED)
+endif()

@@ -1,0 +1,41 @@
+# Helpers that give every stoker target the same warnings, sanitizers and test registration.
+
+function(stoker_target_defaults target)
+  target_compile_features(${target} PUBLIC cxx_std_20)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wcast-align
+                              -Wimplicit-fallthrough -Wno-missing-field-initializers>
+    $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${STOKER_WERROR}>>:-Werror>)
+  if(STOKER_SANITIZE)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=${STOKER_SANITIZE}
+                                                                      -fno-omit-frame-pointer>)
+    target_link_options(${target} PUBLIC -fsanitize=${STOKER_SANITIZE})
+  endif()
+endfunction()
+
+# stoker_library(name ALIAS stoker::name SOURCES ... DEPS ...)
+function(stoker_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
+  add_library(${name} STATIC ${ARG_SOURCES})
+  add_library(stoker::${name} ALIAS ${name})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR})
+  target_link_libraries(${name} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
+  stoker_target_defaults(${name})
+endfunction()
+
+# stoker_test(name SOURCES ... DEPS ... [LABELS ...] [TIMEOUT s]): one gtest binary, registered with CTest.
+function(stoker_test name)
+  if(NOT STOKER_BUILD_TESTS)
+    return()
+  endif()
+  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gmock GTest::gtest_main)
+  stoker_target_defaults(${name})
+  add_test(NAME ${name} COMMAND ${name})
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 120)
+  endif()
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "${ARG_LABELS}"
+    ENVIRONMENT "STOKER_BIN_DIR=${PROJECT_BINARY_DIR}/bin")
+endfunction()

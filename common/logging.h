@@ -1,0 +1,43 @@
+// Logging: one line per message to stderr, "2026-11-21T12:00:00.123Z I coordinator] text". Each line is written
+// with a single write so lines from different threads and processes do not interleave.
+//
+// The level and the component name are process-wide settings (set once in main, from --log-level and
+// STOKER_LOG_LEVEL): logging is the one place stoker accepts process-wide state, like every logger does.
+// Thread safety: all functions may be called from any thread.
+#pragma once
+
+#include <sstream>
+#include <string>
+#include <string_view>
+
+namespace stoker {
+
+enum class LogLevel { kDebug = 0, kInfo = 1, kWarning = 2, kError = 3 };
+
+void SetLogLevel(LogLevel level);
+LogLevel GetLogLevel();
+// Accepts debug|info|warning|error; returns false (and changes nothing) on anything else.
+bool SetLogLevelFromString(std::string_view name);
+void SetLogComponent(std::string_view component);
+
+namespace internal {
+class LogMessage {
+ public:
+  explicit LogMessage(LogLevel level) : level_(level) {}
+  ~LogMessage();
+  LogMessage(const LogMessage&) = delete;
+  LogMessage& operator=(const LogMessage&) = delete;
+  std::ostream& stream() { return stream_; }
+
+ private:
+  LogLevel level_;
+  std::ostringstream stream_;
+};
+}  // namespace internal
+
+}  // namespace stoker
+
+#define STOKER_LOG(level)                                                    \
+  if (::stoker::LogLevel::level < ::stoker::GetLogLevel()) {                 \
+  } else                                                                     \
+    ::stoker::internal::LogMessage(::stoker::LogLevel::level).stream()

@@ -1,0 +1,196 @@
+# The control protocol between the coordinator and its peers (workers and clients).
+#
+# Transport: ZeroMQ. The coordinator binds a ROUTER socket (default tcp://*:7400); each worker and each client
+# connects one DEALER socket. Every ZeroMQ message is exactly one frame holding one Cap'n Proto message (standard
+# unpacked serialization): a Request from a peer, a Reply from the coordinator. The coordinator answers every
+# Request with exactly one Reply carrying the same requestId, possibly later (a LeaseRequest that finds no work
+# is parked until work appears or its wait runs out).
+#
+# Idempotence: requestId is unique per sender (a counter). A sender that times out re-sends the same request with
+# the same id; the coordinator applies each (senderId, requestId) at most once and answers a repeat with the
+# original reply. Replies never carry exceptions: `status` says what happened.
+#
+# Ids: workers are "w-<16 hex>", clients "c-<16 hex>", tools "t-<16 hex>", chosen by the peer at start (random),
+# so that a restarted process is a new peer. Jobs are named by their JobSpec.name.
+#
+# Units and leases: for each job the coordinator numbers every rank's batches of all epochs in one sequence, the
+# global batch index g = epoch * stepsPerEpoch + index. A unit is batchesPerUnit consecutive batches of one rank
+# within one epoch; global unit index q = epoch * unitsPerEpoch + u. A lease hands unit q of rank r to one worker
+# under an attempt number; attempts only grow (per rank), so a batch tagged with an older attempt than the unit's
+# current lease is stale and is dropped by the client (fencing).
+#
+# Flow control: a client declares a window W (its prefetch slots). The coordinator leases a unit only when all of
+# its batches fall in [consumed, consumed + W), where consumed is the client's last acknowledged count of batches
+# it has handed to the application and released. So every batch a worker sends has a free slot waiting for it.
+# Workers additionally lease only as far as a client's credits reach (data.capnp), which bounds worker memory.
+@0xf3e05659b0bcd0e8;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("stoker::wire");
+
+using Common = import "common.capnp";
+using Job = import "job.capnp";
+
+struct Request {
+  protocolVersion @0 :UInt16;   # Common.protocolVersion of the sender
+  requestId @1 :UInt64;         # unique per sender; a retry repeats it
+  senderId @2 :Text;            # "w-…", "c-…" or "t-…"
+  union {
+    registerWorker @3 :RegisterWorker;
+    workerHeartbeat @4 :WorkerHeartbeat;
+    leaseRequest @5 :LeaseRequest;
+    unitDone @6 :UnitDone;
+    registerClient @7 :RegisterClient;
+    clientHeartbeat @8 :ClientHeartbeat;
+    getJob @9 :GetJob;
+    deregister @10 :Deregister;
+  }
+}
+
+struct Reply {
+  protocolVersion @0 :UInt16;
+  requestId @1 :UInt64;         # the request this answers
+  status @2 :Common.Status;     # not ok: the union is `none`
+  union {
+    none @3 :Void;
+    registerWorker @4 :RegisterWorkerReply;
+    workerHeartbeat @5 :WorkerHeartbeatReply;
+    lease @6 :LeaseReply;
+    unitDone @7 :Void;
+    registerClient @8 :RegisterClientReply;
+    clientHeartbeat @9 :ClientHeartbeatReply;
+    job @10 :Job.JobSpec;
+  }
+}
+
+# --- workers -------------------------------------------------------------------------------------------------
+
+struct RegisterWorker {
+  # First message of a worker. Re-sent after the coordinator restarts or forgets the worker (NOT_FOUND replies).
+  dataEndpoint @0 :Text;        # where clients connect to receive batches, e.g. tcp://10.0.0.7:7401
+  threads @1 :UInt32;           # pipeline threads: the coordinator's capacity estimate
+  version @2 :Text;             # build version, for /state
+}
+
+struct RegisterWorkerReply {
+  heartbeatIntervalMs @0 :UInt32;  # send a WorkerHeartbeat at least this often
+  leaseTtlMs @1 :UInt32;           # a lease not renewed for this long is revoked and re-leased
+}
+
+struct LeaseRef {
+  job @0 :Text;
+  rank @1 :UInt32;
+  unit @2 :UInt64;              # global unit index q
+  attempt @3 :UInt64;
+}
+
+struct WorkerHeartbeat {
+  # Liveness, and renewal of every lease the worker still works on.
+  leases @0 :List(LeaseRef);
+  draining @1 :Bool;            # SIGTERM received: lease nothing new to this worker
+}
+
+struct WorkerHeartbeatReply {
+  revoked @0 :List(LeaseRef);   # leases no longer this worker's: stop and send nothing more for them
+}
+
+struct LeaseRequest {
+  # Ask for work on (job, rank), for which the worker holds client credit.
+  job @0 :Text;
+  rank @1 :UInt32;
+  maxBatches @2 :UInt32;        # the worker's unused credit for that rank: leases never exceed it
+  waitMs @3 :UInt32;            # if nothing can be leased now, park the request this long (0: answer at once)
+}
+
+struct Lease {
+  job @0 :Text;
+  rank @1 :UInt32;
+  unit @2 :UInt64;              # global unit index q
+  epoch @3 :UInt32;
+  firstBatch @4 :UInt64;        # index within the epoch of the unit's first batch
+  batchCount @5 :UInt32;
+  attempt @6 :UInt64;           # fencing token: tag every batch of this lease with it
+  skip @7 :List(UInt64);        # batch indices (within the epoch) the client already has: do not make them again
+  ttlMs @8 :UInt32;
+}
+
+struct LeaseReply {
+  leases @0 :List(Lease);       # empty: nothing leasable within the wait (window full, epoch done, ...)
+  jobDone @1 :Bool;             # every batch of every epoch of this rank is leased or delivered: stop asking
+}
+
+struct QuarantinedSample {
+  sampleId @0 :UInt64;          # index in the manifest
+  reason @1 :Text;              # short, bounded vocabulary: read_error, short_read, decode_error, truncated, ...
+  detail @2 :Text;              # for people: the decoder's or the OS's own words, and the shard and key
+}
+
+enum UnitOutcome {
+  sent @0;                      # every batch not in skip was handed to the client's connection
+  undeliverable @1;             # the client's connection went away: re-lease at once
+  abandoned @2;                 # draining or failing worker hands the unit back unfinished
+}
+
+struct UnitDone {
+  job @0 :Text;
+  rank @1 :UInt32;
+  unit @2 :UInt64;
+  attempt @3 :UInt64;
+  outcome @4 :UnitOutcome;
+  batchesSent @5 :UInt32;
+  quarantined @6 :List(QuarantinedSample);
+}
+
+# --- clients -------------------------------------------------------------------------------------------------
+
+struct RegisterClient {
+  # Claim one rank of a job. With a spec, creates the job if it does not exist, or checks the spec matches it.
+  # Without one, the job must exist (NOT_FOUND otherwise). A rank held by another live client: ALREADY_EXISTS.
+  job @0 :Text;
+  rank @1 :UInt32;
+  spec @2 :Job.JobSpec;
+  hasSpec @3 :Bool;
+  window @4 :UInt32;            # prefetch slots: batches the client can hold at once (>= batchesPerUnit)
+}
+
+struct WorkerInfo {
+  workerId @0 :Text;
+  dataEndpoint @1 :Text;
+}
+
+struct RegisterClientReply {
+  spec @0 :Job.JobSpec;         # the job's spec as the coordinator holds it (fingerprint filled in)
+  stepsPerEpoch @1 :UInt64;     # batches every rank receives per epoch
+  samplesPerEpoch @2 :UInt64;   # samples in the manifest
+  startBatch @3 :UInt64;        # global batch index the client starts at (0, or where the rank's last client was)
+  heartbeatIntervalMs @4 :UInt32;
+  workers @5 :List(WorkerInfo);
+  membershipVersion @6 :UInt64;
+}
+
+struct ClientHeartbeat {
+  # Liveness and the ack. Sent when something changed (coalesced) and at least every heartbeatIntervalMs.
+  job @0 :Text;
+  rank @1 :UInt32;
+  consumed @2 :UInt64;          # global batches handed to the application and released (slots free below)
+  receivedWatermark @3 :UInt64; # every global batch index below this has been received
+  receivedAbove @4 :List(UInt64);  # received indices >= receivedWatermark (at most the window)
+  membershipVersion @5 :UInt64; # the worker list version the client has
+}
+
+struct ClientHeartbeatReply {
+  membershipVersion @0 :UInt64;
+  workers @1 :List(WorkerInfo); # present when membershipVersion differs from the client's
+  workersChanged @2 :Bool;
+  leases @3 :List(LeaseRef);    # live leases of this rank: the client drops batches of older attempts
+}
+
+struct GetJob {
+  job @0 :Text;
+}
+
+struct Deregister {
+  # A worker leaving (after draining) or a client closing. Held leases are re-leased; a client's rank is freed.
+  job @0 :Text;                 # clients: the job and rank they held
+  rank @1 :UInt32;
+}

@@ -1,0 +1,65 @@
+# The data plane: batches from workers to clients, credits from clients to workers.
+#
+# Transport: ZeroMQ. Each worker binds a ROUTER socket (default tcp://*:7401) and advertises it to the
+# coordinator; each client connects one DEALER socket to every worker it learns of from the coordinator.
+#
+# client -> worker: one frame, a DataMessage holding a Credit. Credits are state, not deltas: each Credit says
+#   how many batches of (job, rank) the worker may have leased and unsent at once, and re-sending it is harmless.
+#   Clients refresh credits periodically; a worker forgets a credit not refreshed for a few intervals, and a
+#   Credit of 0 withdraws it. A credit returns to the worker when the batch leaves it, so worker memory stays
+#   below (sum of credits) x batch bytes.
+# worker -> client: two frames. Frame 1 is a DataMessage holding a BatchHeader; frame 2 is the pixel payload,
+#   exactly header.payloadBytes = count * height * width * channels bytes of uint8, NHWC, RGB. The payload is
+#   sent from the worker's batch buffer without a copy and received without one (or straight into a pinned slot).
+#   A DataError is one frame.
+# A client rejects (and counts) any frame that does not parse, whose header disagrees with the job (shape, count,
+# list lengths, payload length), whose index is outside its window, or whose attempt is stale.
+@0x9709c01544d6cf7d;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("stoker::wire");
+
+using Common = import "common.capnp";
+
+struct Credit {
+  job @0 :Text;
+  rank @1 :UInt32;
+  clientId @2 :Text;
+  credits @3 :UInt32;           # batches this worker may hold leased and unsent for (job, rank); 0 withdraws
+}
+
+const sampleFlagPadding :UInt8 = 1;      # a repeated sample filling the last global batch (remainder = pad)
+const sampleFlagQuarantined :UInt8 = 2;  # unreadable input: pixels are zero, label is -1; reported by id
+
+struct BatchHeader {
+  job @0 :Text;
+  epoch @1 :UInt32;
+  rank @2 :UInt32;
+  index @3 :UInt64;             # batch index within the epoch
+  unit @4 :UInt64;              # global unit index of the lease that made it
+  attempt @5 :UInt64;           # the lease's attempt (fencing token)
+  workerId @6 :Text;
+  count @7 :UInt32;             # samples in the batch (= the job's batchSize)
+  height @8 :UInt32;
+  width @9 :UInt32;
+  channels @10 :UInt32;         # 3
+  labels @11 :List(Int64);      # count entries; -1 for quarantined samples
+  sampleIds @12 :List(UInt64);  # count entries: index in the manifest
+  flags @13 :List(UInt8);       # count entries: sampleFlag* bits
+  payloadBytes @14 :UInt64;
+}
+
+struct DataError {
+  job @0 :Text;
+  rank @1 :UInt32;
+  status @2 :Common.Status;     # e.g. NOT_FOUND for a credit naming a job the coordinator does not know
+}
+
+struct DataMessage {
+  protocolVersion @0 :UInt16;
+  union {
+    credit @1 :Credit;
+    batch @2 :BatchHeader;
+    error @3 :DataError;
+  }
+}
