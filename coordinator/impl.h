@@ -1,0 +1,165 @@
+// CoordinatorImpl: every decision the coordinator makes — which unit goes to which worker under which attempt,
+// when a lease is revoked and re-leased, when a unit commits, who holds a rank — behind one mutex, driven by an
+// injected Clock so tests can expire leases instantly. It knows nothing of ZeroMQ or Cap'n Proto: the service
+// adapter (service.h) decodes requests into messages.h values, calls one method, and encodes the answer.
+//
+// Leasing rule (schema/control.capnp, "Flow control"): unit q of rank r is leased only when all of its batches
+// lie below consumed(r) + window(r), so every batch a worker makes has a free slot at the client. Units handed
+// back (worker lost, lease expired, undeliverable, not acknowledged in time) are re-leased before new ones, with a
+// new attempt number; attempts only grow, so the client can fence stale copies.
+//
+// A lease request that finds nothing leasable is parked (up to its wait) and answered as soon as an ack, a
+// release or a new client makes work leasable; parked answers are collected with TakeDeferredReplies().
+//
+// Thread safety: all public methods may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/plan.h"
+#include "common/status.h"
+#include "common/control_messages.h"
+#include "coordinator/state.h"
+
+namespace stoker::coordinator {
+
+struct CoordinatorOptions {
+  Duration heartbeat_interval = Millis(500);  // peers send heartbeats this often
+  Duration lease_ttl = Millis(3000);          // a lease (and a worker) not renewed for this long is lost
+  Duration client_timeout = Millis(10000);    // a client not heard for this long frees its rank
+  Duration ack_timeout = Millis(5000);        // a unit sent but not acknowledged for this long is re-leased
+  Duration max_lease_wait = Millis(2000);     // cap on how long a lease request may be parked
+  uint64_t attempt_block = 1024;              // attempt numbers reserved (durably) at a time
+  std::string manifest_root;                  // overrides the manifests' recorded dataset root
+};
+
+struct DeferredLeaseReply {
+  std::string peer;  // the transport's address of the worker (a ZeroMQ routing id)
+  uint64_t request_id = 0;
+  LeaseResponse response;
+};
+
+// Why units went back to pending, for metrics and tests.
+struct ReleaseCounts {
+  uint64_t worker_lost = 0;
+  uint64_t lease_expired = 0;
+  uint64_t unacked = 0;
+  uint64_t undeliverable = 0;
+  uint64_t abandoned = 0;
+  uint64_t drain = 0;
+  uint64_t session_reset = 0;
+};
+
+struct CoordinatorStats {
+  uint64_t leases_granted = 0;
+  uint64_t units_committed = 0;
+  uint64_t lease_requests_parked = 0;
+  uint64_t quarantined_samples = 0;  // distinct (epoch, sample) reports
+  ReleaseCounts releases;
+  size_t workers = 0;
+  size_t live_clients = 0;
+  size_t units_leased = 0;
+  size_t units_sent = 0;
+  size_t units_pending = 0;
+};
+
+class CoordinatorImpl {
+ public:
+  CoordinatorImpl(const CoordinatorOptions& options, Clock& clock);
+
+  StatusOr<RegisterWorkerResponse> RegisterWorker(const RegisterWorkerRequest& request);
+  StatusOr<WorkerHeartbeatResponse> WorkerHeartbeat(const WorkerHeartbeatRequest& request);
+  // A response now, or nullopt when the request was parked (its answer comes from TakeDeferredReplies()).
+  StatusOr<std::optional<LeaseResponse>> RequestLease(const std::string& peer, uint64_t request_id,
+                                                      const LeaseRequest& request);
+  Status UnitDone(const UnitDoneRequest& request);
+  StatusOr<RegisterClientResponse> RegisterClient(const RegisterClientRequest& request);
+  StatusOr<ClientHeartbeatResponse> ClientHeartbeat(const ClientHeartbeatRequest& request);
+  StatusOr<JobSpec> GetJob(const std::string& job);
+  Status Deregister(const DeregisterRequest& request);
+
+  // Expires workers, leases, unacknowledged units, silent clients and parked requests. Call every ~50 ms.
+  void Tick();
+  std::vector<DeferredLeaseReply> TakeDeferredReplies();
+
+  CoordinatorStats Stats() const;
+  // Quarantined sample ids reported for (job, epoch), sorted.
+  std::vector<uint64_t> QuarantinedSamples(const std::string& job, uint32_t epoch) const;
+
+ private:
+  struct ActiveLease {
+    uint64_t attempt = 0;
+    std::string worker_id;
+    TimePoint expiry;
+    bool sent = false;
+    TimePoint sent_at;
+  };
+  struct ParkedRequest {
+    std::string peer;
+    uint64_t request_id = 0;
+    std::string worker_id;
+    uint32_t max_batches = 0;
+    TimePoint deadline;
+  };
+  struct RankRuntime {
+    bool session_live = false;
+    std::string client_id;
+    TimePoint last_heard;
+    uint32_t window = 0;
+    uint64_t consumed = 0;
+    uint64_t received_watermark = 0;
+    std::set<uint64_t> received_above;
+    uint64_t next_unit = 0;                  // units below it were leased in this session (or precede its start)
+    std::map<uint64_t, ActiveLease> active;  // unit -> its current lease (leased or sent, not yet committed)
+    std::set<uint64_t> pending;              // units handed back, re-leased before next_unit
+    uint64_t next_attempt = 1;
+    std::deque<ParkedRequest> parked;
+  };
+  struct JobRuntime {
+    Plan plan;
+    std::vector<RankRuntime> ranks;
+    std::map<uint32_t, std::map<uint64_t, QuarantineReport>> quarantined;  // epoch -> sample -> report
+  };
+  struct WorkerRuntime {
+    std::string data_endpoint;
+    uint32_t threads = 1;
+    std::string version;
+    TimePoint last_heard;
+    bool draining = false;
+  };
+
+  StatusOr<JobRuntime*> CreateJobLocked(const JobSpec& requested);
+  JobRuntime* FindJobLocked(const std::string& name);
+  std::vector<LeaseGrant> TryLeaseLocked(const std::string& job_name, JobRuntime& job, uint32_t rank,
+                                         const std::string& worker_id, uint32_t max_batches);
+  std::vector<uint64_t> ReceivedInUnitLocked(const JobRuntime& job, const RankRuntime& r, uint64_t unit) const;
+  bool CommitIfCompleteLocked(const JobRuntime& job, RankRuntime& r, uint64_t unit);
+  void ReleaseLocked(RankRuntime& r, uint64_t unit, uint64_t* counter);
+  void ServeParkedLocked(const std::string& job_name, JobRuntime& job, uint32_t rank);
+  void AnswerParkedEmptyLocked(RankRuntime& r, bool job_done);
+  std::vector<WorkerInfo> WorkerListLocked() const;
+  void RemoveWorkerLocked(const std::string& worker_id, uint64_t* counter);
+  void ApplyLocked(const Update& update);
+
+  const CoordinatorOptions options_;
+  Clock& clock_;
+  mutable std::mutex mu_;
+  CoordinatorState state_;                                // guarded by mu_
+  std::map<std::string, JobRuntime> jobs_;                // guarded by mu_
+  std::map<std::string, WorkerRuntime> workers_;          // guarded by mu_
+  uint64_t membership_version_ = 1;                       // guarded by mu_
+  std::vector<DeferredLeaseReply> deferred_;              // guarded by mu_
+  CoordinatorStats stats_;                                // guarded by mu_ (counters only)
+};
+
+}  // namespace stoker::coordinator

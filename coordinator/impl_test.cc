@@ -1,0 +1,273 @@
+// CoordinatorImpl under a FakeClock: leasing within the client window, parking, re-leasing on every kind of loss,
+// commits, fencing, and the registration errors a user can hit.
+#include "coordinator/impl.h"
+
+#include <gtest/gtest.h>
+
+#include "common/manifest.h"
+#include "tests/support/temp_dir.h"
+
+namespace stoker::coordinator {
+namespace {
+
+using testing::TempDir;
+
+class CoordinatorImplTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ManifestWriter writer(dir_.path(), SourceKind::kTarShards);
+    uint32_t shard = writer.AddShard("s.tar", 1 << 20, 0);
+    for (int i = 0; i < 100; ++i) writer.AddSample(shard, 512 * i, 100, i % 10, ImageFormat::kJpeg, "k");
+    PosixEnv env;
+    ASSERT_TRUE(writer.Write(env, dir_.Join("m.stoker"), "test").ok());
+    spec_.name = "job";
+    spec_.manifest_path = dir_.Join("m.stoker");
+    spec_.batch_size = 10;
+    spec_.world_size = 2;
+    spec_.epochs = 2;
+    options_.lease_ttl = Millis(3000);
+    options_.ack_timeout = Millis(5000);
+    options_.client_timeout = Millis(10000);
+    impl_ = std::make_unique<CoordinatorImpl>(options_, clock_);
+  }
+
+  RegisterClientResponse Register(const std::string& client, uint32_t rank, uint32_t window = 4) {
+    auto r = impl_->RegisterClient({client, "job", rank, spec_, window});
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : RegisterClientResponse{};
+  }
+  void AddWorker(const std::string& id) { ASSERT_TRUE(impl_->RegisterWorker({id, "tcp://" + id + ":1", 2, "t"}).ok()); }
+  std::vector<LeaseGrant> Lease(const std::string& worker, uint32_t rank, uint32_t max, uint32_t wait_ms = 0) {
+    auto r = impl_->RequestLease("peer-" + worker, 1, {worker, "job", rank, max, wait_ms});
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok() || !r->has_value()) return {};
+    return (*r)->leases;
+  }
+  Status Ack(const std::string& client, uint32_t rank, uint64_t consumed, uint64_t watermark,
+             std::vector<uint64_t> above = {}) {
+    return impl_->ClientHeartbeat({client, "job", rank, consumed, watermark, std::move(above), 0}).status();
+  }
+  Status Sent(const std::string& worker, const LeaseGrant& g) {
+    return impl_->UnitDone({worker, "job", g.rank, g.unit, g.attempt, UnitOutcome::kSent, g.batch_count, {}});
+  }
+
+  TempDir dir_;
+  JobSpec spec_;
+  CoordinatorOptions options_;
+  FakeClock clock_;
+  std::unique_ptr<CoordinatorImpl> impl_;
+};
+
+TEST_F(CoordinatorImplTest, RegistrationCreatesTheJobAndRefusesConflicts) {
+  RegisterClientResponse r = Register("c-a", 0);
+  EXPECT_EQ(r.steps_per_epoch, 5u);  // 100 samples / (2 ranks x 10)
+  EXPECT_EQ(r.start_batch, 0u);
+  EXPECT_NE(r.spec.manifest_fingerprint, 0u);
+
+  auto held = impl_->RegisterClient({"c-b", "job", 0, spec_, 4});
+  EXPECT_EQ(held.status().code(), StatusCode::kAlreadyExists);
+  EXPECT_NE(held.status().message().find("held by client c-a"), std::string::npos) << held.status().message();
+  EXPECT_TRUE(impl_->RegisterClient({"c-a", "job", 0, spec_, 4}).ok());  // a retry by the holder is fine
+
+  auto unknown = impl_->RegisterClient({"c-b", "other", 0, std::nullopt, 4});
+  EXPECT_EQ(unknown.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(unknown.status().message().find("unknown job 'other'"), std::string::npos);
+  EXPECT_TRUE(impl_->RegisterClient({"c-b", "job", 1, std::nullopt, 4}).ok());  // attach without a spec
+
+  JobSpec different = spec_;
+  different.batch_size = 20;
+  auto mismatch = impl_->RegisterClient({"c-c", "job", 1, different, 4});
+  EXPECT_EQ(mismatch.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(mismatch.status().message().find("batch_size: 20 here, 10 registered"), std::string::npos);
+
+  EXPECT_EQ(impl_->RegisterClient({"c-d", "job", 2, spec_, 4}).status().code(), StatusCode::kInvalidArgument);
+  JobSpec missing = spec_;
+  missing.name = "nomanifest";
+  missing.manifest_path = dir_.Join("absent.stoker");
+  auto no_manifest = impl_->RegisterClient({"c-e", "nomanifest", 0, missing, 4});
+  EXPECT_EQ(no_manifest.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(no_manifest.status().message().find("absent.stoker"), std::string::npos);
+  EXPECT_EQ(impl_->GetJob("nope").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(impl_->GetJob("job")->batch_size, 10u);
+}
+
+TEST_F(CoordinatorImplTest, LeasesStayInsideTheClientWindowAndParkedRequestsWakeOnAck) {
+  Register("c-a", 0, /*window=*/3);
+  AddWorker("w-1");
+  std::vector<LeaseGrant> first = Lease("w-1", 0, 10);
+  ASSERT_EQ(first.size(), 3u);  // batches 0,1,2: the window is full
+  EXPECT_EQ(first[0].first_batch, 0u);
+  EXPECT_EQ(first[2].first_batch, 2u);
+  EXPECT_LT(first[0].attempt, first[1].attempt);
+  auto parked = impl_->RequestLease("peer-w-1", 42, {"w-1", "job", 0, 10, 1000});
+  ASSERT_TRUE(parked.ok());
+  EXPECT_FALSE(parked->has_value());
+  EXPECT_TRUE(impl_->TakeDeferredReplies().empty());
+
+  for (const auto& g : first) ASSERT_TRUE(Sent("w-1", g).ok());
+  ASSERT_TRUE(Ack("c-a", 0, /*consumed=*/0, /*received=*/3).ok());
+  EXPECT_TRUE(impl_->TakeDeferredReplies().empty());  // received but not consumed: the slots are still full
+  ASSERT_TRUE(Ack("c-a", 0, 2, 3).ok());
+  auto woken = impl_->TakeDeferredReplies();
+  ASSERT_EQ(woken.size(), 1u);
+  EXPECT_EQ(woken[0].request_id, 42u);
+  EXPECT_EQ(woken[0].peer, "peer-w-1");
+  ASSERT_EQ(woken[0].response.leases.size(), 2u);
+  EXPECT_EQ(woken[0].response.leases[0].first_batch, 3u);
+  EXPECT_EQ(impl_->Stats().units_committed, 3u);
+}
+
+TEST_F(CoordinatorImplTest, ParkedRequestsExpireEmpty) {
+  Register("c-a", 0, 1);
+  AddWorker("w-1");
+  ASSERT_EQ(Lease("w-1", 0, 5).size(), 1u);
+  auto parked = impl_->RequestLease("p", 7, {"w-1", "job", 0, 5, 200});
+  ASSERT_FALSE(parked->has_value());
+  clock_.Advance(Millis(199));
+  impl_->Tick();
+  EXPECT_TRUE(impl_->TakeDeferredReplies().empty());
+  clock_.Advance(Millis(2));
+  impl_->Tick();
+  auto replies = impl_->TakeDeferredReplies();
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_TRUE(replies[0].response.leases.empty());
+}
+
+TEST_F(CoordinatorImplTest, LostWorkerUnitsGoToAnotherWorkerUnderANewAttempt) {
+  Register("c-a", 0, 4);
+  AddWorker("w-1");
+  AddWorker("w-2");
+  std::vector<LeaseGrant> held = Lease("w-1", 0, 2);
+  ASSERT_EQ(held.size(), 2u);
+  ASSERT_TRUE(Sent("w-1", held[0]).ok());  // batch 0 sent, batch 1 still being made
+  clock_.Advance(Millis(2000));
+  ASSERT_TRUE(impl_->WorkerHeartbeat({"w-2", {}, false}).ok());
+  clock_.Advance(Millis(1500));  // w-1 silent for 3.5 s > lease ttl
+  impl_->Tick();
+  EXPECT_EQ(impl_->Stats().releases.worker_lost, 1u);
+  EXPECT_EQ(impl_->Stats().workers, 1u);
+  std::vector<LeaseGrant> retry = Lease("w-2", 0, 1);
+  ASSERT_EQ(retry.size(), 1u);
+  EXPECT_EQ(retry[0].unit, held[1].unit);  // the unsent unit, before any new one
+  EXPECT_GT(retry[0].attempt, held[1].attempt);
+  // The old worker comes back: its lease is revoked, and its late UnitDone is fenced.
+  EXPECT_EQ(impl_->WorkerHeartbeat({"w-1", {}, false}).status().code(), StatusCode::kNotFound);
+  AddWorker("w-1");
+  auto hb = impl_->WorkerHeartbeat({"w-1", {{"job", 0, held[1].unit, held[1].attempt}}, false});
+  ASSERT_EQ(hb->revoked.size(), 1u);
+  EXPECT_EQ(Sent("w-1", held[1]).code(), StatusCode::kAborted);
+}
+
+TEST_F(CoordinatorImplTest, UnrenewedLeaseExpiresButHeartbeatsKeepItAlive) {
+  Register("c-a", 0, 4);
+  AddWorker("w-1");
+  std::vector<LeaseGrant> g = Lease("w-1", 0, 1);
+  for (int i = 0; i < 10; ++i) {
+    clock_.Advance(Millis(1000));
+    ASSERT_TRUE(impl_->WorkerHeartbeat({"w-1", {{"job", 0, g[0].unit, g[0].attempt}}, false}).ok());
+    impl_->Tick();
+  }
+  EXPECT_EQ(impl_->Stats().units_leased, 1u);
+  for (int i = 0; i < 4; ++i) {  // keeps heartbeating but stops renewing the lease
+    clock_.Advance(Millis(1000));
+    ASSERT_TRUE(impl_->WorkerHeartbeat({"w-1", {}, false}).ok());
+    impl_->Tick();
+  }
+  EXPECT_EQ(impl_->Stats().releases.lease_expired, 1u);
+  EXPECT_EQ(impl_->Stats().units_pending, 1u);
+}
+
+TEST_F(CoordinatorImplTest, SentButUnacknowledgedUnitsAreReleasedAfterTheAckTimeout) {
+  Register("c-a", 0, 4);
+  AddWorker("w-1");
+  std::vector<LeaseGrant> g = Lease("w-1", 0, 2);
+  ASSERT_TRUE(Sent("w-1", g[0]).ok());
+  ASSERT_TRUE(Sent("w-1", g[1]).ok());
+  ASSERT_TRUE(Ack("c-a", 0, 0, 1).ok());  // batch 0 arrived, batch 1 was lost in transit
+  EXPECT_EQ(impl_->Stats().units_committed, 1u);
+  clock_.Advance(Millis(5001));
+  ASSERT_TRUE(impl_->WorkerHeartbeat({"w-1", {}, false}).ok());
+  ASSERT_TRUE(Ack("c-a", 0, 0, 1).ok());
+  impl_->Tick();
+  EXPECT_EQ(impl_->Stats().releases.unacked, 1u);
+  std::vector<LeaseGrant> again = Lease("w-1", 0, 1);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].first_batch, 1u);
+}
+
+TEST_F(CoordinatorImplTest, ReleasedUnitSkipsBatchesTheClientAlreadyHas) {
+  spec_.batches_per_unit = 4;
+  spec_.batch_size = 5;
+  spec_.world_size = 1;  // 100 / 5 = 20 steps, units of 4
+  Register("c-a", 0, 8);
+  AddWorker("w-1");
+  std::vector<LeaseGrant> g = Lease("w-1", 0, 4);
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_EQ(g[0].batch_count, 4u);
+  ASSERT_TRUE(Ack("c-a", 0, 0, 0, {1, 3}).ok());  // batches 1 and 3 arrived, then the worker vanished
+  ASSERT_TRUE(impl_->UnitDone({"w-1", "job", 0, g[0].unit, g[0].attempt, UnitOutcome::kUndeliverable, 2, {}}).ok());
+  std::vector<LeaseGrant> redo = Lease("w-1", 0, 2);  // two batches left to make: fits a budget of 2
+  ASSERT_EQ(redo.size(), 1u);
+  EXPECT_EQ(redo[0].unit, g[0].unit);
+  EXPECT_EQ(redo[0].skip, (std::vector<uint64_t>{1, 3}));
+}
+
+TEST_F(CoordinatorImplTest, SilentClientFreesItsRankAndTheNextOneResumesWhereItStopped) {
+  Register("c-a", 0, 4);
+  AddWorker("w-1");
+  std::vector<LeaseGrant> g = Lease("w-1", 0, 4);
+  for (const auto& l : g) ASSERT_TRUE(Sent("w-1", l).ok());
+  ASSERT_TRUE(Ack("c-a", 0, 3, 4).ok());
+  clock_.Advance(Millis(10001));
+  impl_->Tick();
+  EXPECT_EQ(impl_->Stats().live_clients, 0u);
+  EXPECT_EQ(impl_->ClientHeartbeat({"c-a", "job", 0, 3, 4, {}, 0}).status().code(), StatusCode::kAborted);
+  RegisterClientResponse r = Register("c-b", 0, 4);
+  EXPECT_EQ(r.start_batch, 3u);
+  AddWorker("w-1");  // it timed out too, being silent as long
+  std::vector<LeaseGrant> next = Lease("w-1", 0, 1);
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].first_batch, 3u);  // batch 3 was received by c-a but never consumed: made again
+}
+
+TEST_F(CoordinatorImplTest, EpochsContinueAndTheRankEventuallyReportsDone) {
+  Register("c-a", 0, 20);
+  AddWorker("w-1");
+  std::vector<LeaseGrant> all = Lease("w-1", 0, 100);
+  ASSERT_EQ(all.size(), 10u);  // 5 steps x 2 epochs, all inside a window of 20
+  EXPECT_EQ(all[5].epoch, 1u);
+  EXPECT_EQ(all[5].first_batch, 0u);
+  for (const auto& l : all) ASSERT_TRUE(Sent("w-1", l).ok());
+  ASSERT_TRUE(Ack("c-a", 0, 10, 10).ok());
+  auto done = impl_->RequestLease("p", 1, {"w-1", "job", 0, 4, 100});
+  ASSERT_TRUE(done.ok() && done->has_value());
+  EXPECT_TRUE((*done)->job_done);
+}
+
+TEST_F(CoordinatorImplTest, DrainingWorkerGetsNothingNewAndDeregisterReleasesItsUnits) {
+  Register("c-a", 0, 4);
+  AddWorker("w-1");
+  AddWorker("w-2");
+  std::vector<LeaseGrant> g = Lease("w-1", 0, 1);
+  ASSERT_TRUE(impl_->WorkerHeartbeat({"w-1", {{"job", 0, g[0].unit, g[0].attempt}}, true}).ok());
+  EXPECT_TRUE(Lease("w-1", 0, 2).empty());
+  ASSERT_TRUE(impl_->Deregister({"w-1", "", 0}).ok());
+  EXPECT_EQ(impl_->Stats().releases.drain, 1u);
+  std::vector<LeaseGrant> taken = Lease("w-2", 0, 1);
+  ASSERT_EQ(taken.size(), 1u);
+  EXPECT_EQ(taken[0].unit, g[0].unit);
+}
+
+TEST_F(CoordinatorImplTest, QuarantineReportsAreKeptPerEpochWhateverTheAttempt) {
+  Register("c-a", 0, 4);
+  AddWorker("w-1");
+  std::vector<LeaseGrant> g = Lease("w-1", 0, 1);
+  UnitDoneRequest done{"w-1", "job", 0, g[0].unit, g[0].attempt + 99, UnitOutcome::kSent, 1,
+                       {{17, "decode_error", "bad huffman"}}};
+  EXPECT_EQ(impl_->UnitDone(done).code(), StatusCode::kAborted);  // stale attempt ...
+  EXPECT_EQ(impl_->QuarantinedSamples("job", 0), (std::vector<uint64_t>{17}));  // ... but the report counts
+  EXPECT_EQ(impl_->Stats().quarantined_samples, 1u);
+}
+
+}  // namespace
+}  // namespace stoker::coordinator

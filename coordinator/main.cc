@@ -1,0 +1,83 @@
+// stoker-coordinator: plans every job's epochs and leases the work to workers. See docs/design.md.
+#include <csignal>
+#include <cstdio>
+
+#include "common/flags.h"
+#include "common/logging.h"
+#include "common/env.h"
+#include "coordinator/impl.h"
+#include "coordinator/service.h"
+
+namespace {
+std::atomic<bool> g_stop{false};
+void OnSignal(int) { g_stop.store(true); }
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace stoker;
+  using namespace stoker::coordinator;
+  SetLogComponent("coordinator");
+  ServiceOptions service;
+  CoordinatorOptions options;
+  std::string endpoint_file;
+  std::string log_level = "info";
+  std::string heartbeat = "500ms", lease_ttl = "3s", client_timeout = "10s", ack_timeout = "5s";
+  FlagSet flags("stoker-coordinator [flags]",
+                "Plans each job's epochs (which samples every rank gets, in which batch) and leases the work to "
+                "workers; clients register ranks and acknowledge what they received.");
+  flags.AddString("listen", &service.listen, "control endpoint to bind (ZeroMQ ROUTER); port 0 picks a free one");
+  flags.AddString("endpoint-file", &endpoint_file, "write the bound endpoint to this file once listening");
+  flags.AddString("heartbeat-interval", &heartbeat, "how often workers and clients must report");
+  flags.AddString("lease-ttl", &lease_ttl, "a lease (and a worker) not renewed for this long is re-leased");
+  flags.AddString("client-timeout", &client_timeout, "a client silent for this long frees its rank");
+  flags.AddString("ack-timeout", &ack_timeout, "a unit sent but not acknowledged for this long is re-leased");
+  flags.AddString("manifest-root", &options.manifest_root, "dataset root to use instead of the manifests' own");
+  flags.AddString("log-level", &log_level, "debug|info|warning|error");
+  Status parsed = flags.Parse(argc, argv);
+  if (parsed.code() == StatusCode::kCancelled) return 0;
+  auto duration = [&](const std::string& name, const std::string& text, Duration* out) {
+    auto ms = ParseDurationMs(text);
+    if (!ms.ok() || *ms <= 0) {
+      parsed = InvalidArgumentError("--" + name + ": '" + text + "' is not a positive duration");
+      return;
+    }
+    *out = Millis(*ms);
+  };
+  if (parsed.ok()) duration("heartbeat-interval", heartbeat, &options.heartbeat_interval);
+  if (parsed.ok()) duration("lease-ttl", lease_ttl, &options.lease_ttl);
+  if (parsed.ok()) duration("client-timeout", client_timeout, &options.client_timeout);
+  if (parsed.ok()) duration("ack-timeout", ack_timeout, &options.ack_timeout);
+  if (parsed.ok() && !SetLogLevelFromString(log_level)) parsed = InvalidArgumentError("--log-level: " + log_level);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "stoker-coordinator: %s\n", parsed.ToString().c_str());
+    return 2;
+  }
+
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnSignal);
+  RealClock clock;
+  CoordinatorImpl impl(options, clock);
+  zmq::context_t context(1);
+  CoordinatorService server(impl, context, service);
+  auto bound = server.Bind();
+  if (!bound.ok()) {
+    STOKER_LOG(kError) << bound.status().ToString();
+    return 1;
+  }
+  PosixEnv env;
+  if (!endpoint_file.empty()) {
+    Status written = env.WriteFileAtomically(endpoint_file, bound->data(), bound->size());
+    if (!written.ok()) {
+      STOKER_LOG(kError) << written.ToString();
+      return 1;
+    }
+  }
+  STOKER_LOG(kInfo) << "listening on " << *bound;
+  Status run = server.Run(g_stop);
+  if (!run.ok()) {
+    STOKER_LOG(kError) << run.ToString();
+    return 1;
+  }
+  STOKER_LOG(kInfo) << "stopped";
+  return 0;
+}

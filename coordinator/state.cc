@@ -1,0 +1,49 @@
+#include "coordinator/state.h"
+
+#include <algorithm>
+
+namespace stoker::coordinator {
+
+RankRecord& CoordinatorState::Rank(const std::string& job, uint32_t rank) {
+  auto it = jobs_.find(job);
+  STOKER_CHECK(it != jobs_.end(), "update for unknown job " + job);
+  STOKER_CHECK(rank < it->second.ranks.size(), "update for a rank out of range");
+  return it->second.ranks[rank];
+}
+
+void CoordinatorState::Apply(const Update& update) {
+  std::visit(
+      [this](const auto& u) {
+        using T = std::decay_t<decltype(u)>;
+        if constexpr (std::is_same_v<T, JobCreated>) {
+          STOKER_CHECK(jobs_.find(u.spec.name) == jobs_.end(), "job created twice: " + u.spec.name);
+          JobRecord record;
+          record.spec = u.spec;
+          record.num_samples = u.num_samples;
+          record.ranks.resize(u.spec.world_size);
+          jobs_.emplace(u.spec.name, std::move(record));
+        } else if constexpr (std::is_same_v<T, RankSessionStarted>) {
+          RankRecord& r = Rank(u.job, u.rank);
+          r.client_id = u.client_id;
+          ++r.session;
+          r.start_batch = u.start_batch;
+          r.received = u.start_batch;
+          r.consumed = u.start_batch;
+        } else if constexpr (std::is_same_v<T, RankProgress>) {
+          RankRecord& r = Rank(u.job, u.rank);
+          r.received = std::max(r.received, u.received);
+          r.consumed = std::max(r.consumed, u.consumed);
+        } else if constexpr (std::is_same_v<T, AttemptsReserved>) {
+          RankRecord& r = Rank(u.job, u.rank);
+          r.attempts_reserved = std::max(r.attempts_reserved, u.up_to);
+        }
+      },
+      update);
+}
+
+const JobRecord* CoordinatorState::FindJob(const std::string& name) const {
+  auto it = jobs_.find(name);
+  return it == jobs_.end() ? nullptr : &it->second;
+}
+
+}  // namespace stoker::coordinator

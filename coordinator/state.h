@@ -1,0 +1,79 @@
+// CoordinatorState: the coordinator's durable state, plain data changed only by Apply(update). The same updates
+// are what the journal records (issue: exactly-once across coordinator restarts), so replaying them rebuilds this
+// state. Soft state that peers re-establish on their own (leases, worker liveness, parked requests) lives in the
+// Impl instead, not here.
+//
+// Thread safety: none; the Impl owns it under its mutex.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "common/job_spec.h"
+
+namespace stoker::coordinator {
+
+struct JobCreated {
+  JobSpec spec;             // with the manifest fingerprint filled in
+  uint64_t num_samples = 0;
+};
+
+// A client claimed a rank; its session starts at start_batch.
+struct RankSessionStarted {
+  std::string job;
+  uint32_t rank = 0;
+  std::string client_id;
+  uint64_t start_batch = 0;
+};
+
+// The client's acknowledged position: batches below `received` are delivered to its process, batches below
+// `consumed` were handed to the application and released.
+struct RankProgress {
+  std::string job;
+  uint32_t rank = 0;
+  uint64_t received = 0;
+  uint64_t consumed = 0;
+};
+
+// Attempt numbers below `up_to` may have been handed out for this rank; after a restart leasing resumes above it
+// so a fenced attempt is never reused.
+struct AttemptsReserved {
+  std::string job;
+  uint32_t rank = 0;
+  uint64_t up_to = 0;
+};
+
+using Update = std::variant<JobCreated, RankSessionStarted, RankProgress, AttemptsReserved>;
+
+struct RankRecord {
+  std::string client_id;     // last client to claim the rank
+  uint64_t session = 0;      // how many sessions the rank has had
+  uint64_t start_batch = 0;
+  uint64_t received = 0;
+  uint64_t consumed = 0;
+  uint64_t attempts_reserved = 0;
+};
+
+struct JobRecord {
+  JobSpec spec;
+  uint64_t num_samples = 0;
+  std::vector<RankRecord> ranks;
+};
+
+class CoordinatorState {
+ public:
+  // Applying an update the state cannot take (unknown job, rank out of range) is a bug in the caller.
+  void Apply(const Update& update);
+
+  const JobRecord* FindJob(const std::string& name) const;
+  const std::map<std::string, JobRecord>& jobs() const { return jobs_; }
+
+ private:
+  RankRecord& Rank(const std::string& job, uint32_t rank);
+  std::map<std::string, JobRecord> jobs_;
+};
+
+}  // namespace stoker::coordinator

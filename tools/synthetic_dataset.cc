@@ -1,0 +1,180 @@
+#include "tools/synthetic_dataset.h"
+
+#include <jpeglib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <cmath>
+#include <csetjmp>
+#include <cstdio>
+#include <cstring>
+#include <opencv2/core.hpp>
+#include <opencv2/imgproc.hpp>
+#include <thread>
+
+#include "common/rng.h"
+#include "common/tar.h"
+
+namespace stoker {
+namespace {
+
+struct EncodeErrors {
+  jpeg_error_mgr pub;
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+};
+
+void OnEncodeError(j_common_ptr cinfo) {
+  auto* e = reinterpret_cast<EncodeErrors*>(cinfo->err);
+  (*cinfo->err->format_message)(cinfo, e->message);
+  std::longjmp(e->jump, 1);
+}
+
+// The libjpeg part, kept free of C++ objects because errors leave it by longjmp.
+bool EncodeRaw(const uint8_t* rgb, int width, int height, const JpegEncodeOptions& options, unsigned char** out,
+               unsigned long* out_size, char* message) {
+  jpeg_compress_struct cinfo;
+  EncodeErrors errors;
+  std::memset(&cinfo, 0, sizeof(cinfo));
+  cinfo.err = jpeg_std_error(&errors.pub);
+  errors.pub.error_exit = OnEncodeError;
+  if (setjmp(errors.jump) != 0) {
+    std::strncpy(message, errors.message, JMSG_LENGTH_MAX);
+    jpeg_destroy_compress(&cinfo);
+    return false;
+  }
+  jpeg_create_compress(&cinfo);
+  jpeg_mem_dest(&cinfo, out, out_size);
+  cinfo.image_width = static_cast<JDIMENSION>(width);
+  cinfo.image_height = static_cast<JDIMENSION>(height);
+  cinfo.input_components = 3;
+  cinfo.in_color_space = JCS_RGB;
+  jpeg_set_defaults(&cinfo);
+  jpeg_set_quality(&cinfo, options.quality, TRUE);
+  if (options.chroma_444) {
+    for (int c = 0; c < 3; ++c) {
+      cinfo.comp_info[c].h_samp_factor = 1;
+      cinfo.comp_info[c].v_samp_factor = 1;
+    }
+  }
+  jpeg_start_compress(&cinfo, TRUE);
+  while (cinfo.next_scanline < cinfo.image_height) {
+    JSAMPROW row = const_cast<JSAMPROW>(rgb + static_cast<size_t>(cinfo.next_scanline) * width * 3);
+    jpeg_write_scanlines(&cinfo, &row, 1);
+  }
+  jpeg_finish_compress(&cinfo);
+  jpeg_destroy_compress(&cinfo);
+  return true;
+}
+
+}  // namespace
+
+StatusOr<std::string> EncodeJpeg(const uint8_t* rgb, int width, int height, const JpegEncodeOptions& options) {
+  unsigned char* buffer = nullptr;
+  unsigned long size = 0;
+  char message[JMSG_LENGTH_MAX] = {0};
+  bool ok = EncodeRaw(rgb, width, height, options, &buffer, &size, message);
+  std::string out;
+  if (ok) out.assign(reinterpret_cast<const char*>(buffer), size);
+  std::free(buffer);
+  if (!ok) return InternalError(std::string("JPEG encode: ") + message);
+  return out;
+}
+
+std::vector<uint8_t> SyntheticImage(uint64_t index, int* width, int* height, double noise_sigma) {
+  Rng rng(DeriveSeed(index, 0x696d67ULL /* "img" */));
+  const int h = (index % 3 == 1) ? 500 : 375;
+  const int w = (index % 3 == 1) ? 375 : 500;
+  cv::Mat img(h, w, CV_32FC3);
+  // 127 + 80 sin(x fx + y fy + phase) per channel, via sin(a + b) = sin a cos b + cos a sin b tables.
+  for (int c = 0; c < 3; ++c) {
+    double fx = rng.Uniform(0.005, 0.05), fy = rng.Uniform(0.005, 0.05), phase = rng.Uniform(0, 6.28);
+    std::vector<float> sx(w), cx(w);
+    for (int x = 0; x < w; ++x) {
+      sx[x] = static_cast<float>(std::sin(x * fx + phase));
+      cx[x] = static_cast<float>(std::cos(x * fx + phase));
+    }
+    for (int y = 0; y < h; ++y) {
+      float sy = static_cast<float>(std::sin(y * fy)), cy = static_cast<float>(std::cos(y * fy));
+      float* row = img.ptr<float>(y);
+      for (int x = 0; x < w; ++x) row[x * 3 + c] = 127.0f + 80.0f * (sx[x] * cy + cx[x] * sy);
+    }
+  }
+  for (int i = 0; i < 12; ++i) {
+    cv::Point center(static_cast<int>(rng.UniformInt(0, w - 1)), static_cast<int>(rng.UniformInt(0, h - 1)));
+    int radius = static_cast<int>(rng.UniformInt(10, 79));
+    cv::Scalar colour(static_cast<double>(rng.UniformInt(0, 254)), static_cast<double>(rng.UniformInt(0, 254)),
+                      static_cast<double>(rng.UniformInt(0, 254)));
+    cv::circle(img, center, radius, colour, cv::FILLED);
+  }
+  if (noise_sigma > 0) {
+    cv::Mat noise(h, w, CV_32FC3);
+    cv::RNG cv_rng(DeriveSeed(index, 0x6e6f6973ULL));
+    cv_rng.fill(noise, cv::RNG::NORMAL, 0.0, noise_sigma);
+    img += noise;
+  }
+  cv::Mat bytes;
+  img.convertTo(bytes, CV_8UC3);  // saturating: clips to [0, 255]
+  *width = w;
+  *height = h;
+  return std::vector<uint8_t>(bytes.data, bytes.data + bytes.total() * 3);
+}
+
+StatusOr<std::string> SyntheticJpeg(uint64_t index, const JpegEncodeOptions& options) {
+  int w = 0, h = 0;
+  std::vector<uint8_t> rgb = SyntheticImage(index, &w, &h);
+  return EncodeJpeg(rgb.data(), w, h, options);
+}
+
+Status GenerateTarDataset(Env& env, const std::string& directory, const GenerateOptions& options) {
+  if (options.images == 0) return InvalidArgumentError("gen-dataset: --images must be at least 1");
+  if (options.per_shard == 0) return InvalidArgumentError("gen-dataset: --per-shard must be at least 1");
+  if (options.classes == 0) return InvalidArgumentError("gen-dataset: --classes must be at least 1");
+  STOKER_RETURN_IF_ERROR(env.CreateDirectories(directory));
+  const uint64_t shards = (options.images + options.per_shard - 1) / options.per_shard;
+  unsigned threads = options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+  std::atomic<uint64_t> next_shard{0};
+  std::atomic<uint64_t> done{0};
+  std::mutex mu;
+  Status first_error;  // guarded by mu
+  auto work = [&]() {
+    for (uint64_t s = next_shard++; s < shards; s = next_shard++) {
+      TarWriter tar;
+      uint64_t begin = s * options.per_shard;
+      uint64_t end = std::min(options.images, begin + options.per_shard);
+      for (uint64_t i = begin; i < end; ++i) {
+        auto jpeg = SyntheticJpeg(i, options.jpeg);
+        if (!jpeg.ok()) {
+          std::lock_guard<std::mutex> lock(mu);
+          if (first_error.ok()) first_error = jpeg.status();
+          return;
+        }
+        char key[32];
+        std::snprintf(key, sizeof(key), "%08llu", static_cast<unsigned long long>(i));
+        tar.Add(std::string(key) + ".jpg", *jpeg);
+        tar.Add(std::string(key) + ".cls", std::to_string(i % options.classes));
+        uint64_t total_done = ++done;
+        if (options.progress && (total_done % 64 == 0 || total_done == options.images)) {
+          std::lock_guard<std::mutex> lock(mu);
+          options.progress(total_done, options.images);
+        }
+      }
+      char name[32];
+      std::snprintf(name, sizeof(name), "shard-%06llu.tar", static_cast<unsigned long long>(s));
+      std::string image = tar.Finish();
+      Status written = env.WriteFileAtomically(JoinPath(directory, name), image.data(), image.size());
+      if (!written.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (first_error.ok()) first_error = written;
+        return;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < threads; ++t) pool.emplace_back(work);
+  for (auto& t : pool) t.join();
+  return first_error;
+}
+
+}  // namespace stoker

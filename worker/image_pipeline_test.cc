@@ -1,0 +1,120 @@
+#include "worker/image_pipeline.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <opencv2/imgproc.hpp>
+#if STOKER_WITH_IMGCODECS
+#include <opencv2/imgcodecs.hpp>
+#endif
+
+#include "tools/synthetic_dataset.h"
+
+namespace stoker {
+namespace {
+
+std::span<const uint8_t> Bytes(const std::string& s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+double MeanAbsDiff(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+  double sum = 0;
+  for (size_t i = 0; i < a.size(); ++i) sum += std::abs(int(a[i]) - int(b[i]));
+  return sum / a.size();
+}
+
+TEST(ImagePipeline, SameSeedSameBytesDifferentSeedDifferentCrop) {
+  auto jpeg = SyntheticJpeg(3);
+  ImagePipeline a(PipelineSpec{}), b(PipelineSpec{});
+  std::vector<uint8_t> x(224 * 224 * 3), y(224 * 224 * 3), z(224 * 224 * 3, 0xAB);
+  ASSERT_TRUE(a.Run(Bytes(*jpeg), 99, x.data()).ok);
+  ASSERT_TRUE(b.Run(Bytes(*jpeg), 99, y.data()).ok);
+  EXPECT_EQ(x, y);
+  ASSERT_TRUE(a.Run(Bytes(*jpeg), 100, z.data()).ok);
+  EXPECT_NE(x, z);
+  EXPECT_GT(a.stage_seconds().decode, 0.0);
+}
+
+TEST(ImagePipeline, FlipMirrorsTheSameCrop) {
+  auto jpeg = SyntheticJpeg(5);
+  PipelineSpec never, always;
+  never.flip_probability = 0;
+  always.flip_probability = 1;
+  std::vector<uint8_t> plain(224 * 224 * 3), flipped(224 * 224 * 3);
+  ASSERT_TRUE(ImagePipeline(never).Run(Bytes(*jpeg), 7, plain.data()).ok);
+  ASSERT_TRUE(ImagePipeline(always).Run(Bytes(*jpeg), 7, flipped.data()).ok);
+  FlipHorizontalInPlace(plain.data(), 224, 224);
+  EXPECT_EQ(plain, flipped);
+}
+
+TEST(ImagePipeline, EvalMatchesResizeThenCenterCrop) {
+  auto jpeg = SyntheticJpeg(6);
+  int w, h;
+  std::vector<uint8_t> rgb = SyntheticImage(6, &w, &h);
+  // Reference: decode everything, resize the shorter side to 256, take the centre 224x224.
+  cv::Mat decoded;
+  {
+    JpegRegionDecoder d;
+    int dw, dh;
+    ASSERT_TRUE(d.ReadHeader(reinterpret_cast<const uint8_t*>(jpeg->data()), jpeg->size(), &dw, &dh).ok());
+    RegionView v;
+    ASSERT_TRUE(d.DecodeFull(&v).ok());
+    decoded = cv::Mat(v.height, v.width, CV_8UC3, const_cast<uint8_t*>(v.data), v.stride).clone();
+  }
+  int rw = w <= h ? 256 : int(std::floor(256.0 * w / h));
+  int rh = w <= h ? int(std::floor(256.0 * h / w)) : 256;
+  cv::Mat resized;
+  cv::resize(decoded, resized, cv::Size(rw, rh), 0, 0, cv::INTER_AREA);
+  cv::Mat centre = resized(cv::Rect((rw - 224 + 1) / 2, (rh - 224) / 2, 224, 224)).clone();
+  std::vector<uint8_t> expected(centre.data, centre.data + 224 * 224 * 3);
+
+  PipelineSpec eval;
+  eval.mode = PipelineMode::kEval;
+  std::vector<uint8_t> out(224 * 224 * 3);
+  ASSERT_TRUE(ImagePipeline(eval).Run(Bytes(*jpeg), 1, out.data()).ok);
+  EXPECT_LT(MeanAbsDiff(out, expected), 4.0);
+}
+
+TEST(ImagePipeline, CorruptImageLeavesZerosAndSaysWhy) {
+  auto jpeg = SyntheticJpeg(8);
+  std::string cut = jpeg->substr(0, 600);
+  ImagePipeline p(PipelineSpec{});
+  std::vector<uint8_t> out(224 * 224 * 3, 0x55);
+  SampleOutcome o = p.Run(Bytes(cut), 1, out.data());
+  EXPECT_FALSE(o.ok);
+  EXPECT_EQ(o.reason, "decode_error");
+  EXPECT_FALSE(o.detail.empty());
+  EXPECT_EQ(out, std::vector<uint8_t>(out.size(), 0));
+  // And the pipeline still works for the next sample.
+  EXPECT_TRUE(p.Run(Bytes(*jpeg), 1, out.data()).ok);
+}
+
+TEST(ImagePipeline, PngGoesThroughOpenCvInRgbOrder) {
+  if (!ImagePipeline::SupportsNonJpeg()) GTEST_SKIP() << "built without OpenCV imgcodecs";
+#if STOKER_WITH_IMGCODECS
+  int w, h;
+  std::vector<uint8_t> rgb = SyntheticImage(9, &w, &h);
+  cv::Mat bgr;
+  cv::cvtColor(cv::Mat(h, w, CV_8UC3, rgb.data()), bgr, cv::COLOR_RGB2BGR);
+  std::vector<uint8_t> png;
+  ASSERT_TRUE(cv::imencode(".png", bgr, png));
+  auto jpeg = EncodeJpeg(rgb.data(), w, h, {100, true});
+  PipelineSpec spec;
+  std::vector<uint8_t> from_png(224 * 224 * 3), from_jpeg(224 * 224 * 3);
+  ASSERT_TRUE(ImagePipeline(spec).Run({png.data(), png.size()}, 5, from_png.data()).ok);
+  ASSERT_TRUE(ImagePipeline(spec).Run(Bytes(*jpeg), 5, from_jpeg.data()).ok);
+  EXPECT_LT(MeanAbsDiff(from_png, from_jpeg), 3.0);  // same crop, same colours, up to JPEG loss
+#endif
+}
+
+TEST(ImagePipeline, UnknownBytesAreQuarantined) {
+  std::string junk(1000, 'x');
+  ImagePipeline p(PipelineSpec{});
+  std::vector<uint8_t> out(224 * 224 * 3);
+  SampleOutcome o = p.Run(Bytes(junk), 1, out.data());
+  EXPECT_FALSE(o.ok);
+  EXPECT_TRUE(o.reason == "decode_error" || o.reason == "unsupported_format") << o.reason;
+}
+
+}  // namespace
+}  // namespace stoker
