@@ -167,6 +167,11 @@ Status FlagSet::Parse(int argc, char** argv, int first, std::vector<std::string>
   bool only_positional = false;
   for (int i = first; i < argc; ++i) {
     std::string arg = argv[i];
+    if (arg.size() == 2 && arg[0] == '-' && arg[1] != '-') {
+      for (const auto& [c, name] : aliases_) {
+        if (c == arg[1]) arg = "--" + name;
+      }
+    }
     if (only_positional || arg.size() < 2 || arg.rfind("--", 0) != 0) {
       if (positional == nullptr) {
         return InvalidArgumentError("unexpected argument '" + arg + "' (see --help)");

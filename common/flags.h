@@ -33,6 +33,9 @@ class FlagSet {
   void AddChoice(const std::string& name, std::vector<std::string> choices, std::string current,
                  std::function<bool(const std::string&)> set, const std::string& help);
 
+  // "-c VALUE" as a short form of "--name VALUE".
+  void AddShortAlias(char c, const std::string& name) { aliases_.emplace_back(c, name); }
+
   // Parses argv[first..argc). Positional arguments (and everything after "--") go to *positional; if
   // positional is null they are an error. Returns CancelledError after printing usage for --help.
   Status Parse(int argc, char** argv, int first = 1, std::vector<std::string>* positional = nullptr);
@@ -55,6 +58,7 @@ class FlagSet {
   std::string description_;
   std::string env_prefix_;
   std::vector<Flag> flags_;
+  std::vector<std::pair<char, std::string>> aliases_;
 };
 
 // Parses "250ms", "3s", "2m", or a bare number of milliseconds.

@@ -37,7 +37,15 @@ class LogMessage {
 
 }  // namespace stoker
 
-#define STOKER_LOG(level)                                                    \
-  if (::stoker::LogLevel::level < ::stoker::GetLogLevel()) {                 \
-  } else                                                                     \
-    ::stoker::internal::LogMessage(::stoker::LogLevel::level).stream()
+namespace stoker::internal {
+// Turns the streamed expression into void so STOKER_LOG works as a statement, even under an unbraced if.
+struct LogVoidify {
+  void operator&(std::ostream&) {}
+};
+}  // namespace stoker::internal
+
+#define STOKER_LOG(level)                                          \
+  (::stoker::LogLevel::level < ::stoker::GetLogLevel())            \
+      ? (void)0                                                    \
+      : ::stoker::internal::LogVoidify() &                         \
+            ::stoker::internal::LogMessage(::stoker::LogLevel::level).stream()

@@ -52,8 +52,8 @@ StatusOr<WorkerHeartbeatResponse> CoordinatorImpl::WorkerHeartbeat(const WorkerH
   std::lock_guard<std::mutex> lock(mu_);
   auto wit = workers_.find(request.worker_id);
   if (wit == workers_.end()) {
-    return NotFoundError("worker " + request.worker_id + " is not registered (coordinator restarted or it timed "
-                         "out): register again");
+    return FailedPreconditionError("worker " + request.worker_id + " is not registered (coordinator restarted or "
+                                   "it timed out): register again");
   }
   TimePoint now = clock_.Now();
   wit->second.last_heard = now;
@@ -193,7 +193,7 @@ StatusOr<std::optional<LeaseResponse>> CoordinatorImpl::RequestLease(const std::
   std::lock_guard<std::mutex> lock(mu_);
   auto wit = workers_.find(request.worker_id);
   if (wit == workers_.end()) {
-    return NotFoundError("worker " + request.worker_id + " is not registered: register again");
+    return FailedPreconditionError("worker " + request.worker_id + " is not registered: register again");
   }
   wit->second.last_heard = clock_.Now();
   JobRuntime* job = FindJobLocked(request.job);

@@ -151,7 +151,7 @@ TEST_F(CoordinatorImplTest, LostWorkerUnitsGoToAnotherWorkerUnderANewAttempt) {
   EXPECT_EQ(retry[0].unit, held[1].unit);  // the unsent unit, before any new one
   EXPECT_GT(retry[0].attempt, held[1].attempt);
   // The old worker comes back: its lease is revoked, and its late UnitDone is fenced.
-  EXPECT_EQ(impl_->WorkerHeartbeat({"w-1", {}, false}).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(impl_->WorkerHeartbeat({"w-1", {}, false}).status().code(), StatusCode::kFailedPrecondition);
   AddWorker("w-1");
   auto hb = impl_->WorkerHeartbeat({"w-1", {{"job", 0, held[1].unit, held[1].attempt}}, false});
   ASSERT_EQ(hb->revoked.size(), 1u);

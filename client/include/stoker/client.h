@@ -1,0 +1,137 @@
+// stoker::Client — the library a training process links to receive its rank's batches.
+//
+//   stoker::ClientOptions options;
+//   options.coordinator = "tcp://stoker-coordinator:7400";
+//   options.job = "resnet50";  options.rank = rank;  options.spec = spec;   // spec: creates the job if new
+//   auto client = stoker::Client::Connect(options);                         // StatusOr<unique_ptr<Client>>
+//   while (true) {
+//     auto d = (*client)->Next();                                          // blocks until the next batch
+//     if (!d.ok()) { ... d.status() ... }
+//     if (d->kind == stoker::Delivery::Kind::kEndOfJob) break;
+//     if (d->kind == stoker::Delivery::Kind::kEndOfEpoch) continue;       // the same on every rank
+//     train(d->batch.pixels(), d->batch.labels());                        // uint8 NHWC RGB + int64 labels
+//   }                                                                      // destroying a Batch frees its slot
+//
+// Guarantees: batches come in plan order (epoch, index), each exactly once; every rank gets the same number per
+// epoch; a batch's bytes depend only on the job spec and manifest. Duplicates and stale copies (a re-leased
+// unit's old attempt) are dropped and counted, never delivered. Memory is bounded: at most `prefetch` batches are
+// held (received or handed out and not yet released).
+//
+// Thread safety: Next() must be called from one thread at a time. Batches may be released on any thread, and
+// may outlive the Client. Stats() may be called from any thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "common/job_spec.h"
+#include "common/status.h"
+
+namespace stoker {
+
+struct ClientOptions {
+  std::string coordinator = "tcp://127.0.0.1:7400";
+  std::string job;
+  uint32_t rank = 0;
+  std::optional<JobSpec> spec;           // set: create the job (or check it matches); unset: attach to it
+  uint32_t prefetch = 16;                // batches held at once: the window the coordinator leases within
+  uint32_t credits_per_worker = 2;       // batches one worker may prepare for this rank at a time
+  std::chrono::milliseconds connect_timeout{30000};  // Connect() retries an unreachable coordinator this long
+  std::string client_id;                 // default: random "c-…"
+};
+
+namespace internal {
+struct ClientCore;
+struct ReceivedBatch;
+}  // namespace internal
+
+// One batch of one rank: `size()` samples, uint8 RGB pixels in NHWC order, int64 labels, sample ids and flags.
+// Move-only. Destroying it (or Release()) returns its slot so the next batch can be prefetched.
+class Batch {
+ public:
+  Batch();
+  Batch(Batch&&) noexcept;
+  Batch& operator=(Batch&&) noexcept;
+  ~Batch();
+
+  bool valid() const { return data_ != nullptr; }
+  uint32_t epoch() const;
+  uint64_t index() const;      // within the epoch
+  uint32_t rank() const;
+  uint32_t size() const;       // samples
+  uint32_t height() const;
+  uint32_t width() const;
+  uint32_t channels() const;
+  const uint8_t* pixels() const;
+  size_t pixel_bytes() const;
+  std::span<const int64_t> labels() const;     // -1 for quarantined samples
+  std::span<const uint64_t> sample_ids() const;
+  std::span<const uint8_t> flags() const;      // bit 1: padding, bit 2: quarantined
+  bool is_padding(uint32_t i) const { return (flags()[i] & 1) != 0; }
+  bool is_quarantined(uint32_t i) const { return (flags()[i] & 2) != 0; }
+  uint64_t attempt() const;
+  const std::string& worker_id() const;
+
+  void Release();
+
+ private:
+  friend class Client;
+  Batch(std::shared_ptr<internal::ClientCore> core, std::unique_ptr<internal::ReceivedBatch> data);
+  std::shared_ptr<internal::ClientCore> core_;
+  std::unique_ptr<internal::ReceivedBatch> data_;
+};
+
+struct Delivery {
+  enum class Kind { kBatch, kEndOfEpoch, kEndOfJob };
+  Kind kind = Kind::kBatch;
+  uint32_t epoch = 0;  // the batch's epoch, or the epoch that just ended
+  Batch batch;         // valid for kBatch only
+};
+
+struct ClientStats {
+  uint64_t batches_delivered = 0;
+  uint64_t samples_delivered = 0;
+  uint64_t batches_received = 0;
+  uint64_t bytes_received = 0;
+  uint64_t dropped_duplicate = 0;
+  uint64_t dropped_stale_attempt = 0;
+  uint64_t dropped_bad_frame = 0;
+  uint64_t dropped_out_of_window = 0;
+  uint64_t worker_errors = 0;          // DataError messages from workers (e.g. a job a worker cannot load)
+  double wait_seconds = 0;             // time Next() spent blocked waiting for a batch
+  uint32_t prefetched = 0;             // batches received and not yet handed out
+  uint32_t connected_workers = 0;
+  uint64_t position = 0;               // global index of the next batch Next() will return
+};
+
+class Client {
+ public:
+  // Registers the rank with the coordinator (creating the job from options.spec if needed) and starts receiving.
+  // Errors: NotFound (unknown job, no spec), AlreadyExists (rank held by a live client), FailedPrecondition (spec
+  // differs from the job's, manifest unusable), InvalidArgument, DeadlineExceeded (coordinator unreachable).
+  static StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // The next batch in plan order, or end of epoch / end of job. DeadlineExceeded if nothing came within timeout.
+  StatusOr<Delivery> Next(std::chrono::milliseconds timeout = std::chrono::milliseconds::max());
+
+  const JobSpec& spec() const;
+  uint64_t steps_per_epoch() const;
+  uint64_t start_batch() const;   // global batch index this client started at
+  const std::string& client_id() const;
+  ClientStats Stats() const;
+
+ private:
+  Client() = default;
+  class IoThread;
+  std::shared_ptr<internal::ClientCore> core_;
+  std::unique_ptr<IoThread> io_;
+};
+
+}  // namespace stoker

@@ -1,0 +1,677 @@
+// The client's two halves: the consumer side (Next, Batch release) and the I/O thread, which owns every socket —
+// a DEALER to the coordinator (register, heartbeat + ack) and one DEALER per worker (credits out, batches in).
+// They share ClientCore: the ring of prefetch slots, the positions, the counters. A batch arrives into slot
+// (g mod window); the coordinator only leases batches below consumed + window, so that slot is always free.
+#include "stoker/client.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+
+#include "common/control_codec.h"
+#include "common/logging.h"
+#include "common/plan.h"
+#include "common/wire.h"
+#include "stoker/schema/data.capnp.h"
+
+namespace stoker {
+namespace internal {
+
+struct ReceivedBatch {
+  uint32_t epoch = 0;
+  uint64_t index = 0;
+  uint64_t global = 0;
+  uint32_t rank = 0;
+  uint64_t unit = 0;
+  uint64_t attempt = 0;
+  std::string worker_id;
+  uint32_t count = 0, height = 0, width = 0, channels = 0;
+  std::vector<int64_t> labels;
+  std::vector<uint64_t> sample_ids;
+  std::vector<uint8_t> flags;
+  zmq::message_t payload;  // the pixels, as ZeroMQ received them: handed to the application without a copy
+};
+
+enum class SlotState : uint8_t { kFree, kFilled, kDelivered };
+
+struct ClientCore {
+  // Constant after Connect.
+  JobSpec spec;
+  std::string client_id;
+  uint64_t steps = 0;
+  uint64_t total = 0;  // batches of all epochs
+  uint32_t window = 0;
+  uint64_t start = 0;
+  std::optional<Plan> plan;
+  int doorbell = -1;   // wakes the I/O thread (a slot was released, or closing)
+
+  std::mutex mu;
+  std::condition_variable ready;
+  std::vector<std::unique_ptr<ReceivedBatch>> slots;  // guarded by mu
+  std::vector<SlotState> state;                       // guarded by mu
+  std::vector<uint64_t> slot_index;                   // guarded by mu: the global index a slot holds
+  uint64_t next = 0;                                  // guarded by mu: the next global index Next() returns
+  uint64_t consumed = 0;                              // guarded by mu: every index below is released
+  uint64_t received_watermark = 0;                    // guarded by mu
+  std::set<uint64_t> received_above;                  // guarded by mu
+  std::map<uint64_t, uint64_t> lease_attempts;        // guarded by mu: unit -> newest attempt known
+  bool end_of_epoch_pending = false;                  // guarded by mu
+  uint32_t ended_epoch = 0;                           // guarded by mu
+  bool ack_dirty = false;                             // guarded by mu
+  bool closing = false;                               // guarded by mu
+  Status fatal;                                       // guarded by mu
+  ClientStats stats;                                  // guarded by mu
+
+  void Wake() const {
+    uint64_t one = 1;
+    ssize_t n = ::write(doorbell, &one, sizeof(one));
+    (void)n;
+  }
+
+  void Release(uint64_t global) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      size_t slot = global % window;
+      if (state[slot] != SlotState::kDelivered || slot_index[slot] != global) return;
+      state[slot] = SlotState::kFree;
+      while (consumed < next && state[consumed % window] == SlotState::kFree) ++consumed;
+      ack_dirty = true;
+    }
+    Wake();
+  }
+};
+
+}  // namespace internal
+
+using internal::ClientCore;
+using internal::ReceivedBatch;
+using internal::SlotState;
+
+// ---- Batch -----------------------------------------------------------------------------------------------------
+
+Batch::Batch() = default;
+Batch::Batch(std::shared_ptr<ClientCore> core, std::unique_ptr<ReceivedBatch> data)
+    : core_(std::move(core)), data_(std::move(data)) {}
+Batch::Batch(Batch&&) noexcept = default;
+Batch& Batch::operator=(Batch&& other) noexcept {
+  if (this != &other) {
+    Release();
+    core_ = std::move(other.core_);
+    data_ = std::move(other.data_);
+  }
+  return *this;
+}
+Batch::~Batch() { Release(); }
+
+void Batch::Release() {
+  if (data_ && core_) core_->Release(data_->global);
+  data_.reset();
+  core_.reset();
+}
+
+uint32_t Batch::epoch() const { return data_->epoch; }
+uint64_t Batch::index() const { return data_->index; }
+uint32_t Batch::rank() const { return data_->rank; }
+uint32_t Batch::size() const { return data_->count; }
+uint32_t Batch::height() const { return data_->height; }
+uint32_t Batch::width() const { return data_->width; }
+uint32_t Batch::channels() const { return data_->channels; }
+const uint8_t* Batch::pixels() const { return static_cast<const uint8_t*>(data_->payload.data()); }
+size_t Batch::pixel_bytes() const { return data_->payload.size(); }
+std::span<const int64_t> Batch::labels() const { return data_->labels; }
+std::span<const uint64_t> Batch::sample_ids() const { return data_->sample_ids; }
+std::span<const uint8_t> Batch::flags() const { return data_->flags; }
+uint64_t Batch::attempt() const { return data_->attempt; }
+const std::string& Batch::worker_id() const { return data_->worker_id; }
+
+// ---- the I/O thread --------------------------------------------------------------------------------------------
+
+class Client::IoThread {
+ public:
+  IoThread(const ClientOptions& options, std::shared_ptr<ClientCore> core)
+      : options_(options), core_(std::move(core)), context_(1), control_(context_, zmq::socket_type::dealer) {
+    SocketOptions control_options;
+    control_options.max_message_bytes = 1 << 20;
+    ConfigureSocket(control_, control_options);
+  }
+
+  ~IoThread() {
+    {
+      std::lock_guard<std::mutex> lock(core_->mu);
+      core_->closing = true;
+    }
+    core_->Wake();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // Registers the rank synchronously (Connect's caller waits), retrying while the coordinator is unreachable.
+  StatusOr<RegisterClientResponse> Register() {
+    try {
+      control_.connect(options_.coordinator);
+    } catch (const zmq::error_t& e) {
+      return InvalidArgumentError("bad coordinator endpoint '" + options_.coordinator + "': " + e.what());
+    }
+    RegisterClientRequest request{core_->client_id, options_.job, options_.rank, options_.spec, options_.prefetch};
+    auto deadline = std::chrono::steady_clock::now() + options_.connect_timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      uint64_t id = next_request_id_++;
+      zmq::message_t frame = EncodeRequest(id, request);
+      control_.send(frame, zmq::send_flags::dontwait);
+      auto attempt_end = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::seconds(2));
+      while (std::chrono::steady_clock::now() < attempt_end) {
+        zmq::pollitem_t items[] = {{control_.handle(), 0, ZMQ_POLLIN, 0}};
+        zmq::poll(items, 1, std::chrono::milliseconds(50));
+        if (!(items[0].revents & ZMQ_POLLIN)) continue;
+        zmq::message_t reply_frame;
+        if (!control_.recv(reply_frame, zmq::recv_flags::dontwait)) continue;
+        auto reply = DecodeReply(std::move(reply_frame));
+        if (!reply.ok()) return reply.status();
+        if (reply->request_id != id) continue;  // an earlier attempt's answer
+        if (!reply->status.ok()) {
+          if (reply->status.code() == StatusCode::kUnavailable) break;
+          return reply->status;
+        }
+        auto* response = std::get_if<RegisterClientResponse>(&reply->body);
+        if (response == nullptr) return InternalError("coordinator answered registration with the wrong reply");
+        return *response;
+      }
+    }
+    return DeadlineExceededError("no answer from the coordinator at " + options_.coordinator + " within " +
+                                 std::to_string(options_.connect_timeout.count()) + " ms");
+  }
+
+  void Start(const RegisterClientResponse& registered) {
+    heartbeat_interval_ = std::chrono::milliseconds(std::max<uint32_t>(50, registered.heartbeat_interval_ms));
+    membership_version_ = registered.membership_version;
+    UpdateWorkers(registered.workers);
+    thread_ = std::thread([this] { Run(); });
+  }
+
+ private:
+  struct WorkerConnection {
+    std::string endpoint;
+    std::unique_ptr<zmq::socket_t> socket;
+    std::chrono::steady_clock::time_point credited;
+  };
+
+  using SteadyTime = std::chrono::steady_clock::time_point;
+
+  void Run() {
+    SteadyTime next_heartbeat = std::chrono::steady_clock::now();
+    SteadyTime last_ack = next_heartbeat;
+    while (true) {
+      {
+        std::lock_guard<std::mutex> lock(core_->mu);
+        if (core_->closing) break;
+      }
+      std::vector<zmq::pollitem_t> items;
+      items.push_back({control_.handle(), 0, ZMQ_POLLIN, 0});
+      items.push_back({nullptr, core_->doorbell, ZMQ_POLLIN, 0});
+      std::vector<WorkerConnection*> order;
+      for (auto& [id, w] : workers_) {
+        items.push_back({w.socket->handle(), 0, ZMQ_POLLIN, 0});
+        order.push_back(&w);
+      }
+      try {
+        zmq::poll(items.data(), items.size(), std::chrono::milliseconds(10));
+      } catch (const zmq::error_t& e) {
+        if (e.num() != EINTR) STOKER_LOG(kError) << "client poll failed: " << e.what();
+      }
+      if (items[1].revents & ZMQ_POLLIN) {
+        uint64_t ignored;
+        ssize_t n = ::read(core_->doorbell, &ignored, sizeof(ignored));
+        (void)n;
+      }
+      if (items[0].revents & ZMQ_POLLIN) DrainControl();
+      for (size_t i = 0; i < order.size(); ++i) {
+        if (items[i + 2].revents & ZMQ_POLLIN) DrainWorker(*order[i]);
+      }
+      SteadyTime now = std::chrono::steady_clock::now();
+      bool dirty;
+      {
+        std::lock_guard<std::mutex> lock(core_->mu);
+        dirty = core_->ack_dirty;
+      }
+      // Acks go out promptly when something changed (coalesced to one per 2 ms), and as heartbeats regardless.
+      if ((dirty && now - last_ack >= std::chrono::milliseconds(2)) || now >= next_heartbeat) {
+        SendHeartbeat();
+        last_ack = now;
+        next_heartbeat = now + heartbeat_interval_;
+      }
+      for (auto& [id, w] : workers_) {
+        if (now - w.credited >= kCreditRefresh) SendCredit(w, options_.credits_per_worker);
+      }
+      ExpireRequests(now);
+    }
+    // Leaving: withdraw credit so workers stop making batches for us, and free the rank.
+    for (auto& [id, w] : workers_) SendCredit(w, 0);
+    Send(DeregisterRequest{core_->client_id, options_.job, options_.rank});
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+    while (deregister_pending_ && std::chrono::steady_clock::now() < deadline) {
+      zmq::pollitem_t items[] = {{control_.handle(), 0, ZMQ_POLLIN, 0}};
+      zmq::poll(items, 1, std::chrono::milliseconds(20));
+      if (items[0].revents & ZMQ_POLLIN) DrainControl();
+    }
+  }
+
+  uint64_t Send(RequestBody body) {
+    uint64_t id = next_request_id_++;
+    if (std::holds_alternative<DeregisterRequest>(body)) deregister_pending_ = true;
+    try {
+      zmq::message_t frame = EncodeRequest(id, body);
+      control_.send(frame, zmq::send_flags::dontwait);
+    } catch (const zmq::error_t&) {
+    }
+    outstanding_[id] = {std::move(body), std::chrono::steady_clock::now() + std::chrono::seconds(5)};
+    return id;
+  }
+
+  void ExpireRequests(SteadyTime now) {
+    for (auto it = outstanding_.begin(); it != outstanding_.end();) {
+      if (now < it->second.deadline) {
+        ++it;
+        continue;
+      }
+      if (std::holds_alternative<RegisterClientRequest>(it->second.body)) registering_ = false;
+      it = outstanding_.erase(it);
+    }
+  }
+
+  void SendHeartbeat() {
+    ClientHeartbeatRequest hb;
+    hb.client_id = core_->client_id;
+    hb.job = options_.job;
+    hb.rank = options_.rank;
+    hb.membership_version = membership_version_;
+    {
+      std::lock_guard<std::mutex> lock(core_->mu);
+      hb.consumed = core_->consumed;
+      hb.received_watermark = core_->received_watermark;
+      hb.received_above.assign(core_->received_above.begin(), core_->received_above.end());
+      core_->ack_dirty = false;
+    }
+    Send(std::move(hb));
+  }
+
+  void SendCredit(WorkerConnection& w, uint32_t credits) {
+    capnp::MallocMessageBuilder message;
+    auto msg = message.initRoot<wire::DataMessage>();
+    msg.setProtocolVersion(wire::PROTOCOL_VERSION);
+    auto c = msg.initCredit();
+    c.setJob(options_.job);
+    c.setRank(options_.rank);
+    c.setClientId(core_->client_id);
+    c.setCredits(credits);
+    zmq::message_t frame = ToFrame(message);
+    try {
+      w.socket->send(frame, zmq::send_flags::dontwait);
+    } catch (const zmq::error_t&) {
+    }
+    w.credited = std::chrono::steady_clock::now();
+  }
+
+  void UpdateWorkers(const std::vector<WorkerInfo>& list) {
+    std::set<std::string> present;
+    for (const WorkerInfo& info : list) {
+      present.insert(info.worker_id);
+      auto it = workers_.find(info.worker_id);
+      if (it != workers_.end() && it->second.endpoint == info.data_endpoint) continue;
+      WorkerConnection w;
+      w.endpoint = info.data_endpoint;
+      w.socket = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
+      SocketOptions o;
+      o.max_message_bytes = static_cast<int64_t>(core_->spec.BatchBytes()) + (1 << 20);
+      o.receive_hwm = 0;  // the coordinator's window, not a message count, bounds what can arrive
+      ConfigureSocket(*w.socket, o);
+      try {
+        w.socket->connect(info.data_endpoint);
+      } catch (const zmq::error_t& e) {
+        STOKER_LOG(kWarning) << "cannot connect to worker " << info.worker_id << " at " << info.data_endpoint << ": "
+                             << e.what();
+        continue;
+      }
+      STOKER_LOG(kDebug) << "connected to worker " << info.worker_id << " at " << info.data_endpoint;
+      workers_[info.worker_id] = std::move(w);
+      SendCredit(workers_[info.worker_id], options_.credits_per_worker);
+    }
+    for (auto it = workers_.begin(); it != workers_.end();) {
+      it = present.count(it->first) ? std::next(it) : workers_.erase(it);
+    }
+    std::lock_guard<std::mutex> lock(core_->mu);
+    core_->stats.connected_workers = static_cast<uint32_t>(workers_.size());
+  }
+
+  void DrainControl() {
+    while (true) {
+      zmq::message_t frame;
+      try {
+        if (!control_.recv(frame, zmq::recv_flags::dontwait)) return;
+      } catch (const zmq::error_t&) {
+        return;
+      }
+      auto reply = DecodeReply(std::move(frame));
+      if (!reply.ok()) {
+        STOKER_LOG(kWarning) << "bad reply from the coordinator: " << reply.status().ToString();
+        continue;
+      }
+      auto it = outstanding_.find(reply->request_id);
+      if (it == outstanding_.end()) continue;
+      RequestBody body = std::move(it->second.body);
+      outstanding_.erase(it);
+      if (std::holds_alternative<DeregisterRequest>(body)) {
+        deregister_pending_ = false;
+      } else if (std::holds_alternative<RegisterClientRequest>(body)) {
+        registering_ = false;
+        if (!reply->status.ok()) {
+          STOKER_LOG(kWarning) << "re-registration refused: " << reply->status.ToString();
+        } else if (auto* r = std::get_if<RegisterClientResponse>(&reply->body)) {
+          membership_version_ = r->membership_version;
+          UpdateWorkers(r->workers);
+        }
+      } else if (std::holds_alternative<ClientHeartbeatRequest>(body)) {
+        HandleHeartbeatReply(*reply);
+      }
+    }
+  }
+
+  void HandleHeartbeatReply(const DecodedReply& reply) {
+    if (reply.status.code() == StatusCode::kAborted || reply.status.code() == StatusCode::kNotFound) {
+      // The coordinator no longer counts us as the rank's holder (we were silent too long, or it restarted).
+      if (!registering_) {
+        STOKER_LOG(kWarning) << "session lost (" << reply.status.message() << "); registering again";
+        registering_ = true;
+        Send(RegisterClientRequest{core_->client_id, options_.job, options_.rank, options_.spec, options_.prefetch});
+      }
+      return;
+    }
+    auto* r = std::get_if<ClientHeartbeatResponse>(&reply.body);
+    if (!reply.status.ok() || r == nullptr) return;
+    if (r->workers_changed) {
+      membership_version_ = r->membership_version;
+      UpdateWorkers(r->workers);
+    }
+    std::lock_guard<std::mutex> lock(core_->mu);
+    const Plan& plan = *core_->plan;
+    for (const LeaseRef& lease : r->leases) {
+      if (lease.unit >= plan.total_units() || plan.UnitEnd(lease.unit) <= core_->next) continue;
+      uint64_t& known = core_->lease_attempts[lease.unit];
+      known = std::max(known, lease.attempt);
+    }
+    // Forget units wholly delivered: any copy of theirs is a duplicate by index anyway.
+    while (!core_->lease_attempts.empty() && plan.UnitEnd(core_->lease_attempts.begin()->first) <= core_->next) {
+      core_->lease_attempts.erase(core_->lease_attempts.begin());
+    }
+  }
+
+  void DrainWorker(WorkerConnection& w) {
+    for (int i = 0; i < 64; ++i) {
+      zmq::message_t header;
+      try {
+        if (!w.socket->recv(header, zmq::recv_flags::dontwait)) return;
+      } catch (const zmq::error_t&) {
+        return;
+      }
+      std::optional<zmq::message_t> payload;
+      if (header.more()) {
+        payload.emplace();
+        if (!w.socket->recv(*payload, zmq::recv_flags::dontwait)) payload.reset();
+        bool extra = false;
+        while (payload && payload->more()) {  // a batch is exactly two frames
+          zmq::message_t discard;
+          if (!w.socket->recv(discard, zmq::recv_flags::dontwait)) break;
+          extra = true;
+          if (!discard.more()) break;
+        }
+        if (extra) payload.reset();
+      }
+      Accept(std::move(header), std::move(payload));
+    }
+  }
+
+  void Drop(uint64_t ClientStats::*counter, const std::string& why) {
+    std::lock_guard<std::mutex> lock(core_->mu);
+    ++(core_->stats.*counter);
+    if (!why.empty()) STOKER_LOG(kDebug) << "dropped a batch: " << why;
+  }
+
+  void Accept(zmq::message_t header_frame, std::optional<zmq::message_t> payload) {
+    const JobSpec& spec = core_->spec;
+    auto parsed = ParsedFrame::Parse(std::move(header_frame), BatchHeaderReaderOptions(spec.batch_size));
+    if (!parsed.ok()) return Drop(&ClientStats::dropped_bad_frame, parsed.status().message());
+    auto batch = std::make_unique<ReceivedBatch>();
+    Status error_from_worker;
+    Status valid = CatchWireErrors("batch header", [&]() -> Status {
+      auto msg = (*parsed)->Root<wire::DataMessage>();
+      if (msg.getProtocolVersion() != wire::PROTOCOL_VERSION) {
+        return InvalidArgumentError("protocol version " + std::to_string(msg.getProtocolVersion()));
+      }
+      if (msg.which() == wire::DataMessage::ERROR) {
+        error_from_worker = FromWire(msg.getError().getStatus());
+        return Status::Ok();
+      }
+      if (msg.which() != wire::DataMessage::BATCH) return InvalidArgumentError("not a batch");
+      auto h = msg.getBatch();
+      if (std::string_view(h.getJob().cStr()) != spec.name || h.getRank() != options_.rank) {
+        return InvalidArgumentError("batch for another job or rank");
+      }
+      if (h.getEpoch() >= spec.epochs || h.getIndex() >= core_->steps) return InvalidArgumentError("index out of range");
+      if (h.getCount() != spec.batch_size || h.getHeight() != spec.pipeline.output_height ||
+          h.getWidth() != spec.pipeline.output_width || h.getChannels() != 3) {
+        return InvalidArgumentError("shape differs from the job's");
+      }
+      auto labels = h.getLabels();
+      auto ids = h.getSampleIds();
+      auto flags = h.getFlags();
+      if (labels.size() != spec.batch_size || ids.size() != spec.batch_size || flags.size() != spec.batch_size) {
+        return InvalidArgumentError("list lengths differ from the batch size");
+      }
+      if (!payload || h.getPayloadBytes() != spec.BatchBytes() || payload->size() != spec.BatchBytes()) {
+        return InvalidArgumentError("payload length differs from count x height x width x channels");
+      }
+      batch->epoch = h.getEpoch();
+      batch->index = h.getIndex();
+      batch->global = uint64_t{batch->epoch} * core_->steps + batch->index;
+      batch->rank = h.getRank();
+      batch->unit = h.getUnit();
+      batch->attempt = h.getAttempt();
+      batch->worker_id = h.getWorkerId().cStr();
+      batch->count = h.getCount();
+      batch->height = h.getHeight();
+      batch->width = h.getWidth();
+      batch->channels = h.getChannels();
+      batch->labels.resize(spec.batch_size);
+      batch->sample_ids.resize(spec.batch_size);
+      batch->flags.resize(spec.batch_size);
+      for (uint32_t i = 0; i < spec.batch_size; ++i) {
+        batch->labels[i] = labels[i];
+        batch->sample_ids[i] = ids[i];
+        batch->flags[i] = flags[i];
+      }
+      return Status::Ok();
+    });
+    if (!valid.ok()) return Drop(&ClientStats::dropped_bad_frame, valid.message());
+    if (!error_from_worker.ok()) {
+      std::lock_guard<std::mutex> lock(core_->mu);
+      ++core_->stats.worker_errors;
+      STOKER_LOG(kWarning) << "a worker cannot serve job " << options_.job << ": " << error_from_worker.ToString();
+      return;
+    }
+    batch->payload = std::move(*payload);
+    const uint64_t g = batch->global;
+    {
+      std::lock_guard<std::mutex> lock(core_->mu);
+      auto known = core_->lease_attempts.find(batch->unit);
+      if (known != core_->lease_attempts.end() && batch->attempt < known->second) {
+        ++core_->stats.dropped_stale_attempt;
+        return;
+      }
+      size_t slot = g % core_->window;
+      if (g < core_->next || g < core_->start ||
+          (core_->state[slot] != SlotState::kFree && core_->slot_index[slot] == g)) {
+        ++core_->stats.dropped_duplicate;
+        return;
+      }
+      if (g >= core_->consumed + core_->window || core_->state[slot] != SlotState::kFree) {
+        ++core_->stats.dropped_out_of_window;
+        return;
+      }
+      ++core_->stats.batches_received;
+      core_->stats.bytes_received += batch->payload.size();
+      core_->state[slot] = SlotState::kFilled;
+      core_->slot_index[slot] = g;
+      core_->slots[slot] = std::move(batch);
+      if (g == core_->received_watermark) {
+        ++core_->received_watermark;
+        while (!core_->received_above.empty() && *core_->received_above.begin() == core_->received_watermark) {
+          core_->received_above.erase(core_->received_above.begin());
+          ++core_->received_watermark;
+        }
+      } else if (g > core_->received_watermark) {
+        core_->received_above.insert(g);
+      }
+      core_->ack_dirty = true;
+    }
+    core_->ready.notify_all();
+  }
+
+  struct Outstanding {
+    RequestBody body;
+    SteadyTime deadline;
+  };
+  static constexpr std::chrono::milliseconds kCreditRefresh{1000};
+
+  const ClientOptions options_;
+  std::shared_ptr<ClientCore> core_;
+  zmq::context_t context_;
+  zmq::socket_t control_;
+  std::map<std::string, WorkerConnection> workers_;
+  std::map<uint64_t, Outstanding> outstanding_;
+  uint64_t next_request_id_ = 1;
+  uint64_t membership_version_ = 0;
+  std::chrono::milliseconds heartbeat_interval_{500};
+  bool registering_ = false;
+  bool deregister_pending_ = false;
+  std::thread thread_;
+};
+
+// ---- Client ----------------------------------------------------------------------------------------------------
+
+StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
+  if (options.job.empty()) return InvalidArgumentError("ClientOptions.job is empty");
+  if (options.prefetch == 0) return InvalidArgumentError("ClientOptions.prefetch must be at least 1");
+  if (options.credits_per_worker == 0) return InvalidArgumentError("ClientOptions.credits_per_worker must be >= 1");
+  if (options.spec && options.spec->name != options.job) {
+    return InvalidArgumentError("ClientOptions.job '" + options.job + "' differs from spec.name '" +
+                                options.spec->name + "'");
+  }
+  auto core = std::make_shared<ClientCore>();
+  core->client_id = options.client_id.empty() ? NewPeerId("c") : options.client_id;
+  core->doorbell = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (core->doorbell < 0) return InternalError("eventfd failed");
+  auto client = std::unique_ptr<Client>(new Client());
+  client->core_ = core;
+  client->io_ = std::make_unique<IoThread>(options, core);
+  auto registered = client->io_->Register();
+  if (!registered.ok()) {
+    client->io_.reset();
+    ::close(core->doorbell);
+    return registered.status();
+  }
+  core->spec = registered->spec;
+  auto plan = Plan::Make(registered->spec, registered->samples_per_epoch);
+  if (!plan.ok()) return plan.status().WithContext("the job the coordinator described is inconsistent");
+  core->plan = *plan;
+  core->steps = registered->steps_per_epoch;
+  core->total = registered->steps_per_epoch * registered->spec.epochs;
+  core->window = options.prefetch;
+  core->start = registered->start_batch;
+  core->next = core->consumed = core->received_watermark = registered->start_batch;
+  core->slots.resize(core->window);
+  core->state.assign(core->window, SlotState::kFree);
+  core->slot_index.assign(core->window, 0);
+  client->io_->Start(*registered);
+  return client;
+}
+
+Client::~Client() {
+  io_.reset();  // joins the I/O thread, which withdraws credits and deregisters
+  if (core_) ::close(core_->doorbell);
+}
+
+StatusOr<Delivery> Client::Next(std::chrono::milliseconds timeout) {
+  ClientCore& c = *core_;
+  std::unique_lock<std::mutex> lock(c.mu);
+  Delivery d;
+  if (c.end_of_epoch_pending) {
+    c.end_of_epoch_pending = false;
+    d.kind = Delivery::Kind::kEndOfEpoch;
+    d.epoch = c.ended_epoch;
+    return d;
+  }
+  if (c.next >= c.total) {
+    d.kind = Delivery::Kind::kEndOfJob;
+    d.epoch = c.spec.epochs;
+    return d;
+  }
+  const size_t slot = c.next % c.window;
+  auto ready = [&] {
+    return !c.fatal.ok() || (c.state[slot] == SlotState::kFilled && c.slot_index[slot] == c.next);
+  };
+  if (!ready()) {
+    auto start = std::chrono::steady_clock::now();
+    bool arrived;
+    if (timeout == std::chrono::milliseconds::max()) {
+      c.ready.wait(lock, ready);
+      arrived = true;
+    } else {
+      arrived = c.ready.wait_for(lock, timeout, ready);
+    }
+    c.stats.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!arrived) {
+      return DeadlineExceededError("no batch " + std::to_string(c.next % c.steps) + " of epoch " +
+                                   std::to_string(c.next / c.steps) + " within " + std::to_string(timeout.count()) +
+                                   " ms (" + std::to_string(c.stats.connected_workers) + " workers connected)");
+    }
+  }
+  if (!c.fatal.ok()) return c.fatal;
+  std::unique_ptr<ReceivedBatch> data = std::move(c.slots[slot]);
+  c.state[slot] = SlotState::kDelivered;
+  ++c.next;
+  ++c.stats.batches_delivered;
+  c.stats.samples_delivered += data->count;
+  d.kind = Delivery::Kind::kBatch;
+  d.epoch = data->epoch;
+  if (data->index + 1 == c.steps) {
+    c.end_of_epoch_pending = true;
+    c.ended_epoch = data->epoch;
+  }
+  lock.unlock();
+  d.batch = Batch(core_, std::move(data));
+  return d;
+}
+
+const JobSpec& Client::spec() const { return core_->spec; }
+uint64_t Client::steps_per_epoch() const { return core_->steps; }
+uint64_t Client::start_batch() const { return core_->start; }
+const std::string& Client::client_id() const { return core_->client_id; }
+
+ClientStats Client::Stats() const {
+  std::lock_guard<std::mutex> lock(core_->mu);
+  ClientStats s = core_->stats;
+  s.position = core_->next;
+  uint32_t filled = 0;
+  for (SlotState st : core_->state) filled += st == SlotState::kFilled;
+  s.prefetched = filled;
+  return s;
+}
+
+}  // namespace stoker

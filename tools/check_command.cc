@@ -1,0 +1,45 @@
+// stoker check: judges consumption logs against the plan with the DeliveryChecker, epoch by epoch.
+#include <cstdio>
+
+#include "common/delivery_check.h"
+#include "common/flags.h"
+#include "common/manifest.h"
+#include "tools/commands.h"
+#include "tools/delivery_log.h"
+
+namespace stoker {
+
+int CheckCommand(int argc, char** argv) {
+  JobSpec spec;
+  FlagSet flags("stoker check --manifest M [job flags] LOG...",
+                "Compares what ranks consumed (logs from `stoker consume --log`) with the job's plan and reports "
+                "lost, duplicated, unexpected and corrupt samples per epoch. Exit 0 only if every epoch is exact "
+                "and every rank got the same number of batches.");
+  AddJobSpecFlags(flags, &spec);
+  std::vector<std::string> logs;
+  Status parsed = flags.Parse(argc, argv, 2, &logs);
+  if (!parsed.ok()) return Fail("check", parsed);
+  if (logs.empty()) return Fail("check", InvalidArgumentError("no delivery logs given"));
+  if (spec.name.empty()) spec.name = "check";
+  auto manifest = Manifest::Open(spec.manifest_path);
+  if (!manifest.ok()) return Fail("check", manifest.status());
+  auto plan = Plan::Make(spec, (*manifest)->num_samples());
+  if (!plan.ok()) return Fail("check", plan.status());
+  DeliveryChecker checker(*plan);
+  PosixEnv env;
+  for (const auto& path : logs) {
+    auto entries = ReadDeliveryLog(env, path);
+    if (!entries.ok()) return Fail("check", entries.status());
+    for (const auto& e : *entries) checker.Record(e.batch);
+  }
+  bool ok = true;
+  for (uint32_t epoch = 0; epoch < plan->epochs(); ++epoch) {
+    EpochVerdict v = checker.Check(epoch);
+    bool good = v.ok() && v.balanced(plan->steps_per_epoch());
+    ok = ok && good;
+    std::printf("%s %s\n", good ? "ok  " : "FAIL", v.Describe().c_str());
+  }
+  return ok ? 0 : 1;
+}
+
+}  // namespace stoker

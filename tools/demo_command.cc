@@ -1,0 +1,373 @@
+// stoker demo: the whole data path on one machine. It generates and indexes a dataset (once), starts the
+// coordinator and several worker processes on loopback, consumes every rank's batches in this process through the
+// real client, shows a live progress line, checks every epoch against the plan, and prints (and optionally
+// writes as JSON) a summary: planned, delivered, duplicates, lost, quarantined, batches per rank, images/s.
+#include <atomic>
+#include <condition_variable>
+#include <cinttypes>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "common/delivery_check.h"
+#include "common/flags.h"
+#include "common/json_writer.h"
+#include "common/logging.h"
+#include "common/manifest.h"
+#include "common/dataset_index.h"
+#include "stoker/client.h"
+#include "tools/commands.h"
+#include "tools/progress.h"
+#include "tools/subprocess.h"
+#include "tools/synthetic_dataset.h"
+
+namespace stoker {
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+void OnInterrupt(int) { g_interrupted.store(true); }
+
+struct DemoOptions {
+  std::string data = "stoker-demo-data";
+  uint64_t images = 2048;
+  uint32_t workers = 3;
+  uint32_t threads_per_worker = 1;
+  uint32_t prefetch = 8;
+  std::string summary_json;
+  std::string stall = "60s";
+};
+
+// What the consumers have seen so far, shared with the progress line.
+struct Progress {
+  std::mutex mu;
+  std::vector<uint64_t> batches;        // per rank, whole job
+  uint64_t samples = 0;                 // all samples handed to the consumers
+  double wait_seconds = 0;              // summed over ranks
+  std::vector<uint32_t> epoch_done;     // per rank: epochs finished
+  std::vector<double> epoch_end_time;   // per epoch: when the last rank finished it (seconds since start)
+  std::vector<uint64_t> epoch_samples;  // per epoch
+  Status failure;
+  std::condition_variable changed;      // an epoch ended on some rank, or a rank failed
+};
+
+void Consume(const ClientOptions& options, DeliveryChecker& checker, Progress& progress, uint32_t rank,
+             std::chrono::milliseconds stall, std::chrono::steady_clock::time_point start) {
+  ClientOptions mine = options;
+  mine.rank = rank;
+  auto client = Client::Connect(mine);
+  if (!client.ok()) {
+    std::lock_guard<std::mutex> lock(progress.mu);
+    progress.failure = client.status().WithContext("rank " + std::to_string(rank));
+    progress.changed.notify_all();
+    return;
+  }
+  while (!g_interrupted.load()) {
+    auto before = std::chrono::steady_clock::now();
+    auto d = (*client)->Next(stall);
+    double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - before).count();
+    if (!d.ok()) {
+      std::lock_guard<std::mutex> lock(progress.mu);
+      progress.failure = d.status().WithContext("rank " + std::to_string(rank));
+      progress.changed.notify_all();
+      return;
+    }
+    std::lock_guard<std::mutex> lock(progress.mu);
+    progress.wait_seconds += waited;
+    if (d->kind == Delivery::Kind::kEndOfJob) return;
+    if (d->kind == Delivery::Kind::kEndOfEpoch) {
+      uint32_t epoch = ++progress.epoch_done[rank] - 1;
+      bool all = true;
+      for (uint32_t done : progress.epoch_done) all = all && done > epoch;
+      if (all) {
+        progress.epoch_end_time[epoch] =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      }
+      progress.changed.notify_all();
+      continue;
+    }
+    const Batch& b = d->batch;
+    checker.Record({b.epoch(), b.rank(), b.index(), {b.sample_ids().begin(), b.sample_ids().end()},
+                    {b.flags().begin(), b.flags().end()}});
+    ++progress.batches[rank];
+    progress.samples += b.size();
+    progress.epoch_samples[b.epoch()] += b.size();
+  }
+}
+
+Status PrepareDataset(const DemoOptions& o, std::string* manifest_path) {
+  PosixEnv env;
+  std::string shards = JoinPath(o.data, "shards");
+  *manifest_path = JoinPath(o.data, "manifest.stoker");
+  auto existing = Manifest::Open(*manifest_path);
+  if (existing.ok() && (*existing)->num_samples() == o.images) {
+    std::fprintf(stderr, "dataset: %s (%llu images, already generated)\n", manifest_path->c_str(),
+                 static_cast<unsigned long long>(o.images));
+    return Status::Ok();
+  }
+  GenerateOptions gen;
+  gen.images = o.images;
+  gen.per_shard = 256;
+  gen.classes = 10;
+  ProgressLine line;
+  auto start = std::chrono::steady_clock::now();
+  gen.progress = [&](uint64_t done, uint64_t total) {
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    char text[160];
+    std::snprintf(text, sizeof(text), "generating ImageNet-like JPEGs: %llu/%llu (%.0f img/s)",
+                  static_cast<unsigned long long>(done), static_cast<unsigned long long>(total), s > 0 ? done / s : 0);
+    line.Update(text);
+  };
+  STOKER_RETURN_IF_ERROR(GenerateTarDataset(env, shards, gen));
+  line.Finish();
+  auto report = IndexDataset(env, shards, *manifest_path, IndexOptions{});
+  if (!report.ok()) return report.status();
+  std::fprintf(stderr, "dataset: %s: %llu samples in %llu shards (%.0f MB)\n", manifest_path->c_str(),
+               static_cast<unsigned long long>(report->samples), static_cast<unsigned long long>(report->shards),
+               report->bytes / 1e6);
+  return Status::Ok();
+}
+
+std::string Bar(double fraction, int width) {
+  int filled = static_cast<int>(fraction * width + 0.5);
+  std::string bar(filled, '#');
+  bar.append(width - filled, '.');
+  return bar;
+}
+
+}  // namespace
+
+int DemoCommand(int argc, char** argv) {
+  DemoOptions o;
+  JobSpec spec;
+  spec.name = "demo";
+  spec.batch_size = 32;
+  spec.world_size = 2;
+  spec.epochs = 2;
+  spec.seed = 2026;
+  std::string log_level = "warning";
+  FlagSet flags("stoker demo [flags]",
+                "Runs the whole data path on this machine: generates an ImageNet-like dataset (once), starts a "
+                "coordinator and worker processes on loopback, consumes every rank through the client library "
+                "with a live progress line, and checks each epoch delivered every planned sample exactly once.");
+  flags.AddString("data", &o.data, "directory for the generated dataset, manifest and process logs");
+  flags.AddUint("images", &o.images, "images in the generated dataset");
+  flags.AddUint32("workers", &o.workers, "worker processes");
+  flags.AddUint32("threads-per-worker", &o.threads_per_worker, "pipeline threads in each worker");
+  flags.AddUint32("prefetch", &o.prefetch, "batches each rank's client holds at once");
+  flags.AddString("summary-json", &o.summary_json, "write the summary here as JSON");
+  flags.AddString("stall-timeout", &o.stall, "fail if a rank receives nothing for this long");
+  flags.AddString("log-level", &log_level, "log level of this process (the servers log to files under --data)");
+  AddJobSpecFlags(flags, &spec);
+  Status parsed = flags.Parse(argc, argv, 2);
+  if (!parsed.ok()) return Fail("demo", parsed);
+  if (!SetLogLevelFromString(log_level)) return Fail("demo", InvalidArgumentError("--log-level " + log_level));
+  auto stall_ms = ParseDurationMs(o.stall);
+  if (!stall_ms.ok()) return Fail("demo", stall_ms.status().WithContext("--stall-timeout"));
+  if (o.workers == 0) return Fail("demo", InvalidArgumentError("--workers must be at least 1"));
+  std::signal(SIGINT, OnInterrupt);
+  std::signal(SIGTERM, OnInterrupt);
+
+  PosixEnv env;
+  if (Status s = env.CreateDirectories(o.data); !s.ok()) return Fail("demo", s);
+  std::string manifest_path;
+  if (Status s = PrepareDataset(o, &manifest_path); !s.ok()) return Fail("demo", s);
+  if (spec.manifest_path.empty()) spec.manifest_path = manifest_path;
+  auto manifest = Manifest::Open(spec.manifest_path);
+  if (!manifest.ok()) return Fail("demo", manifest.status());
+  auto plan = Plan::Make(spec, (*manifest)->num_samples());
+  if (!plan.ok()) return Fail("demo", plan.status());
+
+  // The servers, as separate processes on loopback, each logging to a file.
+  std::string run_dir = JoinPath(o.data, "run");
+  if (Status s = env.CreateDirectories(run_dir); !s.ok()) return Fail("demo", s);
+  std::string bin = ExecutableDirectory();
+  std::string coordinator_file = JoinPath(run_dir, "coordinator.endpoint");
+  std::remove(coordinator_file.c_str());
+  auto coordinator = Subprocess::Start({bin + "/stoker-coordinator", "--listen", "tcp://127.0.0.1:0",
+                                        "--endpoint-file", coordinator_file},
+                                       JoinPath(run_dir, "coordinator.log"));
+  if (!coordinator.ok()) return Fail("demo", coordinator.status());
+  auto endpoint = WaitForFile(coordinator_file, std::chrono::seconds(10), &*coordinator);
+  if (!endpoint.ok()) return Fail("demo", endpoint.status().WithContext("coordinator did not start (see its log)"));
+  std::vector<Subprocess> workers;
+  for (uint32_t i = 0; i < o.workers; ++i) {
+    auto w = Subprocess::Start({bin + "/stoker-worker", "--coordinator", *endpoint, "--listen", "tcp://127.0.0.1:0",
+                                "--threads", std::to_string(o.threads_per_worker)},
+                               JoinPath(run_dir, "worker-" + std::to_string(i) + ".log"));
+    if (!w.ok()) return Fail("demo", w.status());
+    workers.push_back(std::move(*w));
+  }
+  std::fprintf(stderr, "coordinator %s (pid %d), %u workers x %u threads; logs in %s\n", endpoint->c_str(),
+               coordinator->pid(), o.workers, o.threads_per_worker, run_dir.c_str());
+  std::fprintf(stderr, "job: %u ranks x batch %u, %llu steps per epoch, %u epochs, pipeline %s, seed %llu\n",
+               spec.world_size, spec.batch_size, static_cast<unsigned long long>(plan->steps_per_epoch()), spec.epochs,
+               PipelineModeName(spec.pipeline.mode), static_cast<unsigned long long>(spec.seed));
+
+  // The consumers: one client per rank, in this process.
+  DeliveryChecker checker(*plan);
+  Progress progress;
+  progress.batches.assign(spec.world_size, 0);
+  progress.epoch_done.assign(spec.world_size, 0);
+  progress.epoch_end_time.assign(spec.epochs, 0);
+  progress.epoch_samples.assign(spec.epochs, 0);
+  ClientOptions client_options;
+  client_options.coordinator = *endpoint;
+  client_options.job = spec.name;
+  client_options.spec = spec;
+  client_options.prefetch = o.prefetch;
+  auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> consumers;
+  for (uint32_t r = 0; r < spec.world_size; ++r) {
+    consumers.emplace_back(Consume, std::cref(client_options), std::ref(checker), std::ref(progress), r,
+                           std::chrono::milliseconds(*stall_ms), start);
+  }
+
+  // Live progress until every rank has finished (or failed).
+  ProgressLine line(std::chrono::milliseconds(1000));
+  const uint64_t total_batches = plan->total_batches() * spec.world_size;
+  uint32_t reported_epochs = 0;
+  std::vector<EpochVerdict> verdicts;
+  while (true) {
+    bool finished;
+    uint64_t batches = 0, samples;
+    double wait, elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    uint32_t epochs_complete = spec.epochs;
+    {
+      std::lock_guard<std::mutex> lock(progress.mu);
+      for (uint64_t b : progress.batches) batches += b;
+      for (uint32_t d : progress.epoch_done) epochs_complete = std::min(epochs_complete, d);
+      samples = progress.samples;
+      wait = progress.wait_seconds;
+      finished = !progress.failure.ok() || epochs_complete == spec.epochs;
+    }
+    // Per-epoch summary as soon as every rank has finished the epoch.
+    while (reported_epochs < epochs_complete) {
+      line.Finish();
+      EpochVerdict v = checker.Check(reported_epochs);
+      double begin = reported_epochs == 0 ? 0 : progress.epoch_end_time[reported_epochs - 1];
+      double seconds = progress.epoch_end_time[reported_epochs] - begin;
+      std::fprintf(stderr, "%s epoch %u: %llu planned, %llu delivered, %llu duplicates, %llu lost, %llu quarantined, "
+                           "batches per rank [",
+                   v.ok() && v.balanced(plan->steps_per_epoch()) ? "ok  " : "FAIL", reported_epochs,
+                   static_cast<unsigned long long>(v.planned_real), static_cast<unsigned long long>(v.delivered),
+                   static_cast<unsigned long long>(v.duplicated), static_cast<unsigned long long>(v.lost),
+                   static_cast<unsigned long long>(v.quarantined));
+      for (size_t r = 0; r < v.batches_per_rank.size(); ++r) {
+        std::fprintf(stderr, "%s%llu", r ? " " : "", static_cast<unsigned long long>(v.batches_per_rank[r]));
+      }
+      std::fprintf(stderr, "], %.0f img/s\n", seconds > 0 ? progress.epoch_samples[reported_epochs] / seconds : 0);
+      verdicts.push_back(v);
+      ++reported_epochs;
+    }
+    if (finished || g_interrupted.load()) break;
+    uint32_t epoch = std::min<uint32_t>(spec.epochs - 1, static_cast<uint32_t>(batches / std::max<uint64_t>(1, plan->steps_per_epoch() * spec.world_size)));
+    double in_epoch = static_cast<double>(batches % std::max<uint64_t>(1, plan->steps_per_epoch() * spec.world_size)) /
+                      (plan->steps_per_epoch() * spec.world_size);
+    char text[256];
+    std::snprintf(text, sizeof(text), "epoch %u/%u [%s] %3.0f%%  %6.0f img/s  consumers waited %4.1f%% (%.1f s)  %llu/%llu batches",
+                  epoch + 1, spec.epochs, Bar(in_epoch, 24).c_str(), in_epoch * 100, elapsed > 0 ? samples / elapsed : 0,
+                  elapsed > 0 ? 100 * wait / (elapsed * spec.world_size) : 0, wait,
+                  static_cast<unsigned long long>(batches), static_cast<unsigned long long>(total_batches));
+    line.Update(text);
+    // Refresh twice a second, or at once when a rank finishes an epoch or fails.
+    std::unique_lock<std::mutex> wait_lock(progress.mu);
+    progress.changed.wait_for(wait_lock, std::chrono::milliseconds(500));
+  }
+  line.Finish();
+  for (auto& t : consumers) t.join();
+  double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  // Stop the servers the way Kubernetes would: SIGTERM, then wait.
+  for (auto& w : workers) w.Signal(SIGTERM);
+  bool workers_clean = true;
+  for (auto& w : workers) {
+    auto code = w.Wait(std::chrono::seconds(10));
+    workers_clean = workers_clean && code.has_value() && *code == 0;
+  }
+  coordinator->Signal(SIGTERM);
+  auto coordinator_code = coordinator->Wait(std::chrono::seconds(5));
+
+  // The summary.
+  uint64_t planned = 0, delivered = 0, duplicates = 0, lost = 0, quarantined = 0, unexpected = 0, corrupt = 0;
+  std::vector<uint64_t> per_rank(spec.world_size, 0);
+  bool all_ok = verdicts.size() == spec.epochs;
+  for (const EpochVerdict& v : verdicts) {
+    planned += v.planned_real;
+    delivered += v.delivered;
+    duplicates += v.duplicated;
+    lost += v.lost;
+    quarantined += v.quarantined;
+    unexpected += v.unexpected;
+    corrupt += v.corrupt;
+    for (size_t r = 0; r < per_rank.size(); ++r) per_rank[r] += v.batches_per_rank[r];
+    all_ok = all_ok && v.ok() && v.balanced(plan->steps_per_epoch());
+  }
+  Status failure;
+  double wait;
+  uint64_t samples;
+  {
+    std::lock_guard<std::mutex> lock(progress.mu);
+    failure = progress.failure;
+    wait = progress.wait_seconds;
+    samples = progress.samples;
+  }
+  if (g_interrupted.load()) failure = CancelledError("interrupted");
+  double rate = elapsed > 0 ? samples / elapsed : 0;
+  std::fprintf(stderr, "\nsummary: %llu samples planned, %llu delivered, %llu duplicates, %llu lost, %llu quarantined; "
+                       "%.0f img/s over %.1f s; consumers waited %.1f%% of the time\n",
+               static_cast<unsigned long long>(planned), static_cast<unsigned long long>(delivered),
+               static_cast<unsigned long long>(duplicates), static_cast<unsigned long long>(lost),
+               static_cast<unsigned long long>(quarantined), rate, elapsed,
+               elapsed > 0 ? 100 * wait / (elapsed * spec.world_size) : 0);
+  if (!o.summary_json.empty()) {
+    JsonWriter j;
+    j.BeginObject()
+        .Key("ok").Value(all_ok && failure.ok())
+        .Key("samples_planned").Value(planned)
+        .Key("samples_delivered").Value(delivered)
+        .Key("duplicates").Value(duplicates)
+        .Key("lost").Value(lost)
+        .Key("quarantined").Value(quarantined)
+        .Key("unexpected").Value(unexpected)
+        .Key("corrupt").Value(corrupt)
+        .Key("batches_per_rank").BeginArray();
+    for (uint64_t b : per_rank) j.Value(b);
+    j.EndArray()
+        .Key("steps_per_epoch").Value(plan->steps_per_epoch())
+        .Key("images_per_second").Value(rate)
+        .Key("elapsed_seconds").Value(elapsed)
+        .Key("consumer_wait_fraction").Value(elapsed > 0 ? wait / (elapsed * spec.world_size) : 0.0)
+        .Key("ranks").Value(spec.world_size)
+        .Key("batch_size").Value(spec.batch_size)
+        .Key("epochs").BeginArray();
+    for (const EpochVerdict& v : verdicts) {
+      j.BeginObject()
+          .Key("epoch").Value(v.epoch)
+          .Key("samples_planned").Value(v.planned_real)
+          .Key("samples_delivered").Value(v.delivered)
+          .Key("duplicates").Value(v.duplicated)
+          .Key("lost").Value(v.lost)
+          .Key("quarantined").Value(v.quarantined)
+          .Key("quarantined_ids").BeginArray();
+      for (uint64_t id : v.quarantined_ids) j.Value(id);
+      j.EndArray().Key("batches_per_rank").BeginArray();
+      for (uint64_t b : v.batches_per_rank) j.Value(b);
+      j.EndArray().EndObject();
+    }
+    j.EndArray()
+        .Key("workers").Value(o.workers)
+        .Key("workers_exited_cleanly").Value(workers_clean)
+        .Key("error").Value(failure.ok() ? "" : failure.ToString())
+        .EndObject();
+    std::ofstream(o.summary_json, std::ios::trunc) << j.str() << "\n";
+    std::fprintf(stderr, "summary written to %s\n", o.summary_json.c_str());
+  }
+  if (!failure.ok()) return Fail("demo", failure);
+  if (!workers_clean) std::fprintf(stderr, "warning: a worker did not drain and exit 0 on SIGTERM (see its log)\n");
+  if (!coordinator_code || *coordinator_code != 0) std::fprintf(stderr, "warning: the coordinator did not exit cleanly\n");
+  return all_ok ? 0 : 1;
+}
+
+}  // namespace stoker

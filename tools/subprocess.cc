@@ -1,0 +1,134 @@
+#include "tools/subprocess.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+extern char** environ;
+
+namespace stoker {
+
+Subprocess::~Subprocess() { Kill(); }
+
+Subprocess::Subprocess(Subprocess&& other) noexcept : pid_(other.pid_), exit_code_(other.exit_code_) {
+  other.pid_ = -1;
+}
+
+Subprocess& Subprocess::operator=(Subprocess&& other) noexcept {
+  if (this != &other) {
+    Kill();
+    pid_ = other.pid_;
+    exit_code_ = other.exit_code_;
+    other.pid_ = -1;
+  }
+  return *this;
+}
+
+StatusOr<Subprocess> Subprocess::Start(const std::vector<std::string>& argv, const std::string& log_path,
+                                       const std::vector<std::string>& env) {
+  if (argv.empty()) return InvalidArgumentError("Subprocess::Start without a program");
+  if (::access(argv[0].c_str(), X_OK) != 0) {
+    return NotFoundError("cannot execute " + argv[0] + ": " + std::strerror(errno));
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (!log_path.empty()) {
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  }
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  std::vector<std::string> env_storage;
+  for (char** e = environ; *e != nullptr; ++e) env_storage.emplace_back(*e);
+  for (const auto& e : env) env_storage.push_back(e);
+  std::vector<char*> envp;
+  for (auto& e : env_storage) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  Subprocess p;
+  int rc = ::posix_spawn(&p.pid_, argv[0].c_str(), &actions, nullptr, args.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    p.pid_ = -1;
+    return UnavailableError("cannot start " + argv[0] + ": " + std::strerror(rc));
+  }
+  return p;
+}
+
+bool Subprocess::running() {
+  if (pid_ <= 0 || exit_code_) return false;
+  return !Wait(std::chrono::milliseconds(0)).has_value();
+}
+
+void Subprocess::Signal(int signal) {
+  if (pid_ > 0 && !exit_code_) ::kill(pid_, signal);
+}
+
+std::optional<int> Subprocess::Wait(std::chrono::milliseconds timeout) {
+  if (exit_code_) return exit_code_;
+  if (pid_ <= 0) return std::nullopt;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    int status = 0;
+    pid_t r = ::waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      return exit_code_;
+    }
+    if (r < 0 && errno != EINTR) {
+      exit_code_ = -1;
+      return exit_code_;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling a child's exit: there is no fd to wait on
+  }
+}
+
+void Subprocess::Kill() {
+  if (pid_ <= 0 || exit_code_) return;
+  ::kill(pid_, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  exit_code_ = 128 + SIGKILL;
+}
+
+std::string ExecutableDirectory() {
+  char path[4096];
+  ssize_t n = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (n <= 0) return ".";
+  path[n] = '\0';
+  std::string full(path);
+  return full.substr(0, full.rfind('/'));
+}
+
+StatusOr<std::string> WaitForFile(const std::string& path, std::chrono::milliseconds timeout, Subprocess* process) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    std::ifstream in(path);
+    if (in) {
+      std::stringstream content;
+      content << in.rdbuf();
+      if (!content.str().empty()) return content.str();
+    }
+    if (process != nullptr && !process->running()) {
+      auto code = process->Wait(std::chrono::milliseconds(0));
+      return UnavailableError("process " + std::to_string(process->pid()) + " exited with code " +
+                              std::to_string(code.value_or(-1)) + " before writing " + path);
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return DeadlineExceededError(path + " did not appear within " + std::to_string(timeout.count()) + " ms");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // a file appearing has no portable wait
+  }
+}
+
+}  // namespace stoker

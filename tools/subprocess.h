@@ -1,0 +1,55 @@
+// Subprocess: starts another program (the demo's coordinator and workers, the tests' processes) with its output
+// sent to a file, signals it, and waits for it with a deadline. A Subprocess still running when destroyed is
+// killed (SIGKILL) and reaped, so a failing test never leaves processes behind.
+//
+// Thread safety: none; one owner.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace stoker {
+
+class Subprocess {
+ public:
+  Subprocess() = default;
+  ~Subprocess();
+  Subprocess(Subprocess&& other) noexcept;
+  Subprocess& operator=(Subprocess&& other) noexcept;
+  Subprocess(const Subprocess&) = delete;
+  Subprocess& operator=(const Subprocess&) = delete;
+
+  // argv[0] is the program path. stdout and stderr go to `log_path` (appended), or are inherited if empty.
+  // `env` entries ("NAME=value") are added to this process's environment.
+  static StatusOr<Subprocess> Start(const std::vector<std::string>& argv, const std::string& log_path = "",
+                                    const std::vector<std::string>& env = {});
+
+  pid_t pid() const { return pid_; }
+  bool running();
+  void Signal(int signal);
+  // Waits until the process exits or the timeout passes. Returns its exit code (128 + signal if killed by one),
+  // or nullopt on timeout.
+  std::optional<int> Wait(std::chrono::milliseconds timeout);
+  // SIGKILL and reap.
+  void Kill();
+
+ private:
+  pid_t pid_ = -1;
+  std::optional<int> exit_code_;
+};
+
+// The directory holding the running executable (to find stoker-coordinator and stoker-worker beside `stoker`).
+std::string ExecutableDirectory();
+
+// Waits for `path` to exist and be non-empty, returning its contents; DeadlineExceeded after `timeout`.
+// If `process` is given and exits first, fails at once with its exit code.
+StatusOr<std::string> WaitForFile(const std::string& path, std::chrono::milliseconds timeout,
+                                  Subprocess* process = nullptr);
+
+}  // namespace stoker

@@ -1,0 +1,84 @@
+// stoker-worker: a CPU pod that reads, decodes, augments and batches samples for the clients that give it credit,
+// under leases from the coordinator. SIGTERM drains it (finish or hand back held work, deregister, exit 0).
+#include <csignal>
+#include <cstdio>
+
+#include "common/env.h"
+#include "common/flags.h"
+#include "common/logging.h"
+#include "worker/worker.h"
+
+namespace {
+std::atomic<bool> g_stop{false};
+std::atomic<bool> g_drain{false};
+void OnTerm(int) { g_drain.store(true); }
+void OnInterrupt(int) {
+  if (g_drain.load()) g_stop.store(true);  // a second Ctrl-C stops at once
+  g_drain.store(true);
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace stoker;
+  SetLogComponent("worker");
+  WorkerOptions options;
+  std::string endpoint_file;
+  std::string log_level = "info";
+  std::string drain_grace = "30s";
+  FlagSet flags("stoker-worker [flags]",
+                "Reads, decodes (libjpeg-turbo, crop region only) and augments samples into batches and streams "
+                "them to training clients over ZeroMQ, under leases from the coordinator.");
+  flags.AddString("coordinator", &options.coordinator, "coordinator control endpoint");
+  flags.AddString("listen", &options.listen, "data endpoint to bind for clients; port 0 picks a free one");
+  flags.AddString("advertise-host", &options.advertise_host,
+                  "host to advertise when --listen is a wildcard (in Kubernetes: the pod IP)");
+  flags.AddUint32("threads", &options.threads, "pipeline threads (0: one per core)");
+  flags.AddString("manifest-root", &options.manifest_root, "dataset root to use instead of the manifests' own");
+  flags.AddString("drain-grace", &drain_grace, "on SIGTERM, time to finish held units before handing them back");
+  flags.AddString("worker-id", &options.worker_id, "worker id (default: random w-…)");
+  flags.AddString("endpoint-file", &endpoint_file, "write the advertised data endpoint here once bound");
+  flags.AddString("log-level", &log_level, "debug|info|warning|error");
+  Status parsed = flags.Parse(argc, argv);
+  if (parsed.code() == StatusCode::kCancelled) return 0;
+  if (parsed.ok()) {
+    auto ms = ParseDurationMs(drain_grace);
+    if (ms.ok()) options.drain_grace = Millis(*ms); else parsed = ms.status().WithContext("--drain-grace");
+  }
+  if (parsed.ok() && !SetLogLevelFromString(log_level)) parsed = InvalidArgumentError("--log-level: " + log_level);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "stoker-worker: %s\n", parsed.ToString().c_str());
+    return 2;
+  }
+  std::signal(SIGTERM, OnTerm);
+  std::signal(SIGINT, OnInterrupt);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  PosixEnv env;
+  RealClock clock;
+  zmq::context_t context(1);
+  Worker worker(options, env, clock, context);
+  SetLogComponent("worker " + worker.id());
+  auto bound = worker.Bind();
+  if (!bound.ok()) {
+    STOKER_LOG(kError) << bound.status().ToString();
+    return 1;
+  }
+  if (!endpoint_file.empty()) {
+    Status written = env.WriteFileAtomically(endpoint_file, bound->data(), bound->size());
+    if (!written.ok()) {
+      STOKER_LOG(kError) << written.ToString();
+      return 1;
+    }
+  }
+  STOKER_LOG(kInfo) << "serving batches on " << *bound << " with " << worker.Stats().threads << " threads";
+  Status run = worker.Run(g_stop, g_drain);
+  WorkerStats stats = worker.Stats();
+  STOKER_LOG(kInfo) << "exiting: " << stats.samples << " samples, " << stats.batches_sent << " batches, "
+                    << stats.quarantined << " quarantined";
+  if (run.code() == StatusCode::kCancelled) return 130;
+  if (!run.ok()) {
+    STOKER_LOG(kError) << run.ToString();
+    return 1;
+  }
+  return 0;
+}

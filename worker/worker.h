@@ -1,0 +1,81 @@
+// Worker: the CPU pod's service. One I/O thread owns both sockets — a DEALER to the coordinator (register,
+// heartbeat, lease, unit done) and the ROUTER clients connect to (credits in, batches out) — and a pool of
+// pipeline threads reads, decodes and augments samples straight into batch buffers.
+//
+// The loop, per (job, rank) a client has given credit for:
+//   credit c  ->  lease up to c - (batches in hand) from the coordinator  ->  one pool task per sample  ->
+//   when a batch's last sample is done, send header + payload (zero-copy) to the client  ->  when a unit's batches
+//   are all sent, report UnitDone with the samples it had to quarantine.
+// Leases the coordinator revokes (heartbeat reply) are cancelled: their queued samples are skipped and their
+// batches never sent. On drain (SIGTERM) the worker stops leasing, finishes what it holds within the grace period,
+// hands back the rest, deregisters and returns.
+//
+// Thread safety: Bind and Run from one thread; Stats from any.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <zmq.hpp>
+
+#include "common/clock.h"
+#include "common/env.h"
+#include "common/status.h"
+
+namespace stoker {
+
+struct WorkerOptions {
+  std::string worker_id;                     // empty: a random "w-…"
+  std::string coordinator = "tcp://127.0.0.1:7400";
+  std::string listen = "tcp://*:7401";       // data endpoint clients connect to; port 0 picks a free one
+  std::string advertise_host;                // host put in the advertised endpoint when listening on a wildcard
+  uint32_t threads = 0;                      // pipeline threads; 0 = one per core
+  std::string manifest_root;                 // dataset root to use instead of the manifests' own
+  Duration request_timeout = Millis(3000);   // a coordinator request unanswered this long is retried
+  Duration lease_wait = Millis(1000);        // how long the coordinator may park a lease request
+  Duration credit_ttl = Millis(3000);        // a client's credit not refreshed this long is withdrawn
+  Duration drain_grace = Millis(30000);      // SIGTERM: finish held units within this, then hand back the rest
+  size_t max_open_shards = 256;
+};
+
+struct WorkerStats {
+  bool registered = false;
+  uint64_t samples = 0;
+  uint64_t batches_sent = 0;
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_read = 0;
+  uint64_t quarantined = 0;
+  uint64_t units_done = 0;
+  uint64_t units_revoked = 0;
+  uint64_t units_abandoned = 0;
+  uint64_t units_undeliverable = 0;
+  uint64_t bad_frames = 0;
+  uint64_t leases_held = 0;
+  double busy_seconds = 0;      // pipeline thread time spent on samples
+  double read_seconds = 0;
+  double decode_seconds = 0;    // decode + augment
+  uint32_t threads = 0;
+};
+
+class Worker {
+ public:
+  Worker(const WorkerOptions& options, Env& env, Clock& clock, zmq::context_t& context);
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  // Binds the data socket. Returns the endpoint clients should connect to.
+  StatusOr<std::string> Bind();
+  // Serves until `stop` (returns at once) or until a requested drain completes (returns OK).
+  Status Run(const std::atomic<bool>& stop, const std::atomic<bool>& drain);
+
+  WorkerStats Stats() const;
+  const std::string& id() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace stoker
