@@ -43,7 +43,7 @@ int Main(int argc, char** argv) {
   uint32_t batch = 64;
   uint32_t quality = 96;
   bool subsample = false;
-  std::string json;
+  std::string json, dump_dir;
   FlagSet flags("pipeline_bench [flags]", "Worker pipeline images/s per core against decode-only, same run.");
   flags.AddUint("images", &count, "distinct synthetic images");
   flags.AddDouble("seconds", &seconds, "timed seconds per measurement");
@@ -51,6 +51,7 @@ int Main(int argc, char** argv) {
   flags.AddUint32("quality", &quality, "JPEG quality");
   flags.AddBool("420", &subsample, "4:2:0 chroma instead of 4:4:4");
   flags.AddString("json", &json, "write the figures here");
+  flags.AddString("dump-dir", &dump_dir, "also write the images here (for a baseline measured by another program)");
   Status parsed = flags.Parse(argc, argv);
   if (parsed.code() == StatusCode::kCancelled) return 0;
   if (!parsed.ok()) {
@@ -64,6 +65,9 @@ int Main(int argc, char** argv) {
     auto jpeg = SyntheticJpeg(i, {static_cast<int>(quality), !subsample});
     if (!jpeg.ok()) return 1;
     bytes += jpeg->size();
+    if (!dump_dir.empty()) {
+      std::ofstream(dump_dir + "/" + std::to_string(i) + ".jpg", std::ios::binary) << *jpeg;
+    }
     images.push_back(std::move(*jpeg));
   }
   std::printf("images: %llu synthetic JPEGs, quality %u, %s, mean %.1f KB\n", static_cast<unsigned long long>(count),

@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <new>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -45,6 +47,7 @@ class BatchBufferPool : public std::enable_shared_from_this<BatchBufferPool> {
     size_t rounded = (size + 63) / 64 * 64;
     auto* data = static_cast<uint8_t*>(std::aligned_alloc(64, rounded == 0 ? 64 : rounded));
     if (data == nullptr) throw std::bad_alloc();
+    std::memset(data, 0, rounded);  // once per buffer: no stale memory ever leaves the process
     return {data, size};
   }
 

@@ -38,6 +38,9 @@ int main(int argc, char** argv) {
   flags.AddString("worker-id", &options.worker_id, "worker id (default: random w-…)");
   flags.AddString("endpoint-file", &endpoint_file, "write the advertised data endpoint here once bound");
   flags.AddString("log-level", &log_level, "debug|info|warning|error");
+  flags.AddBool("bench-skip-decode", &options.skip_decode,
+                "diagnostics only: send batches without reading or decoding samples (each image holds only its "
+                "sample id), to measure the transport alone");
   Status parsed = flags.Parse(argc, argv);
   if (parsed.code() == StatusCode::kCancelled) return 0;
   if (parsed.ok()) {
@@ -70,6 +73,7 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  if (options.skip_decode) STOKER_LOG(kWarning) << "--bench-skip-decode: batches hold sample ids, not images";
   STOKER_LOG(kInfo) << "serving batches on " << *bound << " with " << worker.Stats().threads << " threads";
   Status run = worker.Run(g_stop, g_drain);
   WorkerStats stats = worker.Stats();

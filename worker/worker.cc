@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <opencv2/core.hpp>
+#include <optional>
 #include <set>
 #include <thread>
 #include <tuple>
@@ -584,32 +585,24 @@ class Worker::Impl {
       const PlannedSample& planned = build.samples[slot];
       SampleInfo info = job.manifest->sample(planned.sample_id);
       uint8_t* out = build.buffer.data + slot * job.spec.SampleBytes();
-      ReadFailure failure;
-      bool ok = job.reader->Read(planned.sample_id, &context.encoded, &failure);
-      auto read_done = std::chrono::steady_clock::now();
-      std::string where = std::string(info.key);
-      if (!ok) {
-        std::memset(out, 0, job.spec.SampleBytes());
-        build.quarantine[slot] = {planned.sample_id, failure.reason, where + ": " + failure.detail};
+      auto read_done = start;
+      std::optional<QuarantineReport> problem;
+      if (options_.skip_decode) {
+        // Only the sample id is written: the point is to measure moving the bytes, not making them.
+        std::memcpy(out, &planned.sample_id, std::min<size_t>(sizeof(planned.sample_id), job.spec.SampleBytes()));
       } else {
-        bytes_read_.fetch_add(context.encoded.size(), std::memory_order_relaxed);
-        SampleOutcome outcome = context.PipelineFor(job).Run(
-            context.encoded, SampleSeed(job.spec.seed, build.epoch, planned.sample_id), out);
-        if (!outcome.ok) {
-          ok = false;
-          build.quarantine[slot] = {planned.sample_id, outcome.reason, where + ": " + outcome.detail};
-        }
+        problem = ReadAndDecode(job, planned.sample_id, build.epoch, info, context, out, &read_done);
       }
+      bool ok = !problem.has_value();
+      if (!ok) build.quarantine[slot] = std::move(*problem);
       build.labels[slot] = ok ? info.label : -1;
       build.flags[slot] = static_cast<uint8_t>((planned.padding ? wire::SAMPLE_FLAG_PADDING : 0) |
                                                (ok ? 0 : wire::SAMPLE_FLAG_QUARANTINED));
       auto end = std::chrono::steady_clock::now();
-      read_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(read_done - start).count(),
-                         std::memory_order_relaxed);
-      decode_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(end - read_done).count(),
-                           std::memory_order_relaxed);
-      busy_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count(),
-                         std::memory_order_relaxed);
+      auto ns = [](auto d) { return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count(); };
+      read_ns_.fetch_add(ns(read_done - start), std::memory_order_relaxed);
+      decode_ns_.fetch_add(ns(end - read_done), std::memory_order_relaxed);
+      busy_ns_.fetch_add(ns(end - start), std::memory_order_relaxed);
       samples_.fetch_add(1, std::memory_order_relaxed);
       if (!ok) quarantined_.fetch_add(1, std::memory_order_relaxed);
     }
@@ -622,6 +615,25 @@ class Worker::Impl {
       ssize_t n = ::write(doorbell_, &one, sizeof(one));
       (void)n;
     }
+  }
+
+  // Reads and decodes one sample into `out`; on failure zeroes `out` and says why (for quarantine).
+  std::optional<QuarantineReport> ReadAndDecode(const JobContext& job, uint64_t sample_id, uint32_t epoch,
+                                                const SampleInfo& info, ThreadContext& context, uint8_t* out,
+                                                std::chrono::steady_clock::time_point* read_done) {
+    ReadFailure failure;
+    bool read = job.reader->Read(sample_id, &context.encoded, &failure);
+    *read_done = std::chrono::steady_clock::now();
+    std::string where(info.key);
+    if (!read) {
+      std::memset(out, 0, job.spec.SampleBytes());
+      return QuarantineReport{sample_id, failure.reason, where + ": " + failure.detail};
+    }
+    bytes_read_.fetch_add(context.encoded.size(), std::memory_order_relaxed);
+    SampleOutcome outcome =
+        context.PipelineFor(job).Run(context.encoded, SampleSeed(job.spec.seed, epoch, sample_id), out);
+    if (!outcome.ok) return QuarantineReport{sample_id, outcome.reason, where + ": " + outcome.detail};
+    return std::nullopt;
   }
 
   // ---- sending -----------------------------------------------------------------------------------------------

@@ -37,6 +37,9 @@ struct WorkerOptions {
   Duration credit_ttl = Millis(3000);        // a client's credit not refreshed this long is withdrawn
   Duration drain_grace = Millis(30000);      // SIGTERM: finish held units within this, then hand back the rest
   size_t max_open_shards = 256;
+  // Diagnostics: neither read nor decode samples; each image slot only gets its sample id in its first 8 bytes.
+  // Measures the transport and the control plane alone (bench/transport_bench). Never for training.
+  bool skip_decode = false;
 };
 
 struct WorkerStats {

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The issue's benchmarks on the GPU machine (16 cores), in one call, beside the peers' scripts. Run from the
+# repository root after scripts/bundle-gpu.sh has filled .bundle/ (carried by the device tool):
+#   bash .bundle/gpu_machine.sh            results: $OUT/*.json and $OUT/gpu_machine.log
+# LD_LIBRARY_PATH is set for our binaries only: PyTorch on that machine must keep its own libraries.
+set -uo pipefail
+BUNDLE=$(cd "$(dirname "$0")" && pwd)
+OUT=${OUT:-/tmp/stoker-out}
+mkdir -p "$OUT"
+exec > >(tee "$OUT/gpu_machine.log") 2>&1
+ours() { LD_LIBRARY_PATH="$BUNDLE/lib" "$@"; }
+section() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
+
+section machine
+nproc; grep -m1 "model name" /proc/cpuinfo; free -g | head -2; nvidia-smi -L
+python3 -c 'import torch, cv2; print("torch", torch.__version__, "opencv", cv2.__version__)'
+
+section "GPU probe and pipeline unit tests"
+ours "$BUNDLE/bin/client_test" --gtest_filter='GpuProbe*' 2>&1 | tail -4
+ours "$BUNDLE/bin/worker_pipeline_test" 2>&1 | tail -2
+
+section "pipeline vs decode-only, one core (same images, same run)"
+mkdir -p /tmp/pipeline_images
+ours taskset -c 2 "$BUNDLE/bin/pipeline_bench" --images 200 --seconds 4 --dump-dir /tmp/pipeline_images \
+  --json "$OUT/pipeline.json"
+# The brief's baseline, OpenCV imdecode, measured by opencv-python on the very same files (our bundle carries no
+# imgcodecs), pinned to the same core, right after.
+taskset -c 2 python3 - "$OUT/imdecode.json" <<'PY'
+import cv2, glob, json, sys, time, numpy as np
+cv2.setNumThreads(1)
+blobs = [np.frombuffer(open(p, "rb").read(), np.uint8) for p in sorted(glob.glob("/tmp/pipeline_images/*.jpg"))]
+for b in blobs: cv2.imdecode(b, cv2.IMREAD_COLOR)
+n, t = 0, time.perf_counter()
+while time.perf_counter() - t < 4:
+    for b in blobs: cv2.imdecode(b, cv2.IMREAD_COLOR); n += 1
+rate = n / (time.perf_counter() - t)
+print(f"OpenCV {cv2.__version__} imdecode (python), one core: {rate:.0f} img/s")
+json.dump({"opencv_python": cv2.__version__, "imdecode_img_s": rate}, open(sys.argv[1], "w"))
+PY
+
+section "worker scaling 1..15 single-thread workers"
+ours "$BUNDLE/bin/scaling_bench" --workers 1,2,4,8,15 --images 3000 --seconds 8 --dir /tmp/scaling \
+  --json "$OUT/scaling.json"
+
+section "worker -> client vs raw ZeroMQ, loopback"
+ours "$BUNDLE/bin/transport_bench" --batch-size 64 --seconds 6 --workers 2 --worker-threads 2 \
+  --json "$OUT/transport64.json"
+ours "$BUNDLE/bin/transport_bench" --batch-size 256 --seconds 6 --workers 2 --worker-threads 2 \
+  --json "$OUT/transport256.json"
+
+if [ -f "$BUNDLE/peers/anchor_torch.py" ] && [ "${SKIP_PEERS:-0}" != 1 ]; then
+  section "peers: torchvision / DataLoader (shared/bench/anchor_torch.py)"
+  (cd "$BUNDLE/peers" && PYTHONUNBUFFERED=1 N_IMAGES=${N_IMAGES:-2000} timeout 300 python3 anchor_torch.py 2>&1 | tail -30)
+fi
+section done

@@ -1,0 +1,258 @@
+// The client against a real in-process coordinator and a scripted worker that sends exactly the frames a test
+// wants: out of order, twice, malformed, outside the window. The client must deliver each batch once, in plan
+// order, and count (never deliver) everything else.
+#include "stoker/client.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "common/control_codec.h"
+#include "common/manifest.h"
+#include "common/wire.h"
+#include "coordinator/impl.h"
+#include "coordinator/service.h"
+#include "stoker/schema/data.capnp.h"
+#include "tests/support/temp_dir.h"
+
+namespace stoker {
+namespace {
+
+using testing::TempDir;
+
+class ScriptedWorker {
+ public:
+  ScriptedWorker(zmq::context_t& context, const std::string& coordinator, const JobSpec& spec)
+      : spec_(spec), control_(context, zmq::socket_type::dealer), data_(context, zmq::socket_type::router) {
+    control_.set(zmq::sockopt::linger, 0);
+    data_.set(zmq::sockopt::linger, 0);
+    endpoint_ = *BindSocket(data_, "tcp://127.0.0.1:0");
+    control_.connect(coordinator);
+    Call(RegisterWorkerRequest{"w-scripted", endpoint_, 1, "test"});
+  }
+
+  DecodedReply Call(const RequestBody& body) {
+    control_.send(EncodeRequest(++request_id_, body), zmq::send_flags::none);
+    zmq::pollitem_t items[] = {{control_.handle(), 0, ZMQ_POLLIN, 0}};
+    zmq::poll(items, 1, std::chrono::seconds(10));
+    zmq::message_t frame;
+    EXPECT_TRUE(control_.recv(frame, zmq::recv_flags::dontwait));
+    return *DecodeReply(std::move(frame));
+  }
+
+  // Waits for the client's credit and remembers its routing id.
+  void AwaitClient() {
+    zmq::pollitem_t items[] = {{data_.handle(), 0, ZMQ_POLLIN, 0}};
+    zmq::poll(items, 1, std::chrono::seconds(10));
+    zmq::message_t id, credit;
+    ASSERT_TRUE(data_.recv(id, zmq::recv_flags::dontwait));
+    ASSERT_TRUE(data_.recv(credit, zmq::recv_flags::dontwait));
+    client_ = id.to_string();
+  }
+
+  // With wait_ms the coordinator parks the request until work is leasable (or the wait runs out).
+  std::vector<LeaseGrant> Lease(uint32_t max, uint32_t wait_ms = 0) {
+    DecodedReply r = Call(LeaseRequest{"w-scripted", spec_.name, 0, max, wait_ms});
+    return std::get<LeaseResponse>(r.body).leases;
+  }
+
+  zmq::message_t Header(uint64_t index, uint64_t attempt, uint32_t count_override = 0) {
+    capnp::MallocMessageBuilder message;
+    auto msg = message.initRoot<wire::DataMessage>();
+    msg.setProtocolVersion(wire::PROTOCOL_VERSION);
+    auto h = msg.initBatch();
+    h.setJob(spec_.name);
+    h.setEpoch(static_cast<uint32_t>(index / steps));
+    h.setRank(0);
+    h.setIndex(index % steps);
+    h.setUnit(index);
+    h.setAttempt(attempt);
+    h.setWorkerId("w-scripted");
+    uint32_t count = count_override ? count_override : spec_.batch_size;
+    h.setCount(count);
+    h.setHeight(spec_.pipeline.output_height);
+    h.setWidth(spec_.pipeline.output_width);
+    h.setChannels(3);
+    auto ids = h.initSampleIds(count);
+    for (uint32_t i = 0; i < count; ++i) ids.set(i, index * 100 + i);
+    h.initLabels(count);
+    h.initFlags(count);
+    h.setPayloadBytes(spec_.BatchBytes());
+    return ToFrame(message);
+  }
+
+  void SendFrames(std::vector<zmq::message_t> frames) {
+    zmq::message_t id(client_.data(), client_.size());
+    data_.send(id, zmq::send_flags::sndmore);
+    for (size_t i = 0; i < frames.size(); ++i) {
+      data_.send(frames[i], i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    }
+  }
+
+  void SendBatch(uint64_t index, uint64_t attempt, uint8_t fill) {
+    std::vector<zmq::message_t> frames;
+    frames.push_back(Header(index, attempt));
+    zmq::message_t payload(spec_.BatchBytes());
+    std::memset(payload.data(), fill, payload.size());
+    frames.push_back(std::move(payload));
+    SendFrames(std::move(frames));
+  }
+
+  uint64_t steps = 0;
+
+ private:
+  JobSpec spec_;
+  zmq::socket_t control_;
+  zmq::socket_t data_;
+  std::string endpoint_;
+  std::string client_;
+  uint64_t request_id_ = 0;
+};
+
+class ClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ManifestWriter writer(dir_.path(), SourceKind::kTarShards);
+    uint32_t shard = writer.AddShard("s.tar", 1 << 20, 0);
+    for (int i = 0; i < 12; ++i) writer.AddSample(shard, 512 * i, 100, i, ImageFormat::kJpeg, "k");
+    PosixEnv env;
+    ASSERT_TRUE(writer.Write(env, dir_.Join("m.stoker"), "test").ok());
+    spec_.name = "client-test";
+    spec_.manifest_path = dir_.Join("m.stoker");
+    spec_.batch_size = 2;
+    spec_.epochs = 2;
+    spec_.pipeline.output_height = spec_.pipeline.output_width = 8;  // 6 steps per epoch, tiny batches
+    impl_ = std::make_unique<coordinator::CoordinatorImpl>(coordinator::CoordinatorOptions{}, clock_);
+    coordinator::ServiceOptions options;
+    options.listen = "tcp://127.0.0.1:0";
+    service_ = std::make_unique<coordinator::CoordinatorService>(*impl_, context_, options);
+    endpoint_ = *service_->Bind();
+    server_ = std::thread([this] { (void)service_->Run(stop_); });
+  }
+  void TearDown() override {
+    stop_ = true;
+    server_.join();
+  }
+
+  std::unique_ptr<Client> Connect(uint32_t prefetch) {
+    ClientOptions options;
+    options.coordinator = endpoint_;
+    options.job = spec_.name;
+    options.spec = spec_;
+    options.prefetch = prefetch;
+    auto client = Client::Connect(options);
+    EXPECT_TRUE(client.ok()) << client.status().ToString();
+    return std::move(*client);
+  }
+
+  TempDir dir_;
+  JobSpec spec_;
+  RealClock clock_;
+  zmq::context_t context_;
+  std::unique_ptr<coordinator::CoordinatorImpl> impl_;
+  std::unique_ptr<coordinator::CoordinatorService> service_;
+  std::string endpoint_;
+  std::atomic<bool> stop_{false};
+  std::thread server_;
+};
+
+TEST_F(ClientTest, DeliversInPlanOrderOnceAndCountsEverythingElse) {
+  auto client = Connect(/*prefetch=*/3);
+  ScriptedWorker worker(context_, endpoint_, spec_);
+  worker.steps = client->steps_per_epoch();
+  ASSERT_EQ(worker.steps, 6u);
+  worker.AwaitClient();
+  std::vector<LeaseGrant> leases = worker.Lease(3);
+  ASSERT_EQ(leases.size(), 3u);
+  worker.SendBatch(2, leases[2].attempt, 0x22);  // out of order
+  worker.SendBatch(0, leases[0].attempt, 0x00);
+  worker.SendBatch(0, leases[0].attempt, 0x00);  // duplicate
+  worker.SendBatch(3, 99, 0x33);                 // beyond the window of 3
+  std::vector<zmq::message_t> bad;
+  bad.push_back(worker.Header(1, leases[1].attempt, /*count_override=*/3));  // wrong batch size
+  bad.push_back(zmq::message_t(spec_.BatchBytes()));
+  worker.SendFrames(std::move(bad));
+  std::vector<zmq::message_t> short_payload;
+  short_payload.push_back(worker.Header(1, leases[1].attempt));
+  short_payload.push_back(zmq::message_t(10));
+  worker.SendFrames(std::move(short_payload));
+  std::vector<zmq::message_t> garbage;
+  garbage.push_back(zmq::message_t("not capnp", 9));
+  worker.SendFrames(std::move(garbage));
+  worker.SendBatch(1, leases[1].attempt, 0x11);
+
+  // Keep every batch: the window stays [0, 3), so batch 3 is outside it whenever it is processed. Frames from
+  // one worker are processed in order, so once batch 1 (sent last) is delivered, every counter is final.
+  std::vector<Batch> kept;
+  for (uint64_t index = 0; index < 3; ++index) {
+    auto d = client->Next(std::chrono::seconds(10));
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    ASSERT_EQ(d->kind, Delivery::Kind::kBatch);
+    EXPECT_EQ(d->batch.index(), index);
+    EXPECT_EQ(d->batch.pixels()[0], static_cast<uint8_t>(0x11 * index));
+    EXPECT_EQ(d->batch.sample_ids()[1], index * 100 + 1);
+    kept.push_back(std::move(d->batch));
+  }
+  ClientStats s = client->Stats();
+  EXPECT_EQ(s.batches_delivered, 3u);
+  EXPECT_EQ(s.dropped_duplicate, 1u);
+  EXPECT_EQ(s.dropped_out_of_window, 1u);
+  EXPECT_EQ(s.dropped_bad_frame, 3u);
+  // Nothing else is pending: the next batch is not there.
+  auto none = client->Next(std::chrono::milliseconds(50));
+  EXPECT_EQ(none.status().code(), StatusCode::kDeadlineExceeded);
+}
+
+TEST_F(ClientTest, EndOfEpochIsReportedBetweenEpochsAndEndOfJobAfterTheLast) {
+  auto client = Connect(/*prefetch=*/12);
+  ScriptedWorker worker(context_, endpoint_, spec_);
+  worker.steps = client->steps_per_epoch();
+  worker.AwaitClient();
+  std::vector<LeaseGrant> leases = worker.Lease(12);
+  ASSERT_EQ(leases.size(), 12u);
+  for (uint64_t g = 0; g < 12; ++g) worker.SendBatch(g, leases[g].attempt, static_cast<uint8_t>(g));
+  std::vector<std::string> seen;
+  while (true) {
+    auto d = client->Next(std::chrono::seconds(10));
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    if (d->kind == Delivery::Kind::kEndOfJob) break;
+    if (d->kind == Delivery::Kind::kEndOfEpoch) {
+      seen.push_back("end" + std::to_string(d->epoch));
+    } else {
+      seen.push_back(std::to_string(d->batch.epoch()) + ":" + std::to_string(d->batch.index()));
+    }
+  }
+  std::vector<std::string> expected = {"0:0", "0:1", "0:2", "0:3", "0:4", "0:5", "end0",
+                                       "1:0", "1:1", "1:2", "1:3", "1:4", "1:5", "end1"};
+  EXPECT_EQ(seen, expected);
+  auto again = client->Next(std::chrono::milliseconds(10));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->kind, Delivery::Kind::kEndOfJob);
+}
+
+TEST_F(ClientTest, ABatchKeptByTheApplicationHoldsItsSlot) {
+  auto client = Connect(/*prefetch=*/2);
+  ScriptedWorker worker(context_, endpoint_, spec_);
+  worker.steps = client->steps_per_epoch();
+  worker.AwaitClient();
+  std::vector<LeaseGrant> leases = worker.Lease(2);
+  worker.SendBatch(0, leases[0].attempt, 1);
+  worker.SendBatch(1, leases[1].attempt, 2);
+  auto first = client->Next(std::chrono::seconds(10));
+  ASSERT_TRUE(first.ok());
+  Batch held = std::move(first->batch);  // the application keeps batch 0
+  auto second = client->Next(std::chrono::seconds(10));
+  ASSERT_TRUE(second.ok());
+  second->batch.Release();
+  // The coordinator can lease batch 2 only once batch 0's slot is free: consumed is still 0.
+  EXPECT_TRUE(worker.Lease(2).empty());
+  held.Release();
+  // Parked until the client's ack of the release reaches the coordinator.
+  std::vector<LeaseGrant> more = worker.Lease(2, /*wait_ms=*/5000);
+  ASSERT_EQ(more.size(), 2u);
+  EXPECT_EQ(more[0].first_batch, 2u);
+}
+
+}  // namespace
+}  // namespace stoker

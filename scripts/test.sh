@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Sets up (Debian packages, build) and runs every test: unit tests next to the code and the multi-process
+# integration tests (coordinator, workers and clients as separate processes on loopback). GPU tests skip
+# cleanly on machines without a GPU. .ci/run calls exactly this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/build.sh
+ctest --test-dir "${STOKER_BUILD_DIR:-build}" --output-on-failure --timeout 900 -j "$(nproc)"

@@ -1,0 +1,244 @@
+// Bad input end to end: damaged samples are quarantined and reported by id while everything else is delivered
+// exactly once; unknown jobs, held ranks, mismatched specs, missing paths and garbage frames get clear errors.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/control_codec.h"
+#include "common/wire.h"
+#include "stoker/schema/control.capnp.h"
+#include "stoker/schema/data.capnp.h"
+#include "tests/support/checker.h"
+#include "tests/support/fixtures.h"
+#include "tests/support/process_cluster.h"
+#include "tests/support/temp_dir.h"
+
+namespace stoker::testing {
+namespace {
+
+// Runs a command to completion; returns its exit code and what it printed.
+std::pair<int, std::string> RunCommand(const std::vector<std::string>& argv, const TempDir& dir, const std::string& name) {
+  std::string log = dir.Join(name + ".out");
+  auto p = Subprocess::Start(argv, log);
+  if (!p.ok()) return {-1, p.status().ToString()};
+  auto code = p->Wait(std::chrono::seconds(60));
+  std::ifstream in(log);
+  std::stringstream text;
+  text << in.rdbuf();
+  return {code.value_or(-2), text.str()};
+}
+
+JobSpec SpecFor(const std::string& name, const TestDataset& data, uint32_t ranks, uint32_t batch) {
+  JobSpec spec;
+  spec.name = name;
+  spec.manifest_path = data.manifest;
+  spec.world_size = ranks;
+  spec.batch_size = batch;
+  spec.epochs = 1;
+  spec.remainder = Remainder::kPad;
+  return spec;
+}
+
+TEST(BadInput, DamagedSamplesAreQuarantinedByIdAndNothingElseIsLost) {
+  TempDir dir;
+  auto data = MakeDamagedDataset(dir.path(), 30);
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  ProcessCluster cluster(dir.path());
+  ASSERT_TRUE(cluster.StartCoordinator().ok());
+  ASSERT_TRUE(cluster.StartWorker(2).ok());
+  JobSpec spec = SpecFor("damaged", *data, 1, 6);
+  auto consumer = cluster.StartConsumer("damaged", spec, 0);
+  ASSERT_TRUE(consumer.ok());
+  auto codes = cluster.WaitForConsumers(std::chrono::seconds(120));
+  ASSERT_TRUE(codes.ok()) << codes.status().ToString();
+  ASSERT_EQ((*codes)[0], 0) << cluster.ReadLog("consumer-damaged.stderr");
+
+  auto verdict = CheckLogs(spec, data->samples, {cluster.ConsumerLog(0)});
+  ASSERT_TRUE(verdict.ok()) << verdict.status().ToString();
+  ASSERT_TRUE(verdict->ok()) << verdict->Describe();  // nothing lost, duplicated or corrupt
+  const EpochVerdict& e = verdict->epochs[0];
+  std::vector<uint64_t> expected;
+  for (const char* key : {"bad/corrupt", "bad/truncated", "bad/nolabel", "bad/notimage", "bad/cut"}) {
+    ASSERT_TRUE(data->id_by_key.count(key)) << key;
+    expected.push_back(data->id_by_key.at(key));
+  }
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(e.quarantined_ids, expected);
+  EXPECT_EQ(e.delivered, data->samples - expected.size());
+  // Quarantined samples reach the consumer flagged, with label -1 and zero pixels; the coordinator reports
+  // each one by id with its reason.
+  std::string log = cluster.ReadLog("coordinator");
+  auto reported = [&](const char* key, const char* reason) {
+    std::string needle = "sample " + std::to_string(data->id_by_key.at(key)) + " quarantined (" + reason + ")";
+    EXPECT_NE(log.find(needle), std::string::npos) << needle << "\n" << log;
+  };
+  reported("bad/corrupt", "decode_error");
+  reported("bad/truncated", "decode_error");
+  reported("bad/nolabel", "missing_label");
+  reported("bad/notimage", "decode_error");
+  reported("bad/cut", "truncated");
+}
+
+TEST(BadInput, ShardMissingAtRunTimeIsQuarantinedNotFatal) {
+  TempDir dir;
+  auto data = MakeJpegDataset(dir.path(), "jpegs", 40, 20);
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  std::filesystem::remove(dir.Join("jpegs/shard-000001.tar"));  // samples 20..39 are gone after indexing
+  ProcessCluster cluster(dir.path());
+  ASSERT_TRUE(cluster.StartCoordinator().ok());
+  ASSERT_TRUE(cluster.StartWorker(2).ok());
+  JobSpec spec = SpecFor("missing", *data, 2, 5);
+  ASSERT_TRUE(cluster.StartConsumer("m0", spec, 0).ok());
+  ASSERT_TRUE(cluster.StartConsumer("m1", spec, 1).ok());
+  auto codes = cluster.WaitForConsumers(std::chrono::seconds(120));
+  ASSERT_TRUE(codes.ok()) << codes.status().ToString();
+  auto verdict = CheckLogs(spec, data->samples, {cluster.ConsumerLog(0), cluster.ConsumerLog(1)});
+  ASSERT_TRUE(verdict.ok());
+  ASSERT_TRUE(verdict->ok()) << verdict->Describe();
+  EXPECT_EQ(verdict->epochs[0].quarantined, 20u);
+  EXPECT_EQ(verdict->epochs[0].delivered, 20u);
+  EXPECT_EQ(verdict->epochs[0].quarantined_ids.front(), 20u);
+  EXPECT_NE(cluster.ReadLog("coordinator").find("(read_error)"), std::string::npos);
+}
+
+TEST(BadInput, UnknownJobHeldRankAndMismatchedSpecAreRefusedClearly) {
+  TempDir dir;
+  auto data = MakeJpegDataset(dir.path(), "jpegs", 40, 40);
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  ProcessCluster cluster(dir.path());
+  ASSERT_TRUE(cluster.StartCoordinator().ok());
+  ASSERT_TRUE(cluster.StartWorker().ok());
+  std::string stoker = BinaryDirectory() + "/stoker";
+  std::string ep = cluster.coordinator_endpoint();
+
+  auto [unknown_code, unknown_out] =
+      RunCommand({stoker, "consume", "--coordinator", ep, "--job", "nope", "--attach", "--rank", "0"}, dir, "unknown");
+  EXPECT_EQ(unknown_code, 1);
+  EXPECT_NE(unknown_out.find("NOT_FOUND: unknown job 'nope'"), std::string::npos) << unknown_out;
+
+  // A consumer that takes rank 0 and keeps it (it "trains" slowly).
+  JobSpec spec = SpecFor("held", *data, 2, 4);
+  auto holder = cluster.StartConsumer("holder", spec, 0, {"--hold-ms", "60000", "--max-batches", "1"});
+  ASSERT_TRUE(holder.ok());
+  // Once the holder has logged a batch it certainly holds the rank.
+  ASSERT_TRUE(WaitForFile(cluster.ConsumerLog(*holder), std::chrono::seconds(60), &cluster.consumer(*holder)).ok())
+      << cluster.ReadLog("consumer-holder.stderr");
+  std::vector<std::string> second = {stoker, "consume", "--coordinator", ep, "--rank", "0"};
+  for (const auto& f : JobFlags(spec)) second.push_back(f);
+  auto held = RunCommand(second, dir, "second");
+  EXPECT_EQ(held.first, 1);
+  EXPECT_NE(held.second.find("ALREADY_EXISTS: rank 0 of job 'held' is held by client c-"), std::string::npos)
+      << held.second;
+
+  JobSpec different = spec;
+  different.batch_size = 5;
+  std::vector<std::string> mismatch = {stoker, "consume", "--coordinator", ep, "--rank", "1"};
+  for (const auto& f : JobFlags(different)) mismatch.push_back(f);
+  auto [mismatch_code, mismatch_out] = RunCommand(mismatch, dir, "mismatch");
+  EXPECT_EQ(mismatch_code, 1);
+  EXPECT_NE(mismatch_out.find("FAILED_PRECONDITION"), std::string::npos) << mismatch_out;
+  EXPECT_NE(mismatch_out.find("batch_size: 5 here, 4 registered"), std::string::npos) << mismatch_out;
+
+  JobSpec nomanifest = spec;
+  nomanifest.name = "nomanifest";
+  nomanifest.manifest_path = dir.Join("absent.stoker");
+  std::vector<std::string> missing = {stoker, "consume", "--coordinator", ep, "--rank", "0"};
+  for (const auto& f : JobFlags(nomanifest)) missing.push_back(f);
+  auto [missing_code, missing_out] = RunCommand(missing, dir, "missing");
+  EXPECT_EQ(missing_code, 1);
+  EXPECT_NE(missing_out.find("absent.stoker"), std::string::npos) << missing_out;
+}
+
+TEST(BadInput, IndexRefusesMissingAndUnrecognisedPaths) {
+  TempDir dir;
+  std::string stoker = BinaryDirectory() + "/stoker";
+  auto [code, out] = RunCommand({stoker, "index", dir.Join("nope"), "-o", dir.Join("m.stoker")}, dir, "index-missing");
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("does not exist"), std::string::npos) << out;
+  std::filesystem::create_directories(dir.Join("empty"));
+  auto [empty_code, empty_out] = RunCommand({stoker, "index", dir.Join("empty"), "-o", dir.Join("m.stoker")}, dir, "empty");
+  EXPECT_EQ(empty_code, 2);
+  EXPECT_NE(empty_out.find("no .tar shards and no class folders"), std::string::npos) << empty_out;
+  auto [usage_code, usage_out] = RunCommand({stoker, "index", dir.Join("empty")}, dir, "usage");
+  EXPECT_EQ(usage_code, 2);
+  EXPECT_NE(usage_out.find("-o MANIFEST"), std::string::npos) << usage_out;
+}
+
+// Raw sockets against the real servers: malformed frames are answered or dropped, counted, and nothing breaks.
+TEST(BadInput, ServersRejectGarbageAndUnknownJobsOnTheWire) {
+  TempDir dir;
+  ProcessCluster cluster(dir.path());
+  ASSERT_TRUE(cluster.StartCoordinator().ok());
+  ASSERT_TRUE(cluster.StartWorker().ok());
+  zmq::context_t context;
+  auto receive = [](zmq::socket_t& s, std::chrono::milliseconds timeout) -> std::optional<zmq::message_t> {
+    zmq::pollitem_t items[] = {{s.handle(), 0, ZMQ_POLLIN, 0}};
+    zmq::poll(items, 1, timeout);
+    if (!(items[0].revents & ZMQ_POLLIN)) return std::nullopt;
+    zmq::message_t m;
+    if (!s.recv(m, zmq::recv_flags::dontwait)) return std::nullopt;
+    return m;
+  };
+
+  zmq::socket_t control(context, zmq::socket_type::dealer);
+  control.set(zmq::sockopt::linger, 0);
+  control.connect(cluster.coordinator_endpoint());
+  control.send(zmq::str_buffer("definitely not capnp!!"), zmq::send_flags::none);  // 22 bytes: not whole words
+  auto garbage_reply = receive(control, std::chrono::seconds(10));
+  ASSERT_TRUE(garbage_reply.has_value());
+  auto decoded = DecodeReply(std::move(*garbage_reply));
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(decoded->status.code(), StatusCode::kInvalidArgument);
+
+  capnp::MallocMessageBuilder future;
+  auto request = future.initRoot<wire::Request>();
+  request.setProtocolVersion(99);
+  request.setRequestId(5);
+  request.setSenderId("t-1");
+  request.initGetJob().setJob("x");
+  zmq::message_t future_frame = ToFrame(future);
+  control.send(future_frame, zmq::send_flags::none);
+  auto version_reply = DecodeReply(std::move(*receive(control, std::chrono::seconds(10))));
+  ASSERT_TRUE(version_reply.ok());
+  EXPECT_EQ(version_reply->request_id, 5u);
+  EXPECT_EQ(version_reply->status.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(version_reply->status.message().find("version 99"), std::string::npos);
+
+  zmq::message_t get = EncodeRequest(6, GetJobRequest{"t-1", "nope"});
+  control.send(get, zmq::send_flags::none);
+  auto get_reply = DecodeReply(std::move(*receive(control, std::chrono::seconds(10))));
+  ASSERT_TRUE(get_reply.ok());
+  EXPECT_EQ(get_reply->status.code(), StatusCode::kNotFound);  // and the coordinator is still serving
+
+  zmq::socket_t data(context, zmq::socket_type::dealer);
+  data.set(zmq::sockopt::linger, 0);
+  data.connect(cluster.worker_endpoint(0));
+  data.send(zmq::str_buffer("garbage!"), zmq::send_flags::none);
+  capnp::MallocMessageBuilder credit_message;
+  auto msg = credit_message.initRoot<wire::DataMessage>();
+  msg.setProtocolVersion(wire::PROTOCOL_VERSION);
+  auto credit = msg.initCredit();
+  credit.setJob("nope");
+  credit.setRank(0);
+  credit.setClientId("c-test");
+  credit.setCredits(2);
+  zmq::message_t credit_frame = ToFrame(credit_message);
+  data.send(credit_frame, zmq::send_flags::none);
+  auto error = receive(data, std::chrono::seconds(10));
+  ASSERT_TRUE(error.has_value()) << cluster.ReadLog("worker-0");
+  auto parsed = ParsedFrame::Parse(std::move(*error), ControlReaderOptions());
+  ASSERT_TRUE(parsed.ok());
+  auto reply = (*parsed)->Root<wire::DataMessage>();
+  ASSERT_EQ(reply.which(), wire::DataMessage::ERROR);
+  Status status = FromWire(reply.getError().getStatus());
+  EXPECT_EQ(status.code(), StatusCode::kNotFound);
+  EXPECT_NE(status.message().find("unknown job 'nope'"), std::string::npos) << status.message();
+  EXPECT_TRUE(cluster.worker(0).running());
+  EXPECT_TRUE(cluster.coordinator().running());
+}
+
+}  // namespace
+}  // namespace stoker::testing

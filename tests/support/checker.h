@@ -1,0 +1,31 @@
+// The checker as the tests use it: read every consumer's delivery log, judge each epoch against the plan with
+// the DeliveryChecker (common/delivery_check.h), and collect per-batch pixel hashes to compare runs.
+#pragma once
+
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "common/delivery_check.h"
+#include "common/job_spec.h"
+#include "common/status.h"
+#include "tools/delivery_log.h"
+
+namespace stoker::testing {
+
+struct RunVerdict {
+  std::vector<EpochVerdict> epochs;
+  uint64_t steps_per_epoch = 0;
+  // (epoch, rank, index) -> xxh64 of the batch's pixels, as delivered (the first delivery if duplicated).
+  std::map<std::tuple<uint32_t, uint32_t, uint64_t>, uint64_t> pixel_hashes;
+  std::vector<LoggedBatch> batches;
+
+  // Every epoch exact and balanced; otherwise a description of what went wrong.
+  bool ok() const;
+  std::string Describe() const;
+};
+
+StatusOr<RunVerdict> CheckLogs(const JobSpec& spec, uint64_t num_samples, const std::vector<std::string>& logs);
+
+}  // namespace stoker::testing
