@@ -5,7 +5,11 @@
 //   scaling_bench [--workers 1,2,4,8,15] [--images 2000] [--batch-size 64] [--seconds 10] [--json FILE]
 //
 // Efficiency(N) = rate(N) / (N x rate(1)); goal >= 0.9 at 15 workers on a 16-core machine (one core left for
-// the client and the coordinator).
+// the client and the coordinator). Each N is also compared with the same pipeline run in N bare processes just
+// before (no transport, no protocol): the machine's own scaling at that concurrency.
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -15,35 +19,74 @@
 #include "common/flags.h"
 #include "common/manifest.h"
 #include "tools/synthetic_dataset.h"
+#include "worker/crop_geometry.h"
+#include "worker/image_pipeline.h"
 #include "worker/jpeg_decoder.h"
 #include "worker/sample_reader.h"
 
 namespace stoker {
 namespace {
 
-// One core's full-image decode rate over the same dataset (libjpeg-turbo, our decoder).
-double DecodeOnlyRate(const std::string& manifest_path, double seconds) {
+std::vector<std::vector<uint8_t>> LoadImages(const std::string& manifest_path, uint64_t count) {
   PosixEnv env;
-  auto manifest = Manifest::Open(manifest_path);
-  if (!manifest.ok()) return 0;
-  SampleReader reader(env, *manifest);
   std::vector<std::vector<uint8_t>> images;
-  for (uint64_t id = 0; id < std::min<uint64_t>(300, (*manifest)->num_samples()); ++id) {
+  auto manifest = Manifest::Open(manifest_path);
+  if (!manifest.ok()) return images;
+  SampleReader reader(env, *manifest);
+  for (uint64_t id = 0; id < std::min<uint64_t>(count, (*manifest)->num_samples()); ++id) {
     std::vector<uint8_t> bytes;
     ReadFailure why;
     if (reader.Read(id, &bytes, &why)) images.push_back(std::move(bytes));
   }
-  JpegRegionDecoder decoder;
-  uint64_t n = 0;
-  auto start = std::chrono::steady_clock::now();
-  while (bench::SecondsSince(start) < seconds) {
-    for (const auto& b : images) {
-      int w, h;
-      RegionView v;
-      if (decoder.ReadHeader(b.data(), b.size(), &w, &h).ok() && decoder.DecodeFull(&v).ok()) ++n;
+  return images;
+}
+
+// Images/s of `processes` independent processes each running the train pipeline (decode + RandomResizedCrop +
+// flip into a batch buffer) on images in memory, with no transport: what this machine's cores can do at that
+// concurrency. The baseline that separates stoker's overhead from the machine's own scaling (turbo, caches).
+double StandalonePipelineRate(const std::vector<std::vector<uint8_t>>& images, uint32_t processes, double seconds,
+                              bool full_decode_only) {
+  std::vector<int> pipes;
+  std::vector<pid_t> children;
+  for (uint32_t p = 0; p < processes; ++p) {
+    int fds[2];
+    if (::pipe(fds) != 0) return 0;
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(fds[0]);
+      ImagePipeline pipeline{PipelineSpec{}};
+      JpegRegionDecoder decoder;
+      std::vector<uint8_t> batch(64 * pipeline.output_bytes());
+      uint64_t n = 0;
+      auto start = std::chrono::steady_clock::now();
+      while (bench::SecondsSince(start) < seconds) {
+        for (const auto& b : images) {
+          if (full_decode_only) {
+            int w, h;
+            RegionView v;
+            if (decoder.ReadHeader(b.data(), b.size(), &w, &h).ok() && decoder.DecodeFull(&v).ok()) ++n;
+          } else {
+            uint8_t* slot = batch.data() + (n % 64) * pipeline.output_bytes();
+            if (pipeline.Run(b, SampleSeed(1, 0, n + p * 1000003ull), slot).ok) ++n;
+          }
+        }
+      }
+      double rate = n / bench::SecondsSince(start);
+      ssize_t w = ::write(fds[1], &rate, sizeof(rate));
+      ::_exit(w == sizeof(rate) ? 0 : 1);
     }
+    ::close(fds[1]);
+    pipes.push_back(fds[0]);
+    children.push_back(pid);
   }
-  return n / bench::SecondsSince(start);
+  double total = 0;
+  for (size_t i = 0; i < pipes.size(); ++i) {
+    double rate = 0;
+    if (::read(pipes[i], &rate, sizeof(rate)) == sizeof(rate)) total += rate;
+    ::close(pipes[i]);
+    ::waitpid(children[i], nullptr, 0);
+  }
+  return total;
 }
 
 int Main(int argc, char** argv) {
@@ -80,15 +123,19 @@ int Main(int argc, char** argv) {
       }
     }
   }
-  double decode_only = DecodeOnlyRate(manifest, 3);
-  std::printf("decode-only (libjpeg-turbo full decode), one core: %.0f img/s\n", decode_only);
-  std::printf("%8s %12s %14s %12s %10s\n", "workers", "img/s", "per worker", "efficiency", "waited");
+  std::vector<std::vector<uint8_t>> samples = LoadImages(manifest, 200);
+  double decode_only = StandalonePipelineRate(samples, 1, 3, /*full_decode_only=*/true);
+  std::printf("decode-only (libjpeg-turbo full decode), one process: %.0f img/s\n", decode_only);
+  std::printf("%8s %12s %12s %16s %14s %12s\n", "workers", "stoker", "per worker", "vs N x 1 worker",
+              "standalone", "vs standalone");
   std::vector<uint32_t> counts;
   std::stringstream list(worker_list);
   for (std::string item; std::getline(list, item, ',');) counts.push_back(static_cast<uint32_t>(std::stoul(item)));
   double one = 0;
   std::ostringstream rows;
   for (uint32_t n : counts) {
+    // The same pipeline in n bare processes, right before stoker's n workers, on the same images.
+    double standalone = StandalonePipelineRate(samples, n, seconds / 2, /*full_decode_only=*/false);
     bench::LocalCluster cluster(dir);
     Status s = cluster.StartCoordinator();
     if (s.ok()) s = cluster.StartWorkers(n, 1);
@@ -109,12 +156,14 @@ int Main(int argc, char** argv) {
     }
     if (n == counts.front()) one = rate->images_per_second / n;
     double efficiency = rate->images_per_second / (n * one);
-    std::printf("%8u %12.0f %14.0f %11.0f%% %9.0f%%\n", n, rate->images_per_second, rate->images_per_second / n,
-                100 * efficiency, 100 * rate->wait_fraction);
+    double vs_standalone = rate->images_per_second / standalone;
+    std::printf("%8u %12.0f %12.0f %15.0f%% %14.0f %11.0f%%\n", n, rate->images_per_second,
+                rate->images_per_second / n, 100 * efficiency, standalone, 100 * vs_standalone);
     std::fflush(stdout);
     rows << (rows.tellp() > 0 ? ", " : "") << "{\"workers\": " << n << ", \"images_per_second\": "
-         << rate->images_per_second << ", \"efficiency\": " << efficiency << ", \"ratio_to_decode_only_per_worker\": "
-         << rate->images_per_second / n / decode_only << "}";
+         << rate->images_per_second << ", \"efficiency_vs_n_times_one\": " << efficiency
+         << ", \"standalone_pipeline_img_s\": " << standalone << ", \"ratio_to_standalone\": " << vs_standalone
+         << ", \"consumer_wait_fraction\": " << rate->wait_fraction << "}";
   }
   if (!json.empty()) {
     std::ofstream(json) << "{\"decode_only_img_s_one_core\": " << decode_only << ", \"batch_size\": " << batch
