@@ -266,9 +266,10 @@ int DemoCommand(int argc, char** argv) {
     double in_epoch = static_cast<double>(batches % std::max<uint64_t>(1, plan->steps_per_epoch() * spec.world_size)) /
                       (plan->steps_per_epoch() * spec.world_size);
     char text[256];
-    std::snprintf(text, sizeof(text), "epoch %u/%u [%s] %3.0f%%  %6.0f img/s  consumers waited %4.1f%% (%.1f s)  %llu/%llu batches",
+    std::snprintf(text, sizeof(text),
+                  "epoch %u/%u [%s] %3.0f%%  %6.0f img/s  consumers waited %4.1f%% (%.1f s per rank)  %llu/%llu batches",
                   epoch + 1, spec.epochs, Bar(in_epoch, 24).c_str(), in_epoch * 100, elapsed > 0 ? samples / elapsed : 0,
-                  elapsed > 0 ? 100 * wait / (elapsed * spec.world_size) : 0, wait,
+                  elapsed > 0 ? 100 * wait / (elapsed * spec.world_size) : 0, wait / spec.world_size,
                   static_cast<unsigned long long>(batches), static_cast<unsigned long long>(total_batches));
     line.Update(text);
     // Refresh twice a second, or at once when a rank finishes an epoch or fails.

@@ -1,8 +1,11 @@
 #include "tools/subprocess.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/inotify.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,18 +18,31 @@ extern char** environ;
 
 namespace stoker {
 
-Subprocess::~Subprocess() { Kill(); }
+namespace {
+// A pidfd becomes readable when the process exits: waiting on it needs no polling loop (Linux >= 5.3).
+int OpenPidFd(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
+}  // namespace
 
-Subprocess::Subprocess(Subprocess&& other) noexcept : pid_(other.pid_), exit_code_(other.exit_code_) {
+Subprocess::~Subprocess() {
+  Kill();
+  if (pidfd_ >= 0) ::close(pidfd_);
+}
+
+Subprocess::Subprocess(Subprocess&& other) noexcept
+    : pid_(other.pid_), pidfd_(other.pidfd_), exit_code_(other.exit_code_) {
   other.pid_ = -1;
+  other.pidfd_ = -1;
 }
 
 Subprocess& Subprocess::operator=(Subprocess&& other) noexcept {
   if (this != &other) {
     Kill();
+    if (pidfd_ >= 0) ::close(pidfd_);
     pid_ = other.pid_;
+    pidfd_ = other.pidfd_;
     exit_code_ = other.exit_code_;
     other.pid_ = -1;
+    other.pidfd_ = -1;
   }
   return *this;
 }
@@ -60,6 +76,7 @@ StatusOr<Subprocess> Subprocess::Start(const std::vector<std::string>& argv, con
     p.pid_ = -1;
     return UnavailableError("cannot start " + argv[0] + ": " + std::strerror(rc));
   }
+  p.pidfd_ = OpenPidFd(p.pid_);
   return p;
 }
 
@@ -87,8 +104,14 @@ std::optional<int> Subprocess::Wait(std::chrono::milliseconds timeout) {
       exit_code_ = -1;
       return exit_code_;
     }
-    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling a child's exit: there is no fd to wait on
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return std::nullopt;
+    if (pidfd_ >= 0) {
+      pollfd fd{pidfd_, POLLIN, 0};
+      ::poll(&fd, 1, static_cast<int>(left.count()));  // wakes when the process exits
+    } else {
+      std::this_thread::sleep_for(std::min(left, std::chrono::milliseconds(5)));  // kernels without pidfd_open
+    }
   }
 }
 
@@ -112,23 +135,48 @@ std::string ExecutableDirectory() {
 
 StatusOr<std::string> WaitForFile(const std::string& path, std::chrono::milliseconds timeout, Subprocess* process) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (true) {
+  std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
+  // Endpoint files appear by rename, logs grow by appends: watch the directory for either.
+  int watch = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  if (watch >= 0 && ::inotify_add_watch(watch, dir.c_str(), IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_MODIFY) < 0) {
+    ::close(watch);
+    watch = -1;
+  }
+  auto read_file = [&]() -> std::optional<std::string> {
     std::ifstream in(path);
-    if (in) {
-      std::stringstream content;
-      content << in.rdbuf();
-      if (!content.str().empty()) return content.str();
+    if (!in) return std::nullopt;
+    std::stringstream content;
+    content << in.rdbuf();
+    if (content.str().empty()) return std::nullopt;
+    return content.str();
+  };
+  StatusOr<std::string> result = DeadlineExceededError(path + " did not appear within " +
+                                                       std::to_string(timeout.count()) + " ms");
+  while (true) {
+    if (auto content = read_file()) {
+      result = *content;
+      break;
     }
     if (process != nullptr && !process->running()) {
       auto code = process->Wait(std::chrono::milliseconds(0));
-      return UnavailableError("process " + std::to_string(process->pid()) + " exited with code " +
-                              std::to_string(code.value_or(-1)) + " before writing " + path);
+      result = UnavailableError("process " + std::to_string(process->pid()) + " exited with code " +
+                                std::to_string(code.value_or(-1)) + " before writing " + path);
+      break;
     }
-    if (std::chrono::steady_clock::now() >= deadline) {
-      return DeadlineExceededError(path + " did not appear within " + std::to_string(timeout.count()) + " ms");
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    pollfd fds[2] = {{watch, POLLIN, 0}, {process ? process->pidfd() : -1, POLLIN, 0}};
+    if (watch < 0 && fds[1].fd < 0) {
+      std::this_thread::sleep_for(std::min(left, std::chrono::milliseconds(10)));  // no inotify nor pidfd here
+    } else {
+      ::poll(fds, 2, static_cast<int>(left.count()));  // a file event in the directory, or the process exiting
+      char events[4096];
+      while (watch >= 0 && ::read(watch, events, sizeof(events)) > 0) {
+      }
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // a file appearing has no portable wait
   }
+  if (watch >= 0) ::close(watch);
+  return result;
 }
 
 }  // namespace stoker

@@ -31,6 +31,8 @@ class Subprocess {
                                     const std::vector<std::string>& env = {});
 
   pid_t pid() const { return pid_; }
+  // Readable once the process has exited (-1 if the kernel has no pidfd_open).
+  int pidfd() const { return pidfd_; }
   bool running();
   void Signal(int signal);
   // Waits until the process exits or the timeout passes. Returns its exit code (128 + signal if killed by one),
@@ -41,6 +43,7 @@ class Subprocess {
 
  private:
   pid_t pid_ = -1;
+  int pidfd_ = -1;
   std::optional<int> exit_code_;
 };
 

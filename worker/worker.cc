@@ -15,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/control_channel.h"
 #include "common/control_codec.h"
 #include "common/logging.h"
 #include "common/manifest.h"
@@ -96,14 +97,11 @@ class Worker::Impl {
         env_(env),
         clock_(clock),
         id_(options.worker_id.empty() ? NewPeerId("w") : options.worker_id),
-        control_(context, zmq::socket_type::dealer),
+        channel_(context, clock, options.request_timeout),
         data_(context, zmq::socket_type::router),
         pool_(std::make_shared<BatchBufferPool>()) {
     unsigned threads = options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency());
     threads_ = threads;
-    SocketOptions control_options;
-    control_options.max_message_bytes = 1 << 20;
-    ConfigureSocket(control_, control_options);
     SocketOptions data_options;
     data_options.max_message_bytes = 64 << 10;  // only credits come in
     data_options.router_mandatory = true;       // a batch for a vanished client must fail, not vanish
@@ -126,11 +124,7 @@ class Worker::Impl {
   StatusOr<std::string> Bind() {
     STOKER_ASSIGN_OR_RETURN(std::string bound, BindSocket(data_, options_.listen));
     advertised_ = AdvertisedEndpoint(bound, options_.advertise_host);
-    try {
-      control_.connect(options_.coordinator);
-    } catch (const zmq::error_t& e) {
-      return InvalidArgumentError("cannot connect to coordinator " + options_.coordinator + ": " + e.what());
-    }
+    STOKER_RETURN_IF_ERROR(channel_.Connect(options_.coordinator));
     return advertised_;
   }
 
@@ -147,7 +141,7 @@ class Worker::Impl {
       }
       if (draining_ && (units_.empty() || now >= drain_deadline_)) return FinishDrain();
 
-      zmq::pollitem_t items[] = {{control_.handle(), 0, ZMQ_POLLIN, 0},
+      zmq::pollitem_t items[] = {{channel_.socket().handle(), 0, ZMQ_POLLIN, 0},
                                  {data_.handle(), 0, ZMQ_POLLIN, 0},
                                  {nullptr, doorbell_, ZMQ_POLLIN, 0}};
       try {
@@ -199,12 +193,6 @@ class Worker::Impl {
     std::vector<QuarantineReport> quarantined;
     std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
   };
-  enum class RequestKind { kRegister, kHeartbeat, kLease, kUnitDone, kGetJob, kDeregister };
-  struct PendingRequest {
-    RequestKind kind;
-    TimePoint deadline;
-    RequestBody body;
-  };
   struct FailedJob {
     Status status;
     TimePoint retry_at;
@@ -212,20 +200,8 @@ class Worker::Impl {
 
   // ---- coordinator -------------------------------------------------------------------------------------------
 
-  uint64_t Send(RequestKind kind, RequestBody body) {
-    uint64_t id = next_request_id_++;
-    zmq::message_t frame = EncodeRequest(id, body);
-    try {
-      control_.send(frame, zmq::send_flags::dontwait);
-    } catch (const zmq::error_t& e) {
-      STOKER_LOG(kDebug) << "control send failed: " << e.what();
-    }
-    pending_[id] = {kind, clock_.Now() + options_.request_timeout, std::move(body)};
-    return id;
-  }
-
   void SendRegister() {
-    Send(RequestKind::kRegister, RegisterWorkerRequest{id_, advertised_, threads_, "0.1.0"});
+    channel_.Send(RegisterWorkerRequest{id_, advertised_, threads_, "0.1.0"});
   }
 
   void SendHeartbeat() {
@@ -233,91 +209,66 @@ class Worker::Impl {
     for (const auto& [key, unit] : units_) {
       hb.leases.push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key), unit.lease.attempt});
     }
-    Send(RequestKind::kHeartbeat, std::move(hb));
+    channel_.Send(std::move(hb));
     next_heartbeat_ = clock_.Now() + heartbeat_interval_;
   }
 
   void DrainControl() {
-    while (true) {
-      zmq::message_t frame;
-      try {
-        if (!control_.recv(frame, zmq::recv_flags::dontwait)) return;
-      } catch (const zmq::error_t&) {
-        return;
-      }
-      auto reply = DecodeReply(std::move(frame));
-      if (!reply.ok()) {
-        STOKER_LOG(kWarning) << "bad reply from the coordinator: " << reply.status().ToString();
-        continue;
-      }
-      auto it = pending_.find(reply->request_id);
-      if (it == pending_.end()) continue;  // answered after we gave up on it
-      PendingRequest request = std::move(it->second);
-      pending_.erase(it);
-      HandleReply(request, *reply);
-    }
+    channel_.Receive([this](ControlChannel::Pending& request, DecodedReply& reply) { HandleReply(request, reply); });
   }
 
-  void HandleReply(PendingRequest& request, DecodedReply& reply) {
-    if (reply.status.code() == StatusCode::kFailedPrecondition &&
-        (request.kind == RequestKind::kHeartbeat || request.kind == RequestKind::kLease)) {
+  void HandleReply(ControlChannel::Pending& request, DecodedReply& reply) {
+    RequestBody& body = request.body;
+    bool heartbeat_or_lease =
+        std::holds_alternative<WorkerHeartbeatRequest>(body) || std::holds_alternative<LeaseRequest>(body);
+    if (reply.status.code() == StatusCode::kFailedPrecondition && heartbeat_or_lease) {
       // The coordinator does not know us (it restarted, or we were silent too long): register again.
       if (registered_) STOKER_LOG(kWarning) << "coordinator forgot this worker: " << reply.status.message();
       registered_ = false;
-      if (request.kind == RequestKind::kLease) LeaseAnswered(std::get<LeaseRequest>(request.body), {});
+      SetRegistered(false);
+      if (auto* lease = std::get_if<LeaseRequest>(&body)) LeaseAnswered(*lease, {});
       SendRegister();
       return;
     }
-    switch (request.kind) {
-      case RequestKind::kRegister:
-        if (!reply.status.ok()) {
-          STOKER_LOG(kError) << "registration refused: " << reply.status.ToString();
-          return;
-        }
-        if (auto* r = std::get_if<RegisterWorkerResponse>(&reply.body)) {
-          heartbeat_interval_ = Millis(std::max<uint32_t>(50, r->heartbeat_interval_ms));
-          if (!registered_) STOKER_LOG(kInfo) << "registered with " << options_.coordinator << " as " << id_;
-          registered_ = true;
-          SetRegistered(true);
-          next_heartbeat_ = clock_.Now();
-        }
-        break;
-      case RequestKind::kHeartbeat:
-        if (auto* r = std::get_if<WorkerHeartbeatResponse>(&reply.body)) {
-          for (const LeaseRef& ref : r->revoked) Revoke({ref.job, ref.rank, ref.unit}, ref.attempt);
-        }
-        break;
-      case RequestKind::kLease: {
-        auto& sent = std::get<LeaseRequest>(request.body);
-        if (!reply.status.ok()) {
-          STOKER_LOG(kWarning) << "lease for " << sent.job << " rank " << sent.rank << " refused: "
-                               << reply.status.ToString();
-          LeaseAnswered(sent, {});
-          if (reply.status.code() == StatusCode::kNotFound) FailJob(sent.job, reply.status);
-          return;
-        }
-        auto* r = std::get_if<LeaseResponse>(&reply.body);
-        LeaseAnswered(sent, r ? *r : LeaseResponse{});
-        break;
+    if (std::holds_alternative<RegisterWorkerRequest>(body)) {
+      if (!reply.status.ok()) {
+        STOKER_LOG(kError) << "registration refused: " << reply.status.ToString();
+        return;
       }
-      case RequestKind::kUnitDone:
-        if (!reply.status.ok() && reply.status.code() != StatusCode::kAborted) {
-          STOKER_LOG(kWarning) << "unit done not accepted: " << reply.status.ToString();
-        }
-        break;
-      case RequestKind::kGetJob: {
-        auto& get = std::get<GetJobRequest>(request.body);
-        getting_job_.erase(get.job);
-        if (!reply.status.ok()) {
-          FailJob(get.job, reply.status);
-        } else if (auto* spec = std::get_if<JobSpec>(&reply.body)) {
-          LoadJob(*spec);
-        }
-        break;
+      if (auto* r = std::get_if<RegisterWorkerResponse>(&reply.body)) {
+        heartbeat_interval_ = Millis(std::max<uint32_t>(50, r->heartbeat_interval_ms));
+        if (!registered_) STOKER_LOG(kInfo) << "registered with " << options_.coordinator << " as " << id_;
+        registered_ = true;
+        SetRegistered(true);
+        next_heartbeat_ = clock_.Now();
       }
-      case RequestKind::kDeregister:
-        deregistered_ = true;
-        break;
+    } else if (std::holds_alternative<WorkerHeartbeatRequest>(body)) {
+      if (auto* r = std::get_if<WorkerHeartbeatResponse>(&reply.body)) {
+        for (const LeaseRef& ref : r->revoked) Revoke({ref.job, ref.rank, ref.unit}, ref.attempt);
+      }
+    } else if (auto* lease = std::get_if<LeaseRequest>(&body)) {
+      if (!reply.status.ok()) {
+        STOKER_LOG(kWarning) << "lease for " << lease->job << " rank " << lease->rank << " refused: "
+                             << reply.status.ToString();
+        LeaseAnswered(*lease, {});
+        if (reply.status.code() == StatusCode::kNotFound) FailJob(lease->job, reply.status);
+        return;
+      }
+      auto* r = std::get_if<LeaseResponse>(&reply.body);
+      LeaseAnswered(*lease, r ? *r : LeaseResponse{});
+    } else if (std::holds_alternative<UnitDoneRequest>(body)) {
+      if (!reply.status.ok() && reply.status.code() != StatusCode::kAborted) {
+        STOKER_LOG(kWarning) << "unit done not accepted: " << reply.status.ToString();
+      }
+    } else if (auto* get = std::get_if<GetJobRequest>(&body)) {
+      getting_job_.erase(get->job);
+      if (!reply.status.ok()) {
+        FailJob(get->job, reply.status);
+      } else if (auto* spec = std::get_if<JobSpec>(&reply.body)) {
+        LoadJob(*spec);
+      }
+    } else if (std::holds_alternative<DeregisterRequest>(body)) {
+      deregistered_ = true;
     }
   }
 
@@ -459,7 +410,7 @@ class Worker::Impl {
     stream.refreshed = clock_.Now();
     if (jobs_.count(job) == 0 && getting_job_.count(job) == 0) {
       getting_job_.insert(job);
-      Send(RequestKind::kGetJob, GetJobRequest{id_, job});
+      channel_.Send(GetJobRequest{id_, job});
     }
   }
 
@@ -488,8 +439,8 @@ class Worker::Impl {
       if (stream.lease_outstanding || stream.job_done || jobs_.count(key.first) == 0) continue;
       if (stream.in_hand >= stream.credits) continue;
       stream.lease_outstanding = true;
-      Send(RequestKind::kLease, LeaseRequest{id_, key.first, key.second, stream.credits - stream.in_hand,
-                                             static_cast<uint32_t>(ToMillis(options_.lease_wait))});
+      channel_.Send(LeaseRequest{id_, key.first, key.second, stream.credits - stream.in_hand,
+                                 static_cast<uint32_t>(ToMillis(options_.lease_wait))});
     }
   }
 
@@ -572,7 +523,7 @@ class Worker::Impl {
     done.outcome = outcome;
     done.batches_sent = work.sent;
     done.quarantined = work.quarantined;
-    Send(RequestKind::kUnitDone, std::move(done));
+    channel_.Send(std::move(done));
   }
 
   // ---- the pipeline threads ----------------------------------------------------------------------------------
@@ -728,27 +679,13 @@ class Worker::Impl {
   void Timers() {
     TimePoint now = clock_.Now();
     if (registered_ && now >= next_heartbeat_) SendHeartbeat();
-    std::vector<uint64_t> expired;
-    for (const auto& [id, p] : pending_) {
-      if (now >= p.deadline) expired.push_back(id);
-    }
-    for (uint64_t id : expired) {
-      PendingRequest p = std::move(pending_[id]);
-      pending_.erase(id);
-      switch (p.kind) {
-        case RequestKind::kRegister:
-          SendRegister();
-          break;
-        case RequestKind::kLease:
-          LeaseAnswered(std::get<LeaseRequest>(p.body), {});
-          break;
-        case RequestKind::kUnitDone:
-        case RequestKind::kGetJob:
-          Send(p.kind, std::move(p.body));  // these must arrive: try again
-          break;
-        case RequestKind::kHeartbeat:
-        case RequestKind::kDeregister:
-          break;
+    for (ControlChannel::Pending& p : channel_.TakeExpired()) {
+      if (std::holds_alternative<RegisterWorkerRequest>(p.body)) {
+        SendRegister();
+      } else if (auto* lease = std::get_if<LeaseRequest>(&p.body)) {
+        LeaseAnswered(*lease, {});
+      } else if (std::holds_alternative<UnitDoneRequest>(p.body) || std::holds_alternative<GetJobRequest>(p.body)) {
+        channel_.Send(std::move(p.body));  // these must arrive: try again
       }
     }
     std::vector<StreamKey> silent;
@@ -777,11 +714,11 @@ class Worker::Impl {
     }
     if (!units_.empty()) STOKER_LOG(kWarning) << "grace period over: handed back " << units_.size() << " units";
     units_.clear();
-    Send(RequestKind::kDeregister, DeregisterRequest{id_, "", 0});
+    channel_.Send(DeregisterRequest{id_, "", 0});
     // Wait (bounded) for the coordinator to take the hand-backs and the deregistration.
     TimePoint deadline = clock_.Now() + Millis(2000);
     while (!deregistered_ && clock_.Now() < deadline) {
-      zmq::pollitem_t items[] = {{control_.handle(), 0, ZMQ_POLLIN, 0}};
+      zmq::pollitem_t items[] = {{channel_.socket().handle(), 0, ZMQ_POLLIN, 0}};
       try {
         zmq::poll(items, 1, std::chrono::milliseconds(50));
       } catch (const zmq::error_t&) {
@@ -796,7 +733,7 @@ class Worker::Impl {
   Env& env_;
   Clock& clock_;
   const std::string id_;
-  zmq::socket_t control_;
+  ControlChannel channel_;
   zmq::socket_t data_;
   std::shared_ptr<BatchBufferPool> pool_;
   unsigned threads_ = 1;
@@ -810,8 +747,6 @@ class Worker::Impl {
   TimePoint drain_deadline_;
   Duration heartbeat_interval_ = Millis(500);
   TimePoint next_heartbeat_;
-  uint64_t next_request_id_ = 1;
-  std::map<uint64_t, PendingRequest> pending_;
   std::map<std::string, std::shared_ptr<const JobContext>> jobs_;
   std::map<std::string, FailedJob> failed_jobs_;
   std::set<std::string> getting_job_;

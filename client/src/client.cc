@@ -17,6 +17,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "common/control_channel.h"
 #include "common/control_codec.h"
 #include "common/logging.h"
 #include "common/plan.h"
@@ -138,11 +139,10 @@ const std::string& Batch::worker_id() const { return data_->worker_id; }
 class Client::IoThread {
  public:
   IoThread(const ClientOptions& options, std::shared_ptr<ClientCore> core)
-      : options_(options), core_(std::move(core)), context_(1), control_(context_, zmq::socket_type::dealer) {
-    SocketOptions control_options;
-    control_options.max_message_bytes = 1 << 20;
-    ConfigureSocket(control_, control_options);
-  }
+      : options_(options),
+        core_(std::move(core)),
+        context_(1),
+        channel_(context_, clock_, std::chrono::seconds(5)) {}
 
   ~IoThread() {
     {
@@ -155,34 +155,26 @@ class Client::IoThread {
 
   // Registers the rank synchronously (Connect's caller waits), retrying while the coordinator is unreachable.
   StatusOr<RegisterClientResponse> Register() {
-    try {
-      control_.connect(options_.coordinator);
-    } catch (const zmq::error_t& e) {
-      return InvalidArgumentError("bad coordinator endpoint '" + options_.coordinator + "': " + e.what());
-    }
+    STOKER_RETURN_IF_ERROR(channel_.Connect(options_.coordinator));
     RegisterClientRequest request{core_->client_id, options_.job, options_.rank, options_.spec, options_.prefetch};
     auto deadline = std::chrono::steady_clock::now() + options_.connect_timeout;
+    std::optional<StatusOr<RegisterClientResponse>> result;
     while (std::chrono::steady_clock::now() < deadline) {
-      uint64_t id = next_request_id_++;
-      zmq::message_t frame = EncodeRequest(id, request);
-      control_.send(frame, zmq::send_flags::dontwait);
+      uint64_t id = channel_.Send(request);
       auto attempt_end = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::seconds(2));
-      while (std::chrono::steady_clock::now() < attempt_end) {
-        zmq::pollitem_t items[] = {{control_.handle(), 0, ZMQ_POLLIN, 0}};
+      while (std::chrono::steady_clock::now() < attempt_end && channel_.IsPending(id)) {
+        zmq::pollitem_t items[] = {{channel_.socket().handle(), 0, ZMQ_POLLIN, 0}};
         zmq::poll(items, 1, std::chrono::milliseconds(50));
-        if (!(items[0].revents & ZMQ_POLLIN)) continue;
-        zmq::message_t reply_frame;
-        if (!control_.recv(reply_frame, zmq::recv_flags::dontwait)) continue;
-        auto reply = DecodeReply(std::move(reply_frame));
-        if (!reply.ok()) return reply.status();
-        if (reply->request_id != id) continue;  // an earlier attempt's answer
-        if (!reply->status.ok()) {
-          if (reply->status.code() == StatusCode::kUnavailable) break;
-          return reply->status;
-        }
-        auto* response = std::get_if<RegisterClientResponse>(&reply->body);
-        if (response == nullptr) return InternalError("coordinator answered registration with the wrong reply");
-        return *response;
+        channel_.Receive([&](ControlChannel::Pending&, DecodedReply& reply) {
+          if (!reply.status.ok()) {
+            if (reply.status.code() != StatusCode::kUnavailable) result = StatusOr<RegisterClientResponse>(reply.status);
+          } else if (auto* response = std::get_if<RegisterClientResponse>(&reply.body)) {
+            result = StatusOr<RegisterClientResponse>(*response);
+          } else {
+            result = StatusOr<RegisterClientResponse>(InternalError("coordinator answered registration wrongly"));
+          }
+        });
+        if (result) return *result;
       }
     }
     return DeadlineExceededError("no answer from the coordinator at " + options_.coordinator + " within " +
@@ -214,7 +206,7 @@ class Client::IoThread {
         if (core_->closing) break;
       }
       std::vector<zmq::pollitem_t> items;
-      items.push_back({control_.handle(), 0, ZMQ_POLLIN, 0});
+      items.push_back({channel_.socket().handle(), 0, ZMQ_POLLIN, 0});
       items.push_back({nullptr, core_->doorbell, ZMQ_POLLIN, 0});
       std::vector<WorkerConnection*> order;
       for (auto& [id, w] : workers_) {
@@ -250,39 +242,18 @@ class Client::IoThread {
       for (auto& [id, w] : workers_) {
         if (now - w.credited >= kCreditRefresh) SendCredit(w, options_.credits_per_worker);
       }
-      ExpireRequests(now);
+      for (ControlChannel::Pending& p : channel_.TakeExpired()) {
+        if (std::holds_alternative<RegisterClientRequest>(p.body)) registering_ = false;
+      }
     }
     // Leaving: withdraw credit so workers stop making batches for us, and free the rank.
     for (auto& [id, w] : workers_) SendCredit(w, 0);
-    Send(DeregisterRequest{core_->client_id, options_.job, options_.rank});
+    uint64_t deregister = channel_.Send(DeregisterRequest{core_->client_id, options_.job, options_.rank});
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
-    while (deregister_pending_ && std::chrono::steady_clock::now() < deadline) {
-      zmq::pollitem_t items[] = {{control_.handle(), 0, ZMQ_POLLIN, 0}};
+    while (channel_.IsPending(deregister) && std::chrono::steady_clock::now() < deadline) {
+      zmq::pollitem_t items[] = {{channel_.socket().handle(), 0, ZMQ_POLLIN, 0}};
       zmq::poll(items, 1, std::chrono::milliseconds(20));
       if (items[0].revents & ZMQ_POLLIN) DrainControl();
-    }
-  }
-
-  uint64_t Send(RequestBody body) {
-    uint64_t id = next_request_id_++;
-    if (std::holds_alternative<DeregisterRequest>(body)) deregister_pending_ = true;
-    try {
-      zmq::message_t frame = EncodeRequest(id, body);
-      control_.send(frame, zmq::send_flags::dontwait);
-    } catch (const zmq::error_t&) {
-    }
-    outstanding_[id] = {std::move(body), std::chrono::steady_clock::now() + std::chrono::seconds(5)};
-    return id;
-  }
-
-  void ExpireRequests(SteadyTime now) {
-    for (auto it = outstanding_.begin(); it != outstanding_.end();) {
-      if (now < it->second.deadline) {
-        ++it;
-        continue;
-      }
-      if (std::holds_alternative<RegisterClientRequest>(it->second.body)) registering_ = false;
-      it = outstanding_.erase(it);
     }
   }
 
@@ -299,7 +270,7 @@ class Client::IoThread {
       hb.received_above.assign(core_->received_above.begin(), core_->received_above.end());
       core_->ack_dirty = false;
     }
-    Send(std::move(hb));
+    channel_.Send(std::move(hb));
   }
 
   void SendCredit(WorkerConnection& w, uint32_t credits) {
@@ -351,36 +322,19 @@ class Client::IoThread {
   }
 
   void DrainControl() {
-    while (true) {
-      zmq::message_t frame;
-      try {
-        if (!control_.recv(frame, zmq::recv_flags::dontwait)) return;
-      } catch (const zmq::error_t&) {
-        return;
-      }
-      auto reply = DecodeReply(std::move(frame));
-      if (!reply.ok()) {
-        STOKER_LOG(kWarning) << "bad reply from the coordinator: " << reply.status().ToString();
-        continue;
-      }
-      auto it = outstanding_.find(reply->request_id);
-      if (it == outstanding_.end()) continue;
-      RequestBody body = std::move(it->second.body);
-      outstanding_.erase(it);
-      if (std::holds_alternative<DeregisterRequest>(body)) {
-        deregister_pending_ = false;
-      } else if (std::holds_alternative<RegisterClientRequest>(body)) {
+    channel_.Receive([this](ControlChannel::Pending& request, DecodedReply& reply) {
+      if (std::holds_alternative<RegisterClientRequest>(request.body)) {
         registering_ = false;
-        if (!reply->status.ok()) {
-          STOKER_LOG(kWarning) << "re-registration refused: " << reply->status.ToString();
-        } else if (auto* r = std::get_if<RegisterClientResponse>(&reply->body)) {
+        if (!reply.status.ok()) {
+          STOKER_LOG(kWarning) << "re-registration refused: " << reply.status.ToString();
+        } else if (auto* r = std::get_if<RegisterClientResponse>(&reply.body)) {
           membership_version_ = r->membership_version;
           UpdateWorkers(r->workers);
         }
-      } else if (std::holds_alternative<ClientHeartbeatRequest>(body)) {
-        HandleHeartbeatReply(*reply);
+      } else if (std::holds_alternative<ClientHeartbeatRequest>(request.body)) {
+        HandleHeartbeatReply(reply);
       }
-    }
+    });
   }
 
   void HandleHeartbeatReply(const DecodedReply& reply) {
@@ -389,7 +343,8 @@ class Client::IoThread {
       if (!registering_) {
         STOKER_LOG(kWarning) << "session lost (" << reply.status.message() << "); registering again";
         registering_ = true;
-        Send(RegisterClientRequest{core_->client_id, options_.job, options_.rank, options_.spec, options_.prefetch});
+        channel_.Send(
+            RegisterClientRequest{core_->client_id, options_.job, options_.rank, options_.spec, options_.prefetch});
       }
       return;
     }
@@ -543,23 +498,17 @@ class Client::IoThread {
     core_->ready.notify_all();
   }
 
-  struct Outstanding {
-    RequestBody body;
-    SteadyTime deadline;
-  };
   static constexpr std::chrono::milliseconds kCreditRefresh{1000};
 
   const ClientOptions options_;
   std::shared_ptr<ClientCore> core_;
+  RealClock clock_;
   zmq::context_t context_;
-  zmq::socket_t control_;
+  ControlChannel channel_;
   std::map<std::string, WorkerConnection> workers_;
-  std::map<uint64_t, Outstanding> outstanding_;
-  uint64_t next_request_id_ = 1;
   uint64_t membership_version_ = 0;
   std::chrono::milliseconds heartbeat_interval_{500};
   bool registering_ = false;
-  bool deregister_pending_ = false;
   std::thread thread_;
 };
 
