@@ -126,7 +126,7 @@ class ClientTest : public ::testing::Test {
     impl_ = std::make_unique<coordinator::CoordinatorImpl>(coordinator::CoordinatorOptions{}, clock_);
     coordinator::ServiceOptions options;
     options.listen = "tcp://127.0.0.1:0";
-    service_ = std::make_unique<coordinator::CoordinatorService>(*impl_, context_, options);
+    service_ = std::make_unique<coordinator::CoordinatorService>(*impl_, nullptr, context_, options);
     endpoint_ = *service_->Bind();
     server_ = std::thread([this] { (void)service_->Run(stop_); });
   }

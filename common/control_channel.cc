@@ -29,7 +29,8 @@ uint64_t ControlChannel::Send(RequestBody body) {
   } catch (const zmq::error_t& e) {
     STOKER_LOG(kDebug) << "control send failed: " << e.what();  // its deadline brings it back to the caller
   }
-  pending_[id] = {id, std::move(body), clock_.Now() + timeout_};
+  TimePoint now = clock_.Now();
+  pending_[id] = {id, std::move(body), now, now + timeout_};
   return id;
 }
 

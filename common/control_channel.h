@@ -22,6 +22,7 @@ class ControlChannel {
   struct Pending {
     uint64_t id = 0;
     RequestBody body;
+    TimePoint sent;
     TimePoint deadline;
   };
 

@@ -115,6 +115,11 @@ zmq::message_t EncodeRequest(uint64_t request_id, const RequestBody& body) {
           m.setWindow(b.window);
           m.setHasSpec(b.spec.has_value());
           if (b.spec.has_value()) ToWire(*b.spec, m.initSpec());
+          m.setHasResume(b.resume.has_value());
+          if (b.resume.has_value()) {
+            m.setResumeFrom(b.resume->position);
+            m.setResumeSpecFingerprint(b.resume->spec_fingerprint);
+          }
         } else if constexpr (std::is_same_v<T, ClientHeartbeatRequest>) {
           auto m = r.initClientHeartbeat();
           m.setJob(b.job);
@@ -200,6 +205,7 @@ StatusOr<DecodedRequest> DecodeRequest(zmq::message_t frame, uint64_t* request_i
           if (!spec.ok()) return spec.status();
           c.spec = std::move(*spec);
         }
+        if (m.getHasResume()) c.resume = ResumePoint{m.getResumeFrom(), m.getResumeSpecFingerprint()};
         out.body = std::move(c);
         break;
       }
@@ -265,6 +271,8 @@ zmq::message_t EncodeReply(uint64_t request_id, const Status& status, const Repl
             auto skip = out.initSkip(static_cast<unsigned>(g.skip.size()));
             for (size_t i = 0; i < g.skip.size(); ++i) skip.set(static_cast<unsigned>(i), g.skip[i]);
             out.setTtlMs(g.ttl_ms);
+            out.setClientId(g.client_id);
+            out.setSpecFingerprint(g.spec_fingerprint);
           });
         } else if constexpr (std::is_same_v<T, RegisterClientResponse>) {
           auto m = r.initRegisterClient();
@@ -331,6 +339,8 @@ StatusOr<DecodedReply> DecodeReply(zmq::message_t frame) {
           grant.attempt = g.getAttempt();
           for (uint64_t s : g.getSkip()) grant.skip.push_back(s);
           grant.ttl_ms = g.getTtlMs();
+          grant.client_id = g.getClientId().cStr();
+          grant.spec_fingerprint = g.getSpecFingerprint();
           l.leases.push_back(std::move(grant));
         }
         out.body = std::move(l);

@@ -32,6 +32,8 @@ struct LeaseGrant {
   uint64_t attempt = 0;
   std::vector<uint64_t> skip;
   uint32_t ttl_ms = 0;
+  std::string client_id;          // the session the batches are for: send them to this client only
+  uint64_t spec_fingerprint = 0;  // the job's SpecFingerprint: a worker holding another spec under the name reloads
 };
 
 struct WorkerInfo {
@@ -91,12 +93,18 @@ struct UnitDoneRequest {
   std::vector<QuarantineReport> quarantined;
 };
 
+struct ResumePoint {
+  uint64_t position = 0;          // global batch index
+  uint64_t spec_fingerprint = 0;  // SpecFingerprint of the job the checkpoint was taken in
+};
+
 struct RegisterClientRequest {
   std::string client_id;
   std::string job;
   uint32_t rank = 0;
   std::optional<JobSpec> spec;
   uint32_t window = 0;
+  std::optional<ResumePoint> resume;
 };
 struct RegisterClientResponse {
   JobSpec spec;

@@ -47,7 +47,61 @@ class PosixRandomAccessFile final : public RandomAccessFile {
   uint64_t size_;
 };
 
+class PosixWritableFile final : public WritableFile {
+ public:
+  PosixWritableFile(std::string path, int fd, uint64_t size) : path_(std::move(path)), fd_(fd), size_(size) {}
+  ~PosixWritableFile() override { ::close(fd_); }
+
+  Status Append(const void* data, size_t size) override {
+    const auto* src = static_cast<const char*>(data);
+    size_t done = 0;
+    while (done < size) {
+      ssize_t n = ::write(fd_, src + done, size - done);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return ErrnoStatus("cannot append to", path_, errno);
+      }
+      done += static_cast<size_t>(n);
+    }
+    size_ += size;
+    return Status::Ok();
+  }
+  Status Sync() override {
+    if (::fdatasync(fd_) != 0) return ErrnoStatus("cannot sync", path_, errno);
+    return Status::Ok();
+  }
+  uint64_t Size() const override { return size_; }
+
+ private:
+  std::string path_;
+  int fd_;
+  uint64_t size_;
+};
+
 }  // namespace
+
+StatusOr<std::unique_ptr<WritableFile>> PosixEnv::OpenForAppend(const std::string& path) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoStatus("cannot open for appending", path, errno);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    return ErrnoStatus("cannot stat", path, err);
+  }
+  return std::unique_ptr<WritableFile>(
+      std::make_unique<PosixWritableFile>(path, fd, static_cast<uint64_t>(st.st_size)));
+}
+
+Status PosixEnv::Truncate(const std::string& path, uint64_t size) {
+  if (::truncate(path.c_str(), static_cast<off_t>(size)) != 0) return ErrnoStatus("cannot truncate", path, errno);
+  return Status::Ok();
+}
+
+Status PosixEnv::Rename(const std::string& from, const std::string& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0) return ErrnoStatus("cannot rename " + from + " to", to, errno);
+  return Status::Ok();
+}
 
 StatusOr<std::unique_ptr<RandomAccessFile>> PosixEnv::OpenForRead(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

@@ -23,6 +23,16 @@ class RandomAccessFile {
   virtual const std::string& path() const = 0;
 };
 
+// A file written by appending (the coordinator's journal).
+class WritableFile {
+ public:
+  virtual ~WritableFile() = default;
+  virtual Status Append(const void* data, size_t size) = 0;
+  // Makes everything appended so far durable (fdatasync).
+  virtual Status Sync() = 0;
+  virtual uint64_t Size() const = 0;
+};
+
 struct FileInfo {
   bool exists = false;
   bool is_directory = false;
@@ -40,6 +50,10 @@ class Env {
   // Writes to path.tmp, fsyncs, renames over path: readers see the old file or the whole new one.
   virtual Status WriteFileAtomically(const std::string& path, const void* data, size_t size) = 0;
   virtual Status CreateDirectories(const std::string& path) = 0;
+  // Opens `path` for appending, creating it if absent.
+  virtual StatusOr<std::unique_ptr<WritableFile>> OpenForAppend(const std::string& path) = 0;
+  virtual Status Truncate(const std::string& path, uint64_t size) = 0;
+  virtual Status Rename(const std::string& from, const std::string& to) = 0;
 };
 
 // The real file system (POSIX).
@@ -50,6 +64,9 @@ class PosixEnv final : public Env {
   StatusOr<std::vector<std::string>> ListDirectory(const std::string& path) override;
   Status WriteFileAtomically(const std::string& path, const void* data, size_t size) override;
   Status CreateDirectories(const std::string& path) override;
+  StatusOr<std::unique_ptr<WritableFile>> OpenForAppend(const std::string& path) override;
+  Status Truncate(const std::string& path, uint64_t size) override;
+  Status Rename(const std::string& from, const std::string& to) override;
 };
 
 // Reads a whole file into memory (small files: labels, endpoint files).

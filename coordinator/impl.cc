@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <sstream>
 
+#include "common/checkpoint.h"
 #include "common/logging.h"
 #include "common/manifest.h"
+#include "coordinator/journal.h"
 
 namespace stoker::coordinator {
 namespace {
@@ -20,9 +22,100 @@ std::string SecondsAgo(Duration d) {
 
 }  // namespace
 
-CoordinatorImpl::CoordinatorImpl(const CoordinatorOptions& options, Clock& clock) : options_(options), clock_(clock) {}
+CoordinatorImpl::CoordinatorImpl(const CoordinatorOptions& options, Clock& clock, Journal* journal)
+    : options_(options), clock_(clock), journal_(journal) {}
 
-void CoordinatorImpl::ApplyLocked(const Update& update) { state_.Apply(update); }
+void CoordinatorImpl::ApplyLocked(const Update& update) {
+  state_.Apply(update);
+  if (journal_ != nullptr) journal_->Append(update);
+}
+
+// ---- restart -----------------------------------------------------------------------------------------------
+
+CoordinatorImpl::JobRuntime& CoordinatorImpl::AddJobRuntimeLocked(const JobSpec& spec, uint64_t num_samples) {
+  auto plan = Plan::Make(spec, num_samples);
+  STOKER_CHECK(plan.ok(), "a job with an impossible plan was recorded: " + plan.status().ToString());
+  JobRuntime runtime{*plan, std::vector<RankRuntime>(spec.world_size), {}, SpecFingerprint(spec)};
+  return jobs_.emplace(spec.name, std::move(runtime)).first->second;
+}
+
+void CoordinatorImpl::Restore(const Update& update) {
+  std::lock_guard<std::mutex> lock(mu_);
+  state_.Apply(update);
+  if (const auto* created = std::get_if<JobCreated>(&update)) {
+    AddJobRuntimeLocked(created->spec, created->num_samples);
+  } else if (const auto* joined = std::get_if<WorkerJoined>(&update)) {
+    workers_[joined->worker_id] = {joined->data_endpoint, joined->threads, "", clock_.Now(), false};
+  } else if (const auto* left = std::get_if<WorkerLeft>(&update)) {
+    workers_.erase(left->worker_id);
+  }
+}
+
+void CoordinatorImpl::FinishRestore() {
+  std::lock_guard<std::mutex> lock(mu_);
+  TimePoint now = clock_.Now();
+  for (auto& [name, job] : jobs_) {
+    const JobRecord& record = *state_.FindJob(name);
+    for (uint32_t rank = 0; rank < job.ranks.size(); ++rank) {
+      const RankRecord& rr = record.ranks[rank];
+      RankRuntime& r = job.ranks[rank];
+      r.client_id = rr.client_id;
+      r.window = rr.window;
+      r.received_watermark = std::min(rr.received, job.plan.total_batches());
+      r.consumed = std::min(rr.consumed, r.received_watermark);
+      r.next_attempt = std::max<uint64_t>(1, rr.attempts_reserved);
+      r.next_unit = r.received_watermark < job.plan.total_batches() ? job.plan.UnitOf(r.received_watermark)
+                                                                    : job.plan.total_units();
+      r.session_live = false;  // until its client's next heartbeat
+      r.last_heard = now;
+    }
+  }
+  for (auto& [id, w] : workers_) w.last_heard = now;  // a lease TTL to show up before being counted lost
+  membership_version_ += workers_.size() + 1;
+  if (!jobs_.empty()) {
+    reconciling_ = true;
+    reconcile_until_ = now + options_.reconcile_window;
+    STOKER_LOG(kInfo) << "restored " << jobs_.size() << " jobs and " << workers_.size()
+                      << " workers; reconciling leases for " << ToMillis(options_.reconcile_window) << " ms";
+  }
+}
+
+void CoordinatorImpl::EndReconcileLocked() {
+  reconciling_ = false;
+  uint64_t redo = 0;
+  for (auto& [name, job] : jobs_) {
+    for (uint32_t rank = 0; rank < job.ranks.size(); ++rank) {
+      RankRuntime& r = job.ranks[rank];
+      uint64_t first = r.next_unit;
+      uint64_t end = first;
+      for (const auto& [unit, lease] : r.active) end = std::max(end, unit + 1);
+      // Units before the last adopted one that nobody reported were leased to workers now gone: redo them.
+      for (uint64_t unit = first; unit < end; ++unit) {
+        if (r.active.count(unit) == 0 && !CommitIfCompleteLocked(job, r, unit)) {
+          r.pending.insert(unit);
+          ++redo;
+        }
+      }
+      r.next_unit = end;
+    }
+  }
+  stats_.releases.not_adopted += redo;
+  STOKER_LOG(kInfo) << "reconciled: " << stats_.leases_adopted << " leases adopted, " << redo
+                    << " units to redo; leasing resumes";
+  for (auto& [name, job] : jobs_) {
+    for (uint32_t rank = 0; rank < job.ranks.size(); ++rank) ServeParkedLocked(name, job, rank);
+  }
+}
+
+bool CoordinatorImpl::reconciling() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return reconciling_;
+}
+
+std::vector<Update> CoordinatorImpl::Snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return state_.Snapshot();
+}
 
 CoordinatorImpl::JobRuntime* CoordinatorImpl::FindJobLocked(const std::string& name) {
   auto it = jobs_.find(name);
@@ -36,7 +129,10 @@ StatusOr<RegisterWorkerResponse> CoordinatorImpl::RegisterWorker(const RegisterW
   std::lock_guard<std::mutex> lock(mu_);
   auto [it, inserted] = workers_.try_emplace(request.worker_id);
   WorkerRuntime& w = it->second;
-  if (inserted || w.data_endpoint != request.data_endpoint) ++membership_version_;
+  if (inserted || w.data_endpoint != request.data_endpoint || w.threads != std::max<uint32_t>(1, request.threads)) {
+    ++membership_version_;
+    ApplyLocked(WorkerJoined{request.worker_id, request.data_endpoint, std::max<uint32_t>(1, request.threads)});
+  }
   w.data_endpoint = request.data_endpoint;
   w.threads = request.threads == 0 ? 1 : request.threads;
   w.version = request.version;
@@ -72,6 +168,18 @@ StatusOr<WorkerHeartbeatResponse> CoordinatorImpl::WorkerHeartbeat(const WorkerH
         lease = &it->second;
       }
     }
+    if (lease == nullptr && reconciling_ && job != nullptr && ref.rank < job->ranks.size() &&
+        ref.unit < job->plan.total_units()) {
+      // After a restart: a lease handed out before it, still being worked on. Keep it rather than redo it.
+      RankRuntime& r = job->ranks[ref.rank];
+      if (r.active.count(ref.unit) == 0 && ref.attempt < r.next_attempt &&
+          job->plan.UnitEnd(ref.unit) > r.received_watermark) {
+        r.active[ref.unit] = ActiveLease{ref.attempt, request.worker_id, now + options_.lease_ttl, false, {}};
+        r.pending.erase(ref.unit);
+        ++stats_.leases_adopted;
+        continue;
+      }
+    }
     if (lease == nullptr) {
       response.revoked.push_back(ref);  // re-leased elsewhere, committed, or from a reset session
     } else if (!lease->sent) {
@@ -91,6 +199,7 @@ void CoordinatorImpl::RemoveWorkerLocked(const std::string& worker_id, uint64_t*
   // Forget the worker first, so the parked requests served below can never be its own.
   workers_.erase(worker_id);
   ++membership_version_;
+  ApplyLocked(WorkerLeft{worker_id});
   for (auto& [name, job] : jobs_) {
     for (uint32_t rank = 0; rank < job.ranks.size(); ++rank) {
       RankRuntime& r = job.ranks[rank];
@@ -131,7 +240,7 @@ std::vector<LeaseGrant> CoordinatorImpl::TryLeaseLocked(const std::string& job_n
                                                         const std::string& worker_id, uint32_t max_batches) {
   std::vector<LeaseGrant> grants;
   RankRuntime& r = job.ranks[rank];
-  if (!r.session_live) return grants;
+  if (!r.session_live || reconciling_) return grants;
   const Plan& plan = job.plan;
   const uint64_t limit = r.consumed + r.window;  // every leased batch must lie below this
   uint32_t budget = max_batches;
@@ -149,6 +258,8 @@ std::vector<LeaseGrant> CoordinatorImpl::TryLeaseLocked(const std::string& job_n
     g.attempt = r.next_attempt++;
     g.skip = std::move(skip);
     g.ttl_ms = ToMs(options_.lease_ttl);
+    g.client_id = r.client_id;
+    g.spec_fingerprint = job.spec_fingerprint;
     const RankRecord& record = state_.FindJob(job_name)->ranks[rank];
     if (r.next_attempt > record.attempts_reserved) {
       ApplyLocked(AttemptsReserved{job_name, rank, r.next_attempt + options_.attempt_block});
@@ -207,12 +318,8 @@ StatusOr<std::optional<LeaseResponse>> CoordinatorImpl::RequestLease(const std::
   response.job_done = r.received_watermark >= job->plan.total_batches();
   if (wit->second.draining || response.job_done || request.max_batches == 0) return std::optional(response);
   ServeParkedLocked(request.job, *job, request.rank);
-  if (r.parked.empty()) {
-    response.leases = TryLeaseLocked(request.job, *job, request.rank, request.worker_id, request.max_batches);
-    if (!response.leases.empty() || request.wait_ms == 0) return std::optional(response);
-  } else if (request.wait_ms == 0) {
-    return std::optional(response);
-  }
+  response.leases = TryLeaseLocked(request.job, *job, request.rank, request.worker_id, request.max_batches);
+  if (!response.leases.empty() || request.wait_ms == 0) return std::optional(response);
   Duration wait = std::min<Duration>(Millis(request.wait_ms), options_.max_lease_wait);
   r.parked.push_back({peer, request_id, request.worker_id, request.max_batches, clock_.Now() + wait});
   ++stats_.lease_requests_parked;
@@ -220,24 +327,30 @@ StatusOr<std::optional<LeaseResponse>> CoordinatorImpl::RequestLease(const std::
 }
 
 void CoordinatorImpl::ServeParkedLocked(const std::string& job_name, JobRuntime& job, uint32_t rank) {
+  // Oldest first, but one that cannot be served (its budget is smaller than the next unit) must not block the
+  // ones behind it.
   RankRuntime& r = job.ranks[rank];
-  while (!r.parked.empty()) {
-    ParkedRequest& p = r.parked.front();
-    auto wit = workers_.find(p.worker_id);
+  for (auto it = r.parked.begin(); it != r.parked.end();) {
+    auto wit = workers_.find(it->worker_id);
     if (wit == workers_.end() || wit->second.draining) {
-      deferred_.push_back({p.peer, p.request_id, LeaseResponse{}});
-      r.parked.pop_front();
+      deferred_.push_back({it->peer, it->worker_id, it->request_id, LeaseResponse{}});
+      it = r.parked.erase(it);
       continue;
     }
-    std::vector<LeaseGrant> grants = TryLeaseLocked(job_name, job, rank, p.worker_id, p.max_batches);
-    if (grants.empty()) return;
-    deferred_.push_back({p.peer, p.request_id, LeaseResponse{std::move(grants), false}});
-    r.parked.pop_front();
+    std::vector<LeaseGrant> grants = TryLeaseLocked(job_name, job, rank, it->worker_id, it->max_batches);
+    if (grants.empty()) {
+      ++it;
+      continue;
+    }
+    deferred_.push_back({it->peer, it->worker_id, it->request_id, LeaseResponse{std::move(grants), false}});
+    it = r.parked.erase(it);
   }
 }
 
 void CoordinatorImpl::AnswerParkedEmptyLocked(RankRuntime& r, bool job_done) {
-  for (const ParkedRequest& p : r.parked) deferred_.push_back({p.peer, p.request_id, LeaseResponse{{}, job_done}});
+  for (const ParkedRequest& p : r.parked) {
+    deferred_.push_back({p.peer, p.worker_id, p.request_id, LeaseResponse{{}, job_done}});
+  }
   r.parked.clear();
 }
 
@@ -303,12 +416,11 @@ StatusOr<CoordinatorImpl::JobRuntime*> CoordinatorImpl::CreateJobLocked(const Jo
   spec.manifest_fingerprint = (*manifest)->fingerprint();
   STOKER_ASSIGN_OR_RETURN(Plan plan, Plan::Make(spec, (*manifest)->num_samples()));
   ApplyLocked(JobCreated{spec, (*manifest)->num_samples()});
-  JobRuntime runtime{plan, std::vector<RankRuntime>(spec.world_size), {}};
-  auto [it, inserted] = jobs_.emplace(spec.name, std::move(runtime));
+  JobRuntime& runtime = AddJobRuntimeLocked(spec, (*manifest)->num_samples());
   STOKER_LOG(kInfo) << "job " << spec.name << " created: " << (*manifest)->num_samples() << " samples, "
                     << spec.world_size << " ranks x batch " << spec.batch_size << ", " << plan.steps_per_epoch()
                     << " steps per epoch, " << spec.epochs << " epochs";
-  return &it->second;
+  return &runtime;
 }
 
 std::vector<WorkerInfo> CoordinatorImpl::WorkerListLocked() const {
@@ -348,16 +460,45 @@ StatusOr<RegisterClientResponse> CoordinatorImpl::RegisterClient(const RegisterC
   }
   RankRuntime& r = job->ranks[request.rank];
   TimePoint now = clock_.Now();
-  if (r.session_live && r.client_id != request.client_id) {
-    return AlreadyExistsError("rank " + std::to_string(request.rank) + " of job '" + request.job +
-                              "' is held by client " + r.client_id + " (last heard " +
-                              SecondsAgo(now - r.last_heard) + ")");
+  const uint64_t total = job->plan.total_batches();
+  if (request.resume.has_value()) {
+    uint64_t expected = SpecFingerprint(record.spec);
+    if (request.resume->spec_fingerprint != expected) {
+      return FailedPreconditionError("the checkpoint was taken in a different job spec or dataset than job '" +
+                                     request.job + "' now has (spec fingerprint " +
+                                     std::to_string(request.resume->spec_fingerprint) + ", the job's is " +
+                                     std::to_string(expected) + "): resuming would deliver different data");
+    }
+    if (request.resume->position > total) {
+      return InvalidArgumentError("checkpoint position " + std::to_string(request.resume->position) +
+                                  " is past the job's end (" + std::to_string(total) + " batches per rank)");
+    }
   }
-  if (!(r.session_live && r.client_id == request.client_id)) {
-    // A new session starts where the rank's last client had consumed to; every lease of the old one is void.
+  bool same_client = r.client_id == request.client_id;
+  if (same_client && !request.resume.has_value()) {
+    // A retry of this client's registration, or the client coming back after a coordinator restart or a pause:
+    // its session goes on where it was.
+    if (!r.session_live) {
+      r.session_live = true;
+      ++stats_.sessions_resumed;
+      STOKER_LOG(kInfo) << "client " << request.client_id << " resumed its session of rank " << request.rank
+                        << " of job " << request.job;
+    }
+  } else {
+    if (r.session_live && !same_client && !request.resume.has_value()) {
+      return AlreadyExistsError("rank " + std::to_string(request.rank) + " of job '" + request.job +
+                                "' is held by client " + r.client_id + " (last heard " +
+                                SecondsAgo(now - r.last_heard) + ")");
+    }
+    if (r.session_live && !same_client) {
+      STOKER_LOG(kWarning) << "client " << request.client_id << " resumes rank " << request.rank << " of job "
+                           << request.job << " from a checkpoint, taking it over from client " << r.client_id;
+    }
+    // A new session starts at the checkpoint, or where the rank's last client had consumed to; every lease of
+    // the old session is void (new leases get higher attempts, so stale copies are fenced).
     const RankRecord& rank_record = record.ranks[request.rank];
-    uint64_t start = std::min(rank_record.consumed, job->plan.total_batches());
-    ApplyLocked(RankSessionStarted{request.job, request.rank, request.client_id, start});
+    uint64_t start = request.resume.has_value() ? request.resume->position : std::min(rank_record.consumed, total);
+    ApplyLocked(RankSessionStarted{request.job, request.rank, request.client_id, start, request.window});
     stats_.releases.session_reset += r.active.size() + r.pending.size();
     AnswerParkedEmptyLocked(r, false);
     r.active.clear();
@@ -365,7 +506,7 @@ StatusOr<RegisterClientResponse> CoordinatorImpl::RegisterClient(const RegisterC
     r.received_above.clear();
     r.received_watermark = start;
     r.consumed = start;
-    r.next_unit = start < job->plan.total_batches() ? job->plan.UnitOf(start) : job->plan.total_units();
+    r.next_unit = start < total ? job->plan.UnitOf(start) : job->plan.total_units();
     r.next_attempt = std::max(r.next_attempt, state_.FindJob(request.job)->ranks[request.rank].attempts_reserved);
     r.client_id = request.client_id;
     r.session_live = true;
@@ -392,9 +533,16 @@ StatusOr<ClientHeartbeatResponse> CoordinatorImpl::ClientHeartbeat(const ClientH
   if (job == nullptr) return NotFoundError("unknown job '" + request.job + "'");
   if (request.rank >= job->ranks.size()) return InvalidArgumentError("rank out of range");
   RankRuntime& r = job->ranks[request.rank];
-  if (!r.session_live || r.client_id != request.client_id) {
+  if (r.client_id != request.client_id) {
     return AbortedError("client " + request.client_id + " does not hold rank " + std::to_string(request.rank) +
-                        " of job '" + request.job + "' (timed out or replaced): register again");
+                        " of job '" + request.job + "' (another client took it): register again");
+  }
+  if (!r.session_live) {
+    // Its last holder, heard again after the coordinator restarted or after a pause: the session goes on.
+    r.session_live = true;
+    ++stats_.sessions_resumed;
+    STOKER_LOG(kInfo) << "client " << request.client_id << " is back on rank " << request.rank << " of job "
+                      << request.job;
   }
   const uint64_t total = job->plan.total_batches();
   if (request.received_above.size() > r.window + 1u || request.received_watermark > total ||
@@ -462,6 +610,7 @@ Status CoordinatorImpl::Deregister(const DeregisterRequest& request) {
 void CoordinatorImpl::Tick() {
   std::lock_guard<std::mutex> lock(mu_);
   TimePoint now = clock_.Now();
+  if (reconciling_ && now >= reconcile_until_) EndReconcileLocked();
   std::vector<std::string> lost_workers;
   for (const auto& [id, w] : workers_) {
     if (now - w.last_heard > options_.lease_ttl) lost_workers.push_back(id);
@@ -487,13 +636,14 @@ void CoordinatorImpl::Tick() {
       }
       ServeParkedLocked(name, job, rank);
       while (!r.parked.empty() && r.parked.front().deadline <= now) {
-        deferred_.push_back({r.parked.front().peer, r.parked.front().request_id, LeaseResponse{}});
+        deferred_.push_back({r.parked.front().peer, r.parked.front().worker_id, r.parked.front().request_id,
+                             LeaseResponse{}});
         r.parked.pop_front();
       }
       // Later entries may have earlier deadlines (different waits): sweep them too.
       for (auto it = r.parked.begin(); it != r.parked.end();) {
         if (it->deadline <= now) {
-          deferred_.push_back({it->peer, it->request_id, LeaseResponse{}});
+          deferred_.push_back({it->peer, it->worker_id, it->request_id, LeaseResponse{}});
           it = r.parked.erase(it);
         } else {
           ++it;

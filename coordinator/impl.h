@@ -11,6 +11,11 @@
 // A lease request that finds nothing leasable is parked (up to its wait) and answered as soon as an ack, a
 // release or a new client makes work leasable; parked answers are collected with TakeDeferredReplies().
 //
+// Durability: every change to CoordinatorState goes through ApplyLocked, which also appends it to the journal
+// (if any). After a restart, Restore() replays the journal; then for one reconcile window nothing new is leased
+// while workers report the leases they still hold, which are adopted rather than redone; clients that held
+// ranks resume their sessions with their next heartbeat.
+//
 // Thread safety: all public methods may be called from any thread.
 #pragma once
 
@@ -34,17 +39,19 @@
 namespace stoker::coordinator {
 
 struct CoordinatorOptions {
-  Duration heartbeat_interval = Millis(500);  // peers send heartbeats this often
-  Duration lease_ttl = Millis(3000);          // a lease (and a worker) not renewed for this long is lost
+  Duration heartbeat_interval = Millis(250);  // peers send heartbeats this often
+  Duration lease_ttl = Millis(1500);          // a lease (and a worker) not renewed for this long is lost
   Duration client_timeout = Millis(10000);    // a client not heard for this long frees its rank
   Duration ack_timeout = Millis(5000);        // a unit sent but not acknowledged for this long is re-leased
   Duration max_lease_wait = Millis(2000);     // cap on how long a lease request may be parked
   uint64_t attempt_block = 1024;              // attempt numbers reserved (durably) at a time
+  Duration reconcile_window = Millis(1500);   // after a restart: time for workers to report held leases
   std::string manifest_root;                  // overrides the manifests' recorded dataset root
 };
 
 struct DeferredLeaseReply {
   std::string peer;  // the transport's address of the worker (a ZeroMQ routing id)
+  std::string worker_id;
   uint64_t request_id = 0;
   LeaseResponse response;
 };
@@ -58,6 +65,7 @@ struct ReleaseCounts {
   uint64_t abandoned = 0;
   uint64_t drain = 0;
   uint64_t session_reset = 0;
+  uint64_t not_adopted = 0;  // after a restart: units leased before it that no worker reported
 };
 
 struct CoordinatorStats {
@@ -65,6 +73,8 @@ struct CoordinatorStats {
   uint64_t units_committed = 0;
   uint64_t lease_requests_parked = 0;
   uint64_t quarantined_samples = 0;  // distinct (epoch, sample) reports
+  uint64_t leases_adopted = 0;       // after a restart: leases workers still held, kept
+  uint64_t sessions_resumed = 0;     // a client's session continued (after a restart or a pause)
   ReleaseCounts releases;
   size_t workers = 0;
   size_t live_clients = 0;
@@ -73,9 +83,20 @@ struct CoordinatorStats {
   size_t units_pending = 0;
 };
 
+class Journal;
+
 class CoordinatorImpl {
  public:
-  CoordinatorImpl(const CoordinatorOptions& options, Clock& clock);
+  // `journal` (may be null: nothing is durable) receives every state update; the service syncs it before it
+  // answers the requests that made them.
+  CoordinatorImpl(const CoordinatorOptions& options, Clock& clock, Journal* journal = nullptr);
+
+  // Replay: called for each journal record before serving, then FinishRestore() once.
+  void Restore(const Update& update);
+  void FinishRestore();
+  // The updates that rebuild the current durable state (journal compaction).
+  std::vector<Update> Snapshot() const;
+  bool reconciling() const;
 
   StatusOr<RegisterWorkerResponse> RegisterWorker(const RegisterWorkerRequest& request);
   StatusOr<WorkerHeartbeatResponse> WorkerHeartbeat(const WorkerHeartbeatRequest& request);
@@ -129,6 +150,7 @@ class CoordinatorImpl {
     Plan plan;
     std::vector<RankRuntime> ranks;
     std::map<uint32_t, std::map<uint64_t, QuarantineReport>> quarantined;  // epoch -> sample -> report
+    uint64_t spec_fingerprint = 0;
   };
   struct WorkerRuntime {
     std::string data_endpoint;
@@ -139,6 +161,8 @@ class CoordinatorImpl {
   };
 
   StatusOr<JobRuntime*> CreateJobLocked(const JobSpec& requested);
+  JobRuntime& AddJobRuntimeLocked(const JobSpec& spec, uint64_t num_samples);
+  void EndReconcileLocked();
   JobRuntime* FindJobLocked(const std::string& name);
   std::vector<LeaseGrant> TryLeaseLocked(const std::string& job_name, JobRuntime& job, uint32_t rank,
                                          const std::string& worker_id, uint32_t max_batches);
@@ -153,11 +177,14 @@ class CoordinatorImpl {
 
   const CoordinatorOptions options_;
   Clock& clock_;
+  Journal* const journal_;
   mutable std::mutex mu_;
   CoordinatorState state_;                                // guarded by mu_
   std::map<std::string, JobRuntime> jobs_;                // guarded by mu_
   std::map<std::string, WorkerRuntime> workers_;          // guarded by mu_
   uint64_t membership_version_ = 1;                       // guarded by mu_
+  bool reconciling_ = false;                              // guarded by mu_
+  TimePoint reconcile_until_;                             // guarded by mu_
   std::vector<DeferredLeaseReply> deferred_;              // guarded by mu_
   CoordinatorStats stats_;                                // guarded by mu_ (counters only)
 };

@@ -6,6 +6,7 @@
 #include "common/logging.h"
 #include "common/env.h"
 #include "coordinator/impl.h"
+#include "coordinator/journal.h"
 #include "coordinator/service.h"
 
 namespace {
@@ -21,7 +22,8 @@ int main(int argc, char** argv) {
   CoordinatorOptions options;
   std::string endpoint_file;
   std::string log_level = "info";
-  std::string heartbeat = "500ms", lease_ttl = "3s", client_timeout = "10s", ack_timeout = "5s";
+  std::string heartbeat = "250ms", lease_ttl = "1500ms", client_timeout = "10s", ack_timeout = "5s";
+  std::string reconcile = "1500ms", journal_path, crash;
   FlagSet flags("stoker-coordinator [flags]",
                 "Plans each job's epochs (which samples every rank gets, in which batch) and leases the work to "
                 "workers; clients register ranks and acknowledge what they received.");
@@ -32,6 +34,11 @@ int main(int argc, char** argv) {
   flags.AddString("client-timeout", &client_timeout, "a client silent for this long frees its rank");
   flags.AddString("ack-timeout", &ack_timeout, "a unit sent but not acknowledged for this long is re-leased");
   flags.AddString("manifest-root", &options.manifest_root, "dataset root to use instead of the manifests' own");
+  flags.AddString("journal", &journal_path,
+                  "journal file (on a persistent volume): jobs, commits and membership survive a restart. Empty: "
+                  "nothing survives (a warning says so)");
+  flags.AddString("reconcile-window", &reconcile, "after a restart, time for workers to report the leases they hold");
+  flags.AddString("inject-crash", &crash, "fault injection for tests: synced|replied|torn[:N]");
   flags.AddString("log-level", &log_level, "debug|info|warning|error");
   Status parsed = flags.Parse(argc, argv);
   if (parsed.code() == StatusCode::kCancelled) return 0;
@@ -47,6 +54,11 @@ int main(int argc, char** argv) {
   if (parsed.ok()) duration("lease-ttl", lease_ttl, &options.lease_ttl);
   if (parsed.ok()) duration("client-timeout", client_timeout, &options.client_timeout);
   if (parsed.ok()) duration("ack-timeout", ack_timeout, &options.ack_timeout);
+  if (parsed.ok()) duration("reconcile-window", reconcile, &options.reconcile_window);
+  if (parsed.ok()) {
+    auto crash_point = CrashPoint::Parse(crash);
+    if (crash_point.ok()) service.crash = *crash_point; else parsed = crash_point.status();
+  }
   if (parsed.ok() && !SetLogLevelFromString(log_level)) parsed = InvalidArgumentError("--log-level: " + log_level);
   if (!parsed.ok()) {
     std::fprintf(stderr, "stoker-coordinator: %s\n", parsed.ToString().c_str());
@@ -56,15 +68,33 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
   RealClock clock;
-  CoordinatorImpl impl(options, clock);
+  PosixEnv env;
+  std::unique_ptr<Journal> journal;
+  std::vector<Update> replayed;
+  if (journal_path.empty()) {
+    STOKER_LOG(kWarning) << "no --journal: a restart of this coordinator loses every job's progress";
+  } else {
+    JournalReplay replay;
+    auto opened = Journal::Open(env, journal_path, JournalOptions{},
+                                [&](const Update& u) { replayed.push_back(u); }, &replay);
+    if (!opened.ok()) {
+      STOKER_LOG(kError) << "cannot start: " << opened.status().ToString();
+      return 1;
+    }
+    journal = std::move(*opened);
+    STOKER_LOG(kInfo) << "journal " << journal_path << ": replayed " << replay.records << " records (" << replay.bytes
+                      << " bytes)" << (replay.torn_bytes ? ", dropped a torn tail" : "");
+  }
+  CoordinatorImpl impl(options, clock, journal.get());
+  for (const Update& u : replayed) impl.Restore(u);
+  impl.FinishRestore();
   zmq::context_t context(1);
-  CoordinatorService server(impl, context, service);
+  CoordinatorService server(impl, journal.get(), context, service);
   auto bound = server.Bind();
   if (!bound.ok()) {
     STOKER_LOG(kError) << bound.status().ToString();
     return 1;
   }
-  PosixEnv env;
   if (!endpoint_file.empty()) {
     Status written = env.WriteFileAtomically(endpoint_file, bound->data(), bound->size());
     if (!written.ok()) {

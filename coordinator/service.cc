@@ -1,5 +1,8 @@
 #include "coordinator/service.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <variant>
 
@@ -9,8 +12,21 @@
 
 namespace stoker::coordinator {
 
-CoordinatorService::CoordinatorService(CoordinatorImpl& impl, zmq::context_t& context, const ServiceOptions& options)
-    : impl_(impl), options_(options), socket_(context, zmq::socket_type::router) {
+StatusOr<CrashPoint> CrashPoint::Parse(const std::string& text) {
+  CrashPoint c;
+  if (text.empty()) return c;
+  size_t colon = text.find(':');
+  c.point = text.substr(0, colon);
+  c.count = colon == std::string::npos ? 1 : std::strtoull(text.substr(colon + 1).c_str(), nullptr, 10);
+  if ((c.point != "synced" && c.point != "replied" && c.point != "torn") || c.count == 0) {
+    return InvalidArgumentError("--inject-crash: expected synced|replied|torn[:N], got '" + text + "'");
+  }
+  return c;
+}
+
+CoordinatorService::CoordinatorService(CoordinatorImpl& impl, Journal* journal, zmq::context_t& context,
+                                       const ServiceOptions& options)
+    : impl_(impl), journal_(journal), options_(options), socket_(context, zmq::socket_type::router) {
   SocketOptions socket_options;
   socket_options.max_message_bytes = options.max_message_bytes;
   socket_options.router_mandatory = true;   // a reply to a vanished peer fails loudly instead of vanishing
@@ -32,25 +48,66 @@ ServiceStats CoordinatorService::Stats() const {
   return stats_;
 }
 
-void CoordinatorService::SendReply(const std::string& routing_id, zmq::message_t reply) {
-  try {
-    zmq::message_t id(routing_id.data(), routing_id.size());
-    if (!socket_.send(id, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) return;
-    socket_.send(reply, zmq::send_flags::dontwait);
-  } catch (const zmq::error_t& e) {
-    // EHOSTUNREACH: the peer disconnected; it re-sends its request when it reconnects.
-    STOKER_LOG(kDebug) << "reply not sent: " << e.what();
-  }
+void CoordinatorService::MaybeCrash(const char* point) {
+  if (options_.crash.point != point) return;
+  if (++crash_seen_ < options_.crash.count) return;
+  STOKER_LOG(kWarning) << "injected crash at '" << point << "' (" << crash_seen_ << ")";
+  ::kill(::getpid(), SIGKILL);
 }
 
-void CoordinatorService::SendDeferred() {
+void CoordinatorService::Queue(const std::string& peer, const std::string& sender, uint64_t request_id,
+                               zmq::message_t reply) {
+  outbox_.push_back({peer, sender, request_id, reply.to_string()});
+}
+
+void CoordinatorService::Remember(const std::string& sender, uint64_t request_id, const zmq::message_t& reply) {
+  CachedReplies& cache = reply_cache_[sender];
+  cache.replies.emplace_back(request_id, reply.to_string());
+  if (cache.replies.size() > options_.replies_cached_per_sender) cache.replies.pop_front();
+  cache.last_used = std::chrono::steady_clock::now();
+}
+
+void CoordinatorService::QueueDeferred() {
   for (DeferredLeaseReply& d : impl_.TakeDeferredReplies()) {
-    SendReply(d.peer, EncodeReply(d.request_id, Status::Ok(), std::move(d.response)));
+    parked_.erase({d.worker_id, d.request_id});
+    zmq::message_t frame = EncodeReply(d.request_id, Status::Ok(), std::move(d.response));
+    Remember(d.worker_id, d.request_id, frame);
+    Queue(d.peer, d.worker_id, d.request_id, std::move(frame));
   }
 }
 
-void CoordinatorService::HandleMessage(zmq::message_t& routing_id, zmq::message_t& frame) {
-  std::string peer(static_cast<const char*>(routing_id.data()), routing_id.size());
+Status CoordinatorService::Flush() {
+  if (outbox_.empty() && (journal_ == nullptr || !journal_->HasUnsynced())) return Status::Ok();
+  if (journal_ != nullptr && journal_->HasUnsynced()) {
+    if (options_.crash.point == "torn" && ++crash_seen_ >= options_.crash.count) {
+      Status s = journal_->TEST_WriteTorn(0.5);
+      STOKER_LOG(kWarning) << "injected crash in the middle of a journal write (" << s.ToString() << ")";
+      ::kill(::getpid(), SIGKILL);
+    }
+    Status synced = journal_->Sync([this] { return impl_.Snapshot(); });
+    if (!synced.ok()) return synced.WithContext("journal");
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    ++stats_.journal_syncs;
+  }
+  MaybeCrash("synced");
+  for (Outgoing& out : outbox_) {
+    try {
+      zmq::message_t id(out.peer.data(), out.peer.size());
+      if (!socket_.send(id, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) continue;
+      zmq::message_t frame(out.frame.data(), out.frame.size());
+      socket_.send(frame, zmq::send_flags::dontwait);
+    } catch (const zmq::error_t& e) {
+      // EHOSTUNREACH: the peer disconnected; it re-sends its request when it reconnects.
+      STOKER_LOG(kDebug) << "reply not sent: " << e.what();
+    }
+  }
+  bool sent = !outbox_.empty();
+  outbox_.clear();
+  if (sent) MaybeCrash("replied");
+  return Status::Ok();
+}
+
+void CoordinatorService::HandleMessage(const std::string& peer, zmq::message_t& frame) {
   uint64_t request_id = 0;
   auto decoded = DecodeRequest(std::move(frame), &request_id);
   if (!decoded.ok()) {
@@ -59,10 +116,25 @@ void CoordinatorService::HandleMessage(zmq::message_t& routing_id, zmq::message_
       ++stats_.bad_frames;
     }
     STOKER_LOG(kWarning) << "rejected a request: " << decoded.status().ToString();
-    SendReply(peer, EncodeReply(request_id, decoded.status(), std::monostate{}));
+    Queue(peer, "", request_id, EncodeReply(request_id, decoded.status(), std::monostate{}));
     return;
   }
+  const std::string& sender = decoded->sender_id;
   const char* method = MethodName(decoded->body);
+  if (std::holds_alternative<LeaseRequest>(decoded->body)) {
+    // A retried lease request: answer with what the first one got, or wait for the parked one's answer.
+    if (parked_.count({sender, decoded->request_id}) != 0) return;
+    auto cached = reply_cache_.find(sender);
+    if (cached != reply_cache_.end()) {
+      for (const auto& [id, reply] : cached->second.replies) {
+        if (id != decoded->request_id) continue;
+        outbox_.push_back({peer, sender, id, reply});
+        std::lock_guard<std::mutex> lock(stats_mu_);
+        ++stats_.retries_answered_from_cache;
+        return;
+      }
+    }
+  }
   Status status;
   ReplyBody body = std::monostate{};
   bool parked = false;
@@ -103,13 +175,19 @@ void CoordinatorService::HandleMessage(zmq::message_t& routing_id, zmq::message_
       },
       decoded->body);
   Count(method, status.code());
-  if (parked) return;
+  if (parked) {
+    parked_.insert({sender, decoded->request_id});
+    return;
+  }
   if (!status.ok()) body = std::monostate{};
-  SendReply(peer, EncodeReply(decoded->request_id, status, body));
+  zmq::message_t reply = EncodeReply(decoded->request_id, status, body);
+  if (std::holds_alternative<LeaseRequest>(decoded->body)) Remember(sender, decoded->request_id, reply);
+  Queue(peer, sender, decoded->request_id, std::move(reply));
 }
 
 Status CoordinatorService::Run(const std::atomic<bool>& stop) {
   TimePoint next_tick = std::chrono::steady_clock::now();
+  TimePoint next_cache_sweep = next_tick + std::chrono::minutes(1);
   while (!stop.load()) {
     zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}};
     try {
@@ -118,8 +196,8 @@ Status CoordinatorService::Run(const std::atomic<bool>& stop) {
       if (e.num() == EINTR) continue;
       return UnavailableError(std::string("coordinator socket poll failed: ") + e.what());
     }
-    // Drain what is queued, a bounded batch at a time so ticks are not starved.
-    for (int i = 0; i < 1000 && (items[0].revents & ZMQ_POLLIN); ++i) {
+    // Everything queued is handled as one batch: one journal sync, then all the replies.
+    for (int i = 0; i < 4096 && (items[0].revents & ZMQ_POLLIN); ++i) {
       zmq::message_t routing_id, frame;
       try {
         if (!socket_.recv(routing_id, zmq::recv_flags::dontwait)) break;
@@ -141,16 +219,25 @@ Status CoordinatorService::Run(const std::atomic<bool>& stop) {
         if (e.num() == EINTR) continue;
         return UnavailableError(std::string("coordinator socket receive failed: ") + e.what());
       }
-      HandleMessage(routing_id, frame);
-      SendDeferred();
+      HandleMessage(routing_id.to_string(), frame);
+      QueueDeferred();
     }
-    if (std::chrono::steady_clock::now() >= next_tick) {
+    TimePoint now = std::chrono::steady_clock::now();
+    if (now >= next_tick) {
       impl_.Tick();
-      SendDeferred();
-      next_tick = std::chrono::steady_clock::now() + options_.tick;
+      QueueDeferred();
+      next_tick = now + options_.tick;
     }
+    if (now >= next_cache_sweep) {
+      // Senders that went away (a restarted worker has a new id) leave their cached replies behind.
+      for (auto it = reply_cache_.begin(); it != reply_cache_.end();) {
+        it = now - it->second.last_used > std::chrono::minutes(1) ? reply_cache_.erase(it) : std::next(it);
+      }
+      next_cache_sweep = now + std::chrono::minutes(1);
+    }
+    STOKER_RETURN_IF_ERROR(Flush());
   }
-  return Status::Ok();
+  return Flush();
 }
 
 }  // namespace stoker::coordinator

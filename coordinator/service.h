@@ -1,55 +1,99 @@
 // CoordinatorService: the coordinator's transport adapter. One thread owns the ROUTER socket: it receives
-// [routing id][Request] messages, decodes each fully into coordinator/messages.h values (malformed frames are
-// rejected and counted, never passed on), calls the Impl, encodes the Reply, and sends parked lease answers when
-// the Impl releases them. It also drives the Impl's Tick.
+// [routing id][Request] messages, decodes each fully into common/control_messages.h values (malformed frames are
+// answered with INVALID_ARGUMENT and counted, never passed on), calls the Impl, and queues the Reply. After each
+// batch of requests it syncs the journal once (group commit) and only then sends the replies: a peer never hears
+// of a change the coordinator could forget. It also drives the Impl's Tick.
+//
+// Retries are answered from a small per-sender cache of recent replies, so a request the coordinator already
+// applied (its reply was lost) is not applied twice.
 //
 // Thread safety: Run() is called from one thread; Stats() from any.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
+#include <unordered_map>
+#include <vector>
 #include <zmq.hpp>
 
 #include "common/status.h"
 #include "coordinator/impl.h"
+#include "coordinator/journal.h"
 
 namespace stoker::coordinator {
+
+// Fault injection for the crash tests: the `count`-th time the service reaches `point`, it kills itself (SIGKILL).
+//   synced  — the journal is synced, the replies are not sent yet (a change the peers never heard of)
+//   replied — the replies are sent, the next batch's journal records are not written (a change not yet durable)
+//   torn    — half of the next batch's journal bytes are written, then death (a torn tail)
+struct CrashPoint {
+  std::string point;
+  uint64_t count = 0;
+  // Parses "point:count"; an empty string means none.
+  static StatusOr<CrashPoint> Parse(const std::string& text);
+};
 
 struct ServiceOptions {
   std::string listen = "tcp://*:7400";
   int64_t max_message_bytes = 1 << 20;  // control messages are small; larger ones drop the connection
   Duration tick = Millis(50);
+  size_t replies_cached_per_sender = 8;
+  CrashPoint crash;
 };
 
 struct ServiceStats {
   uint64_t requests = 0;
-  uint64_t bad_frames = 0;        // unparseable, wrong frame count, wrong protocol version
+  uint64_t bad_frames = 0;                         // unparseable, wrong frame count, wrong protocol version
+  uint64_t retries_answered_from_cache = 0;
+  uint64_t journal_syncs = 0;
   std::map<std::string, uint64_t> by_method_code;  // "lease_request/OK" -> count
 };
 
 class CoordinatorService {
  public:
-  CoordinatorService(CoordinatorImpl& impl, zmq::context_t& context, const ServiceOptions& options);
+  // `journal` may be null (nothing durable). It must be the one the Impl appends to.
+  CoordinatorService(CoordinatorImpl& impl, Journal* journal, zmq::context_t& context, const ServiceOptions& options);
 
   // Binds the ROUTER socket; returns the endpoint bound (with the real port for ":0").
   StatusOr<std::string> Bind();
-  // Serves until `stop` becomes true. Returns an error only if the socket fails.
+  // Serves until `stop` becomes true. Returns an error if the socket or the journal fails.
   Status Run(const std::atomic<bool>& stop);
 
   ServiceStats Stats() const;
 
  private:
-  void HandleMessage(zmq::message_t& routing_id, zmq::message_t& frame);
-  void SendReply(const std::string& routing_id, zmq::message_t reply);
-  void SendDeferred();
+  struct Outgoing {
+    std::string peer;
+    std::string sender;
+    uint64_t request_id = 0;
+    std::string frame;  // the encoded reply
+  };
+  void HandleMessage(const std::string& peer, zmq::message_t& frame);
+  void Queue(const std::string& peer, const std::string& sender, uint64_t request_id, zmq::message_t reply);
+  void QueueDeferred();
+  Status Flush();  // sync the journal, then send every queued reply
+  void MaybeCrash(const char* point);
   void Count(const char* method, StatusCode code);
 
   CoordinatorImpl& impl_;
+  Journal* const journal_;
   ServiceOptions options_;
   zmq::socket_t socket_;
+  std::vector<Outgoing> outbox_;
+  // Recent lease replies per sender (the one request whose retry must not be applied twice), oldest first.
+  struct CachedReplies {
+    std::deque<std::pair<uint64_t, std::string>> replies;
+    TimePoint last_used;
+  };
+  void Remember(const std::string& sender, uint64_t request_id, const zmq::message_t& reply);
+  std::unordered_map<std::string, CachedReplies> reply_cache_;
+  std::set<std::pair<std::string, uint64_t>> parked_;  // (sender, request id) of parked lease requests
+  uint64_t crash_seen_ = 0;
   mutable std::mutex stats_mu_;
   ServiceStats stats_;  // guarded by stats_mu_
 };

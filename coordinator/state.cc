@@ -27,6 +27,7 @@ void CoordinatorState::Apply(const Update& update) {
           r.client_id = u.client_id;
           ++r.session;
           r.start_batch = u.start_batch;
+          r.window = u.window;
           r.received = u.start_batch;
           r.consumed = u.start_batch;
         } else if constexpr (std::is_same_v<T, RankProgress>) {
@@ -36,9 +37,29 @@ void CoordinatorState::Apply(const Update& update) {
         } else if constexpr (std::is_same_v<T, AttemptsReserved>) {
           RankRecord& r = Rank(u.job, u.rank);
           r.attempts_reserved = std::max(r.attempts_reserved, u.up_to);
+        } else if constexpr (std::is_same_v<T, WorkerJoined>) {
+          workers_[u.worker_id] = u;
+        } else if constexpr (std::is_same_v<T, WorkerLeft>) {
+          workers_.erase(u.worker_id);
         }
       },
       update);
+}
+
+std::vector<Update> CoordinatorState::Snapshot() const {
+  std::vector<Update> out;
+  for (const auto& [name, job] : jobs_) {
+    out.push_back(JobCreated{job.spec, job.num_samples});
+    for (uint32_t rank = 0; rank < job.ranks.size(); ++rank) {
+      const RankRecord& r = job.ranks[rank];
+      if (r.session == 0 && r.attempts_reserved == 0) continue;
+      if (r.session > 0) out.push_back(RankSessionStarted{name, rank, r.client_id, r.start_batch, r.window});
+      out.push_back(RankProgress{name, rank, r.received, r.consumed});
+      out.push_back(AttemptsReserved{name, rank, r.attempts_reserved});
+    }
+  }
+  for (const auto& [id, w] : workers_) out.push_back(w);
+  return out;
 }
 
 const JobRecord* CoordinatorState::FindJob(const std::string& name) const {

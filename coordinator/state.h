@@ -1,7 +1,7 @@
 // CoordinatorState: the coordinator's durable state, plain data changed only by Apply(update). The same updates
-// are what the journal records (issue: exactly-once across coordinator restarts), so replaying them rebuilds this
-// state. Soft state that peers re-establish on their own (leases, worker liveness, parked requests) lives in the
-// Impl instead, not here.
+// are what the journal records (coordinator/journal.h), so replaying them rebuilds this state after a restart.
+// Soft state that peers re-establish on their own (leases, liveness, parked requests, what a client holds above
+// its watermark) lives in the Impl instead, not here.
 //
 // Thread safety: none; the Impl owns it under its mutex.
 #pragma once
@@ -27,6 +27,7 @@ struct RankSessionStarted {
   uint32_t rank = 0;
   std::string client_id;
   uint64_t start_batch = 0;
+  uint32_t window = 0;
 };
 
 // The client's acknowledged position: batches below `received` are delivered to its process, batches below
@@ -46,12 +47,24 @@ struct AttemptsReserved {
   uint64_t up_to = 0;
 };
 
-using Update = std::variant<JobCreated, RankSessionStarted, RankProgress, AttemptsReserved>;
+// Workers that joined and left: after a restart, the coordinator keeps serving the same worker list to clients
+// and accepts heartbeats from the workers it knew without making them register again.
+struct WorkerJoined {
+  std::string worker_id;
+  std::string data_endpoint;
+  uint32_t threads = 1;
+};
+struct WorkerLeft {
+  std::string worker_id;
+};
+
+using Update = std::variant<JobCreated, RankSessionStarted, RankProgress, AttemptsReserved, WorkerJoined, WorkerLeft>;
 
 struct RankRecord {
   std::string client_id;     // last client to claim the rank
   uint64_t session = 0;      // how many sessions the rank has had
   uint64_t start_batch = 0;
+  uint32_t window = 0;
   uint64_t received = 0;
   uint64_t consumed = 0;
   uint64_t attempts_reserved = 0;
@@ -70,10 +83,15 @@ class CoordinatorState {
 
   const JobRecord* FindJob(const std::string& name) const;
   const std::map<std::string, JobRecord>& jobs() const { return jobs_; }
+  const std::map<std::string, WorkerJoined>& workers() const { return workers_; }
+
+  // The updates that rebuild this state from nothing: what a compacted journal holds.
+  std::vector<Update> Snapshot() const;
 
  private:
   RankRecord& Rank(const std::string& job, uint32_t rank);
   std::map<std::string, JobRecord> jobs_;
+  std::map<std::string, WorkerJoined> workers_;
 };
 
 }  // namespace stoker::coordinator

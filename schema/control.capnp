@@ -112,6 +112,8 @@ struct Lease {
   attempt @6 :UInt64;           # fencing token: tag every batch of this lease with it
   skip @7 :List(UInt64);        # batch indices (within the epoch) the client already has: do not make them again
   ttlMs @8 :UInt32;
+  clientId @9 :Text;            # the client session holding the rank: send the batches to it and no other
+  specFingerprint @10 :UInt64;  # of the job spec: a worker that knows the job under another spec reloads it
 }
 
 struct LeaseReply {
@@ -145,12 +147,17 @@ struct UnitDone {
 
 struct RegisterClient {
   # Claim one rank of a job. With a spec, creates the job if it does not exist, or checks the spec matches it.
-  # Without one, the job must exist (NOT_FOUND otherwise). A rank held by another live client: ALREADY_EXISTS.
+  # Without one, the job must exist (NOT_FOUND otherwise). A rank held by another live client: ALREADY_EXISTS,
+  # unless this registration resumes from a checkpoint (a restarted training process takes its rank back).
+  # Registering again with the same senderId is a retry of the same process: the session continues unchanged.
   job @0 :Text;
   rank @1 :UInt32;
   spec @2 :Job.JobSpec;
   hasSpec @3 :Bool;
   window @4 :UInt32;            # prefetch slots: batches the client can hold at once (>= batchesPerUnit)
+  hasResume @5 :Bool;           # start at resumeFrom instead of where the rank's last client left off
+  resumeFrom @6 :UInt64;        # global batch index: the first batch the training loop has not consumed
+  resumeSpecFingerprint @7 :UInt64;  # the job spec's fingerprint in the checkpoint: must match the job's
 }
 
 struct WorkerInfo {

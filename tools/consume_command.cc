@@ -18,9 +18,9 @@ int ConsumeCommand(int argc, char** argv) {
   ClientOptions options;
   JobSpec spec;
   bool attach = false;
-  std::string log_path, summary_path, stall = "60s", log_level = "warning";
+  std::string log_path, summary_path, stall = "60s", log_level = "warning", checkpoint_file, resume_from;
   uint32_t hold_ms = 0;
-  uint64_t max_batches = 0;
+  uint64_t max_batches = 0, checkpoint_every = 0;
   FlagSet flags("stoker consume --coordinator EP --job NAME --rank R [flags]",
                 "Receives one rank's batches like a training process would, and logs each one (epoch, index, "
                 "attempt, worker, pixel hash, sample ids and flags) for `stoker check`.");
@@ -37,6 +37,9 @@ int ConsumeCommand(int argc, char** argv) {
   flags.AddUint32("hold-ms", &hold_ms, "pretend to train: hold each batch this long before the next");
   flags.AddUint("max-batches", &max_batches, "stop after this many batches (0: the whole job)");
   flags.AddString("log-level", &log_level, "debug|info|warning|error");
+  flags.AddString("checkpoint-file", &checkpoint_file, "write a checkpoint token here (atomically)");
+  flags.AddUint("checkpoint-every", &checkpoint_every, "... after every this many batches (0: only at the end)");
+  flags.AddString("resume-from", &resume_from, "read a checkpoint token from this file and resume from it");
   Status parsed = flags.Parse(argc, argv, 2);
   if (!parsed.ok()) return Fail("consume", parsed);
   auto stall_ms = ParseDurationMs(stall);
@@ -45,6 +48,17 @@ int ConsumeCommand(int argc, char** argv) {
   SetLogComponent("consume rank " + std::to_string(options.rank));
   options.job = spec.name;
   if (!attach) options.spec = spec;
+  PosixEnv env;
+  if (!resume_from.empty()) {
+    auto token = ReadWholeFile(env, resume_from);
+    if (!token.ok()) return Fail("consume", token.status().WithContext("--resume-from"));
+    options.resume_token = *token;
+  }
+  auto write_checkpoint = [&](const Client& c) {
+    if (checkpoint_file.empty()) return Status::Ok();
+    std::string token = c.Checkpoint();
+    return env.WriteFileAtomically(checkpoint_file, token.data(), token.size());
+  };
 
   auto client = Client::Connect(options);
   if (!client.ok()) return Fail("consume", client.status());
@@ -84,6 +98,12 @@ int ConsumeCommand(int argc, char** argv) {
       padding += b.is_padding(i);
     }
     if (hold_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(hold_ms));  // simulated training step
+    if (checkpoint_every > 0 && batches % checkpoint_every == 0) {
+      if (Status s = write_checkpoint(**client); !s.ok()) return Fail("consume", s);
+    }
+  }
+  if (failure.ok()) {
+    if (Status s = write_checkpoint(**client); !s.ok()) return Fail("consume", s);
   }
   log.flush();
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -55,6 +55,10 @@ Status JpegRegionDecoder::ReadHeader(const uint8_t* data, size_t size, int* widt
   errors_.corrupt_warning = false;
   errors_.message[0] = '\0';
   if (size == 0) return DataLossError("JPEG header: empty input");
+  if (scratch_.capacity() > (size_t{64} << 20)) {  // one huge image must not pin its buffer for good
+    scratch_ = std::vector<uint8_t>();
+    rows_ = std::vector<JSAMPROW>();
+  }
   if (setjmp(errors_.jump) != 0) return Failure("header");
   jpeg_mem_src(&cinfo_, data, static_cast<unsigned long>(size));
   jpeg_read_header(&cinfo_, TRUE);
@@ -63,6 +67,13 @@ Status JpegRegionDecoder::ReadHeader(const uint8_t* data, size_t size, int* widt
     jpeg_abort_decompress(&cinfo_);
     header_read_ = false;
     return UnimplementedError("JPEG in CMYK/YCCK colour space");
+  }
+  const uint64_t pixels = uint64_t{cinfo_.image_width} * cinfo_.image_height;
+  if (pixels > max_pixels_) {
+    jpeg_abort_decompress(&cinfo_);
+    header_read_ = false;
+    return DataLossError("JPEG of " + std::to_string(cinfo_.image_width) + "x" + std::to_string(cinfo_.image_height) +
+                         " pixels is above the limit of " + std::to_string(max_pixels_ >> 20) + " MP");
   }
   *width = static_cast<int>(cinfo_.image_width);
   *height = static_cast<int>(cinfo_.image_height);

@@ -57,6 +57,11 @@ class JpegRegionDecoder {
   // Decodes the whole image at full size (the decode-only baseline in benchmarks).
   Status DecodeFull(RegionView* out);
 
+  // Images with more pixels than this are refused at the header (a few hundred bytes of JPEG can claim
+  // 65000x65000 and make libjpeg allocate gigabytes). ImageNet's largest are about 10 MP.
+  static constexpr uint64_t kDefaultMaxPixels = uint64_t{64} << 20;
+  void set_max_pixels(uint64_t max_pixels) { max_pixels_ = max_pixels; }
+
  private:
   struct ErrorManager {
     jpeg_error_mgr pub;
@@ -71,6 +76,7 @@ class JpegRegionDecoder {
   jpeg_decompress_struct cinfo_;
   ErrorManager errors_;
   bool header_read_ = false;
+  uint64_t max_pixels_ = kDefaultMaxPixels;
   std::vector<uint8_t> scratch_;
   std::vector<JSAMPROW> rows_;
 };

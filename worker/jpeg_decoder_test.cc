@@ -142,5 +142,28 @@ TEST(JpegRegionDecoder, DamagedInputIsDataLossWithLibjpegsWords) {
   EXPECT_TRUE(decoder.DecodeRegion({0, 0, 64, 64}, 64, 64, &v).ok());
 }
 
+TEST(JpegRegionDecoder, RefusesImagesClaimingTooManyPixels) {
+  // A small JPEG whose header claims 65000x65000: without the limit libjpeg would allocate gigabytes.
+  auto jpeg = SyntheticJpeg(3, {90, true});
+  std::string bomb = *jpeg;
+  for (size_t i = 0; i + 9 < bomb.size(); ++i) {
+    if (static_cast<uint8_t>(bomb[i]) == 0xFF && static_cast<uint8_t>(bomb[i + 1]) == 0xC0) {  // SOF0
+      bomb[i + 5] = char(0xFD);
+      bomb[i + 6] = char(0xE8);
+      bomb[i + 7] = char(0xFD);
+      bomb[i + 8] = char(0xE8);
+      break;
+    }
+  }
+  JpegRegionDecoder decoder;
+  int w, h;
+  Status s = decoder.ReadHeader(reinterpret_cast<const uint8_t*>(bomb.data()), bomb.size(), &w, &h);
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+  EXPECT_NE(s.message().find("65000x65000"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("limit"), std::string::npos);
+  // A genuine image still decodes with the same decoder.
+  ASSERT_TRUE(decoder.ReadHeader(reinterpret_cast<const uint8_t*>(jpeg->data()), jpeg->size(), &w, &h).ok());
+}
+
 }  // namespace
 }  // namespace stoker

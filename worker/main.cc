@@ -1,6 +1,7 @@
 // stoker-worker: a CPU pod that reads, decodes, augments and batches samples for the clients that give it credit,
 // under leases from the coordinator. SIGTERM drains it (finish or hand back held work, deregister, exit 0).
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 
 #include "common/env.h"
@@ -52,6 +53,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "stoker-worker: %s\n", parsed.ToString().c_str());
     return 2;
   }
+  // The same bound for OpenCV's decoders (PNG and other formats) as the JPEG decoder has (64 MP).
+  ::setenv("OPENCV_IO_MAX_IMAGE_PIXELS", "67108864", /*overwrite=*/0);
   std::signal(SIGTERM, OnTerm);
   std::signal(SIGINT, OnInterrupt);
   std::signal(SIGPIPE, SIG_IGN);

@@ -1,3 +1,5 @@
+// The worker's I/O thread: the coordinator channel, the clients' streams, leases, sending. The pipeline threads'
+// side (reading, decoding, augmenting one sample) is in batch_build.cc.
 #include "worker/worker.h"
 
 #include <sys/eventfd.h>
@@ -6,87 +8,42 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <future>
 #include <map>
 #include <mutex>
 #include <opencv2/core.hpp>
-#include <optional>
 #include <set>
 #include <thread>
-#include <tuple>
 #include <vector>
 
 #include "common/control_channel.h"
-#include "common/control_codec.h"
 #include "common/logging.h"
-#include "common/manifest.h"
-#include "common/plan.h"
 #include "common/wire.h"
 #include "stoker/schema/data.capnp.h"
 #include "worker/batch_buffer.h"
-#include "worker/crop_geometry.h"
-#include "worker/image_pipeline.h"
-#include "worker/sample_reader.h"
+#include "worker/batch_build.h"
 #include "worker/thread_pool.h"
 
 namespace stoker {
 namespace {
 
-using StreamKey = std::pair<std::string, uint32_t>;                   // (job, rank)
-using UnitKey = std::tuple<std::string, uint32_t, uint64_t>;          // (job, rank, global unit)
-
-// What a job needs on this worker: its spec, plan and where its samples are. Shared with the pipeline threads,
-// immutable once built (the reader is thread-safe).
-struct JobContext {
-  JobSpec spec;
-  Plan plan;
-  std::shared_ptr<const Manifest> manifest;
-  std::unique_ptr<SampleReader> reader;
-  std::string cache_key;  // name + fingerprint: identifies the pipeline a thread built for it
-};
-
-// One batch being built by the pipeline threads.
-struct BatchBuild {
-  std::shared_ptr<const JobContext> job;
-  std::shared_ptr<BatchBufferPool> pool;
-  UnitKey unit;
-  uint64_t attempt = 0;
-  uint32_t epoch = 0;
-  uint64_t index = 0;
-  std::vector<PlannedSample> samples;
-  std::vector<int64_t> labels;
-  std::vector<uint8_t> flags;
-  std::vector<QuarantineReport> quarantine;  // per slot; reason empty = fine (each slot written by one task)
-  BatchBufferPool::Buffer buffer;
-  bool buffer_owned = true;
-  std::shared_ptr<std::atomic<bool>> cancelled;
-  std::atomic<uint32_t> remaining{0};
-
-  ~BatchBuild() {
-    if (buffer_owned && buffer.data != nullptr) pool->Release(buffer);
-  }
-};
+// A client's stream of one rank: (job, rank, client id). Streams of a rank whose holder changed (a restarted
+// training process) coexist until the old one's credit expires; each lease names the client it is for.
+using StreamKey = std::tuple<std::string, uint32_t, std::string>;
 
 struct PayloadHint {
   std::shared_ptr<BatchBufferPool> pool;
   BatchBufferPool::Buffer buffer;
+  std::shared_ptr<std::atomic<int64_t>> in_flight;  // payloads ZeroMQ has not finished sending
 };
 
+// Runs on a ZeroMQ I/O thread once the payload has been written to the connection (or dropped with it).
 void FreePayload(void* /*data*/, void* hint) {
   auto* h = static_cast<PayloadHint*>(hint);
   h->pool->Release(h->buffer);
+  h->in_flight->fetch_sub(1);
   delete h;
 }
-
-// Per pipeline thread: its decoders and scratch, built lazily per job.
-struct ThreadContext {
-  std::map<std::string, std::unique_ptr<ImagePipeline>> pipelines;
-  std::vector<uint8_t> encoded;
-  ImagePipeline& PipelineFor(const JobContext& job) {
-    auto& p = pipelines[job.cache_key];
-    if (!p) p = std::make_unique<ImagePipeline>(job.spec.pipeline);
-    return *p;
-  }
-};
 
 }  // namespace
 
@@ -100,8 +57,7 @@ class Worker::Impl {
         channel_(context, clock, options.request_timeout),
         data_(context, zmq::socket_type::router),
         pool_(std::make_shared<BatchBufferPool>()) {
-    unsigned threads = options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency());
-    threads_ = threads;
+    threads_ = options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency());
     SocketOptions data_options;
     data_options.max_message_bytes = 64 << 10;  // only credits come in
     data_options.router_mandatory = true;       // a batch for a vanished client must fail, not vanish
@@ -111,11 +67,12 @@ class Worker::Impl {
     doorbell_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     STOKER_CHECK(doorbell_ >= 0, "eventfd failed");
     cv::setNumThreads(0);  // parallelism is across samples; OpenCV must not spawn its own threads per call
-    tasks_ = std::make_unique<TaskPool<ThreadContext>>(threads);
+    tasks_ = std::make_unique<TaskPool<ThreadContext>>(threads_);
   }
 
   ~Impl() {
     tasks_.reset();  // joins the pipeline threads before the batches they reference go away
+    for (auto& [name, f] : loading_) f.wait();
     ::close(doorbell_);
   }
 
@@ -139,7 +96,7 @@ class Worker::Impl {
                           << ToMillis(options_.drain_grace) << " ms";
         SendHeartbeat();
       }
-      if (draining_ && (units_.empty() || now >= drain_deadline_)) return FinishDrain();
+      if (draining_ && (units_.empty() || now >= drain_deadline_)) return FinishDrain(stop);
 
       zmq::pollitem_t items[] = {{channel_.socket().handle(), 0, ZMQ_POLLIN, 0},
                                  {data_.handle(), 0, ZMQ_POLLIN, 0},
@@ -156,6 +113,7 @@ class Worker::Impl {
         ssize_t n = ::read(doorbell_, &ignored, sizeof(ignored));
         (void)n;
       }
+      FinishLoads();
       SendCompleted();
       Timers();
       if (registered_ && !draining_) RequestLeases();
@@ -166,12 +124,12 @@ class Worker::Impl {
   WorkerStats Stats() const {
     std::lock_guard<std::mutex> lock(stats_mu_);
     WorkerStats s = stats_;
-    s.samples = samples_.load();
-    s.quarantined = quarantined_.load();
-    s.bytes_read = bytes_read_.load();
-    s.busy_seconds = busy_ns_.load() * 1e-9;
-    s.read_seconds = read_ns_.load() * 1e-9;
-    s.decode_seconds = decode_ns_.load() * 1e-9;
+    s.samples = counters_.samples.load();
+    s.quarantined = counters_.quarantined.load();
+    s.bytes_read = counters_.bytes_read.load();
+    s.busy_seconds = counters_.busy_ns.load() * 1e-9;
+    s.read_seconds = counters_.read_ns.load() * 1e-9;
+    s.decode_seconds = counters_.decode_ns.load() * 1e-9;
     s.threads = threads_;
     return s;
   }
@@ -179,15 +137,14 @@ class Worker::Impl {
  private:
   struct Stream {
     std::string routing_id;
-    std::string client_id;
     uint32_t credits = 0;
     TimePoint refreshed;
-    uint32_t in_hand = 0;            // batches leased to this worker and not yet sent
-    bool lease_outstanding = false;
+    uint64_t lease_request = 0;  // id of the lease request in flight for this stream, 0 if none
     bool job_done = false;
   };
   struct UnitWork {
-    LeaseGrant lease;
+    LeaseGrant lease;    // names the client the batches are for
+    TimePoint expires;   // self-fencing: past this without a renewal, nothing more of the unit is sent
     uint32_t to_send = 0;
     uint32_t sent = 0;
     std::vector<QuarantineReport> quarantined;
@@ -200,9 +157,7 @@ class Worker::Impl {
 
   // ---- coordinator -------------------------------------------------------------------------------------------
 
-  void SendRegister() {
-    channel_.Send(RegisterWorkerRequest{id_, advertised_, threads_, "0.1.0"});
-  }
+  void SendRegister() { channel_.Send(RegisterWorkerRequest{id_, advertised_, threads_, "0.1.0"}); }
 
   void SendHeartbeat() {
     WorkerHeartbeatRequest hb{id_, {}, draining_};
@@ -222,11 +177,11 @@ class Worker::Impl {
     bool heartbeat_or_lease =
         std::holds_alternative<WorkerHeartbeatRequest>(body) || std::holds_alternative<LeaseRequest>(body);
     if (reply.status.code() == StatusCode::kFailedPrecondition && heartbeat_or_lease) {
-      // The coordinator does not know us (it restarted, or we were silent too long): register again.
+      // The coordinator does not know us (it lost its journal, or we were silent too long): register again.
       if (registered_) STOKER_LOG(kWarning) << "coordinator forgot this worker: " << reply.status.message();
       registered_ = false;
       SetRegistered(false);
-      if (auto* lease = std::get_if<LeaseRequest>(&body)) LeaseAnswered(*lease, {});
+      if (std::holds_alternative<LeaseRequest>(body)) LeaseAnswered(request.id, {});
       SendRegister();
       return;
     }
@@ -242,30 +197,47 @@ class Worker::Impl {
         SetRegistered(true);
         next_heartbeat_ = clock_.Now();
       }
-    } else if (std::holds_alternative<WorkerHeartbeatRequest>(body)) {
+    } else if (auto* hb = std::get_if<WorkerHeartbeatRequest>(&body)) {
       if (auto* r = std::get_if<WorkerHeartbeatResponse>(&reply.body)) {
         for (const LeaseRef& ref : r->revoked) Revoke({ref.job, ref.rank, ref.unit}, ref.attempt);
+        // Renewed: every lease the heartbeat named that the coordinator did not revoke, counted from when the
+        // heartbeat left (the coordinator's own expiry runs from when it arrived, which is later).
+        for (const LeaseRef& ref : hb->leases) {
+          auto it = units_.find({ref.job, ref.rank, ref.unit});
+          if (it != units_.end() && it->second.lease.attempt == ref.attempt) {
+            it->second.expires = std::max(it->second.expires, request.sent + Millis(it->second.lease.ttl_ms));
+          }
+        }
       }
     } else if (auto* lease = std::get_if<LeaseRequest>(&body)) {
       if (!reply.status.ok()) {
         STOKER_LOG(kWarning) << "lease for " << lease->job << " rank " << lease->rank << " refused: "
                              << reply.status.ToString();
-        LeaseAnswered(*lease, {});
+        LeaseAnswered(request.id, {});
         if (reply.status.code() == StatusCode::kNotFound) FailJob(lease->job, reply.status);
         return;
       }
       auto* r = std::get_if<LeaseResponse>(&reply.body);
-      LeaseAnswered(*lease, r ? *r : LeaseResponse{});
+      LeaseResponse response = r ? *r : LeaseResponse{};
+      for (const LeaseGrant& grant : response.leases) StartUnit(grant, request.sent);
+      LeaseAnswered(request.id, response);
     } else if (std::holds_alternative<UnitDoneRequest>(body)) {
       if (!reply.status.ok() && reply.status.code() != StatusCode::kAborted) {
         STOKER_LOG(kWarning) << "unit done not accepted: " << reply.status.ToString();
       }
     } else if (auto* get = std::get_if<GetJobRequest>(&body)) {
-      getting_job_.erase(get->job);
       if (!reply.status.ok()) {
         FailJob(get->job, reply.status);
       } else if (auto* spec = std::get_if<JobSpec>(&reply.body)) {
-        LoadJob(*spec);
+        // Opening a manifest reads all of it: off this thread, so heartbeats keep flowing meanwhile.
+        JobSpec copy = *spec;
+        loading_[spec->name] = std::async(std::launch::async, [this, copy] {
+          auto job = LoadJobContext(env_, copy, options_.manifest_root, options_.max_open_shards, id_);
+          uint64_t one = 1;
+          ssize_t n = ::write(doorbell_, &one, sizeof(one));
+          (void)n;
+          return job;
+        });
       }
     } else if (std::holds_alternative<DeregisterRequest>(body)) {
       deregistered_ = true;
@@ -274,36 +246,50 @@ class Worker::Impl {
 
   // ---- jobs --------------------------------------------------------------------------------------------------
 
-  void LoadJob(const JobSpec& spec) {
-    auto manifest = Manifest::Open(spec.manifest_path, options_.manifest_root);
-    if (!manifest.ok()) {
-      FailJob(spec.name, manifest.status().WithContext("worker " + id_ + " cannot open the job's manifest"));
-      return;
-    }
-    if ((*manifest)->fingerprint() != spec.manifest_fingerprint) {
-      FailJob(spec.name, FailedPreconditionError("worker " + id_ + ": manifest " + spec.manifest_path +
-                                                 " differs from the one the job was created with"));
-      return;
-    }
-    auto plan = Plan::Make(spec, (*manifest)->num_samples());
-    if (!plan.ok()) {
-      FailJob(spec.name, plan.status());
-      return;
-    }
-    auto job = std::make_shared<JobContext>(JobContext{spec, *plan, *manifest, nullptr, ""});
-    job->reader = std::make_unique<SampleReader>(env_, *manifest, options_.max_open_shards);
-    job->cache_key = spec.name + "/" + std::to_string(spec.manifest_fingerprint);
-    jobs_[spec.name] = job;
-    failed_jobs_.erase(spec.name);
-    STOKER_LOG(kInfo) << "job " << spec.name << " loaded: " << (*manifest)->num_samples() << " samples";
+  void FetchJob(const std::string& name) {
+    if (jobs_.count(name) != 0 || loading_.count(name) != 0 || fetching_.count(name) != 0) return;
+    fetching_.insert(name);
+    channel_.Send(GetJobRequest{id_, name});
   }
 
+  void FinishLoads() {
+    for (auto it = loading_.begin(); it != loading_.end();) {
+      if (it->second.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+        ++it;
+        continue;
+      }
+      auto job = it->second.get();
+      std::string name = it->first;
+      it = loading_.erase(it);
+      fetching_.erase(name);
+      if (!job.ok()) {
+        FailJob(name, job.status());
+        continue;
+      }
+      jobs_[name] = *job;
+      failed_jobs_.erase(name);
+      STOKER_LOG(kInfo) << "job " << name << " loaded: " << (*job)->manifest->num_samples() << " samples";
+    }
+  }
+
+  // The job cannot be served here: tell its clients, hand back its units, and refuse it for a while.
   void FailJob(const std::string& name, const Status& status) {
     STOKER_LOG(kWarning) << "job " << name << " unavailable on this worker: " << status.ToString();
+    fetching_.erase(name);
     failed_jobs_[name] = {status, clock_.Now() + Millis(5000)};
+    jobs_.erase(name);
+    for (auto it = units_.begin(); it != units_.end();) {
+      if (std::get<0>(it->first) == name) {
+        it->second.cancelled->store(true);
+        ReportUnit(it->first, it->second, UnitOutcome::kAbandoned);
+        it = units_.erase(it);
+      } else {
+        ++it;
+      }
+    }
     for (auto it = streams_.begin(); it != streams_.end();) {
-      if (it->first.first == name) {
-        SendDataError(it->second.routing_id, name, it->first.second, status);
+      if (std::get<0>(it->first) == name) {
+        SendDataError(it->second.routing_id, name, std::get<1>(it->first), status);
         it = streams_.erase(it);
       } else {
         ++it;
@@ -380,7 +366,7 @@ class Worker::Impl {
       credits = c.getCredits();
       return Status::Ok();
     });
-    if (!s.ok()) {
+    if (!s.ok() || client.empty()) {
       CountBadFrame();
       if (s.code() == StatusCode::kUnimplemented) SendDataError(routing_id, job, rank, s);
       return;
@@ -393,37 +379,25 @@ class Worker::Impl {
       }
       failed_jobs_.erase(failed);
     }
-    StreamKey key{job, rank};
+    StreamKey key{job, rank, client};
     if (credits == 0) {  // withdrawn: the client is leaving
-      auto it = streams_.find(key);
-      if (it != streams_.end() && it->second.client_id == client) DropStream(key);
+      DropStream(key);
       return;
     }
     Stream& stream = streams_[key];
-    if (stream.client_id != client && !stream.client_id.empty()) {
-      STOKER_LOG(kInfo) << "rank " << rank << " of " << job << " is now served to client " << client;
-      stream.job_done = false;
-    }
     stream.routing_id = routing_id;
-    stream.client_id = client;
     stream.credits = std::min<uint32_t>(credits, 1024);
     stream.refreshed = clock_.Now();
-    if (jobs_.count(job) == 0 && getting_job_.count(job) == 0) {
-      getting_job_.insert(job);
-      channel_.Send(GetJobRequest{id_, job});
-    }
+    FetchJob(job);
   }
 
   // The client of `key` is gone: its batches cannot be delivered. Hand its units back for re-leasing.
   void DropStream(const StreamKey& key) {
     for (auto it = units_.begin(); it != units_.end();) {
-      if (std::get<0>(it->first) == key.first && std::get<1>(it->first) == key.second) {
+      if (StreamOf(it->second) == key) {
         it->second.cancelled->store(true);
         ReportUnit(it->first, it->second, UnitOutcome::kUndeliverable);
-        {
-          std::lock_guard<std::mutex> lock(stats_mu_);
-          ++stats_.units_undeliverable;
-        }
+        CountUndeliverable();
         it = units_.erase(it);
       } else {
         ++it;
@@ -432,41 +406,68 @@ class Worker::Impl {
     streams_.erase(key);
   }
 
+  static StreamKey StreamOf(const UnitWork& work) {
+    return {work.lease.job, work.lease.rank, work.lease.client_id};
+  }
+
+  // Batches leased for this stream's client and not yet sent: what its credit is spent on.
+  uint32_t InHand(const StreamKey& key) const {
+    uint32_t n = 0;
+    for (const auto& [unit_key, work] : units_) {
+      if (StreamOf(work) == key) n += work.to_send - work.sent;
+    }
+    return n;
+  }
+
   // ---- leasing -----------------------------------------------------------------------------------------------
 
   void RequestLeases() {
     for (auto& [key, stream] : streams_) {
-      if (stream.lease_outstanding || stream.job_done || jobs_.count(key.first) == 0) continue;
-      if (stream.in_hand >= stream.credits) continue;
-      stream.lease_outstanding = true;
-      channel_.Send(LeaseRequest{id_, key.first, key.second, stream.credits - stream.in_hand,
-                                 static_cast<uint32_t>(ToMillis(options_.lease_wait))});
+      auto jit = jobs_.find(std::get<0>(key));
+      if (stream.lease_request != 0 || stream.job_done || jit == jobs_.end()) continue;
+      uint32_t in_hand = InHand(key);
+      if (in_hand >= stream.credits) continue;
+      uint32_t free = stream.credits - in_hand;
+      // Asking for less than a unit would only be parked: wait until a whole unit fits (or nothing is in hand).
+      if (free < std::min(stream.credits, jit->second->spec.batches_per_unit) && in_hand > 0) continue;
+      uint64_t id = channel_.Send(LeaseRequest{id_, std::get<0>(key), std::get<1>(key), free,
+                                               static_cast<uint32_t>(ToMillis(options_.lease_wait))});
+      stream.lease_request = id;
+      lease_requests_[id] = key;
     }
   }
 
-  void LeaseAnswered(const LeaseRequest& request, const LeaseResponse& response) {
-    auto sit = streams_.find({request.job, request.rank});
-    if (sit != streams_.end()) {
-      sit->second.lease_outstanding = false;
+  void LeaseAnswered(uint64_t request_id, const LeaseResponse& response) {
+    auto rit = lease_requests_.find(request_id);
+    if (rit == lease_requests_.end()) return;
+    auto sit = streams_.find(rit->second);
+    if (sit != streams_.end() && sit->second.lease_request == request_id) {
+      sit->second.lease_request = 0;
       sit->second.job_done = response.job_done;
     }
-    for (const LeaseGrant& grant : response.leases) StartUnit(grant);
+    lease_requests_.erase(rit);
   }
 
-  void StartUnit(const LeaseGrant& grant) {
-    auto jit = jobs_.find(grant.job);
-    auto sit = streams_.find({grant.job, grant.rank});
+  void StartUnit(const LeaseGrant& grant, TimePoint requested_at) {
     UnitKey key{grant.job, grant.rank, grant.unit};
+    UnitWork work;
+    work.lease = grant;
+    work.expires = requested_at + Millis(grant.ttl_ms);
+    auto jit = jobs_.find(grant.job);
+    if (jit != jobs_.end() && jit->second->spec_fingerprint != grant.spec_fingerprint) {
+      // The coordinator knows this job under another spec (it was recreated): reload it, redo the unit elsewhere.
+      STOKER_LOG(kWarning) << "job " << grant.job << " changed its spec: reloading it";
+      jobs_.erase(jit);
+      FetchJob(grant.job);
+      jit = jobs_.end();
+    }
+    auto sit = streams_.find(StreamOf(work));
     if (jit == jobs_.end() || sit == streams_.end() || draining_) {
-      // Nothing to make it for (the client left while we asked): give it straight back.
-      UnitWork work;
-      work.lease = grant;
+      // Nothing to make it for (its client is not connected here, or we are leaving): give it straight back.
       ReportUnit(key, work, sit == streams_.end() ? UnitOutcome::kUndeliverable : UnitOutcome::kAbandoned);
       return;
     }
     const std::shared_ptr<const JobContext>& job = jit->second;
-    UnitWork& work = units_[key];
-    work.lease = grant;
     std::vector<bool> skip(grant.batch_count, false);
     for (uint64_t s : grant.skip) {
       if (s >= grant.first_batch && s < grant.first_batch + grant.batch_count) skip[s - grant.first_batch] = true;
@@ -492,22 +493,34 @@ class Worker::Impl {
       build->cancelled = work.cancelled;
       build->remaining.store(batch_size);
       for (uint32_t slot = 0; slot < batch_size; ++slot) {
-        tasks_->Push([this, build, slot](ThreadContext& context) { BuildSample(*build, slot, context, build); });
+        tasks_->Push([this, build, slot](ThreadContext& context) {
+          BuildSample(*build, slot, context, options_.skip_decode, counters_);
+          if (build->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) Completed(build);
+        });
       }
     }
-    sit->second.in_hand += work.to_send;
     if (work.to_send == 0) {  // everything already delivered: nothing to make
       ReportUnit(key, work, UnitOutcome::kSent);
-      units_.erase(key);
+      return;
     }
+    units_[key] = std::move(work);
+  }
+
+  // The lease of a unit ran out without renewal (the coordinator is unreachable, or this process was stopped):
+  // the coordinator has given, or will give, the unit to another worker. Send nothing more of it.
+  void Fence(std::map<UnitKey, UnitWork>::iterator it) {
+    STOKER_LOG(kWarning) << "lease of unit " << std::get<2>(it->first) << " (rank " << std::get<1>(it->first)
+                         << " of " << std::get<0>(it->first) << ") expired unrenewed: no longer sending it";
+    it->second.cancelled->store(true);
+    units_.erase(it);
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    ++stats_.units_fenced;
   }
 
   void Revoke(const UnitKey& key, uint64_t attempt) {
     auto it = units_.find(key);
     if (it == units_.end() || it->second.lease.attempt != attempt) return;
     it->second.cancelled->store(true);
-    auto sit = streams_.find({std::get<0>(key), std::get<1>(key)});
-    if (sit != streams_.end()) sit->second.in_hand -= it->second.to_send - it->second.sent;
     units_.erase(it);
     std::lock_guard<std::mutex> lock(stats_mu_);
     ++stats_.units_revoked;
@@ -526,68 +539,23 @@ class Worker::Impl {
     channel_.Send(std::move(done));
   }
 
-  // ---- the pipeline threads ----------------------------------------------------------------------------------
-
-  void BuildSample(BatchBuild& build, uint32_t slot, ThreadContext& context,
-                   const std::shared_ptr<BatchBuild>& keep_alive) {
-    if (!build.cancelled->load(std::memory_order_relaxed)) {
-      auto start = std::chrono::steady_clock::now();
-      const JobContext& job = *build.job;
-      const PlannedSample& planned = build.samples[slot];
-      SampleInfo info = job.manifest->sample(planned.sample_id);
-      uint8_t* out = build.buffer.data + slot * job.spec.SampleBytes();
-      auto read_done = start;
-      std::optional<QuarantineReport> problem;
-      if (options_.skip_decode) {
-        // Only the sample id is written: the point is to measure moving the bytes, not making them.
-        std::memcpy(out, &planned.sample_id, std::min<size_t>(sizeof(planned.sample_id), job.spec.SampleBytes()));
-      } else {
-        problem = ReadAndDecode(job, planned.sample_id, build.epoch, info, context, out, &read_done);
-      }
-      bool ok = !problem.has_value();
-      if (!ok) build.quarantine[slot] = std::move(*problem);
-      build.labels[slot] = ok ? info.label : -1;
-      build.flags[slot] = static_cast<uint8_t>((planned.padding ? wire::SAMPLE_FLAG_PADDING : 0) |
-                                               (ok ? 0 : wire::SAMPLE_FLAG_QUARANTINED));
-      auto end = std::chrono::steady_clock::now();
-      auto ns = [](auto d) { return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count(); };
-      read_ns_.fetch_add(ns(read_done - start), std::memory_order_relaxed);
-      decode_ns_.fetch_add(ns(end - read_done), std::memory_order_relaxed);
-      busy_ns_.fetch_add(ns(end - start), std::memory_order_relaxed);
-      samples_.fetch_add(1, std::memory_order_relaxed);
-      if (!ok) quarantined_.fetch_add(1, std::memory_order_relaxed);
-    }
-    if (build.remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      {
-        std::lock_guard<std::mutex> lock(completed_mu_);
-        completed_.push_back(keep_alive);
-      }
-      uint64_t one = 1;
-      ssize_t n = ::write(doorbell_, &one, sizeof(one));
-      (void)n;
-    }
-  }
-
-  // Reads and decodes one sample into `out`; on failure zeroes `out` and says why (for quarantine).
-  std::optional<QuarantineReport> ReadAndDecode(const JobContext& job, uint64_t sample_id, uint32_t epoch,
-                                                const SampleInfo& info, ThreadContext& context, uint8_t* out,
-                                                std::chrono::steady_clock::time_point* read_done) {
-    ReadFailure failure;
-    bool read = job.reader->Read(sample_id, &context.encoded, &failure);
-    *read_done = std::chrono::steady_clock::now();
-    std::string where(info.key);
-    if (!read) {
-      std::memset(out, 0, job.spec.SampleBytes());
-      return QuarantineReport{sample_id, failure.reason, where + ": " + failure.detail};
-    }
-    bytes_read_.fetch_add(context.encoded.size(), std::memory_order_relaxed);
-    SampleOutcome outcome =
-        context.PipelineFor(job).Run(context.encoded, SampleSeed(job.spec.seed, epoch, sample_id), out);
-    if (!outcome.ok) return QuarantineReport{sample_id, outcome.reason, where + ": " + outcome.detail};
-    return std::nullopt;
+  void CountUndeliverable() {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    ++stats_.units_undeliverable;
   }
 
   // ---- sending -----------------------------------------------------------------------------------------------
+
+  // Called on a pipeline thread when a batch's last sample is done.
+  void Completed(const std::shared_ptr<BatchBuild>& build) {
+    {
+      std::lock_guard<std::mutex> lock(completed_mu_);
+      completed_.push_back(build);
+    }
+    uint64_t one = 1;
+    ssize_t n = ::write(doorbell_, &one, sizeof(one));
+    (void)n;
+  }
 
   void SendCompleted() {
     std::vector<std::shared_ptr<BatchBuild>> done;
@@ -596,23 +564,23 @@ class Worker::Impl {
       done.swap(completed_);
     }
     for (auto& build : done) {
-      if (build->cancelled->load()) continue;  // revoked or undeliverable: the buffer returns to the pool
+      if (build->cancelled->load()) continue;  // revoked, fenced or undeliverable: the buffer returns to the pool
       auto uit = units_.find(build->unit);
       if (uit == units_.end()) continue;
       UnitWork& work = uit->second;
-      StreamKey skey{std::get<0>(build->unit), std::get<1>(build->unit)};
-      auto sit = streams_.find(skey);
+      if (clock_.Now() > work.expires) {
+        Fence(uit);
+        continue;
+      }
+      auto sit = streams_.find(StreamOf(work));
       if (sit == streams_.end() || !SendBatch(sit->second.routing_id, *build)) {
         // The client's connection is gone: the whole unit goes back to the coordinator.
         work.cancelled->store(true);
-        if (sit != streams_.end()) sit->second.in_hand -= work.to_send - work.sent;
         ReportUnit(build->unit, work, UnitOutcome::kUndeliverable);
         units_.erase(uit);
-        std::lock_guard<std::mutex> lock(stats_mu_);
-        ++stats_.units_undeliverable;
+        CountUndeliverable();
         continue;
       }
-      --sit->second.in_hand;
       ++work.sent;
       for (auto& q : build->quarantine) {
         if (!q.reason.empty()) work.quarantined.push_back(std::move(q));
@@ -660,7 +628,8 @@ class Worker::Impl {
       if (!data_.send(id, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) return false;
       data_.send(header, zmq::send_flags::sndmore);
       // The payload leaves from the batch buffer itself; ZeroMQ returns it to the pool when sent.
-      auto* hint = new PayloadHint{pool_, build.buffer};
+      auto* hint = new PayloadHint{pool_, build.buffer, in_flight_};
+      in_flight_->fetch_add(1);
       build.buffer_owned = false;
       zmq::message_t payload(build.buffer.data, payload_bytes, &FreePayload, hint);
       data_.send(payload, zmq::send_flags::none);
@@ -682,18 +651,27 @@ class Worker::Impl {
     for (ControlChannel::Pending& p : channel_.TakeExpired()) {
       if (std::holds_alternative<RegisterWorkerRequest>(p.body)) {
         SendRegister();
-      } else if (auto* lease = std::get_if<LeaseRequest>(&p.body)) {
-        LeaseAnswered(*lease, {});
-      } else if (std::holds_alternative<UnitDoneRequest>(p.body) || std::holds_alternative<GetJobRequest>(p.body)) {
-        channel_.Send(std::move(p.body));  // these must arrive: try again
+      } else if (std::holds_alternative<LeaseRequest>(p.body)) {
+        LeaseAnswered(p.id, {});
+      } else if (auto* get = std::get_if<GetJobRequest>(&p.body)) {
+        fetching_.erase(get->job);
+        FetchJob(get->job);
+      } else if (std::holds_alternative<UnitDoneRequest>(p.body)) {
+        channel_.Send(std::move(p.body));  // the coordinator must hear it: try again
       }
+    }
+    for (auto it = units_.begin(); it != units_.end();) {
+      auto next = std::next(it);
+      if (now > it->second.expires) Fence(it);
+      it = next;
     }
     std::vector<StreamKey> silent;
     for (const auto& [key, stream] : streams_) {
       if (now - stream.refreshed > options_.credit_ttl) silent.push_back(key);
     }
     for (const auto& key : silent) {
-      STOKER_LOG(kInfo) << "client of " << key.first << " rank " << key.second << " stopped refreshing credit";
+      STOKER_LOG(kInfo) << "client " << std::get<2>(key) << " of " << std::get<0>(key) << " rank "
+                        << std::get<1>(key) << " stopped refreshing its credit";
       DropStream(key);
     }
     std::lock_guard<std::mutex> lock(stats_mu_);
@@ -705,7 +683,7 @@ class Worker::Impl {
     stats_.registered = value;
   }
 
-  Status FinishDrain() {
+  Status FinishDrain(const std::atomic<bool>& stop) {
     for (auto& [key, work] : units_) {
       work.cancelled->store(true);
       ReportUnit(key, work, UnitOutcome::kAbandoned);
@@ -714,10 +692,16 @@ class Worker::Impl {
     }
     if (!units_.empty()) STOKER_LOG(kWarning) << "grace period over: handed back " << units_.size() << " units";
     units_.clear();
-    channel_.Send(DeregisterRequest{id_, "", 0});
-    // Wait (bounded) for the coordinator to take the hand-backs and the deregistration.
+    // Batches handed to ZeroMQ are on their way only once it has released their buffers: wait for that (within
+    // the grace), or closing the socket would drop batches the coordinator was told were sent.
+    while (in_flight_->load() > 0 && clock_.Now() < drain_deadline_ && !stop.load()) {
+      zmq::pollitem_t items[] = {{channel_.socket().handle(), 0, ZMQ_POLLIN, 0}};
+      zmq::poll(items, 1, std::chrono::milliseconds(10));
+      if (items[0].revents & ZMQ_POLLIN) DrainControl();
+    }
+    uint64_t id = channel_.Send(DeregisterRequest{id_, "", 0});
     TimePoint deadline = clock_.Now() + Millis(2000);
-    while (!deregistered_ && clock_.Now() < deadline) {
+    while (channel_.IsPending(id) && clock_.Now() < deadline && !stop.load()) {
       zmq::pollitem_t items[] = {{channel_.socket().handle(), 0, ZMQ_POLLIN, 0}};
       try {
         zmq::poll(items, 1, std::chrono::milliseconds(50));
@@ -736,6 +720,7 @@ class Worker::Impl {
   ControlChannel channel_;
   zmq::socket_t data_;
   std::shared_ptr<BatchBufferPool> pool_;
+  std::shared_ptr<std::atomic<int64_t>> in_flight_ = std::make_shared<std::atomic<int64_t>>(0);
   unsigned threads_ = 1;
   int doorbell_ = -1;
   std::string advertised_;
@@ -745,19 +730,20 @@ class Worker::Impl {
   bool draining_ = false;
   bool deregistered_ = false;
   TimePoint drain_deadline_;
-  Duration heartbeat_interval_ = Millis(500);
+  Duration heartbeat_interval_ = Millis(250);
   TimePoint next_heartbeat_;
   std::map<std::string, std::shared_ptr<const JobContext>> jobs_;
+  std::map<std::string, std::future<StatusOr<std::shared_ptr<const JobContext>>>> loading_;
+  std::set<std::string> fetching_;  // GetJob in flight or job loading
   std::map<std::string, FailedJob> failed_jobs_;
-  std::set<std::string> getting_job_;
   std::map<StreamKey, Stream> streams_;
+  std::map<uint64_t, StreamKey> lease_requests_;  // lease request id -> the stream it spends credit of
   std::map<UnitKey, UnitWork> units_;
 
   // Shared with the pipeline threads.
   std::mutex completed_mu_;
   std::vector<std::shared_ptr<BatchBuild>> completed_;  // guarded by completed_mu_
-  std::atomic<uint64_t> samples_{0}, quarantined_{0}, bytes_read_{0};
-  std::atomic<int64_t> busy_ns_{0}, read_ns_{0}, decode_ns_{0};
+  BuildCounters counters_;
   mutable std::mutex stats_mu_;
   WorkerStats stats_;  // guarded by stats_mu_
 

@@ -51,6 +51,7 @@ struct WorkerStats {
   uint64_t quarantined = 0;
   uint64_t units_done = 0;
   uint64_t units_revoked = 0;
+  uint64_t units_fenced = 0;    // leases that ran out unrenewed (coordinator unreachable): stopped sending
   uint64_t units_abandoned = 0;
   uint64_t units_undeliverable = 0;
   uint64_t bad_frames = 0;

@@ -17,6 +17,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "common/checkpoint.h"
 #include "common/control_channel.h"
 #include "common/control_codec.h"
 #include "common/logging.h"
@@ -64,7 +65,7 @@ struct ClientCore {
   uint64_t consumed = 0;                              // guarded by mu: every index below is released
   uint64_t received_watermark = 0;                    // guarded by mu
   std::set<uint64_t> received_above;                  // guarded by mu
-  std::map<uint64_t, uint64_t> lease_attempts;        // guarded by mu: unit -> newest attempt known
+  std::map<uint64_t, uint64_t> lease_attempts;        // guarded by mu: unit -> its current attempt
   bool end_of_epoch_pending = false;                  // guarded by mu
   uint32_t ended_epoch = 0;                           // guarded by mu
   bool ack_dirty = false;                             // guarded by mu
@@ -72,10 +73,24 @@ struct ClientCore {
   Status fatal;                                       // guarded by mu
   ClientStats stats;                                  // guarded by mu
 
+  ~ClientCore() {
+    if (doorbell >= 0) ::close(doorbell);  // the core outlives the Client while batches are out: it owns the fd
+  }
+
   void Wake() const {
     uint64_t one = 1;
     ssize_t n = ::write(doorbell, &one, sizeof(one));
     (void)n;
+  }
+
+  // Ends the stream for the application: Next() returns this error from now on.
+  void Fail(const Status& status) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!fatal.ok()) return;
+      fatal = status;
+    }
+    ready.notify_all();
   }
 
   void Release(uint64_t global) {
@@ -154,9 +169,10 @@ class Client::IoThread {
   }
 
   // Registers the rank synchronously (Connect's caller waits), retrying while the coordinator is unreachable.
-  StatusOr<RegisterClientResponse> Register() {
+  StatusOr<RegisterClientResponse> Register(const std::optional<ResumePoint>& resume) {
     STOKER_RETURN_IF_ERROR(channel_.Connect(options_.coordinator));
-    RegisterClientRequest request{core_->client_id, options_.job, options_.rank, options_.spec, options_.prefetch};
+    RegisterClientRequest request{core_->client_id, options_.job, options_.rank, options_.spec, options_.prefetch,
+                                  resume};
     auto deadline = std::chrono::steady_clock::now() + options_.connect_timeout;
     std::optional<StatusOr<RegisterClientResponse>> result;
     while (std::chrono::steady_clock::now() < deadline) {
@@ -182,6 +198,8 @@ class Client::IoThread {
   }
 
   void Start(const RegisterClientResponse& registered) {
+    // A worker must be able to hold at least one whole unit for us, or it could never lease one.
+    credits_ = std::max(options_.credits_per_worker, registered.spec.batches_per_unit);
     heartbeat_interval_ = std::chrono::milliseconds(std::max<uint32_t>(50, registered.heartbeat_interval_ms));
     membership_version_ = registered.membership_version;
     UpdateWorkers(registered.workers);
@@ -234,13 +252,13 @@ class Client::IoThread {
         dirty = core_->ack_dirty;
       }
       // Acks go out promptly when something changed (coalesced to one per 2 ms), and as heartbeats regardless.
-      if ((dirty && now - last_ack >= std::chrono::milliseconds(2)) || now >= next_heartbeat) {
+      if (!session_lost_ && ((dirty && now - last_ack >= std::chrono::milliseconds(2)) || now >= next_heartbeat)) {
         SendHeartbeat();
         last_ack = now;
         next_heartbeat = now + heartbeat_interval_;
       }
       for (auto& [id, w] : workers_) {
-        if (now - w.credited >= kCreditRefresh) SendCredit(w, options_.credits_per_worker);
+        if (now - w.credited >= kCreditRefresh) SendCredit(w, credits_);
       }
       for (ControlChannel::Pending& p : channel_.TakeExpired()) {
         if (std::holds_alternative<RegisterClientRequest>(p.body)) registering_ = false;
@@ -312,7 +330,7 @@ class Client::IoThread {
       }
       STOKER_LOG(kDebug) << "connected to worker " << info.worker_id << " at " << info.data_endpoint;
       workers_[info.worker_id] = std::move(w);
-      SendCredit(workers_[info.worker_id], options_.credits_per_worker);
+      SendCredit(workers_[info.worker_id], credits_);
     }
     for (auto it = workers_.begin(); it != workers_.end();) {
       it = present.count(it->first) ? std::next(it) : workers_.erase(it);
@@ -327,7 +345,16 @@ class Client::IoThread {
         registering_ = false;
         if (!reply.status.ok()) {
           STOKER_LOG(kWarning) << "re-registration refused: " << reply.status.ToString();
+          if (reply.status.code() != StatusCode::kUnavailable) {
+            // Another client holds the rank now (we were gone too long), or the job is gone: this client's
+            // stream has ended. Stop asking workers for batches and tell the application.
+            LoseSession(reply.status.WithContext("this client lost its rank"));
+          }
         } else if (auto* r = std::get_if<RegisterClientResponse>(&reply.body)) {
+          {
+            std::lock_guard<std::mutex> lock(core_->mu);
+            core_->lease_attempts.clear();  // a new coordinator session: its attempts are the ones that count
+          }
           membership_version_ = r->membership_version;
           UpdateWorkers(r->workers);
         }
@@ -338,13 +365,15 @@ class Client::IoThread {
   }
 
   void HandleHeartbeatReply(const DecodedReply& reply) {
+    if (session_lost_) return;
     if (reply.status.code() == StatusCode::kAborted || reply.status.code() == StatusCode::kNotFound) {
       // The coordinator no longer counts us as the rank's holder (we were silent too long, or it restarted).
       if (!registering_) {
         STOKER_LOG(kWarning) << "session lost (" << reply.status.message() << "); registering again";
         registering_ = true;
-        channel_.Send(
-            RegisterClientRequest{core_->client_id, options_.job, options_.rank, options_.spec, options_.prefetch});
+        // Without the resume point: this is the same process carrying on, not a restart.
+        channel_.Send(RegisterClientRequest{core_->client_id, options_.job, options_.rank, options_.spec,
+                                            options_.prefetch, std::nullopt});
       }
       return;
     }
@@ -358,8 +387,8 @@ class Client::IoThread {
     const Plan& plan = *core_->plan;
     for (const LeaseRef& lease : r->leases) {
       if (lease.unit >= plan.total_units() || plan.UnitEnd(lease.unit) <= core_->next) continue;
-      uint64_t& known = core_->lease_attempts[lease.unit];
-      known = std::max(known, lease.attempt);
+      // The coordinator's word is the truth: after it restarts without its journal attempts start again low.
+      core_->lease_attempts[lease.unit] = lease.attempt;
     }
     // Forget units wholly delivered: any copy of theirs is a duplicate by index anyway.
     while (!core_->lease_attempts.empty() && plan.UnitEnd(core_->lease_attempts.begin()->first) <= core_->next) {
@@ -455,11 +484,22 @@ class Client::IoThread {
     });
     if (!valid.ok()) return Drop(&ClientStats::dropped_bad_frame, valid.message());
     if (!error_from_worker.ok()) {
-      std::lock_guard<std::mutex> lock(core_->mu);
-      ++core_->stats.worker_errors;
+      {
+        std::lock_guard<std::mutex> lock(core_->mu);
+        ++core_->stats.worker_errors;
+      }
       STOKER_LOG(kWarning) << "a worker cannot serve job " << options_.job << ": " << error_from_worker.ToString();
+      // Workers keep saying they cannot serve the job and none has sent a batch since: tell the application
+      // rather than let it wait forever (e.g. no worker can open the manifest).
+      auto now = std::chrono::steady_clock::now();
+      if (!first_worker_error_) first_worker_error_ = now;
+      if (now - *first_worker_error_ > kWorkerErrorGrace) {
+        core_->Fail(error_from_worker.WithContext("no worker can serve this job (for " +
+                                                  std::to_string(kWorkerErrorGrace.count() / 1000) + " s)"));
+      }
       return;
     }
+    first_worker_error_.reset();
     batch->payload = std::move(*payload);
     const uint64_t g = batch->global;
     {
@@ -499,6 +539,14 @@ class Client::IoThread {
   }
 
   static constexpr std::chrono::milliseconds kCreditRefresh{1000};
+  static constexpr std::chrono::milliseconds kWorkerErrorGrace{15000};
+
+  void LoseSession(const Status& why) {
+    for (auto& [id, w] : workers_) SendCredit(w, 0);
+    workers_.clear();
+    session_lost_ = true;
+    core_->Fail(why);
+  }
 
   const ClientOptions options_;
   std::shared_ptr<ClientCore> core_;
@@ -507,8 +555,11 @@ class Client::IoThread {
   ControlChannel channel_;
   std::map<std::string, WorkerConnection> workers_;
   uint64_t membership_version_ = 0;
-  std::chrono::milliseconds heartbeat_interval_{500};
+  std::chrono::milliseconds heartbeat_interval_{250};
+  uint32_t credits_ = 1;
   bool registering_ = false;
+  bool session_lost_ = false;  // the coordinator gave the rank to another client: no more credits, no more acks
+  std::optional<SteadyTime> first_worker_error_;  // since the last accepted batch
   std::thread thread_;
 };
 
@@ -522,22 +573,32 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) 
     return InvalidArgumentError("ClientOptions.job '" + options.job + "' differs from spec.name '" +
                                 options.spec->name + "'");
   }
+  std::optional<ResumePoint> resume;
+  if (!options.resume_token.empty()) {
+    STOKER_ASSIGN_OR_RETURN(CheckpointToken token, DecodeCheckpointToken(options.resume_token));
+    if (token.job != options.job || token.rank != options.rank) {
+      return InvalidArgumentError("the checkpoint token is for job '" + token.job + "' rank " +
+                                  std::to_string(token.rank) + ", not job '" + options.job + "' rank " +
+                                  std::to_string(options.rank));
+    }
+    resume = ResumePoint{token.position, token.spec_fingerprint};
+  }
   auto core = std::make_shared<ClientCore>();
   core->client_id = options.client_id.empty() ? NewPeerId("c") : options.client_id;
   core->doorbell = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (core->doorbell < 0) return InternalError("eventfd failed");
   auto client = std::unique_ptr<Client>(new Client());
   client->core_ = core;
+  client->rank_ = options.rank;
   client->io_ = std::make_unique<IoThread>(options, core);
-  auto registered = client->io_->Register();
-  if (!registered.ok()) {
-    client->io_.reset();
-    ::close(core->doorbell);
-    return registered.status();
-  }
+  auto registered = client->io_->Register(resume);
+  if (!registered.ok()) return registered.status();
   core->spec = registered->spec;
   auto plan = Plan::Make(registered->spec, registered->samples_per_epoch);
-  if (!plan.ok()) return plan.status().WithContext("the job the coordinator described is inconsistent");
+  if (!plan.ok()) {
+    client->io_->Start(*registered);  // only to give the rank back as it closes
+    return plan.status().WithContext("the job the coordinator described is inconsistent");
+  }
   core->plan = *plan;
   core->steps = registered->steps_per_epoch;
   core->total = registered->steps_per_epoch * registered->spec.epochs;
@@ -553,7 +614,11 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) 
 
 Client::~Client() {
   io_.reset();  // joins the I/O thread, which withdraws credits and deregisters
-  if (core_) ::close(core_->doorbell);
+}
+
+std::string Client::Checkpoint() const {
+  std::lock_guard<std::mutex> lock(core_->mu);
+  return EncodeCheckpointToken({core_->spec.name, rank_, core_->next, SpecFingerprint(core_->spec)});
 }
 
 StatusOr<Delivery> Client::Next(std::chrono::milliseconds timeout) {

@@ -41,7 +41,10 @@ struct ClientOptions {
   uint32_t prefetch = 16;                // batches held at once: the window the coordinator leases within
   uint32_t credits_per_worker = 2;       // batches one worker may prepare for this rank at a time
   std::chrono::milliseconds connect_timeout{30000};  // Connect() retries an unreachable coordinator this long
-  std::string client_id;                 // default: random "c-…"
+  std::string client_id;                 // default: random "c-…". Must be unique per process: a registration
+                                         // under a live client's id continues that client's session
+  std::string resume_token;              // from Checkpoint(): start exactly after the last batch consumed then.
+                                         // Takes the rank back from the crashed process's session at once
 };
 
 namespace internal {
@@ -121,6 +124,11 @@ class Client {
   // The next batch in plan order, or end of epoch / end of job. DeadlineExceeded if nothing came within timeout.
   StatusOr<Delivery> Next(std::chrono::milliseconds timeout = std::chrono::milliseconds::max());
 
+  // A small token (text) to save with the model: Connect() with it as resume_token resumes this rank with
+  // exactly the batches after the last one Next() returned. It names the job spec and the dataset; resuming
+  // against another is refused.
+  std::string Checkpoint() const;
+
   const JobSpec& spec() const;
   uint64_t steps_per_epoch() const;
   uint64_t start_batch() const;   // global batch index this client started at
@@ -130,6 +138,7 @@ class Client {
  private:
   Client() = default;
   class IoThread;
+  uint32_t rank_ = 0;
   std::shared_ptr<internal::ClientCore> core_;
   std::unique_ptr<IoThread> io_;
 };

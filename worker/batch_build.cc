@@ -1,0 +1,88 @@
+#include "worker/batch_build.h"
+
+#include <cstring>
+
+#include "common/checkpoint.h"
+#include "stoker/schema/data.capnp.h"
+#include "worker/crop_geometry.h"
+
+namespace stoker {
+namespace {
+
+int64_t Nanos(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+}
+
+// Reads and decodes one sample into `out`; on failure zeroes `out` and says why (for quarantine).
+std::optional<QuarantineReport> ReadAndDecode(const JobContext& job, uint64_t sample_id, uint32_t epoch,
+                                              const SampleInfo& info, ThreadContext& context, uint8_t* out,
+                                              BuildCounters& counters,
+                                              std::chrono::steady_clock::time_point* read_done) {
+  ReadFailure failure;
+  bool read = job.reader->Read(sample_id, &context.encoded, &failure);
+  *read_done = std::chrono::steady_clock::now();
+  std::string where(info.key);
+  if (!read) {
+    std::memset(out, 0, job.spec.SampleBytes());
+    return QuarantineReport{sample_id, failure.reason, where + ": " + failure.detail};
+  }
+  counters.bytes_read.fetch_add(context.encoded.size(), std::memory_order_relaxed);
+  SampleOutcome outcome =
+      context.PipelineFor(job).Run(context.encoded, SampleSeed(job.spec.seed, epoch, sample_id), out);
+  if (!outcome.ok) return QuarantineReport{sample_id, outcome.reason, where + ": " + outcome.detail};
+  return std::nullopt;
+}
+
+}  // namespace
+
+StatusOr<std::shared_ptr<const JobContext>> LoadJobContext(Env& env, const JobSpec& spec,
+                                                           const std::string& manifest_root, size_t max_open_shards,
+                                                           const std::string& worker_id) {
+  auto manifest = Manifest::Open(spec.manifest_path, manifest_root);
+  if (!manifest.ok()) return manifest.status().WithContext("worker " + worker_id + " cannot open the job's manifest");
+  if ((*manifest)->fingerprint() != spec.manifest_fingerprint) {
+    return FailedPreconditionError("worker " + worker_id + ": manifest " + spec.manifest_path +
+                                   " differs from the one job '" + spec.name + "' was created with");
+  }
+  STOKER_ASSIGN_OR_RETURN(Plan plan, Plan::Make(spec, (*manifest)->num_samples()));
+  auto job = std::make_shared<JobContext>(JobContext{spec, SpecFingerprint(spec), plan, *manifest, nullptr});
+  job->reader = std::make_unique<SampleReader>(env, *manifest, max_open_shards);
+  return std::shared_ptr<const JobContext>(std::move(job));
+}
+
+ImagePipeline& ThreadContext::PipelineFor(const JobContext& job) {
+  auto& p = pipelines[std::to_string(job.spec_fingerprint)];
+  if (!p) p = std::make_unique<ImagePipeline>(job.spec.pipeline);
+  return *p;
+}
+
+void BuildSample(BatchBuild& build, uint32_t slot, ThreadContext& context, bool skip_decode,
+                 BuildCounters& counters) {
+  if (build.cancelled->load(std::memory_order_relaxed)) return;  // revoked: skip the work, not the accounting
+  auto start = std::chrono::steady_clock::now();
+  const JobContext& job = *build.job;
+  const PlannedSample& planned = build.samples[slot];
+  SampleInfo info = job.manifest->sample(planned.sample_id);
+  uint8_t* out = build.buffer.data + slot * job.spec.SampleBytes();
+  auto read_done = start;
+  std::optional<QuarantineReport> problem;
+  if (skip_decode) {
+    // Only the sample id is written: the point is to measure moving the bytes, not making them.
+    std::memcpy(out, &planned.sample_id, std::min<size_t>(sizeof(planned.sample_id), job.spec.SampleBytes()));
+  } else {
+    problem = ReadAndDecode(job, planned.sample_id, build.epoch, info, context, out, counters, &read_done);
+  }
+  bool ok = !problem.has_value();
+  if (!ok) build.quarantine[slot] = std::move(*problem);
+  build.labels[slot] = ok ? info.label : -1;
+  build.flags[slot] = static_cast<uint8_t>((planned.padding ? wire::SAMPLE_FLAG_PADDING : 0) |
+                                           (ok ? 0 : wire::SAMPLE_FLAG_QUARANTINED));
+  auto end = std::chrono::steady_clock::now();
+  counters.read_ns.fetch_add(Nanos(read_done - start), std::memory_order_relaxed);
+  counters.decode_ns.fetch_add(Nanos(end - read_done), std::memory_order_relaxed);
+  counters.busy_ns.fetch_add(Nanos(end - start), std::memory_order_relaxed);
+  counters.samples.fetch_add(1, std::memory_order_relaxed);
+  if (!ok) counters.quarantined.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace stoker

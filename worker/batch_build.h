@@ -1,0 +1,82 @@
+// The pipeline threads' side of the worker: what a job needs on this worker (JobContext), one batch being built
+// (BatchBuild), and the per-sample work that reads, decodes and augments one sample into its slot of the batch
+// buffer (BuildSample). The worker's I/O thread creates BatchBuilds from leases and sends them when their last
+// sample is done; everything here runs on the TaskPool's threads.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "common/control_messages.h"
+#include "common/env.h"
+#include "common/manifest.h"
+#include "common/plan.h"
+#include "worker/batch_buffer.h"
+#include "worker/image_pipeline.h"
+#include "worker/sample_reader.h"
+
+namespace stoker {
+
+using UnitKey = std::tuple<std::string, uint32_t, uint64_t>;  // (job, rank, global unit)
+
+// What a job needs on this worker: its spec, plan and where its samples are. Immutable once loaded and shared
+// with the pipeline threads (the reader is thread-safe).
+struct JobContext {
+  JobSpec spec;
+  uint64_t spec_fingerprint = 0;
+  Plan plan;
+  std::shared_ptr<const Manifest> manifest;
+  std::unique_ptr<SampleReader> reader;
+};
+
+// Opens the job's manifest (checking it is the one the job was created with) and makes its plan. Slow for big
+// manifests (a full pass over them): the worker runs it off its I/O thread.
+StatusOr<std::shared_ptr<const JobContext>> LoadJobContext(Env& env, const JobSpec& spec,
+                                                           const std::string& manifest_root, size_t max_open_shards,
+                                                           const std::string& worker_id);
+
+// One batch being built by the pipeline threads, one task per sample.
+struct BatchBuild {
+  std::shared_ptr<const JobContext> job;
+  std::shared_ptr<BatchBufferPool> pool;
+  UnitKey unit;
+  uint64_t attempt = 0;
+  uint32_t epoch = 0;
+  uint64_t index = 0;
+  std::vector<PlannedSample> samples;
+  std::vector<int64_t> labels;
+  std::vector<uint8_t> flags;
+  std::vector<QuarantineReport> quarantine;  // per slot; reason empty = fine (each slot written by one task)
+  BatchBufferPool::Buffer buffer;
+  bool buffer_owned = true;                  // false once ZeroMQ has it (it returns it to the pool)
+  std::shared_ptr<std::atomic<bool>> cancelled;
+  std::atomic<uint32_t> remaining{0};
+
+  ~BatchBuild() {
+    if (buffer_owned && buffer.data != nullptr) pool->Release(buffer);
+  }
+};
+
+// Per pipeline thread: its decoders and scratch, built lazily per job.
+struct ThreadContext {
+  std::map<std::string, std::unique_ptr<ImagePipeline>> pipelines;
+  std::vector<uint8_t> encoded;
+  ImagePipeline& PipelineFor(const JobContext& job);
+};
+
+// Thread-safe counters of the work done (the worker's stats and metrics read them).
+struct BuildCounters {
+  std::atomic<uint64_t> samples{0}, quarantined{0}, bytes_read{0};
+  std::atomic<int64_t> busy_ns{0}, read_ns{0}, decode_ns{0};
+};
+
+// Fills slot `slot` of `build`: reads the sample, decodes and augments it into the batch buffer, or quarantines
+// it (zero pixels, label -1, flagged, reported). With skip_decode only the sample id is written (diagnostics).
+void BuildSample(BatchBuild& build, uint32_t slot, ThreadContext& context, bool skip_decode, BuildCounters& counters);
+
+}  // namespace stoker
