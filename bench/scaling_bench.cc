@@ -14,7 +14,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "bench/local_cluster.h"
+#include "bench/consume_rate.h"
+#include "tools/local_cluster.h"
 #include "common/dataset_index.h"
 #include "common/flags.h"
 #include "common/manifest.h"
@@ -136,9 +137,12 @@ int Main(int argc, char** argv) {
   for (uint32_t n : counts) {
     // The same pipeline in n bare processes, right before stoker's n workers, on the same images.
     double standalone = StandalonePipelineRate(samples, n, seconds / 2, /*full_decode_only=*/false);
-    bench::LocalCluster cluster(dir);
+    std::string run_dir = dir + "/run-" + std::to_string(n);
+    std::string mkdir = "mkdir -p " + run_dir;
+    if (std::system(mkdir.c_str()) != 0) return 1;
+    LocalCluster cluster({run_dir, "", true, {"--log-level", "warning"}});
     Status s = cluster.StartCoordinator();
-    if (s.ok()) s = cluster.StartWorkers(n, 1);
+    for (uint32_t i = 0; i < n && s.ok(); ++i) s = cluster.StartWorker(1, {"--log-level", "warning"}).status();
     if (!s.ok()) {
       std::fprintf(stderr, "%s\n", s.ToString().c_str());
       return 1;
@@ -148,8 +152,8 @@ int Main(int argc, char** argv) {
     spec.manifest_path = manifest;
     spec.batch_size = batch;
     spec.epochs = 1000;
-    auto rate = cluster.Consume(spec, /*prefetch=*/std::max<uint32_t>(16, 3 * n), /*credits=*/2, 2.0, seconds);
-    cluster.Stop();
+    auto rate = bench::ConsumeFor(cluster.coordinator_endpoint(), spec, /*prefetch=*/std::max<uint32_t>(16, 3 * n),
+                                  /*credits=*/2, 2.0, seconds);
     if (!rate.ok()) {
       std::fprintf(stderr, "%u workers: %s\n", n, rate.status().ToString().c_str());
       return 1;

@@ -21,7 +21,8 @@
 #include "common/manifest.h"
 #include "stoker/client.h"
 #include "tools/subprocess.h"
-#include "bench/local_cluster.h"
+#include "bench/consume_rate.h"
+#include "tools/local_cluster.h"
 
 namespace stoker {
 namespace {
@@ -94,9 +95,11 @@ Rate MeasureStoker(const std::string& dir, uint32_t batch, double seconds, uint3
   for (uint32_t i = 0; i < 100000; ++i) writer.AddSample(shard, 512ull * i, 1, i % 1000, ImageFormat::kJpeg, "s");
   std::string manifest = dir + "/transport.stoker";
   if (!writer.Write(env, manifest, "transport_bench").ok()) return {};
-  bench::LocalCluster cluster(dir);
+  LocalCluster cluster({dir, "", true, {"--log-level", "warning"}});
   Status started = cluster.StartCoordinator();
-  if (started.ok()) started = cluster.StartWorkers(workers, threads, {"--bench-skip-decode"});
+  for (uint32_t i = 0; i < workers && started.ok(); ++i) {
+    started = cluster.StartWorker(threads, {"--bench-skip-decode", "--log-level", "warning"}).status();
+  }
   if (!started.ok()) {
     std::fprintf(stderr, "%s\n", started.ToString().c_str());
     return {};
@@ -106,7 +109,7 @@ Rate MeasureStoker(const std::string& dir, uint32_t batch, double seconds, uint3
   spec.manifest_path = manifest;
   spec.batch_size = batch;
   spec.epochs = 1000;
-  auto rate = cluster.Consume(spec, prefetch, credits, 1.0, seconds);
+  auto rate = bench::ConsumeFor(cluster.coordinator_endpoint(), spec, prefetch, credits, 1.0, seconds);
   if (!rate.ok()) {
     std::fprintf(stderr, "%s\n", rate.status().ToString().c_str());
     return {};

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include "common/checkpoint.h"
 #include "common/manifest.h"
+#include "coordinator/journal.h"
 #include "tests/support/temp_dir.h"
 
 namespace stoker::coordinator {
@@ -268,6 +270,112 @@ TEST_F(CoordinatorImplTest, QuarantineReportsAreKeptPerEpochWhateverTheAttempt) 
   EXPECT_EQ(impl_->UnitDone(done).code(), StatusCode::kAborted);  // stale attempt ...
   EXPECT_EQ(impl_->QuarantinedSamples("job", 0), (std::vector<uint64_t>{17}));  // ... but the report counts
   EXPECT_EQ(impl_->Stats().quarantined_samples, 1u);
+}
+
+TEST_F(CoordinatorImplTest, AParkedRequestThatCannotBeServedDoesNotBlockOthers) {
+  spec_.batches_per_unit = 2;
+  spec_.world_size = 1;
+  Register("c-a", 0, 8);
+  AddWorker("w-1");
+  AddWorker("w-2");
+  // w-1 asks for 1 batch: smaller than a unit, so it is parked; w-2 asking for 2 must still be served at once.
+  auto small = impl_->RequestLease("p1", 1, {"w-1", "job", 0, 1, 1000});
+  ASSERT_TRUE(small.ok() && !small->has_value());
+  auto big = impl_->RequestLease("p2", 2, {"w-2", "job", 0, 2, 1000});
+  ASSERT_TRUE(big.ok());
+  ASSERT_TRUE(big->has_value());
+  EXPECT_EQ((*big)->leases.size(), 1u);
+}
+
+TEST_F(CoordinatorImplTest, CheckpointResumeStartsAtItsPositionAndRefusesAnotherSpec) {
+  Register("c-a", 0, 4);
+  JobSpec stored = *impl_->GetJob("job");
+  uint64_t fingerprint = SpecFingerprint(stored);
+  // A restarted training process resumes rank 0 from batch 7 while c-a still holds it: it takes the rank over.
+  auto resumed = impl_->RegisterClient({"c-new", "job", 0, spec_, 4, ResumePoint{7, fingerprint}});
+  ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
+  EXPECT_EQ(resumed->start_batch, 7u);
+  EXPECT_EQ(impl_->ClientHeartbeat({"c-a", "job", 0, 0, 0, {}, 0}).status().code(), StatusCode::kAborted);
+  AddWorker("w-1");
+  std::vector<LeaseGrant> g = Lease("w-1", 0, 1);
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_EQ(g[0].epoch, 1u);  // 5 steps per epoch: global batch 7 is epoch 1 batch 2
+  EXPECT_EQ(g[0].first_batch, 2u);
+  EXPECT_EQ(g[0].client_id, "c-new");
+  auto wrong = impl_->RegisterClient({"c-x", "job", 1, spec_, 4, ResumePoint{3, fingerprint ^ 1}});
+  EXPECT_EQ(wrong.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(wrong.status().message().find("different job spec or dataset"), std::string::npos);
+  auto past = impl_->RegisterClient({"c-y", "job", 1, spec_, 4, ResumePoint{1000, fingerprint}});
+  EXPECT_EQ(past.status().code(), StatusCode::kInvalidArgument);
+}
+
+// Restart: everything the journal synced comes back; leases workers still hold are adopted; the rest is redone;
+// clients carry on with their sessions; attempts never repeat.
+TEST_F(CoordinatorImplTest, RestartReplaysTheJournalAdoptsHeldLeasesAndRedoesTheRest) {
+  PosixEnv env;
+  JournalReplay replay;
+  std::string path = dir_.Join("journal");
+  std::vector<LeaseGrant> held;
+  {
+    auto journal = Journal::Open(env, path, JournalOptions{}, [](const Update&) {}, &replay);
+    ASSERT_TRUE(journal.ok());
+    impl_ = std::make_unique<CoordinatorImpl>(options_, clock_, journal->get());
+    Register("c-a", 0, 8);
+    AddWorker("w-1");
+    AddWorker("w-2");
+    std::vector<LeaseGrant> other = Lease("w-2", 0, 2);  // units 0, 1: w-2 will not come back
+    held = Lease("w-1", 0, 2);                           // units 2, 3
+    ASSERT_EQ(other.size(), 2u);
+    ASSERT_EQ(held.size(), 2u);
+    ASSERT_TRUE((*journal)->Sync().ok());
+  }  // the coordinator dies here
+  std::vector<Update> updates;
+  auto journal = Journal::Open(env, path, JournalOptions{}, [&](const Update& u) { updates.push_back(u); }, &replay);
+  ASSERT_TRUE(journal.ok());
+  impl_ = std::make_unique<CoordinatorImpl>(options_, clock_, journal->get());
+  for (const Update& u : updates) impl_->Restore(u);
+  impl_->FinishRestore();
+  EXPECT_TRUE(impl_->reconciling());
+  // The known worker is accepted without registering again, and keeps its leases.
+  auto hb = impl_->WorkerHeartbeat({"w-1", {{"job", 0, held[0].unit, held[0].attempt},
+                                            {"job", 0, held[1].unit, held[1].attempt}}, false});
+  ASSERT_TRUE(hb.ok()) << hb.status().ToString();
+  EXPECT_TRUE(hb->revoked.empty());
+  EXPECT_EQ(impl_->Stats().leases_adopted, 2u);
+  // Nothing new is leased while reconciling: the request parks.
+  auto parked = impl_->RequestLease("p", 9, {"w-1", "job", 0, 4, 5000});
+  ASSERT_TRUE(parked.ok() && !parked->has_value());
+  // The client's heartbeat continues its session without registering again.
+  ASSERT_TRUE(Ack("c-a", 0, 0, 0).ok());
+  EXPECT_EQ(impl_->Stats().sessions_resumed, 1u);
+  clock_.Advance(options_.reconcile_window + Millis(1));
+  ASSERT_TRUE(impl_->WorkerHeartbeat({"w-1", {{"job", 0, held[0].unit, held[0].attempt},
+                                              {"job", 0, held[1].unit, held[1].attempt}}, false}).ok());
+  impl_->Tick();
+  EXPECT_FALSE(impl_->reconciling());
+  auto woken = impl_->TakeDeferredReplies();
+  ASSERT_EQ(woken.size(), 1u);
+  ASSERT_EQ(woken[0].response.leases.size(), 4u);  // budget 4: the two to redo first, then new ones
+  // w-2's units 0 and 1 are redone first, under attempts above anything handed out before the restart; then
+  // leasing carries on after w-1's adopted units.
+  EXPECT_EQ(woken[0].response.leases[0].unit, 0u);
+  EXPECT_EQ(woken[0].response.leases[1].unit, 1u);
+  EXPECT_GT(woken[0].response.leases[0].attempt, held[1].attempt);
+  EXPECT_EQ(woken[0].response.leases[2].unit, 4u);
+  EXPECT_EQ(impl_->Stats().releases.not_adopted, 2u);
+}
+
+TEST_F(CoordinatorImplTest, ASessionLostToTimeoutIsResumedByItsOwnClient) {
+  Register("c-a", 0, 4);
+  clock_.Advance(Millis(10001));
+  impl_->Tick();
+  EXPECT_EQ(impl_->Stats().live_clients, 0u);
+  ASSERT_TRUE(Ack("c-a", 0, 0, 0).ok());  // nobody took the rank meanwhile: the session goes on
+  EXPECT_EQ(impl_->Stats().live_clients, 1u);
+  // Registering again under the same id is a retry, not a new session.
+  RegisterClientResponse again = Register("c-a", 0, 4);
+  EXPECT_EQ(again.start_batch, 0u);
+  EXPECT_EQ(impl_->Stats().releases.session_reset, 0u);
 }
 
 }  // namespace

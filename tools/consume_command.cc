@@ -20,7 +20,8 @@ int ConsumeCommand(int argc, char** argv) {
   bool attach = false;
   std::string log_path, summary_path, stall = "60s", log_level = "warning", checkpoint_file, resume_from;
   uint32_t hold_ms = 0;
-  uint64_t max_batches = 0, checkpoint_every = 0;
+  uint64_t max_batches = 0, checkpoint_every = 0, pause_after = 0;
+  uint32_t pause_ms = 0;
   FlagSet flags("stoker consume --coordinator EP --job NAME --rank R [flags]",
                 "Receives one rank's batches like a training process would, and logs each one (epoch, index, "
                 "attempt, worker, pixel hash, sample ids and flags) for `stoker check`.");
@@ -40,6 +41,8 @@ int ConsumeCommand(int argc, char** argv) {
   flags.AddString("checkpoint-file", &checkpoint_file, "write a checkpoint token here (atomically)");
   flags.AddUint("checkpoint-every", &checkpoint_every, "... after every this many batches (0: only at the end)");
   flags.AddString("resume-from", &resume_from, "read a checkpoint token from this file and resume from it");
+  flags.AddUint("pause-after", &pause_after, "stop reading after this many batches for --pause-ms (tests)");
+  flags.AddUint32("pause-ms", &pause_ms, "how long to stop reading");
   Status parsed = flags.Parse(argc, argv, 2);
   if (!parsed.ok()) return Fail("consume", parsed);
   auto stall_ms = ParseDurationMs(stall);
@@ -98,6 +101,9 @@ int ConsumeCommand(int argc, char** argv) {
       padding += b.is_padding(i);
     }
     if (hold_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(hold_ms));  // simulated training step
+    if (pause_after > 0 && batches == pause_after) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));  // a training loop that stops reading
+    }
     if (checkpoint_every > 0 && batches % checkpoint_every == 0) {
       if (Status s = write_checkpoint(**client); !s.ok()) return Fail("consume", s);
     }

@@ -134,6 +134,11 @@ std::string ExecutableDirectory() {
 }
 
 StatusOr<std::string> WaitForFile(const std::string& path, std::chrono::milliseconds timeout, Subprocess* process) {
+  return WaitForFileContent(path, [](const std::string& content) { return !content.empty(); }, timeout, process);
+}
+
+StatusOr<std::string> WaitForFileContent(const std::string& path, const std::function<bool(const std::string&)>& ready,
+                                         std::chrono::milliseconds timeout, Subprocess* process) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
   // Endpoint files appear by rename, logs grow by appends: watch the directory for either.
@@ -147,10 +152,10 @@ StatusOr<std::string> WaitForFile(const std::string& path, std::chrono::millisec
     if (!in) return std::nullopt;
     std::stringstream content;
     content << in.rdbuf();
-    if (content.str().empty()) return std::nullopt;
+    if (!ready(content.str())) return std::nullopt;
     return content.str();
   };
-  StatusOr<std::string> result = DeadlineExceededError(path + " did not appear within " +
+  StatusOr<std::string> result = DeadlineExceededError(path + " was not ready within " +
                                                        std::to_string(timeout.count()) + " ms");
   while (true) {
     if (auto content = read_file()) {
@@ -160,7 +165,7 @@ StatusOr<std::string> WaitForFile(const std::string& path, std::chrono::millisec
     if (process != nullptr && !process->running()) {
       auto code = process->Wait(std::chrono::milliseconds(0));
       result = UnavailableError("process " + std::to_string(process->pid()) + " exited with code " +
-                                std::to_string(code.value_or(-1)) + " before writing " + path);
+                                std::to_string(code.value_or(-1)) + " before " + path + " was ready");
       break;
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -50,8 +51,12 @@ class Subprocess {
 // The directory holding the running executable (to find stoker-coordinator and stoker-worker beside `stoker`).
 std::string ExecutableDirectory();
 
-// Waits for `path` to exist and be non-empty, returning its contents; DeadlineExceeded after `timeout`.
-// If `process` is given and exits first, fails at once with its exit code.
+// Waits until the contents of `path` satisfy `ready` (checked whenever the file's directory changes), returning
+// them; DeadlineExceeded after `timeout`. If `process` is given and exits first, fails at once with its exit code.
+StatusOr<std::string> WaitForFileContent(const std::string& path, const std::function<bool(const std::string&)>& ready,
+                                         std::chrono::milliseconds timeout, Subprocess* process = nullptr);
+
+// Waits for `path` to exist and be non-empty (WaitForFileContent).
 StatusOr<std::string> WaitForFile(const std::string& path, std::chrono::milliseconds timeout,
                                   Subprocess* process = nullptr);
 

@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
   WorkerOptions options;
   std::string endpoint_file;
   std::string log_level = "info";
-  std::string drain_grace = "30s";
+  std::string drain_grace = "30s", sample_delay = "0";
   FlagSet flags("stoker-worker [flags]",
                 "Reads, decodes (libjpeg-turbo, crop region only) and augments samples into batches and streams "
                 "them to training clients over ZeroMQ, under leases from the coordinator.");
@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   flags.AddString("worker-id", &options.worker_id, "worker id (default: random w-…)");
   flags.AddString("endpoint-file", &endpoint_file, "write the advertised data endpoint here once bound");
   flags.AddString("log-level", &log_level, "debug|info|warning|error");
+  flags.AddString("inject-sample-delay", &sample_delay, "fault injection for tests: make every sample this slow");
   flags.AddBool("bench-skip-decode", &options.skip_decode,
                 "diagnostics only: send batches without reading or decoding samples (each image holds only its "
                 "sample id), to measure the transport alone");
@@ -47,6 +48,10 @@ int main(int argc, char** argv) {
   if (parsed.ok()) {
     auto ms = ParseDurationMs(drain_grace);
     if (ms.ok()) options.drain_grace = Millis(*ms); else parsed = ms.status().WithContext("--drain-grace");
+  }
+  if (parsed.ok()) {
+    auto ms = ParseDurationMs(sample_delay);
+    if (ms.ok()) options.inject_sample_delay = Millis(*ms); else parsed = ms.status().WithContext("--inject-sample-delay");
   }
   if (parsed.ok() && !SetLogLevelFromString(log_level)) parsed = InvalidArgumentError("--log-level: " + log_level);
   if (!parsed.ok()) {

@@ -219,7 +219,7 @@ class Worker::Impl {
       }
       auto* r = std::get_if<LeaseResponse>(&reply.body);
       LeaseResponse response = r ? *r : LeaseResponse{};
-      for (const LeaseGrant& grant : response.leases) StartUnit(grant, request.sent);
+      for (const LeaseGrant& grant : response.leases) StartUnit(grant);
       LeaseAnswered(request.id, response);
     } else if (std::holds_alternative<UnitDoneRequest>(body)) {
       if (!reply.status.ok() && reply.status.code() != StatusCode::kAborted) {
@@ -448,11 +448,14 @@ class Worker::Impl {
     lease_requests_.erase(rit);
   }
 
-  void StartUnit(const LeaseGrant& grant, TimePoint requested_at) {
+  void StartUnit(const LeaseGrant& grant) {
     UnitKey key{grant.job, grant.rank, grant.unit};
     UnitWork work;
     work.lease = grant;
-    work.expires = requested_at + Millis(grant.ttl_ms);
+    // The coordinator's clock for this lease started when it granted it, which may be long after we asked (the
+    // request can wait, parked, for work). Count from receipt, less a quarter for the reply's transit: never later
+    // than the coordinator's own expiry. Heartbeat renewals then count exactly, from when each heartbeat left.
+    work.expires = clock_.Now() + Millis(grant.ttl_ms) - Millis(grant.ttl_ms / 4);
     auto jit = jobs_.find(grant.job);
     if (jit != jobs_.end() && jit->second->spec_fingerprint != grant.spec_fingerprint) {
       // The coordinator knows this job under another spec (it was recreated): reload it, redo the unit elsewhere.
@@ -494,6 +497,7 @@ class Worker::Impl {
       build->remaining.store(batch_size);
       for (uint32_t slot = 0; slot < batch_size; ++slot) {
         tasks_->Push([this, build, slot](ThreadContext& context) {
+          if (options_.inject_sample_delay.count() > 0) std::this_thread::sleep_for(options_.inject_sample_delay);
           BuildSample(*build, slot, context, options_.skip_decode, counters_);
           if (build->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) Completed(build);
         });

@@ -40,6 +40,8 @@ struct WorkerOptions {
   // Diagnostics: neither read nor decode samples; each image slot only gets its sample id in its first 8 bytes.
   // Measures the transport and the control plane alone (bench/transport_bench). Never for training.
   bool skip_decode = false;
+  // Fault injection (tests, `stoker soak`): every sample takes this much longer, making a slow worker.
+  Duration inject_sample_delay = Duration(0);
 };
 
 struct WorkerStats {

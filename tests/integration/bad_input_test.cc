@@ -13,7 +13,7 @@
 #include "stoker/schema/data.capnp.h"
 #include "tests/support/checker.h"
 #include "tests/support/fixtures.h"
-#include "tests/support/process_cluster.h"
+#include "tests/support/test_cluster.h"
 #include "tests/support/temp_dir.h"
 
 namespace stoker::testing {
@@ -46,7 +46,7 @@ TEST(BadInput, DamagedSamplesAreQuarantinedByIdAndNothingElseIsLost) {
   TempDir dir;
   auto data = MakeDamagedDataset(dir.path(), 30);
   ASSERT_TRUE(data.ok()) << data.status().ToString();
-  ProcessCluster cluster(dir.path());
+  LocalCluster cluster(ClusterIn(dir));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   ASSERT_TRUE(cluster.StartWorker(2).ok());
   JobSpec spec = SpecFor("damaged", *data, 1, 6);
@@ -87,7 +87,7 @@ TEST(BadInput, ShardMissingAtRunTimeIsQuarantinedNotFatal) {
   auto data = MakeJpegDataset(dir.path(), "jpegs", 40, 20);
   ASSERT_TRUE(data.ok()) << data.status().ToString();
   std::filesystem::remove(dir.Join("jpegs/shard-000001.tar"));  // samples 20..39 are gone after indexing
-  ProcessCluster cluster(dir.path());
+  LocalCluster cluster(ClusterIn(dir));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   ASSERT_TRUE(cluster.StartWorker(2).ok());
   JobSpec spec = SpecFor("missing", *data, 2, 5);
@@ -108,7 +108,7 @@ TEST(BadInput, UnknownJobHeldRankAndMismatchedSpecAreRefusedClearly) {
   TempDir dir;
   auto data = MakeJpegDataset(dir.path(), "jpegs", 40, 40);
   ASSERT_TRUE(data.ok()) << data.status().ToString();
-  ProcessCluster cluster(dir.path());
+  LocalCluster cluster(ClusterIn(dir));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   ASSERT_TRUE(cluster.StartWorker().ok());
   std::string stoker = BinaryDirectory() + "/stoker";
@@ -170,7 +170,7 @@ TEST(BadInput, IndexRefusesMissingAndUnrecognisedPaths) {
 // Raw sockets against the real servers: malformed frames are answered or dropped, counted, and nothing breaks.
 TEST(BadInput, ServersRejectGarbageAndUnknownJobsOnTheWire) {
   TempDir dir;
-  ProcessCluster cluster(dir.path());
+  LocalCluster cluster(ClusterIn(dir));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   ASSERT_TRUE(cluster.StartWorker().ok());
   zmq::context_t context;

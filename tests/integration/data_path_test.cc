@@ -9,7 +9,7 @@
 
 #include "tests/support/checker.h"
 #include "tests/support/fixtures.h"
-#include "tests/support/process_cluster.h"
+#include "tests/support/test_cluster.h"
 #include "tests/support/temp_dir.h"
 
 namespace stoker::testing {
@@ -38,7 +38,7 @@ JobSpec Spec(const std::string& name, const TestDataset& data, uint32_t ranks, u
 }
 
 // Runs one consumer per rank to the end of the job and returns the verdict on their logs.
-RunVerdict RunJob(ProcessCluster& cluster, const JobSpec& spec, const TestDataset& data, const std::string& tag) {
+RunVerdict RunJob(LocalCluster& cluster, const JobSpec& spec, const TestDataset& data, const std::string& tag) {
   std::vector<size_t> consumers;
   for (uint32_t r = 0; r < spec.world_size; ++r) {
     auto c = cluster.StartConsumer(tag + "-" + std::to_string(r), spec, r);
@@ -62,7 +62,7 @@ TEST(DataPath, ThreeWorkersTwoClientsDeliverEveryPlannedSampleExactlyOnce) {
   TempDir dir;
   auto data = MakeJpegDataset(dir.path(), "jpegs", 150, 40);
   ASSERT_TRUE(data.ok()) << data.status().ToString();
-  ProcessCluster cluster(dir.path());
+  LocalCluster cluster(ClusterIn(dir));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(cluster.StartWorker().ok());
   // 150 samples, 2 ranks x 8: 9 steps per epoch, 144 samples delivered, 6 dropped (a different 6 each epoch).
@@ -97,7 +97,7 @@ TEST(DataPath, PaddedRemainderGivesThreeRanksTheSameNumberOfSteps) {
   TempDir dir;
   auto data = MakeJpegDataset(dir.path(), "jpegs", 100, 30);
   ASSERT_TRUE(data.ok()) << data.status().ToString();
-  ProcessCluster cluster(dir.path());
+  LocalCluster cluster(ClusterIn(dir));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   for (int i = 0; i < 2; ++i) ASSERT_TRUE(cluster.StartWorker().ok());
   // 100 samples, 3 ranks x 7 = 21 per step: 5 steps, 105 positions, the last 5 padding.
@@ -115,7 +115,7 @@ TEST(DataPath, SameSeedGivesIdenticalBatchBytesWhicheverWorkersMakeThem) {
   TempDir dir;
   auto data = MakeJpegDataset(dir.path(), "jpegs", 64, 32);
   ASSERT_TRUE(data.ok()) << data.status().ToString();
-  ProcessCluster cluster(dir.path());
+  LocalCluster cluster(ClusterIn(dir));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   ASSERT_TRUE(cluster.StartWorker(1).ok());
   JobSpec first = Spec("seed-a", *data, 2, 4, 2, Remainder::kDrop);

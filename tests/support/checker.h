@@ -27,5 +27,8 @@ struct RunVerdict {
 };
 
 StatusOr<RunVerdict> CheckLogs(const JobSpec& spec, uint64_t num_samples, const std::vector<std::string>& logs);
+// The same over batches already read (e.g. logs cut at a checkpoint).
+StatusOr<RunVerdict> CheckBatches(const JobSpec& spec, uint64_t num_samples, std::vector<LoggedBatch> batches);
+StatusOr<std::vector<LoggedBatch>> ReadLogs(const std::vector<std::string>& logs);
 
 }  // namespace stoker::testing

@@ -1,7 +1,6 @@
-#include "bench/local_cluster.h"
+#include "bench/consume_rate.h"
 
 #include <atomic>
-#include <csignal>
 #include <mutex>
 #include <thread>
 
@@ -13,38 +12,12 @@ double SecondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-LocalCluster::~LocalCluster() { Stop(); }
-
-Status LocalCluster::StartCoordinator() {
-  std::string file = dir_ + "/coordinator.endpoint";
-  std::remove(file.c_str());
-  STOKER_ASSIGN_OR_RETURN(coordinator_, Subprocess::Start({ExecutableDirectory() + "/stoker-coordinator", "--listen",
-                                                           "tcp://127.0.0.1:0", "--endpoint-file", file,
-                                                           "--log-level", "warning"},
-                                                          dir_ + "/coordinator.log"));
-  STOKER_ASSIGN_OR_RETURN(endpoint_, WaitForFile(file, std::chrono::seconds(10), &coordinator_));
-  return Status::Ok();
-}
-
-Status LocalCluster::StartWorkers(uint32_t count, uint32_t threads, const std::vector<std::string>& extra_flags) {
-  for (uint32_t i = 0; i < count; ++i) {
-    std::vector<std::string> argv = {ExecutableDirectory() + "/stoker-worker", "--coordinator", endpoint_, "--listen",
-                                     "tcp://127.0.0.1:0", "--threads", std::to_string(threads), "--log-level",
-                                     "warning"};
-    argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
-    STOKER_ASSIGN_OR_RETURN(Subprocess w,
-                            Subprocess::Start(argv, dir_ + "/worker-" + std::to_string(workers_.size()) + ".log"));
-    workers_.push_back(std::move(w));
-  }
-  return Status::Ok();
-}
-
-StatusOr<Rate> LocalCluster::Consume(const JobSpec& spec, uint32_t prefetch, uint32_t credits, double warmup,
-                                     double seconds) {
+StatusOr<Rate> ConsumeFor(const std::string& endpoint, const JobSpec& spec, uint32_t prefetch, uint32_t credits,
+                          double warmup, double seconds) {
   std::vector<std::unique_ptr<Client>> clients;
   for (uint32_t r = 0; r < spec.world_size; ++r) {
     ClientOptions options;
-    options.coordinator = endpoint_;
+    options.coordinator = endpoint;
     options.job = spec.name;
     options.spec = spec;
     options.rank = r;
@@ -99,14 +72,6 @@ StatusOr<Rate> LocalCluster::Consume(const JobSpec& spec, uint32_t prefetch, uin
   r.images_per_second = images / elapsed;
   r.wait_fraction = waited / (elapsed * spec.world_size);
   return r;
-}
-
-void LocalCluster::Stop() {
-  for (auto& w : workers_) w.Signal(SIGTERM);
-  for (auto& w : workers_) w.Wait(std::chrono::seconds(10));
-  workers_.clear();
-  coordinator_.Signal(SIGTERM);
-  coordinator_.Wait(std::chrono::seconds(5));
 }
 
 }  // namespace stoker::bench

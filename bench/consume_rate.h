@@ -1,0 +1,28 @@
+// What the end-to-end benchmarks share: consuming a job through the real client, in the benchmark's own process,
+// for a fixed time and reporting the rates. The servers run as processes (tools/local_cluster.h).
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "common/job_spec.h"
+#include "common/status.h"
+
+namespace stoker::bench {
+
+struct Rate {
+  double bytes_per_second = 0;
+  double batches_per_second = 0;
+  double images_per_second = 0;
+  double wait_fraction = 0;  // of the consumer's time, blocked in Next()
+};
+
+// Consumes `spec` (all ranks, one client each) from the coordinator at `endpoint` for warmup + seconds; rates over
+// the timed part.
+StatusOr<Rate> ConsumeFor(const std::string& endpoint, const JobSpec& spec, uint32_t prefetch, uint32_t credits,
+                          double warmup, double seconds);
+
+// Elapsed seconds since `t`.
+double SecondsSince(std::chrono::steady_clock::time_point t);
+
+}  // namespace stoker::bench

@@ -1,0 +1,131 @@
+#include "tools/local_cluster.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace stoker {
+
+std::vector<std::string> JobFlags(const JobSpec& spec) {
+  std::vector<std::string> flags = {
+      "--job", spec.name, "--manifest", spec.manifest_path, "--batch-size", std::to_string(spec.batch_size),
+      "--ranks", std::to_string(spec.world_size), "--epochs", std::to_string(spec.epochs), "--seed",
+      std::to_string(spec.seed), "--remainder", RemainderName(spec.remainder), "--batches-per-unit",
+      std::to_string(spec.batches_per_unit), "--pipeline", PipelineModeName(spec.pipeline.mode), "--image-height",
+      std::to_string(spec.pipeline.output_height), "--image-width", std::to_string(spec.pipeline.output_width),
+      spec.shuffle ? "--shuffle" : "--no-shuffle"};
+  return flags;
+}
+
+size_t CountLines(const std::string& path) {
+  std::ifstream in(path);
+  return static_cast<size_t>(std::count(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>(), '\n'));
+}
+
+Status WaitForLines(const std::string& path, size_t lines, std::chrono::milliseconds timeout, Subprocess* process) {
+  return WaitForFileContent(
+             path, [lines](const std::string& c) { return static_cast<size_t>(std::count(c.begin(), c.end(), '\n')) >= lines; },
+             timeout, process)
+      .status();
+}
+
+LocalCluster::LocalCluster(LocalClusterOptions options) : options_(std::move(options)) {
+  if (options_.bin_dir.empty()) options_.bin_dir = ExecutableDirectory();
+}
+
+std::string LocalCluster::LogPath(const std::string& process) const { return options_.dir + "/" + process + ".log"; }
+
+std::string LocalCluster::ReadLog(const std::string& process) const {
+  std::ifstream in(LogPath(process));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+Status LocalCluster::StartCoordinator(const std::vector<std::string>& extra_flags) {
+  std::string endpoint_file = options_.dir + "/coordinator.endpoint";
+  std::remove(endpoint_file.c_str());
+  std::string listen = coordinator_endpoint_.empty() ? "tcp://127.0.0.1:0" : coordinator_endpoint_;
+  std::vector<std::string> argv = {bin("stoker-coordinator"), "--listen", listen, "--endpoint-file", endpoint_file};
+  if (options_.journal) {
+    argv.push_back("--journal");
+    argv.push_back(options_.dir + "/coordinator.journal");
+  }
+  argv.insert(argv.end(), options_.coordinator_flags.begin(), options_.coordinator_flags.end());
+  argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
+  STOKER_ASSIGN_OR_RETURN(coordinator_, Subprocess::Start(argv, LogPath("coordinator")));
+  auto endpoint = WaitForFile(endpoint_file, std::chrono::seconds(20), &coordinator_);
+  if (!endpoint.ok()) return endpoint.status().WithContext(ReadLog("coordinator"));
+  coordinator_endpoint_ = *endpoint;
+  return Status::Ok();
+}
+
+Status LocalCluster::RestartCoordinator(const std::vector<std::string>& extra_flags) {
+  coordinator_.Kill();
+  return StartCoordinator(extra_flags);
+}
+
+StatusOr<size_t> LocalCluster::StartWorker(uint32_t threads, const std::vector<std::string>& extra_flags,
+                                           const std::string& coordinator) {
+  size_t index = workers_.size();
+  std::string name = "worker-" + std::to_string(index);
+  std::string endpoint_file = options_.dir + "/" + name + ".endpoint";
+  std::vector<std::string> argv = {bin("stoker-worker"), "--coordinator",
+                                   coordinator.empty() ? coordinator_endpoint_ : coordinator, "--listen",
+                                   "tcp://127.0.0.1:0", "--threads", std::to_string(threads), "--endpoint-file",
+                                   endpoint_file};
+  argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
+  STOKER_ASSIGN_OR_RETURN(Subprocess p, Subprocess::Start(argv, LogPath(name)));
+  workers_.push_back({std::move(p), ""});
+  auto endpoint = WaitForFile(endpoint_file, std::chrono::seconds(20), &workers_.back().process);
+  if (!endpoint.ok()) return endpoint.status().WithContext(ReadLog(name));
+  workers_.back().endpoint = *endpoint;
+  return index;
+}
+
+std::vector<size_t> LocalCluster::RunningWorkers() {
+  std::vector<size_t> running;
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    if (workers_[i].process.running()) running.push_back(i);
+  }
+  return running;
+}
+
+StatusOr<size_t> LocalCluster::StartConsumer(const std::string& name, const JobSpec& spec, uint32_t rank,
+                                             const std::vector<std::string>& extra_flags) {
+  std::vector<std::string> argv = {bin("stoker"), "consume", "--coordinator", coordinator_endpoint_, "--rank",
+                                   std::to_string(rank), "--log", options_.dir + "/consumer-" + name + ".log",
+                                   "--summary-json", options_.dir + "/consumer-" + name + ".json",
+                                   "--stall-timeout", "60s"};
+  std::vector<std::string> job = JobFlags(spec);
+  argv.insert(argv.end(), job.begin(), job.end());
+  argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
+  STOKER_ASSIGN_OR_RETURN(Subprocess p, Subprocess::Start(argv, LogPath("consumer-" + name + ".stderr")));
+  consumers_.push_back({name, std::move(p)});
+  return consumers_.size() - 1;
+}
+
+std::string LocalCluster::ConsumerLog(size_t i) const {
+  return options_.dir + "/consumer-" + consumers_[i].name + ".log";
+}
+std::string LocalCluster::ConsumerSummary(size_t i) const {
+  return options_.dir + "/consumer-" + consumers_[i].name + ".json";
+}
+
+StatusOr<std::vector<int>> LocalCluster::WaitForConsumers(std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::vector<int> codes;
+  for (auto& c : consumers_) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto code = c.process.Wait(std::max(left, std::chrono::milliseconds(0)));
+    if (!code) {
+      return DeadlineExceededError("consumer " + c.name + " still running after " + std::to_string(timeout.count()) +
+                                   " ms:\n" + ReadLog("consumer-" + c.name + ".stderr"));
+    }
+    codes.push_back(*code);
+  }
+  return codes;
+}
+
+}  // namespace stoker

@@ -1,0 +1,91 @@
+// LocalCluster: stoker's real binaries as separate processes on loopback — a stoker-coordinator (with a journal,
+// restartable on the same port), any number of stoker-worker processes and `stoker consume` clients — each
+// logging to a file in one directory. Used by the demo (and its --chaos), `stoker soak`, the integration and
+// fault tests, and the end-to-end benchmarks. Ports are ephemeral at first (each process publishes the endpoint
+// it bound in a file), so several clusters run side by side. Everything still running is killed (SIGKILL) when
+// the cluster is destroyed.
+//
+// Thread safety: none; one owner.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/job_spec.h"
+#include "common/status.h"
+#include "tools/subprocess.h"
+
+namespace stoker {
+
+// `stoker consume` flags for a job spec.
+std::vector<std::string> JobFlags(const JobSpec& spec);
+
+struct LocalClusterOptions {
+  std::string dir;                        // logs, endpoint files, the journal
+  std::string bin_dir;                    // where stoker, stoker-coordinator, stoker-worker are (default: beside us)
+  bool journal = true;                    // the coordinator keeps dir/coordinator.journal
+  std::vector<std::string> coordinator_flags;
+};
+
+class LocalCluster {
+ public:
+  explicit LocalCluster(LocalClusterOptions options);
+
+  // Starts the coordinator; the first time on an ephemeral port, every later time on that same port.
+  Status StartCoordinator(const std::vector<std::string>& extra_flags = {});
+  // kill -9 the coordinator (if it runs) and start it again on the same port and journal.
+  Status RestartCoordinator(const std::vector<std::string>& extra_flags = {});
+  Subprocess& coordinator() { return coordinator_; }
+  const std::string& coordinator_endpoint() const { return coordinator_endpoint_; }
+
+  // Starts a worker and waits until it has bound its data endpoint. `coordinator` overrides the endpoint it is
+  // given (e.g. a proxy in front of the coordinator). Returns its index.
+  StatusOr<size_t> StartWorker(uint32_t threads = 1, const std::vector<std::string>& extra_flags = {},
+                               const std::string& coordinator = "");
+  Subprocess& worker(size_t i) { return workers_[i].process; }
+  size_t worker_count() const { return workers_.size(); }
+  const std::string& worker_endpoint(size_t i) const { return workers_[i].endpoint; }
+  // Workers still running.
+  std::vector<size_t> RunningWorkers();
+
+  // Starts `stoker consume` for one rank, logging batches to consumer-<name>.log, a summary to
+  // consumer-<name>.json and its output to consumer-<name>.stderr.log.
+  StatusOr<size_t> StartConsumer(const std::string& name, const JobSpec& spec, uint32_t rank,
+                                 const std::vector<std::string>& extra_flags = {});
+  Subprocess& consumer(size_t i) { return consumers_[i].process; }
+  std::string ConsumerLog(size_t i) const;
+  std::string ConsumerSummary(size_t i) const;
+  std::string ConsumerOutput(size_t i) const { return ReadLog("consumer-" + consumers_[i].name + ".stderr"); }
+  // Waits for every consumer to exit; returns their exit codes. DeadlineExceeded names the one still running.
+  StatusOr<std::vector<int>> WaitForConsumers(std::chrono::milliseconds timeout);
+
+  const std::string& dir() const { return options_.dir; }
+  std::string LogPath(const std::string& process) const;
+  std::string ReadLog(const std::string& process) const;
+  std::string bin(const std::string& program) const { return options_.bin_dir + "/" + program; }
+
+ private:
+  struct Worker {
+    Subprocess process;
+    std::string endpoint;
+  };
+  struct Consumer {
+    std::string name;
+    Subprocess process;
+  };
+  LocalClusterOptions options_;
+  Subprocess coordinator_;
+  std::string coordinator_endpoint_;
+  std::vector<Worker> workers_;
+  std::vector<Consumer> consumers_;
+};
+
+// Lines in a file (0 if it does not exist).
+size_t CountLines(const std::string& path);
+// Waits until `path` has at least `lines` lines; DeadlineExceeded after `timeout`, or as soon as `process` exits.
+Status WaitForLines(const std::string& path, size_t lines, std::chrono::milliseconds timeout,
+                    Subprocess* process = nullptr);
+
+}  // namespace stoker
