@@ -44,6 +44,8 @@ void CoordinatorImpl::Restore(const Update& update) {
   state_.Apply(update);
   if (const auto* created = std::get_if<JobCreated>(&update)) {
     AddJobRuntimeLocked(created->spec, created->num_samples);
+  } else if (const auto* removed = std::get_if<JobRemoved>(&update)) {
+    jobs_.erase(removed->job);
   } else if (const auto* joined = std::get_if<WorkerJoined>(&update)) {
     workers_[joined->worker_id] = {joined->data_endpoint, joined->threads, "", clock_.Now(), false};
   } else if (const auto* left = std::get_if<WorkerLeft>(&update)) {
@@ -619,6 +621,25 @@ void CoordinatorImpl::Tick() {
     STOKER_LOG(kWarning) << "worker " << id << " lost: no heartbeat for " << ToMillis(options_.lease_ttl) << " ms";
     RemoveWorkerLocked(id, &stats_.releases.worker_lost);
   }
+  std::vector<std::string> forget;
+  for (auto& [name, job] : jobs_) {
+    bool idle = true;
+    for (const RankRuntime& r : job.ranks) idle = idle && !r.session_live;
+    if (!idle) {
+      job.idle_since.reset();
+    } else if (!job.idle_since) {
+      job.idle_since = now;
+    } else if (now - *job.idle_since >= options_.job_retention) {
+      forget.push_back(name);
+    }
+  }
+  for (const std::string& name : forget) {
+    STOKER_LOG(kInfo) << "job " << name << " has had no client for " << ToSeconds(options_.job_retention)
+                      << " s: forgotten (resuming it needs a checkpoint token)";
+    ApplyLocked(JobRemoved{name});
+    jobs_.erase(name);
+    ++stats_.jobs_removed;
+  }
   for (auto& [name, job] : jobs_) {
     for (uint32_t rank = 0; rank < job.ranks.size(); ++rank) {
       RankRuntime& r = job.ranks[rank];
@@ -664,6 +685,7 @@ CoordinatorStats CoordinatorImpl::Stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   CoordinatorStats s = stats_;
   s.workers = workers_.size();
+  s.jobs = jobs_.size();
   s.live_clients = 0;
   s.units_leased = s.units_sent = s.units_pending = 0;
   for (const auto& [name, job] : jobs_) {

@@ -46,6 +46,7 @@ struct CoordinatorOptions {
   Duration max_lease_wait = Millis(2000);     // cap on how long a lease request may be parked
   uint64_t attempt_block = 1024;              // attempt numbers reserved (durably) at a time
   Duration reconcile_window = Millis(1500);   // after a restart: time for workers to report held leases
+  Duration job_retention = Millis(3600000);   // a job no client has held for this long is forgotten
   std::string manifest_root;                  // overrides the manifests' recorded dataset root
 };
 
@@ -75,6 +76,8 @@ struct CoordinatorStats {
   uint64_t quarantined_samples = 0;  // distinct (epoch, sample) reports
   uint64_t leases_adopted = 0;       // after a restart: leases workers still held, kept
   uint64_t sessions_resumed = 0;     // a client's session continued (after a restart or a pause)
+  uint64_t jobs_removed = 0;         // jobs forgotten after their retention without clients
+  size_t jobs = 0;
   ReleaseCounts releases;
   size_t workers = 0;
   size_t live_clients = 0;
@@ -151,6 +154,7 @@ class CoordinatorImpl {
     std::vector<RankRuntime> ranks;
     std::map<uint32_t, std::map<uint64_t, QuarantineReport>> quarantined;  // epoch -> sample -> report
     uint64_t spec_fingerprint = 0;
+    std::optional<TimePoint> idle_since;  // since when no client has held any of its ranks
   };
   struct WorkerRuntime {
     std::string data_endpoint;

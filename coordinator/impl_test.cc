@@ -378,5 +378,27 @@ TEST_F(CoordinatorImplTest, ASessionLostToTimeoutIsResumedByItsOwnClient) {
   EXPECT_EQ(impl_->Stats().releases.session_reset, 0u);
 }
 
+TEST_F(CoordinatorImplTest, AJobWithoutClientsIsForgottenAfterItsRetention) {
+  options_.job_retention = Millis(60000);
+  impl_ = std::make_unique<CoordinatorImpl>(options_, clock_);
+  Register("c-a", 0, 4);
+  ASSERT_TRUE(impl_->Deregister({"c-a", "job", 0}).ok());
+  clock_.Advance(Millis(30000));
+  impl_->Tick();
+  clock_.Advance(Millis(30001));
+  impl_->Tick();
+  EXPECT_EQ(impl_->Stats().jobs, 1u);  // idle for 60 s exactly from the first tick that saw it idle
+  clock_.Advance(Millis(30000));
+  impl_->Tick();
+  EXPECT_EQ(impl_->Stats().jobs, 0u);
+  EXPECT_EQ(impl_->Stats().jobs_removed, 1u);
+  EXPECT_EQ(impl_->GetJob("job").status().code(), StatusCode::kNotFound);
+  bool gone = true;
+  for (const Update& u : impl_->Snapshot()) gone = gone && !std::holds_alternative<JobCreated>(u);
+  EXPECT_TRUE(gone);
+  // The same spec creates it again (a checkpoint token's fingerprint still matches).
+  EXPECT_EQ(Register("c-b", 0, 4).start_batch, 0u);
+}
+
 }  // namespace
 }  // namespace stoker::coordinator

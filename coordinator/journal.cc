@@ -57,6 +57,8 @@ std::string EncodeJournalRecord(const Update& update) {
           m.setThreads(u.threads);
         } else if constexpr (std::is_same_v<T, WorkerLeft>) {
           r.setWorkerLeft(u.worker_id);
+        } else if constexpr (std::is_same_v<T, JobRemoved>) {
+          r.setJobRemoved(u.job);
         }
       },
       update);
@@ -110,6 +112,9 @@ StatusOr<Update> DecodeJournalRecord(const void* data, size_t size) {
       }
       case wire::JournalRecord::WORKER_LEFT:
         out = WorkerLeft{r.getWorkerLeft().cStr()};
+        break;
+      case wire::JournalRecord::JOB_REMOVED:
+        out = JobRemoved{r.getJobRemoved().cStr()};
         break;
       default:
         return DataLossError("journal record of an unknown kind (written by a newer stoker?)");

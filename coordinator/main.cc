@@ -23,7 +23,8 @@ int main(int argc, char** argv) {
   std::string endpoint_file;
   std::string log_level = "info";
   std::string heartbeat = "250ms", lease_ttl = "1500ms", client_timeout = "10s", ack_timeout = "5s";
-  std::string reconcile = "1500ms", journal_path, crash;
+  std::string reconcile = "1500ms", journal_path, crash, retention = "1h";
+  uint64_t compact_bytes = 64ull << 20;
   FlagSet flags("stoker-coordinator [flags]",
                 "Plans each job's epochs (which samples every rank gets, in which batch) and leases the work to "
                 "workers; clients register ranks and acknowledge what they received.");
@@ -39,6 +40,8 @@ int main(int argc, char** argv) {
                   "nothing survives (a warning says so)");
   flags.AddString("reconcile-window", &reconcile, "after a restart, time for workers to report the leases they hold");
   flags.AddString("inject-crash", &crash, "fault injection for tests: synced|replied|torn[:N]");
+  flags.AddString("job-retention", &retention, "a job no client has held for this long is forgotten");
+  flags.AddUint("journal-compact-bytes", &compact_bytes, "rewrite the journal as a snapshot beyond this size");
   flags.AddString("log-level", &log_level, "debug|info|warning|error");
   Status parsed = flags.Parse(argc, argv);
   if (parsed.code() == StatusCode::kCancelled) return 0;
@@ -55,6 +58,7 @@ int main(int argc, char** argv) {
   if (parsed.ok()) duration("client-timeout", client_timeout, &options.client_timeout);
   if (parsed.ok()) duration("ack-timeout", ack_timeout, &options.ack_timeout);
   if (parsed.ok()) duration("reconcile-window", reconcile, &options.reconcile_window);
+  if (parsed.ok()) duration("job-retention", retention, &options.job_retention);
   if (parsed.ok()) {
     auto crash_point = CrashPoint::Parse(crash);
     if (crash_point.ok()) service.crash = *crash_point; else parsed = crash_point.status();
@@ -75,7 +79,9 @@ int main(int argc, char** argv) {
     STOKER_LOG(kWarning) << "no --journal: a restart of this coordinator loses every job's progress";
   } else {
     JournalReplay replay;
-    auto opened = Journal::Open(env, journal_path, JournalOptions{},
+    JournalOptions journal_options;
+    journal_options.compact_threshold_bytes = compact_bytes;
+    auto opened = Journal::Open(env, journal_path, journal_options,
                                 [&](const Update& u) { replayed.push_back(u); }, &replay);
     if (!opened.ok()) {
       STOKER_LOG(kError) << "cannot start: " << opened.status().ToString();

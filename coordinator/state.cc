@@ -41,6 +41,8 @@ void CoordinatorState::Apply(const Update& update) {
           workers_[u.worker_id] = u;
         } else if constexpr (std::is_same_v<T, WorkerLeft>) {
           workers_.erase(u.worker_id);
+        } else if constexpr (std::is_same_v<T, JobRemoved>) {
+          jobs_.erase(u.job);
         }
       },
       update);

@@ -58,7 +58,14 @@ struct WorkerLeft {
   std::string worker_id;
 };
 
-using Update = std::variant<JobCreated, RankSessionStarted, RankProgress, AttemptsReserved, WorkerJoined, WorkerLeft>;
+// A job no client has held for the retention period is forgotten (a checkpoint token can still resume it: the
+// first registration with its spec creates it again).
+struct JobRemoved {
+  std::string job;
+};
+
+using Update = std::variant<JobCreated, RankSessionStarted, RankProgress, AttemptsReserved, WorkerJoined, WorkerLeft,
+                            JobRemoved>;
 
 struct RankRecord {
   std::string client_id;     // last client to claim the rank

@@ -22,6 +22,7 @@ struct JournalRecord {
     attemptsReserved @3 :AttemptsReserved;
     workerJoined @4 :WorkerJoined;
     workerLeft @5 :Text;          # worker id
+    jobRemoved @6 :Text;          # job name: finished, its clients gone, kept no longer
   }
 }
 

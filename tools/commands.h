@@ -9,6 +9,7 @@ int GenDatasetCommand(int argc, char** argv);  // stoker gen-dataset DIR
 int ConsumeCommand(int argc, char** argv);     // stoker consume --coordinator ... --job ... --rank ...
 int CheckCommand(int argc, char** argv);       // stoker check --manifest ... LOG...
 int DemoCommand(int argc, char** argv);        // stoker demo
+int SoakCommand(int argc, char** argv);        // stoker soak --minutes N
 
 // Prints `status` as "stoker <command>: <message>" and returns the exit code for it.
 int Fail(const char* command, const class Status& status);

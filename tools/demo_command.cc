@@ -18,7 +18,9 @@
 #include "common/manifest.h"
 #include "common/dataset_index.h"
 #include "stoker/client.h"
+#include "tools/chaos.h"
 #include "tools/commands.h"
+#include "tools/local_cluster.h"
 #include "tools/progress.h"
 #include "tools/subprocess.h"
 #include "tools/synthetic_dataset.h"
@@ -37,6 +39,7 @@ struct DemoOptions {
   uint32_t prefetch = 8;
   std::string summary_json;
   std::string stall = "60s";
+  bool chaos = false;
 };
 
 // What the consumers have seen so far, shared with the progress line.
@@ -159,6 +162,9 @@ int DemoCommand(int argc, char** argv) {
   flags.AddString("summary-json", &o.summary_json, "write the summary here as JSON");
   flags.AddString("stall-timeout", &o.stall, "fail if a rank receives nothing for this long");
   flags.AddString("log-level", &log_level, "log level of this process (the servers log to files under --data)");
+  flags.AddBool("chaos", &o.chaos,
+                "inject faults at random while the demo runs: kill -9 and SIGTERM workers (replacing them), kill -9 "
+                "and restart the coordinator on its journal, SIGSTOP workers, cut workers off the network");
   AddJobSpecFlags(flags, &spec);
   Status parsed = flags.Parse(argc, argv, 2);
   if (!parsed.ok()) return Fail("demo", parsed);
@@ -182,25 +188,23 @@ int DemoCommand(int argc, char** argv) {
   // The servers, as separate processes on loopback, each logging to a file.
   std::string run_dir = JoinPath(o.data, "run");
   if (Status s = env.CreateDirectories(run_dir); !s.ok()) return Fail("demo", s);
-  std::string bin = ExecutableDirectory();
-  std::string coordinator_file = JoinPath(run_dir, "coordinator.endpoint");
-  std::remove(coordinator_file.c_str());
-  auto coordinator = Subprocess::Start({bin + "/stoker-coordinator", "--listen", "tcp://127.0.0.1:0",
-                                        "--endpoint-file", coordinator_file},
-                                       JoinPath(run_dir, "coordinator.log"));
-  if (!coordinator.ok()) return Fail("demo", coordinator.status());
-  auto endpoint = WaitForFile(coordinator_file, std::chrono::seconds(10), &*coordinator);
-  if (!endpoint.ok()) return Fail("demo", endpoint.status().WithContext("coordinator did not start (see its log)"));
-  std::vector<Subprocess> workers;
-  for (uint32_t i = 0; i < o.workers; ++i) {
-    auto w = Subprocess::Start({bin + "/stoker-worker", "--coordinator", *endpoint, "--listen", "tcp://127.0.0.1:0",
-                                "--threads", std::to_string(o.threads_per_worker)},
-                               JoinPath(run_dir, "worker-" + std::to_string(i) + ".log"));
-    if (!w.ok()) return Fail("demo", w.status());
-    workers.push_back(std::move(*w));
+  std::remove(JoinPath(run_dir, "coordinator.journal").c_str());  // each demo run starts afresh
+  LocalCluster cluster({run_dir, "", true, {}});
+  if (Status s = cluster.StartCoordinator(); !s.ok()) {
+    return Fail("demo", s.WithContext("the coordinator did not start (see its log)"));
   }
-  std::fprintf(stderr, "coordinator %s (pid %d), %u workers x %u threads; logs in %s\n", endpoint->c_str(),
-               coordinator->pid(), o.workers, o.threads_per_worker, run_dir.c_str());
+  ChaosOptions chaos_options;
+  chaos_options.worker_threads = o.threads_per_worker;
+  chaos_options.seed = spec.seed;
+  std::optional<Chaos> chaos;
+  if (o.chaos) chaos.emplace(cluster, chaos_options);
+  for (uint32_t i = 0; i < o.workers; ++i) {
+    auto w = chaos ? chaos->StartWorker() : cluster.StartWorker(o.threads_per_worker);
+    if (!w.ok()) return Fail("demo", w.status());
+  }
+  std::fprintf(stderr, "coordinator %s, %u workers x %u threads%s; logs in %s\n",
+               cluster.coordinator_endpoint().c_str(), o.workers, o.threads_per_worker,
+               o.chaos ? ", chaos on (faults injected at random)" : "", run_dir.c_str());
   std::fprintf(stderr, "job: %u ranks x batch %u, %llu steps per epoch, %u epochs, pipeline %s, seed %llu\n",
                spec.world_size, spec.batch_size, static_cast<unsigned long long>(plan->steps_per_epoch()), spec.epochs,
                PipelineModeName(spec.pipeline.mode), static_cast<unsigned long long>(spec.seed));
@@ -213,7 +217,7 @@ int DemoCommand(int argc, char** argv) {
   progress.epoch_end_time.assign(spec.epochs, 0);
   progress.epoch_samples.assign(spec.epochs, 0);
   ClientOptions client_options;
-  client_options.coordinator = *endpoint;
+  client_options.coordinator = cluster.coordinator_endpoint();
   client_options.job = spec.name;
   client_options.spec = spec;
   client_options.prefetch = o.prefetch;
@@ -262,6 +266,18 @@ int DemoCommand(int argc, char** argv) {
       ++reported_epochs;
     }
     if (finished || g_interrupted.load()) break;
+    if (chaos) {
+      auto did = chaos->Step();
+      if (!did.ok()) {
+        line.Finish();
+        std::fprintf(stderr, "chaos: %s\n", did.status().ToString().c_str());
+      } else {
+        for (const std::string& d : *did) {
+          line.Finish();
+          std::fprintf(stderr, "chaos: %s\n", d.c_str());
+        }
+      }
+    }
     uint32_t epoch = std::min<uint32_t>(spec.epochs - 1, static_cast<uint32_t>(batches / std::max<uint64_t>(1, plan->steps_per_epoch() * spec.world_size)));
     double in_epoch = static_cast<double>(batches % std::max<uint64_t>(1, plan->steps_per_epoch() * spec.world_size)) /
                       (plan->steps_per_epoch() * spec.world_size);
@@ -274,21 +290,23 @@ int DemoCommand(int argc, char** argv) {
     line.Update(text);
     // Refresh twice a second, or at once when a rank finishes an epoch or fails.
     std::unique_lock<std::mutex> wait_lock(progress.mu);
-    progress.changed.wait_for(wait_lock, std::chrono::milliseconds(500));
+    progress.changed.wait_for(wait_lock, std::chrono::milliseconds(chaos ? 100 : 500));
   }
   line.Finish();
   for (auto& t : consumers) t.join();
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   // Stop the servers the way Kubernetes would: SIGTERM, then wait.
-  for (auto& w : workers) w.Signal(SIGTERM);
+  if (chaos) chaos->Calm();
+  std::vector<size_t> running = cluster.RunningWorkers();
+  for (size_t i : running) cluster.worker(i).Signal(SIGTERM);
   bool workers_clean = true;
-  for (auto& w : workers) {
-    auto code = w.Wait(std::chrono::seconds(10));
+  for (size_t i : running) {
+    auto code = cluster.worker(i).Wait(std::chrono::seconds(10));
     workers_clean = workers_clean && code.has_value() && *code == 0;
   }
-  coordinator->Signal(SIGTERM);
-  auto coordinator_code = coordinator->Wait(std::chrono::seconds(5));
+  cluster.coordinator().Signal(SIGTERM);
+  auto coordinator_code = cluster.coordinator().Wait(std::chrono::seconds(5));
 
   // The summary.
   uint64_t planned = 0, delivered = 0, duplicates = 0, lost = 0, quarantined = 0, unexpected = 0, corrupt = 0;
@@ -359,6 +377,7 @@ int DemoCommand(int argc, char** argv) {
     }
     j.EndArray()
         .Key("workers").Value(o.workers)
+        .Key("chaos").Value(o.chaos)
         .Key("workers_exited_cleanly").Value(workers_clean)
         .Key("error").Value(failure.ok() ? "" : failure.ToString())
         .EndObject();

@@ -27,7 +27,8 @@ const char kUsage[] =
     "  gen-dataset   write ImageNet-like JPEG tar shards (quality 96, 4:4:4, ~500x375)\n"
     "  index         index an ImageFolder tree or .tar shards into a manifest\n"
     "  consume       receive one rank's batches and log them (a client for tests and operators)\n"
-    "  check         compare consumption logs with the plan: lost, duplicated, unexpected, corrupt\n";
+    "  check         compare consumption logs with the plan: lost, duplicated, unexpected, corrupt\n"
+    "  soak          run jobs for --minutes while injecting faults at random; check every epoch\n";
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -42,6 +43,7 @@ int main(int argc, char** argv) {
   if (command == "index") return stoker::IndexCommand(argc, argv);
   if (command == "consume") return stoker::ConsumeCommand(argc, argv);
   if (command == "check") return stoker::CheckCommand(argc, argv);
+  if (command == "soak") return stoker::SoakCommand(argc, argv);
   std::fprintf(stderr, "stoker: unknown command '%s'\n\n%s", command.c_str(), kUsage);
   return 2;
 }

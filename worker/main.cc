@@ -33,6 +33,8 @@ int main(int argc, char** argv) {
   flags.AddString("listen", &options.listen, "data endpoint to bind for clients; port 0 picks a free one");
   flags.AddString("advertise-host", &options.advertise_host,
                   "host to advertise when --listen is a wildcard (in Kubernetes: the pod IP)");
+  flags.AddString("advertise", &options.advertise_endpoint,
+                  "endpoint to advertise to clients instead of the one bound (something in front of this worker)");
   flags.AddUint32("threads", &options.threads, "pipeline threads (0: one per core)");
   flags.AddString("manifest-root", &options.manifest_root, "dataset root to use instead of the manifests' own");
   flags.AddString("drain-grace", &drain_grace, "on SIGTERM, time to finish held units before handing them back");

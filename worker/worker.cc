@@ -80,7 +80,8 @@ class Worker::Impl {
 
   StatusOr<std::string> Bind() {
     STOKER_ASSIGN_OR_RETURN(std::string bound, BindSocket(data_, options_.listen));
-    advertised_ = AdvertisedEndpoint(bound, options_.advertise_host);
+    advertised_ = options_.advertise_endpoint.empty() ? AdvertisedEndpoint(bound, options_.advertise_host)
+                                                      : options_.advertise_endpoint;
     STOKER_RETURN_IF_ERROR(channel_.Connect(options_.coordinator));
     return advertised_;
   }
@@ -678,8 +679,29 @@ class Worker::Impl {
                         << std::get<1>(key) << " stopped refreshing its credit";
       DropStream(key);
     }
+    ForgetIdleJobs(now);
     std::lock_guard<std::mutex> lock(stats_mu_);
     stats_.leases_held = units_.size();
+  }
+
+  // A job no client has asked this worker for in a while releases what it holds (the manifest mapping, open
+  // shards): a long-running worker serves many jobs over its life.
+  void ForgetIdleJobs(TimePoint now) {
+    std::set<std::string> active;
+    for (const auto& [key, stream] : streams_) active.insert(std::get<0>(key));
+    for (const auto& [key, unit] : units_) active.insert(std::get<0>(key));
+    for (auto it = jobs_.begin(); it != jobs_.end();) {
+      if (active.count(it->first) != 0) {
+        job_last_active_[it->first] = now;
+        ++it;
+      } else if (now - job_last_active_[it->first] > kJobIdleRelease) {
+        STOKER_LOG(kInfo) << "job " << it->first << " idle: released";
+        job_last_active_.erase(it->first);
+        it = jobs_.erase(it);
+      } else {
+        ++it;
+      }
+    }
   }
 
   void SetRegistered(bool value) {
@@ -736,7 +758,9 @@ class Worker::Impl {
   TimePoint drain_deadline_;
   Duration heartbeat_interval_ = Millis(250);
   TimePoint next_heartbeat_;
+  static constexpr Duration kJobIdleRelease = Millis(60000);
   std::map<std::string, std::shared_ptr<const JobContext>> jobs_;
+  std::map<std::string, TimePoint> job_last_active_;
   std::map<std::string, std::future<StatusOr<std::shared_ptr<const JobContext>>>> loading_;
   std::set<std::string> fetching_;  // GetJob in flight or job loading
   std::map<std::string, FailedJob> failed_jobs_;

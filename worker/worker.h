@@ -30,6 +30,7 @@ struct WorkerOptions {
   std::string coordinator = "tcp://127.0.0.1:7400";
   std::string listen = "tcp://*:7401";       // data endpoint clients connect to; port 0 picks a free one
   std::string advertise_host;                // host put in the advertised endpoint when listening on a wildcard
+  std::string advertise_endpoint;            // if set, advertised as is (e.g. a proxy or a NodePort in front)
   uint32_t threads = 0;                      // pipeline threads; 0 = one per core
   std::string manifest_root;                 // dataset root to use instead of the manifests' own
   Duration request_timeout = Millis(3000);   // a coordinator request unanswered this long is retried
