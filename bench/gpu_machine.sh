@@ -1,31 +1,36 @@
 #!/usr/bin/env bash
-# The issue's benchmarks on the GPU machine (16 cores), in one call, beside the peers' scripts. Run from the
-# repository root after scripts/bundle-gpu.sh has filled .bundle/ (carried by the device tool):
-#   bash .bundle/gpu_machine.sh            results: $OUT/*.json and $OUT/gpu_machine.log
+# The benchmarks on the GPU machine (16 cores), in one call, beside the peers' scripts. Run from the repository
+# root after scripts/bundle-gpu.sh has filled .bundle/ (carried by the device tool):
+#   bash .bundle/gpu_machine.sh                          every section
+#   SECTIONS="recovery control" bash .bundle/gpu_machine.sh   some of them
+# Sections: machine pipeline scaling transport recovery control peers. Results: $OUT/*.json, $OUT/gpu_machine.log.
 # LD_LIBRARY_PATH is set for our binaries only: PyTorch on that machine must keep its own libraries.
 set -uo pipefail
 BUNDLE=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-/tmp/stoker-out}
+SECTIONS=${SECTIONS:-machine pipeline scaling transport recovery control peers}
 mkdir -p "$OUT"
-exec > >(tee "$OUT/gpu_machine.log") 2>&1
+exec > >(tee -a "$OUT/gpu_machine.log") 2>&1
 ours() { LD_LIBRARY_PATH="$BUNDLE/lib" "$@"; }
+want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 section() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
 
-section machine
-nproc; grep -m1 "model name" /proc/cpuinfo; free -g | head -2; nvidia-smi -L
-python3 -c 'import torch, cv2; print("torch", torch.__version__, "opencv", cv2.__version__)'
+if want machine; then
+  section machine
+  nproc; grep -m1 "model name" /proc/cpuinfo; free -g | head -2; nvidia-smi -L
+  python3 -c 'import torch, cv2; print("torch", torch.__version__, "opencv", cv2.__version__)'
+  ours "$BUNDLE/bin/client_test" --gtest_filter='GpuProbe*' 2>&1 | tail -4
+  ours "$BUNDLE/bin/worker_pipeline_test" 2>&1 | tail -2
+fi
 
-section "GPU probe and pipeline unit tests"
-ours "$BUNDLE/bin/client_test" --gtest_filter='GpuProbe*' 2>&1 | tail -4
-ours "$BUNDLE/bin/worker_pipeline_test" 2>&1 | tail -2
-
-section "pipeline vs decode-only, one core (same images, same run)"
-mkdir -p /tmp/pipeline_images
-ours taskset -c 2 "$BUNDLE/bin/pipeline_bench" --images 200 --seconds 4 --dump-dir /tmp/pipeline_images \
-  --json "$OUT/pipeline.json"
-# The brief's baseline, OpenCV imdecode, measured by opencv-python on the very same files (our bundle carries no
-# imgcodecs), pinned to the same core, right after.
-taskset -c 2 python3 - "$OUT/imdecode.json" <<'PY'
+if want pipeline; then
+  section "pipeline vs decode-only, one core (same images, same run)"
+  mkdir -p /tmp/pipeline_images
+  ours taskset -c 2 "$BUNDLE/bin/pipeline_bench" --images 200 --seconds 4 --dump-dir /tmp/pipeline_images \
+    --json "$OUT/pipeline.json"
+  # The brief's baseline, OpenCV imdecode, measured by opencv-python on the very same files (our bundle carries
+  # no imgcodecs), pinned to the same core, right after.
+  taskset -c 2 python3 - "$OUT/imdecode.json" <<'PY'
 import cv2, glob, json, sys, time, numpy as np
 cv2.setNumThreads(1)
 blobs = [np.frombuffer(open(p, "rb").read(), np.uint8) for p in sorted(glob.glob("/tmp/pipeline_images/*.jpg"))]
@@ -37,18 +42,35 @@ rate = n / (time.perf_counter() - t)
 print(f"OpenCV {cv2.__version__} imdecode (python), one core: {rate:.0f} img/s")
 json.dump({"opencv_python": cv2.__version__, "imdecode_img_s": rate}, open(sys.argv[1], "w"))
 PY
+fi
 
-section "worker scaling 1..15 single-thread workers"
-ours "$BUNDLE/bin/scaling_bench" --workers 1,2,4,8,15 --images 3000 --seconds 8 --dir /tmp/scaling \
-  --json "$OUT/scaling.json"
+if want scaling; then
+  section "worker scaling 1..15 single-thread workers"
+  ours "$BUNDLE/bin/scaling_bench" --workers 1,2,4,8,12,15 --images 3000 --seconds 8 --dir /tmp/scaling \
+    --json "$OUT/scaling.json"
+fi
 
-section "worker -> client vs raw ZeroMQ, loopback"
-ours "$BUNDLE/bin/transport_bench" --batch-size 64 --seconds 6 --workers 2 --worker-threads 2 \
-  --json "$OUT/transport64.json"
-ours "$BUNDLE/bin/transport_bench" --batch-size 256 --seconds 6 --workers 2 --worker-threads 2 \
-  --json "$OUT/transport256.json"
+if want transport; then
+  section "worker -> client vs raw ZeroMQ, loopback"
+  ours "$BUNDLE/bin/transport_bench" --batch-size 64 --seconds 6 --workers 2 --worker-threads 2 \
+    --json "$OUT/transport64.json"
+  ours "$BUNDLE/bin/transport_bench" --batch-size 256 --seconds 6 --workers 2 --worker-threads 2 \
+    --json "$OUT/transport256.json"
+fi
 
-if [ -f "$BUNDLE/peers/anchor_torch.py" ] && [ "${SKIP_PEERS:-0}" != 1 ]; then
+if want recovery; then
+  section "one worker kill: recovery time and epoch-time cost (2-minute runs)"
+  ours "$BUNDLE/bin/recovery_bench" --workers 8 --batch-size 64 --seconds ${RECOVERY_SECONDS:-120} \
+    --images 2000 --dir /tmp/recovery --json "$OUT/recovery.json"
+fi
+
+if want control; then
+  section "coordinator control plane on one core, 1,000 workers + 1,000 clients, journal on"
+  ours "$BUNDLE/bin/control_plane_bench" --workers 1000 --jobs 10 --threads 6 --seconds 10 --cpu 0 \
+    --dir /tmp/control --json "$OUT/control_plane.json"
+fi
+
+if want peers && [ -f "$BUNDLE/peers/anchor_torch.py" ]; then
   section "peers: torchvision / DataLoader (shared/bench/anchor_torch.py)"
   (cd "$BUNDLE/peers" && PYTHONUNBUFFERED=1 N_IMAGES=${N_IMAGES:-2000} timeout 300 python3 anchor_torch.py 2>&1 | tail -30)
 fi

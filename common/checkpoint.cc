@@ -46,7 +46,10 @@ std::string EncodeCheckpointToken(const CheckpointToken& t) {
 StatusOr<CheckpointToken> DecodeCheckpointToken(const std::string& text) {
   std::vector<std::string> parts = Split(text, ':');
   if (parts.size() != 6 || parts[0] != kPrefix) {
-    return InvalidArgumentError("'" + text.substr(0, 80) + "' is not a stoker checkpoint token (" + kPrefix + ":...)");
+    std::string message = "'";
+    message.append(text, 0, 80);
+    message.append("' is not a stoker checkpoint token (stoker-ckpt1:...)");
+    return InvalidArgumentError(message);
   }
   std::string body = text.substr(0, text.rfind(':'));
   char check[16];

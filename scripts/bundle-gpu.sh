@@ -8,11 +8,11 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 cmake -S . -B build-bundle -DCMAKE_BUILD_TYPE=Release -DSTOKER_WITH_IMGCODECS=OFF -DSTOKER_WITH_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90 > build-bundle.configure.log
-cmake --build build-bundle -j "$(nproc)" --target stoker stoker-coordinator stoker-worker pipeline_bench \
-  transport_bench scaling_bench client_test worker_pipeline_test
+BINARIES="stoker stoker-coordinator stoker-worker pipeline_bench transport_bench scaling_bench recovery_bench
+          control_plane_bench client_test worker_pipeline_test"
+cmake --build build-bundle -j "$(nproc)" --target $BINARIES
 rm -rf .bundle && mkdir -p .bundle/bin .bundle/lib
-for b in stoker stoker-coordinator stoker-worker pipeline_bench transport_bench scaling_bench client_test \
-         worker_pipeline_test; do
+for b in $BINARIES; do
   cp "build-bundle/bin/$b" .bundle/bin/
   strip --strip-debug ".bundle/bin/$b"
 done

@@ -47,7 +47,11 @@ Status LocalCluster::StartCoordinator(const std::vector<std::string>& extra_flag
   std::string endpoint_file = options_.dir + "/coordinator.endpoint";
   std::remove(endpoint_file.c_str());
   std::string listen = coordinator_endpoint_.empty() ? "tcp://127.0.0.1:0" : coordinator_endpoint_;
-  std::vector<std::string> argv = {bin("stoker-coordinator"), "--listen", listen, "--endpoint-file", endpoint_file};
+  std::vector<std::string> argv = options_.coordinator_prefix;
+  for (const std::string& a : {bin("stoker-coordinator"), std::string("--listen"), listen,
+                               std::string("--endpoint-file"), endpoint_file}) {
+    argv.push_back(a);
+  }
   if (options_.journal) {
     argv.push_back("--journal");
     argv.push_back(options_.dir + "/coordinator.journal");

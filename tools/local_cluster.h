@@ -27,6 +27,7 @@ struct LocalClusterOptions {
   std::string bin_dir;                    // where stoker, stoker-coordinator, stoker-worker are (default: beside us)
   bool journal = true;                    // the coordinator keeps dir/coordinator.journal
   std::vector<std::string> coordinator_flags;
+  std::vector<std::string> coordinator_prefix;  // run the coordinator under this, e.g. {"taskset", "-c", "0"}
 };
 
 class LocalCluster {

@@ -50,7 +50,18 @@ Subprocess& Subprocess::operator=(Subprocess&& other) noexcept {
 StatusOr<Subprocess> Subprocess::Start(const std::vector<std::string>& argv, const std::string& log_path,
                                        const std::vector<std::string>& env) {
   if (argv.empty()) return InvalidArgumentError("Subprocess::Start without a program");
-  if (::access(argv[0].c_str(), X_OK) != 0) {
+  std::string program = argv[0];
+  if (program.find('/') == std::string::npos) {  // a bare name: look it up on PATH
+    const char* path = std::getenv("PATH");
+    std::stringstream dirs(path ? path : "/usr/bin:/bin");
+    for (std::string dir; std::getline(dirs, dir, ':');) {
+      if (::access((dir + "/" + program).c_str(), X_OK) == 0) {
+        program = dir + "/" + program;
+        break;
+      }
+    }
+  }
+  if (::access(program.c_str(), X_OK) != 0) {
     return NotFoundError("cannot execute " + argv[0] + ": " + std::strerror(errno));
   }
   posix_spawn_file_actions_t actions;
@@ -70,7 +81,7 @@ StatusOr<Subprocess> Subprocess::Start(const std::vector<std::string>& argv, con
   for (auto& e : env_storage) envp.push_back(e.data());
   envp.push_back(nullptr);
   Subprocess p;
-  int rc = ::posix_spawn(&p.pid_, argv[0].c_str(), &actions, nullptr, args.data(), envp.data());
+  int rc = ::posix_spawn(&p.pid_, program.c_str(), &actions, nullptr, args.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
     p.pid_ = -1;

@@ -241,10 +241,11 @@ class Client::IoThread {
         ssize_t n = ::read(core_->doorbell, &ignored, sizeof(ignored));
         (void)n;
       }
-      if (items[0].revents & ZMQ_POLLIN) DrainControl();
+      // Workers first: the coordinator's replies can change the worker list, destroying sockets `order` points to.
       for (size_t i = 0; i < order.size(); ++i) {
         if (items[i + 2].revents & ZMQ_POLLIN) DrainWorker(*order[i]);
       }
+      if (items[0].revents & ZMQ_POLLIN) DrainControl();
       SteadyTime now = std::chrono::steady_clock::now();
       bool dirty;
       {
