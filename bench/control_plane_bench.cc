@@ -66,6 +66,7 @@ void Drive(const std::string& endpoint, const std::vector<JobSpec>& jobs, const 
     uint32_t rank;
     uint64_t consumed = 0;
   };
+  uint64_t membership = 0;  // like a real client: the worker list is sent again only when it changed
   std::vector<Pair> sim;
   for (uint32_t i = 0; i < pairs; ++i) {
     uint32_t global = first_pair + i;
@@ -112,6 +113,7 @@ void Drive(const std::string& endpoint, const std::vector<JobSpec>& jobs, const 
         counters.errors.fetch_add(1, std::memory_order_relaxed);
         continue;
       }
+      if (const auto* hb = std::get_if<ClientHeartbeatResponse>(&reply->body)) membership = hb->membership_version;
       auto it = lease_requests.find(reply->request_id);
       if (it == lease_requests.end()) continue;  // a unit report's or an ack's reply
       Pair& p = sim[it->second];
@@ -129,7 +131,7 @@ void Drive(const std::string& endpoint, const std::vector<JobSpec>& jobs, const 
         }
         if (end > p.consumed) {
           p.consumed = end;
-          send(ClientHeartbeatRequest{p.client, p.job->name, p.rank, end, end, {}, 0});
+          send(ClientHeartbeatRequest{p.client, p.job->name, p.rank, end, end, {}, membership});
           counters.acks.fetch_add(1, std::memory_order_relaxed);
         }
       }

@@ -31,6 +31,7 @@ struct RunResult {
   double recovery_seconds = 0;   // kill -> end of the longest delivery gap after it
   double longest_gap = 0;
   double median_gap_before = 0;
+  double local_extra_seconds = 0;  // time to deliver, after the kill, what the 30 s before it delivered, less 30 s
   bool ok = false;
 };
 
@@ -80,6 +81,20 @@ RunResult Run(LocalCluster& cluster, const JobSpec& spec, uint64_t batches, uint
   if (!before.empty()) {
     std::nth_element(before.begin(), before.begin() + before.size() / 2, before.end());
     r.median_gap_before = before[before.size() / 2];
+  }
+  if (kill_after > 0) {
+    // The same-run estimate, immune to the machine changing speed between two runs: how much longer the batches
+    // after the kill took than the same number of batches just before it.
+    const double window = 30.0;
+    size_t k = kill_after - 1;
+    size_t first = k;
+    while (first > 0 && std::chrono::duration<double>(delivered[k] - delivered[first - 1]).count() < window) --first;
+    size_t n = k - first;
+    double before_span = std::chrono::duration<double>(delivered[k] - delivered[first]).count();
+    if (n > 0 && k + n < delivered.size()) {
+      double after_span = std::chrono::duration<double>(delivered[k + n] - delivered[k]).count();
+      r.local_extra_seconds = after_span - before_span;
+    }
   }
   return r;
 }
@@ -149,10 +164,16 @@ int Main(int argc, char** argv) {
   std::printf("after the kill, the longest wait for a batch was %.2f s (median gap before it: %.0f ms); batches "
               "flowed again %.2f s after the kill\n",
               faulty.longest_gap, 1000 * faulty.median_gap_before, faulty.recovery_seconds);
+  double local_cost = faulty.local_extra_seconds / clean.seconds;
+  std::printf("same-run estimate: the batches after the kill took %.2f s longer than as many just before it: "
+              "%+.1f%% of a %.0f s epoch\n",
+              faulty.local_extra_seconds, 100 * local_cost, clean.seconds);
   if (!json.empty()) {
     std::ofstream(json) << "{\"workers\": " << workers << ", \"batch_size\": " << batch << ", \"batches\": " << batches
                         << ", \"clean_seconds\": " << clean.seconds << ", \"one_kill_seconds\": " << faulty.seconds
-                        << ", \"cost_fraction\": " << cost << ", \"recovery_seconds\": " << faulty.recovery_seconds
+                        << ", \"cost_fraction\": " << cost << ", \"local_extra_seconds\": " << faulty.local_extra_seconds
+                        << ", \"local_cost_fraction\": " << faulty.local_extra_seconds / clean.seconds
+                        << ", \"recovery_seconds\": " << faulty.recovery_seconds
                         << ", \"longest_gap_seconds\": " << faulty.longest_gap << ", \"median_gap_before_seconds\": "
                         << faulty.median_gap_before << "}\n";
   }

@@ -70,7 +70,7 @@ const char* MethodName(const RequestBody& body) {
 }
 
 zmq::message_t EncodeRequest(uint64_t request_id, const RequestBody& body) {
-  capnp::MallocMessageBuilder message;
+  capnp::MallocMessageBuilder message(kControlFirstSegmentWords);
   auto r = message.initRoot<wire::Request>();
   r.setProtocolVersion(wire::PROTOCOL_VERSION);
   r.setRequestId(request_id);
@@ -240,7 +240,7 @@ StatusOr<DecodedRequest> DecodeRequest(zmq::message_t frame, uint64_t* request_i
 }
 
 zmq::message_t EncodeReply(uint64_t request_id, const Status& status, const ReplyBody& body) {
-  capnp::MallocMessageBuilder message;
+  capnp::MallocMessageBuilder message(kControlFirstSegmentWords);
   auto r = message.initRoot<wire::Reply>();
   r.setProtocolVersion(wire::PROTOCOL_VERSION);
   r.setRequestId(request_id);

@@ -6,8 +6,11 @@
 namespace stoker {
 
 zmq::message_t ToFrame(capnp::MessageBuilder& message) {
-  kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
-  return zmq::message_t(words.begin(), words.size() * sizeof(capnp::word));
+  size_t words = capnp::computeSerializedSizeInWords(message);
+  zmq::message_t frame(words * sizeof(capnp::word));
+  kj::ArrayOutputStream out(kj::arrayPtr(static_cast<kj::byte*>(frame.data()), frame.size()));
+  capnp::writeMessage(out, message);
+  return frame;
 }
 
 capnp::ReaderOptions ControlReaderOptions() {

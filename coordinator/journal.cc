@@ -23,7 +23,7 @@ void PutU64(std::string& out, uint64_t v) { out.append(reinterpret_cast<const ch
 }  // namespace
 
 std::string EncodeJournalRecord(const Update& update) {
-  capnp::MallocMessageBuilder message;
+  capnp::MallocMessageBuilder message(kControlFirstSegmentWords);
   auto r = message.initRoot<wire::JournalRecord>();
   std::visit(
       [&r](const auto& u) {

@@ -1,6 +1,7 @@
 // stoker: the command line. `stoker demo` runs the whole data path locally; `stoker index` and
 // `stoker gen-dataset` make datasets; `stoker consume` and `stoker check` are a client and a checker for tests
 // and operators.
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -33,6 +34,7 @@ const char kUsage[] =
 
 int main(int argc, char** argv) {
   stoker::SetLogComponent("stoker");
+  std::signal(SIGPIPE, SIG_IGN);  // a closed socket is an error to handle, not a reason to die
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;

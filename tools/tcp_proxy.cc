@@ -27,7 +27,7 @@ void CloseAbruptly(int fd) {
 // Writes all of `n` bytes (loopback: short writes are rare; the peer reads continuously).
 bool WriteAll(int fd, const char* data, size_t n) {
   while (n > 0) {
-    ssize_t w = ::write(fd, data, n);
+    ssize_t w = ::send(fd, data, n, MSG_NOSIGNAL);  // a peer gone must not SIGPIPE the process hosting the proxy
     if (w < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN) {

@@ -301,7 +301,7 @@ class Worker::Impl {
   // ---- data plane --------------------------------------------------------------------------------------------
 
   void SendDataError(const std::string& routing_id, const std::string& job, uint32_t rank, const Status& status) {
-    capnp::MallocMessageBuilder message;
+    capnp::MallocMessageBuilder message(kControlFirstSegmentWords);
     auto msg = message.initRoot<wire::DataMessage>();
     msg.setProtocolVersion(wire::PROTOCOL_VERSION);
     auto err = msg.initError();
@@ -602,7 +602,7 @@ class Worker::Impl {
   bool SendBatch(const std::string& routing_id, BatchBuild& build) {
     const JobContext& job = *build.job;
     const uint32_t count = job.spec.batch_size;
-    capnp::MallocMessageBuilder message;
+    capnp::MallocMessageBuilder message(kControlFirstSegmentWords);
     auto msg = message.initRoot<wire::DataMessage>();
     msg.setProtocolVersion(wire::PROTOCOL_VERSION);
     auto h = msg.initBatch();

@@ -293,7 +293,7 @@ class Client::IoThread {
   }
 
   void SendCredit(WorkerConnection& w, uint32_t credits) {
-    capnp::MallocMessageBuilder message;
+    capnp::MallocMessageBuilder message(kControlFirstSegmentWords);
     auto msg = message.initRoot<wire::DataMessage>();
     msg.setProtocolVersion(wire::PROTOCOL_VERSION);
     auto c = msg.initCredit();
