@@ -154,12 +154,7 @@ int Main(int argc, char** argv) {
   flags.AddDouble("seconds", &seconds, "timed seconds");
   flags.AddString("dir", &dir, "working directory (manifest, journal, logs)");
   flags.AddString("json", &json, "write the figures here");
-  Status parsed = flags.Parse(argc, argv);
-  if (parsed.code() == StatusCode::kCancelled) return 0;
-  if (!parsed.ok()) {
-    std::fprintf(stderr, "%s\n", parsed.ToString().c_str());
-    return 2;
-  }
+  if (auto exit_code = flags.ParseOrExitCode(argc, argv)) return *exit_code;
   std::string mkdir = "rm -rf " + dir + " && mkdir -p " + dir;
   if (std::system(mkdir.c_str()) != 0) return 1;
   // A million samples that are never read: the control plane is all that is measured.

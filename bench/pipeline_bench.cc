@@ -52,12 +52,7 @@ int Main(int argc, char** argv) {
   flags.AddBool("420", &subsample, "4:2:0 chroma instead of 4:4:4");
   flags.AddString("json", &json, "write the figures here");
   flags.AddString("dump-dir", &dump_dir, "also write the images here (for a baseline measured by another program)");
-  Status parsed = flags.Parse(argc, argv);
-  if (parsed.code() == StatusCode::kCancelled) return 0;
-  if (!parsed.ok()) {
-    std::fprintf(stderr, "%s\n", parsed.ToString().c_str());
-    return 2;
-  }
+  if (auto exit_code = flags.ParseOrExitCode(argc, argv)) return *exit_code;
   cv::setNumThreads(0);
   std::vector<std::string> images;
   double bytes = 0;

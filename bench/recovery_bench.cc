@@ -111,12 +111,7 @@ int Main(int argc, char** argv) {
   flags.AddDouble("seconds", &seconds, "length of the clean run (the 'epoch')");
   flags.AddString("dir", &dir, "working directory");
   flags.AddString("json", &json, "write the figures here");
-  Status parsed = flags.Parse(argc, argv);
-  if (parsed.code() == StatusCode::kCancelled) return 0;
-  if (!parsed.ok()) {
-    std::fprintf(stderr, "%s\n", parsed.ToString().c_str());
-    return 2;
-  }
+  if (auto exit_code = flags.ParseOrExitCode(argc, argv)) return *exit_code;
   PosixEnv env;
   std::string manifest = dir + "/recovery.stoker";
   if (auto m = Manifest::Open(manifest); !m.ok() || (*m)->num_samples() != images) {

@@ -103,12 +103,7 @@ int Main(int argc, char** argv) {
   flags.AddUint32("batch-size", &batch, "samples per batch");
   flags.AddDouble("seconds", &seconds, "timed seconds per worker count");
   flags.AddString("json", &json, "write the figures here");
-  Status parsed = flags.Parse(argc, argv);
-  if (parsed.code() == StatusCode::kCancelled) return 0;
-  if (!parsed.ok()) {
-    std::fprintf(stderr, "%s\n", parsed.ToString().c_str());
-    return 2;
-  }
+  if (auto exit_code = flags.ParseOrExitCode(argc, argv)) return *exit_code;
   PosixEnv env;
   if (manifest.empty()) {
     manifest = dir + "/scaling.stoker";

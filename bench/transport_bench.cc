@@ -133,12 +133,7 @@ int Main(int argc, char** argv) {
   flags.AddString("json", &json, "write the figures here");
   flags.AddString("raw-sender", &raw_sender, "(internal) run as the baseline's sender, pushing to this endpoint");
   flags.AddUint("bytes", &bytes, "(internal) the baseline sender's payload size");
-  Status parsed = flags.Parse(argc, argv);
-  if (parsed.code() == StatusCode::kCancelled) return 0;
-  if (!parsed.ok()) {
-    std::fprintf(stderr, "%s\n", parsed.ToString().c_str());
-    return 2;
-  }
+  if (auto exit_code = flags.ParseOrExitCode(argc, argv)) return *exit_code;
   if (!raw_sender.empty()) return RawSender(raw_sender, bytes);
 
   const size_t batch_bytes = size_t{batch} * 224 * 224 * 3;

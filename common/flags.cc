@@ -155,6 +155,14 @@ void FlagSet::AddChoice(const std::string& name, std::vector<std::string> choice
        }});
 }
 
+std::optional<int> FlagSet::ParseOrExitCode(int argc, char** argv) {
+  Status parsed = Parse(argc, argv);
+  if (parsed.ok()) return std::nullopt;
+  if (parsed.code() == StatusCode::kCancelled) return 0;
+  std::fprintf(stderr, "%s\n", parsed.ToString().c_str());
+  return 2;
+}
+
 Status FlagSet::Parse(int argc, char** argv, int first, std::vector<std::string>* positional) {
   // Environment first, so the command line overrides it.
   for (auto& f : flags_) {

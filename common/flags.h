@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,9 @@ class FlagSet {
   // Parses argv[first..argc). Positional arguments (and everything after "--") go to *positional; if
   // positional is null they are an error. Returns CancelledError after printing usage for --help.
   Status Parse(int argc, char** argv, int first = 1, std::vector<std::string>* positional = nullptr);
+  // Parse() for a program's main: returns the code main should exit with (0 after --help; 2 after a bad flag,
+  // the error on stderr), or nullopt to go on.
+  std::optional<int> ParseOrExitCode(int argc, char** argv);
 
   std::string Usage() const;
   std::string EnvName(const std::string& flag) const;
