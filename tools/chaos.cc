@@ -86,14 +86,18 @@ StatusOr<std::vector<std::string>> Chaos::Step() {
   std::vector<size_t> running = Running();
   if (running.empty()) return did;
   size_t victim = running[std::uniform_int_distribution<size_t>(0, running.size() - 1)(rng_)];
-  std::vector<std::string> kinds = {"kill_worker", "term_worker", "stop_worker"};
-  if (options_.coordinator_restarts) kinds.push_back("restart_coordinator");
-  if (options_.network_faults) {
-    kinds.push_back("partition_control");
-    kinds.push_back("partition_data");
-    kinds.push_back("reset_data");
+  if (deck_.empty()) {
+    deck_ = {"kill_worker", "term_worker", "stop_worker"};
+    if (options_.coordinator_restarts) deck_.push_back("restart_coordinator");
+    if (options_.network_faults) {
+      deck_.push_back("partition_control");
+      deck_.push_back("partition_data");
+      deck_.push_back("reset_data");
+    }
+    std::shuffle(deck_.begin(), deck_.end(), rng_);
   }
-  std::string kind = kinds[std::uniform_int_distribution<size_t>(0, kinds.size() - 1)(rng_)];
+  std::string kind = deck_.back();
+  deck_.pop_back();
   auto outlast = now + options_.lease_ttl * 2 + std::chrono::milliseconds(500);
   if (kind == "kill_worker" || kind == "term_worker") {
     cluster_.worker(victim).Signal(kind == "kill_worker" ? SIGKILL : SIGTERM);

@@ -39,7 +39,8 @@ class Chaos {
   // Starts a worker behind its own control and data proxies.
   StatusOr<size_t> StartWorker();
   // Injects the next fault if its time has come, finishes faults that have run their course. Returns what it did
-  // (empty if nothing), for the caller's log.
+  // (empty if nothing), for the caller's log. Kinds are drawn like cards from a shuffled deck, so every kind
+  // happens once in each round of as many faults as there are kinds (a short demo sees all of them).
   StatusOr<std::vector<std::string>> Step();
   // Heals everything (partitions, stopped workers): call before judging a run.
   void Calm();
@@ -66,6 +67,7 @@ class Chaos {
   std::vector<Pending> pending_;
   std::set<size_t> stopped_;
   std::chrono::steady_clock::time_point next_;
+  std::vector<std::string> deck_;  // kinds not yet drawn in this round
   std::map<std::string, uint64_t> counts_;
 };
 

@@ -196,6 +196,9 @@ int DemoCommand(int argc, char** argv) {
   ChaosOptions chaos_options;
   chaos_options.worker_threads = o.threads_per_worker;
   chaos_options.seed = spec.seed;
+  // Dense enough that a two-epoch demo on a laptop sees every kind of fault.
+  chaos_options.min_interval = std::chrono::milliseconds(600);
+  chaos_options.max_interval = std::chrono::milliseconds(1200);
   std::optional<Chaos> chaos;
   if (o.chaos) chaos.emplace(cluster, chaos_options);
   for (uint32_t i = 0; i < o.workers; ++i) {
@@ -378,6 +381,11 @@ int DemoCommand(int argc, char** argv) {
     j.EndArray()
         .Key("workers").Value(o.workers)
         .Key("chaos").Value(o.chaos)
+        .Key("faults").BeginObject();
+    if (chaos) {
+      for (const auto& [kind, n] : chaos->counts()) j.Key(kind).Value(n);
+    }
+    j.EndObject()
         .Key("workers_exited_cleanly").Value(workers_clean)
         .Key("error").Value(failure.ok() ? "" : failure.ToString())
         .EndObject();
