@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "common/control_codec.h"
+#include "common/http_client.h"
 #include "common/manifest.h"
 #include "common/wire.h"
 #include "coordinator/impl.h"
@@ -135,8 +136,7 @@ class ClientTest : public ::testing::Test {
     server_.join();
   }
 
-  std::unique_ptr<Client> Connect(uint32_t prefetch) {
-    ClientOptions options;
+  std::unique_ptr<Client> Connect(uint32_t prefetch, ClientOptions options = {}) {
     options.coordinator = endpoint_;
     options.job = spec_.name;
     options.spec = spec_;
@@ -252,6 +252,99 @@ TEST_F(ClientTest, ABatchKeptByTheApplicationHoldsItsSlot) {
   std::vector<LeaseGrant> more = worker.Lease(2, /*wait_ms=*/5000);
   ASSERT_EQ(more.size(), 2u);
   EXPECT_EQ(more[0].first_batch, 2u);
+}
+
+// A consumer that reports half of every wait as stalled (as a GPU probe would when its stream drained midway).
+class HalfProbe : public StallProbe {
+ public:
+  double StalledSeconds(std::chrono::steady_clock::time_point start,
+                        std::chrono::steady_clock::time_point end) override {
+    ++calls;
+    return std::chrono::duration<double>(end - start).count() / 2;
+  }
+  std::atomic<int> calls{0};
+};
+
+// One test owns the process's metrics endpoint (ClientProcess is per process, and gtest runs tests in one).
+TEST_F(ClientTest, ServesStarvationMetricsPerGpuAndHealth) {
+  ::setenv("STOKER_NVML_LIBRARY", STOKER_FAKE_NVML, 1);  // before the first NVML use in this process
+  auto probe = std::make_shared<HalfProbe>();
+  ClientOptions options;
+  options.metrics_listen = "127.0.0.1:0";
+  options.gpu = 1;
+  options.stall_probe = probe;
+  auto client = Connect(/*prefetch=*/2, options);
+  const std::string address = client->Stats().metrics_address;
+  ASSERT_FALSE(address.empty());
+  // Connected to the coordinator, no worker yet: not ready.
+  auto not_ready = HttpGet(address, "/readyz");
+  ASSERT_TRUE(not_ready.ok()) << not_ready.status().ToString();
+  EXPECT_EQ(not_ready->status, 503);
+
+  ScriptedWorker worker(context_, endpoint_, spec_);
+  worker.steps = client->steps_per_epoch();
+  worker.AwaitClient();
+  std::vector<LeaseGrant> leases = worker.Lease(2);
+  ASSERT_EQ(leases.size(), 2u);
+  // Batch 0 comes after a startup wait; batch 1 only after Next() has been waiting for it for a while, so both
+  // waits are real. The delay makes a wait to measure; nothing synchronises on it.
+  std::thread sender([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    worker.SendBatch(0, leases[0].attempt, 0);
+  });
+  auto first = client->Next(std::chrono::seconds(10));
+  sender.join();
+  ASSERT_TRUE(first.ok());
+  first->batch.Release();
+  sender = std::thread([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    worker.SendBatch(1, leases[1].attempt, 1);
+  });
+  auto second = client->Next(std::chrono::seconds(10));
+  sender.join();
+  ASSERT_TRUE(second.ok());
+
+  ClientStats s = client->Stats();
+  const double after_first = s.wait_seconds - s.startup_seconds;
+  EXPECT_GT(after_first, 0.0);
+  EXPECT_NEAR(s.stall_seconds, after_first / 2, 1e-9);  // the probe decides, not the wait
+  EXPECT_EQ(probe->calls.load(), 1);                     // the startup wait is not the probe's to judge
+  EXPECT_GE(s.step_seconds, after_first);
+
+  auto metrics = HttpGet(address, "/metrics");
+  ASSERT_TRUE(metrics.ok());
+  ASSERT_EQ(metrics->status, 200);
+  const std::string labels =
+      R"({pipeline="client-test",rank="0",gpu="1",gpu_uuid="GPU-0fa4e000-0000-4000-8000-000000000001"})";
+  const std::string& text = metrics->body;
+  for (const std::string& series :
+       {"stoker_client_batches_total" + labels + " 2", "stoker_client_input_stall_seconds_total" + labels,
+        "stoker_client_step_seconds_count" + labels + " 1", "stoker_client_input_wait_seconds_count" + labels + " 1",
+        "stoker_client_prefetch_capacity_batches" + labels + " 2", "stoker_client_h2d_bytes_total" + labels + " 0",
+        std::string(R"(stoker_client_dropped_batches_total{pipeline="client-test",rank="0",gpu="1",)"
+                    R"(gpu_uuid="GPU-0fa4e000-0000-4000-8000-000000000001",reason="duplicate"} 0)"),
+        std::string(R"(stoker_gpu_utilization_ratio{gpu="1",gpu_uuid="GPU-0fa4e000-0000-4000-8000-000000000001"})"
+                    R"( 0.62)"),
+        std::string(R"(stoker_build_info{component="client")"), std::string("process_cpu_seconds_total")}) {
+    EXPECT_NE(text.find(series), std::string::npos) << series << "\n" << text;
+  }
+  auto ready = HttpGet(address, "/readyz");
+  ASSERT_TRUE(ready.ok());
+  EXPECT_EQ(ready->status, 200) << ready->body;
+  auto state = HttpGet(address, "/state");
+  ASSERT_TRUE(state.ok());
+  EXPECT_NE(state->body.find("\"client_id\": \"" + client->client_id() + "\""), std::string::npos) << state->body;
+  EXPECT_NE(state->body.find(R"("gpu_uuid": "GPU-0fa4e000-0000-4000-8000-000000000001")"), std::string::npos);
+
+  second->batch.Release();
+  client.reset();  // leaves the endpoint: no client, not ready, no client series
+  auto gone = HttpGet(address, "/readyz");
+  ASSERT_TRUE(gone.ok());
+  EXPECT_EQ(gone->status, 503);
+  auto empty = HttpGet(address, "/metrics");
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(empty->body.find("stoker_client_batches_total"), std::string::npos);
+  EXPECT_EQ(empty->body.find("stoker_gpu_utilization_ratio"), std::string::npos);
 }
 
 }  // namespace

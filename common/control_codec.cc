@@ -1,10 +1,15 @@
 #include "common/control_codec.h"
 
+#include <cmath>
+
 #include "common/wire.h"
 #include "stoker/schema/control.capnp.h"
 
 namespace stoker {
 namespace {
+
+// Telemetry from a peer is advice, never trusted: a NaN, infinity or negative figure counts as nothing.
+double FiniteOrZero(double v) { return std::isfinite(v) && v > 0 ? v : 0; }
 
 template <typename ListBuilder, typename T, typename Fn>
 void FillList(ListBuilder list, const std::vector<T>& values, Fn fill) {
@@ -62,11 +67,18 @@ std::string SenderOf(const RequestBody& body) {
 
 }  // namespace
 
-const char* MethodName(const RequestBody& body) {
-  static constexpr const char* kNames[] = {"register_worker", "worker_heartbeat", "lease_request",
-                                           "unit_done",       "register_client",  "client_heartbeat",
-                                           "get_job",         "deregister"};
-  return kNames[body.index()];
+namespace {
+constexpr const char* kMethodNames[] = {"register_worker", "worker_heartbeat", "lease_request",
+                                        "unit_done",       "register_client",  "client_heartbeat",
+                                        "get_job",         "deregister"};
+static_assert(std::size(kMethodNames) == std::variant_size_v<RequestBody>);
+}  // namespace
+
+const char* MethodName(const RequestBody& body) { return kMethodNames[body.index()]; }
+
+const std::vector<std::string>& MethodNames() {
+  static const std::vector<std::string> names(std::begin(kMethodNames), std::end(kMethodNames));
+  return names;
 }
 
 zmq::message_t EncodeRequest(uint64_t request_id, const RequestBody& body) {
@@ -88,6 +100,8 @@ zmq::message_t EncodeRequest(uint64_t request_id, const RequestBody& body) {
           FillList(m.initLeases(static_cast<unsigned>(b.leases.size())), b.leases,
                    [](auto out, const LeaseRef& in) { Put(out, in); });
           m.setDraining(b.draining);
+          m.setBusySeconds(b.busy_seconds);
+          m.setSamplesMade(b.samples_made);
         } else if constexpr (std::is_same_v<T, LeaseRequest>) {
           auto m = r.initLeaseRequest();
           m.setJob(b.job);
@@ -129,6 +143,9 @@ zmq::message_t EncodeRequest(uint64_t request_id, const RequestBody& body) {
           auto above = m.initReceivedAbove(static_cast<unsigned>(b.received_above.size()));
           for (size_t i = 0; i < b.received_above.size(); ++i) above.set(static_cast<unsigned>(i), b.received_above[i]);
           m.setMembershipVersion(b.membership_version);
+          m.setStepSeconds(b.step_seconds);
+          m.setStallSeconds(b.stall_seconds);
+          m.setSamplesDelivered(b.samples_delivered);
         } else if constexpr (std::is_same_v<T, GetJobRequest>) {
           r.initGetJob().setJob(b.job);
         } else if constexpr (std::is_same_v<T, DeregisterRequest>) {
@@ -164,7 +181,8 @@ StatusOr<DecodedRequest> DecodeRequest(zmq::message_t frame, uint64_t* request_i
       }
       case wire::Request::WORKER_HEARTBEAT: {
         auto m = r.getWorkerHeartbeat();
-        out.body = WorkerHeartbeatRequest{sender, GetLeaseRefs(m.getLeases()), m.getDraining()};
+        out.body = WorkerHeartbeatRequest{sender, GetLeaseRefs(m.getLeases()), m.getDraining(),
+                                          FiniteOrZero(m.getBusySeconds()), m.getSamplesMade()};
         break;
       }
       case wire::Request::LEASE_REQUEST: {
@@ -219,6 +237,9 @@ StatusOr<DecodedRequest> DecodeRequest(zmq::message_t frame, uint64_t* request_i
         h.received_watermark = m.getReceivedWatermark();
         for (uint64_t g : m.getReceivedAbove()) h.received_above.push_back(g);
         h.membership_version = m.getMembershipVersion();
+        h.step_seconds = FiniteOrZero(m.getStepSeconds());
+        h.stall_seconds = FiniteOrZero(m.getStallSeconds());
+        h.samples_delivered = m.getSamplesDelivered();
         out.body = std::move(h);
         break;
       }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 #include <zmq.hpp>
 
 #include "common/control_messages.h"
@@ -35,5 +36,7 @@ StatusOr<DecodedReply> DecodeReply(zmq::message_t frame);
 
 // "register_worker", "lease_request", ... (metrics labels).
 const char* MethodName(const RequestBody& body);
+// Every name MethodName() can return, in variant order (for pre-created metric series).
+const std::vector<std::string>& MethodNames();
 
 }  // namespace stoker

@@ -65,6 +65,8 @@ struct WorkerHeartbeatRequest {
   std::string worker_id;
   std::vector<LeaseRef> leases;
   bool draining = false;
+  double busy_seconds = 0;   // telemetry, cumulative
+  uint64_t samples_made = 0;
 };
 struct WorkerHeartbeatResponse {
   std::vector<LeaseRef> revoked;
@@ -124,6 +126,9 @@ struct ClientHeartbeatRequest {
   uint64_t received_watermark = 0;
   std::vector<uint64_t> received_above;
   uint64_t membership_version = 0;
+  double step_seconds = 0;   // telemetry, cumulative
+  double stall_seconds = 0;
+  uint64_t samples_delivered = 0;
 };
 struct ClientHeartbeatResponse {
   uint64_t membership_version = 0;

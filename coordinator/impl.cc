@@ -1,9 +1,11 @@
 #include "coordinator/impl.h"
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "common/checkpoint.h"
+#include "common/json_writer.h"
 #include "common/logging.h"
 #include "common/manifest.h"
 #include "coordinator/journal.h"
@@ -159,6 +161,7 @@ StatusOr<WorkerHeartbeatResponse> CoordinatorImpl::WorkerHeartbeat(const WorkerH
     STOKER_LOG(kInfo) << "worker " << request.worker_id << " is draining";
   }
   wit->second.draining = request.draining;
+  capacity_.Worker(request.worker_id, wit->second.threads, request.busy_seconds, request.samples_made, now);
   WorkerHeartbeatResponse response;
   for (const LeaseRef& ref : request.leases) {
     JobRuntime* job = FindJobLocked(ref.job);
@@ -200,6 +203,7 @@ void CoordinatorImpl::ReleaseLocked(RankRuntime& r, uint64_t unit, uint64_t* cou
 void CoordinatorImpl::RemoveWorkerLocked(const std::string& worker_id, uint64_t* counter) {
   // Forget the worker first, so the parked requests served below can never be its own.
   workers_.erase(worker_id);
+  capacity_.ForgetWorker(worker_id);
   ++membership_version_;
   ApplyLocked(WorkerLeft{worker_id});
   for (auto& [name, job] : jobs_) {
@@ -552,6 +556,8 @@ StatusOr<ClientHeartbeatResponse> CoordinatorImpl::ClientHeartbeat(const ClientH
     return InvalidArgumentError("inconsistent ack from " + request.client_id);
   }
   r.last_heard = clock_.Now();
+  capacity_.Client(request.job, request.rank, request.client_id, request.step_seconds, request.stall_seconds,
+                   request.samples_delivered, r.last_heard);
   bool consumed_advanced = request.consumed > r.consumed;
   bool received_advanced = request.received_watermark > r.received_watermark;
   r.consumed = std::max(r.consumed, request.consumed);
@@ -613,6 +619,10 @@ void CoordinatorImpl::Tick() {
   std::lock_guard<std::mutex> lock(mu_);
   TimePoint now = clock_.Now();
   if (reconciling_ && now >= reconcile_until_) EndReconcileLocked();
+  if (now >= next_capacity_prune_) {
+    capacity_.Prune(now);
+    next_capacity_prune_ = now + Millis(5000);
+  }
   std::vector<std::string> lost_workers;
   for (const auto& [id, w] : workers_) {
     if (now - w.last_heard > options_.lease_ttl) lost_workers.push_back(id);
@@ -688,14 +698,105 @@ CoordinatorStats CoordinatorImpl::Stats() const {
   s.jobs = jobs_.size();
   s.live_clients = 0;
   s.units_leased = s.units_sent = s.units_pending = 0;
+  for (const auto& [id, w] : workers_) s.workers_draining += w.draining;
   for (const auto& [name, job] : jobs_) {
+    JobStats js;
+    js.name = name;
+    js.ranks = static_cast<uint32_t>(job.ranks.size());
+    const Plan& plan = job.plan;
+    uint64_t slowest = plan.total_batches();
     for (const RankRuntime& r : job.ranks) {
       s.live_clients += r.session_live;
+      js.ranks_held += r.session_live;
       s.units_pending += r.pending.size();
-      for (const auto& [unit, lease] : r.active) (lease.sent ? s.units_sent : s.units_leased)++;
+      for (const auto& [unit, lease] : r.active) {
+        (lease.sent ? s.units_sent : s.units_leased)++;
+        (lease.sent ? js.units_sent : js.units_leased)++;
+      }
+      uint64_t committed = r.received_watermark >= plan.total_batches() ? plan.total_units()
+                                                                          : plan.UnitOf(r.received_watermark);
+      js.units_committed += committed;
+      slowest = std::min(slowest, r.consumed);
+    }
+    uint64_t all = plan.total_units() * job.ranks.size();
+    js.units_pending = all - std::min(all, js.units_committed + js.units_leased + js.units_sent);
+    if (plan.steps_per_epoch() > 0 && plan.epochs() > 0) {
+      js.epoch = std::min(plan.EpochOf(slowest), plan.epochs() - 1);
+      double done = static_cast<double>(slowest) - static_cast<double>(js.epoch) * plan.steps_per_epoch();
+      js.epoch_progress = std::clamp(done / static_cast<double>(plan.steps_per_epoch()), 0.0, 1.0);
+    }
+    s.job_stats.push_back(std::move(js));
+  }
+  s.advice = capacity_.Advise(workers_.size() - s.workers_draining, clock_.Now());
+  s.reconciling = reconciling_;
+  return s;
+}
+
+std::string CoordinatorImpl::StateJson() const {
+  CoordinatorStats stats = Stats();
+  std::lock_guard<std::mutex> lock(mu_);
+  const TimePoint now = clock_.Now();
+  JsonWriter j;
+  j.BeginObject()
+      .Key("component").Value("coordinator")
+      .Key("reconciling").Value(reconciling_)
+      .Key("membership_version").Value(membership_version_)
+      .Key("advice").BeginObject()
+      .Key("recommended_workers").Value(stats.advice.recommended)
+      .Key("demand_samples_per_second").Value(stats.advice.demand < 0 ? NAN : stats.advice.demand)
+      .Key("worker_capacity_samples_per_second").Value(stats.advice.per_worker < 0 ? NAN : stats.advice.per_worker)
+      .EndObject()
+      .Key("workers").BeginArray();
+  std::map<std::string, size_t> leases_by_worker;
+  for (const auto& [name, job] : jobs_) {
+    for (const RankRuntime& r : job.ranks) {
+      for (const auto& [unit, lease] : r.active) ++leases_by_worker[lease.worker_id];
     }
   }
-  return s;
+  for (const auto& [id, w] : workers_) {
+    j.BeginObject()
+        .Key("id").Value(id)
+        .Key("endpoint").Value(w.data_endpoint)
+        .Key("threads").Value(w.threads)
+        .Key("version").Value(w.version)
+        .Key("draining").Value(w.draining)
+        .Key("last_heard_ms_ago").Value(static_cast<int64_t>(ToMillis(now - w.last_heard)))
+        .Key("leases").Value(static_cast<uint64_t>(leases_by_worker[id]))
+        .EndObject();
+  }
+  j.EndArray().Key("jobs").BeginArray();
+  for (const JobStats& js : stats.job_stats) {
+    const JobRuntime& job = jobs_.at(js.name);
+    j.BeginObject()
+        .Key("name").Value(js.name)
+        .Key("epochs").Value(job.plan.epochs())
+        .Key("steps_per_epoch").Value(job.plan.steps_per_epoch())
+        .Key("batches_per_unit").Value(job.plan.batches_per_unit())
+        .Key("epoch").Value(js.epoch)
+        .Key("epoch_progress").Value(js.epoch_progress)
+        .Key("units").BeginObject()
+        .Key("pending").Value(js.units_pending)
+        .Key("leased").Value(js.units_leased)
+        .Key("sent").Value(js.units_sent)
+        .Key("committed").Value(js.units_committed)
+        .EndObject()
+        .Key("ranks").BeginArray();
+    for (const RankRuntime& r : job.ranks) {
+      j.BeginObject()
+          .Key("client").Value(r.client_id)
+          .Key("live").Value(r.session_live)
+          .Key("consumed").Value(r.consumed)
+          .Key("received_watermark").Value(r.received_watermark)
+          .Key("window").Value(r.window)
+          .Key("active_leases").Value(static_cast<uint64_t>(r.active.size()))
+          .Key("pending_units").Value(static_cast<uint64_t>(r.pending.size()))
+          .Key("parked_requests").Value(static_cast<uint64_t>(r.parked.size()))
+          .EndObject();
+    }
+    j.EndArray().EndObject();
+  }
+  j.EndArray().EndObject();
+  return j.str();
 }
 
 std::vector<uint64_t> CoordinatorImpl::QuarantinedSamples(const std::string& job_name, uint32_t epoch) const {

@@ -34,6 +34,7 @@
 #include "common/plan.h"
 #include "common/status.h"
 #include "common/control_messages.h"
+#include "coordinator/capacity.h"
 #include "coordinator/state.h"
 
 namespace stoker::coordinator {
@@ -69,6 +70,19 @@ struct ReleaseCounts {
   uint64_t not_adopted = 0;  // after a restart: units leased before it that no worker reported
 };
 
+// One job's units by state (all epochs, all ranks) and where its slowest rank is.
+struct JobStats {
+  std::string name;
+  uint64_t units_pending = 0;    // not leased yet, or handed back
+  uint64_t units_leased = 0;     // a worker is making them
+  uint64_t units_sent = 0;       // sent, waiting for the client's ack
+  uint64_t units_committed = 0;  // every batch acknowledged
+  uint32_t epoch = 0;            // of the slowest rank's consumed position (0-based)
+  double epoch_progress = 0;     // fraction of that epoch the slowest rank has consumed
+  uint32_t ranks = 0;
+  uint32_t ranks_held = 0;       // with a live client session
+};
+
 struct CoordinatorStats {
   uint64_t leases_granted = 0;
   uint64_t units_committed = 0;
@@ -84,6 +98,10 @@ struct CoordinatorStats {
   size_t units_leased = 0;
   size_t units_sent = 0;
   size_t units_pending = 0;
+  size_t workers_draining = 0;
+  std::vector<JobStats> job_stats;
+  CapacityAdvice advice;
+  bool reconciling = false;
 };
 
 class Journal;
@@ -117,6 +135,9 @@ class CoordinatorImpl {
   std::vector<DeferredLeaseReply> TakeDeferredReplies();
 
   CoordinatorStats Stats() const;
+  // Everything a person debugging wants to see, as JSON (the admin port's /state): jobs and their ranks,
+  // workers, leases in flight, the advice.
+  std::string StateJson() const;
   // Quarantined sample ids reported for (job, epoch), sorted.
   std::vector<uint64_t> QuarantinedSamples(const std::string& job, uint32_t epoch) const;
 
@@ -191,6 +212,8 @@ class CoordinatorImpl {
   TimePoint reconcile_until_;                             // guarded by mu_
   std::vector<DeferredLeaseReply> deferred_;              // guarded by mu_
   CoordinatorStats stats_;                                // guarded by mu_ (counters only)
+  CapacityEstimator capacity_;                            // guarded by mu_
+  TimePoint next_capacity_prune_;                         // guarded by mu_
 };
 
 }  // namespace stoker::coordinator

@@ -2,11 +2,13 @@
 #include <csignal>
 #include <cstdio>
 
+#include "common/admin_server.h"
 #include "common/flags.h"
 #include "common/logging.h"
 #include "common/env.h"
 #include "coordinator/impl.h"
 #include "coordinator/journal.h"
+#include "coordinator/metrics.h"
 #include "coordinator/service.h"
 
 namespace {
@@ -25,6 +27,8 @@ int main(int argc, char** argv) {
   std::string heartbeat = "250ms", lease_ttl = "1500ms", client_timeout = "10s", ack_timeout = "5s";
   std::string reconcile = "1500ms", journal_path, crash, retention = "1h";
   uint64_t compact_bytes = 64ull << 20;
+  std::string metrics_listen = ":9400", metrics_address_file;
+  uint32_t max_workers = 0;
   FlagSet flags("stoker-coordinator [flags]",
                 "Plans each job's epochs (which samples every rank gets, in which batch) and leases the work to "
                 "workers; clients register ranks and acknowledge what they received.");
@@ -42,6 +46,12 @@ int main(int argc, char** argv) {
   flags.AddString("inject-crash", &crash, "fault injection for tests: synced|replied|torn[:N]");
   flags.AddString("job-retention", &retention, "a job no client has held for this long is forgotten");
   flags.AddUint("journal-compact-bytes", &compact_bytes, "rewrite the journal as a snapshot beyond this size");
+  flags.AddString("metrics-listen", &metrics_listen,
+                  "HTTP address for /metrics, /healthz, /readyz and /state (host:port; port 0 picks one; empty: "
+                  "none)");
+  flags.AddString("metrics-address-file", &metrics_address_file, "write the bound metrics address here");
+  flags.AddUint32("max-workers", &max_workers,
+                  "the autoscaler's ceiling on workers, exported for the 'workers saturated' alert (0: unknown)");
   flags.AddString("log-level", &log_level, "debug|info|warning|error");
   Status parsed = flags.Parse(argc, argv);
   if (parsed.code() == StatusCode::kCancelled) return 0;
@@ -73,6 +83,35 @@ int main(int argc, char** argv) {
   std::signal(SIGINT, OnSignal);
   RealClock clock;
   PosixEnv env;
+  // The admin port comes up first, so probes answer (not ready) while a long journal replays.
+  MetricsHub hub("coordinator");
+  std::atomic<bool> ready{false};
+  std::atomic<const CoordinatorImpl*> serving{nullptr};
+  std::atomic<const LoopWatch*> watch{nullptr};
+  std::unique_ptr<AdminServer> admin;
+  if (!metrics_listen.empty()) {
+    AdminHandlers handlers;
+    handlers.live = [&] { return watch.load() ? watch.load()->Check(Millis(10000)) : Status::Ok(); };
+    handlers.ready = [&] { return ready.load() ? Status::Ok() : UnavailableError("replaying the journal"); };
+    handlers.state = [&] {
+      const CoordinatorImpl* impl = serving.load();
+      return impl ? impl->StateJson() : std::string("{\"component\": \"coordinator\", \"starting\": true}");
+    };
+    auto started = AdminServer::Start(metrics_listen, hub, std::move(handlers));
+    if (!started.ok()) {
+      STOKER_LOG(kError) << "--metrics-listen: " << started.status().ToString();
+      return 1;
+    }
+    admin = std::move(*started);
+    STOKER_LOG(kInfo) << "metrics on http://" << admin->address() << "/metrics";
+    if (!metrics_address_file.empty()) {
+      Status written = env.WriteFileAtomically(metrics_address_file, admin->address().data(), admin->address().size());
+      if (!written.ok()) {
+        STOKER_LOG(kError) << written.ToString();
+        return 1;
+      }
+    }
+  }
   std::unique_ptr<Journal> journal;
   std::vector<Update> replayed;
   if (journal_path.empty()) {
@@ -109,7 +148,13 @@ int main(int argc, char** argv) {
     }
   }
   STOKER_LOG(kInfo) << "listening on " << *bound;
+  uint64_t collector = hub.Add(CoordinatorCollector(impl, server, journal.get(), max_workers));
+  serving.store(&impl);
+  watch.store(&server.watch());
+  ready.store(true);
   Status run = server.Run(g_stop);
+  admin.reset();  // joins the HTTP thread: no handler can be reading the Impl or the Service past this line
+  hub.Remove(collector);
   if (!run.ok()) {
     STOKER_LOG(kError) << run.ToString();
     return 1;

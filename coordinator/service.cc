@@ -8,6 +8,7 @@
 
 #include "common/control_codec.h"
 #include "common/logging.h"
+#include "common/metrics.h"
 #include "common/wire.h"
 
 namespace stoker::coordinator {
@@ -33,6 +34,10 @@ CoordinatorService::CoordinatorService(CoordinatorImpl& impl, Journal* journal, 
   socket_options.send_hwm = 100000;         // one reply per request: the queue is bounded by the peers' requests
   socket_options.receive_hwm = 100000;
   ConfigureSocket(socket_, socket_options);
+  for (size_t i = 0; i < MethodNames().size(); ++i) {
+    histograms_.request_seconds.push_back(std::make_unique<prometheus::Histogram>(LatencyBuckets()));
+  }
+  histograms_.journal_sync_seconds = std::make_unique<prometheus::Histogram>(LatencyBuckets());
 }
 
 StatusOr<std::string> CoordinatorService::Bind() { return BindSocket(socket_, options_.listen); }
@@ -56,8 +61,8 @@ void CoordinatorService::MaybeCrash(const char* point) {
 }
 
 void CoordinatorService::Queue(const std::string& peer, const std::string& sender, uint64_t request_id,
-                               zmq::message_t reply) {
-  outbox_.push_back({peer, sender, request_id, reply.to_string()});
+                               zmq::message_t reply, prometheus::Histogram* latency, TimePoint received) {
+  outbox_.push_back({peer, sender, request_id, reply.to_string(), latency, received});
 }
 
 void CoordinatorService::Remember(const std::string& sender, uint64_t request_id, const zmq::message_t& reply) {
@@ -84,8 +89,10 @@ Status CoordinatorService::Flush() {
       STOKER_LOG(kWarning) << "injected crash in the middle of a journal write (" << s.ToString() << ")";
       ::kill(::getpid(), SIGKILL);
     }
+    TimePoint sync_start = std::chrono::steady_clock::now();
     Status synced = journal_->Sync([this] { return impl_.Snapshot(); });
     if (!synced.ok()) return synced.WithContext("journal");
+    histograms_.journal_sync_seconds->Observe(ToSeconds(std::chrono::steady_clock::now() - sync_start));
     std::lock_guard<std::mutex> lock(stats_mu_);
     ++stats_.journal_syncs;
   }
@@ -96,6 +103,7 @@ Status CoordinatorService::Flush() {
       if (!socket_.send(id, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) continue;
       zmq::message_t frame(out.frame.data(), out.frame.size());
       socket_.send(frame, zmq::send_flags::dontwait);
+      if (out.latency != nullptr) out.latency->Observe(ToSeconds(std::chrono::steady_clock::now() - out.received));
     } catch (const zmq::error_t& e) {
       // EHOSTUNREACH: the peer disconnected; it re-sends its request when it reconnects.
       STOKER_LOG(kDebug) << "reply not sent: " << e.what();
@@ -108,6 +116,7 @@ Status CoordinatorService::Flush() {
 }
 
 void CoordinatorService::HandleMessage(const std::string& peer, zmq::message_t& frame) {
+  const TimePoint received = std::chrono::steady_clock::now();
   uint64_t request_id = 0;
   auto decoded = DecodeRequest(std::move(frame), &request_id);
   if (!decoded.ok()) {
@@ -182,13 +191,15 @@ void CoordinatorService::HandleMessage(const std::string& peer, zmq::message_t& 
   if (!status.ok()) body = std::monostate{};
   zmq::message_t reply = EncodeReply(decoded->request_id, status, body);
   if (std::holds_alternative<LeaseRequest>(decoded->body)) Remember(sender, decoded->request_id, reply);
-  Queue(peer, sender, decoded->request_id, std::move(reply));
+  Queue(peer, sender, decoded->request_id, std::move(reply), histograms_.request_seconds[decoded->body.index()].get(),
+        received);
 }
 
 Status CoordinatorService::Run(const std::atomic<bool>& stop) {
   TimePoint next_tick = std::chrono::steady_clock::now();
   TimePoint next_cache_sweep = next_tick + std::chrono::minutes(1);
   while (!stop.load()) {
+    watch_.Beat();
     zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}};
     try {
       zmq::poll(items, 1, std::chrono::duration_cast<std::chrono::milliseconds>(options_.tick));

@@ -14,13 +14,16 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <prometheus/histogram.h>
 #include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
 #include <zmq.hpp>
 
+#include "common/admin_server.h"
 #include "common/status.h"
 #include "coordinator/impl.h"
 #include "coordinator/journal.h"
@@ -54,6 +57,14 @@ struct ServiceStats {
   std::map<std::string, uint64_t> by_method_code;  // "lease_request/OK" -> count
 };
 
+// Latencies, observed as they happen (prometheus::Histogram is thread-safe to read while observed).
+struct ServiceHistograms {
+  // Per method, indexed as MethodNames(): from receipt to the reply leaving, journal sync included. Parked lease
+  // requests wait by design and are not observed.
+  std::vector<std::unique_ptr<prometheus::Histogram>> request_seconds;
+  std::unique_ptr<prometheus::Histogram> journal_sync_seconds;  // one group commit: write + fdatasync
+};
+
 class CoordinatorService {
  public:
   // `journal` may be null (nothing durable). It must be the one the Impl appends to.
@@ -65,6 +76,9 @@ class CoordinatorService {
   Status Run(const std::atomic<bool>& stop);
 
   ServiceStats Stats() const;
+  const ServiceHistograms& histograms() const { return histograms_; }
+  // Beaten every turn of Run(): the liveness probe.
+  const LoopWatch& watch() const { return watch_; }
 
  private:
   struct Outgoing {
@@ -72,9 +86,12 @@ class CoordinatorService {
     std::string sender;
     uint64_t request_id = 0;
     std::string frame;  // the encoded reply
+    prometheus::Histogram* latency = nullptr;  // observed when sent
+    TimePoint received;
   };
   void HandleMessage(const std::string& peer, zmq::message_t& frame);
-  void Queue(const std::string& peer, const std::string& sender, uint64_t request_id, zmq::message_t reply);
+  void Queue(const std::string& peer, const std::string& sender, uint64_t request_id, zmq::message_t reply,
+             prometheus::Histogram* latency = nullptr, TimePoint received = {});
   void QueueDeferred();
   Status Flush();  // sync the journal, then send every queued reply
   void MaybeCrash(const char* point);
@@ -96,6 +113,9 @@ class CoordinatorService {
   uint64_t crash_seen_ = 0;
   mutable std::mutex stats_mu_;
   ServiceStats stats_;  // guarded by stats_mu_
+  ServiceHistograms histograms_;
+  RealClock clock_;
+  LoopWatch watch_{clock_};
 };
 
 }  // namespace stoker::coordinator

@@ -88,6 +88,9 @@ struct WorkerHeartbeat {
   # Liveness, and renewal of every lease the worker still works on.
   leases @0 :List(LeaseRef);
   draining @1 :Bool;            # SIGTERM received: lease nothing new to this worker
+  # Telemetry for the coordinator's worker-count advice (recommended_workers), cumulative since the worker started:
+  busySeconds @2 :Float64;      # pipeline-thread seconds spent making samples
+  samplesMade @3 :UInt64;       # samples read, decoded and augmented
 }
 
 struct WorkerHeartbeatReply {
@@ -183,6 +186,11 @@ struct ClientHeartbeat {
   receivedWatermark @3 :UInt64; # every global batch index below this has been received
   receivedAbove @4 :List(UInt64);  # received indices >= receivedWatermark (at most the window)
   membershipVersion @5 :UInt64; # the worker list version the client has
+  # Telemetry for the worker-count advice, cumulative since this client started: what the training loop would
+  # consume if input never stalled is samplesDelivered / (stepSeconds - stallSeconds).
+  stepSeconds @6 :Float64;      # time between consecutive batches handed to the application
+  stallSeconds @7 :Float64;     # part of that the consumer sat idle waiting for input
+  samplesDelivered @8 :UInt64;
 }
 
 struct ClientHeartbeatReply {

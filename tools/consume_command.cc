@@ -43,12 +43,21 @@ int ConsumeCommand(int argc, char** argv) {
   flags.AddString("resume-from", &resume_from, "read a checkpoint token from this file and resume from it");
   flags.AddUint("pause-after", &pause_after, "stop reading after this many batches for --pause-ms (tests)");
   flags.AddUint32("pause-ms", &pause_ms, "how long to stop reading");
+  std::string metrics_address_file;
+  flags.AddString("metrics-listen", &options.metrics_listen,
+                  "serve /metrics, /healthz, /readyz, /state on this host:port (port 0 picks one; default: "
+                  "$STOKER_METRICS_LISTEN, else none)");
+  flags.AddString("metrics-address-file", &metrics_address_file, "write the bound metrics address here");
+  int64_t gpu = -1;
+  flags.AddInt("gpu", &gpu, "CUDA ordinal this rank feeds, for the gpu/gpu_uuid labels (-1: none)");
   Status parsed = flags.Parse(argc, argv, 2);
   if (!parsed.ok()) return Fail("consume", parsed);
   auto stall_ms = ParseDurationMs(stall);
   if (!stall_ms.ok()) return Fail("consume", stall_ms.status().WithContext("--stall-timeout"));
   if (!SetLogLevelFromString(log_level)) return Fail("consume", InvalidArgumentError("--log-level " + log_level));
   SetLogComponent("consume rank " + std::to_string(options.rank));
+  if (gpu < -1 || gpu > 1024) return Fail("consume", InvalidArgumentError("--gpu must be -1 or a CUDA ordinal"));
+  options.gpu = static_cast<int>(gpu);
   options.job = spec.name;
   if (!attach) options.spec = spec;
   PosixEnv env;
@@ -65,6 +74,13 @@ int ConsumeCommand(int argc, char** argv) {
 
   auto client = Client::Connect(options);
   if (!client.ok()) return Fail("consume", client.status());
+  if (!metrics_address_file.empty()) {
+    std::string address = (*client)->Stats().metrics_address;
+    if (address.empty()) return Fail("consume", UnavailableError("--metrics-address-file: no metrics endpoint"));
+    if (Status s = env.WriteFileAtomically(metrics_address_file, address.data(), address.size()); !s.ok()) {
+      return Fail("consume", s);
+    }
+  }
   std::ofstream log;
   if (!log_path.empty()) {
     log.open(log_path, std::ios::trunc);

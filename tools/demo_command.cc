@@ -7,7 +7,9 @@
 #include <cinttypes>
 #include <csignal>
 #include <cstdio>
+#include <deque>
 #include <fstream>
+#include <tuple>
 #include <mutex>
 #include <thread>
 
@@ -40,6 +42,12 @@ struct DemoOptions {
   std::string summary_json;
   std::string stall = "60s";
   bool chaos = false;
+  // Observability (docs/observability.md).
+  std::string metrics_listen = "127.0.0.1:0";  // the consumers' endpoint (every client of this process)
+  std::string prometheus_targets;              // file_sd JSON of every endpoint, rewritten as processes come and go
+  std::string worker_sample_delay;             // make every sample this slow in every worker (a slow pipeline)
+  uint32_t step_ms = 0;                        // the consumers "train" this long on each batch
+  uint32_t gpus = 0;                           // label rank r as feeding GPU r % gpus (0: no GPU labels)
 };
 
 // What the consumers have seen so far, shared with the progress line.
@@ -51,20 +59,29 @@ struct Progress {
   std::vector<uint32_t> epoch_done;     // per rank: epochs finished
   std::vector<double> epoch_end_time;   // per epoch: when the last rank finished it (seconds since start)
   std::vector<uint64_t> epoch_samples;  // per epoch
+  std::vector<double> stall_seconds;    // per rank, from the client: waits while the consumer had nothing to do
+  std::vector<double> step_seconds;     // per rank, from the client: time between consecutive batches
+  std::string metrics_address;          // the consumers' /metrics, once the first client started it
   Status failure;
   std::condition_variable changed;      // an epoch ended on some rank, or a rank failed
 };
 
 void Consume(const ClientOptions& options, DeliveryChecker& checker, Progress& progress, uint32_t rank,
-             std::chrono::milliseconds stall, std::chrono::steady_clock::time_point start) {
+             std::chrono::milliseconds stall, std::chrono::steady_clock::time_point start, uint32_t gpus,
+             std::chrono::milliseconds step) {
   ClientOptions mine = options;
   mine.rank = rank;
+  if (gpus > 0) mine.gpu = static_cast<int>(rank % gpus);
   auto client = Client::Connect(mine);
   if (!client.ok()) {
     std::lock_guard<std::mutex> lock(progress.mu);
     progress.failure = client.status().WithContext("rank " + std::to_string(rank));
     progress.changed.notify_all();
     return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(progress.mu);
+    if (progress.metrics_address.empty()) progress.metrics_address = (*client)->Stats().metrics_address;
   }
   while (!g_interrupted.load()) {
     auto before = std::chrono::steady_clock::now();
@@ -76,8 +93,11 @@ void Consume(const ClientOptions& options, DeliveryChecker& checker, Progress& p
       progress.changed.notify_all();
       return;
     }
-    std::lock_guard<std::mutex> lock(progress.mu);
+    ClientStats stats = (*client)->Stats();
+    std::unique_lock<std::mutex> lock(progress.mu);
     progress.wait_seconds += waited;
+    progress.stall_seconds[rank] = stats.stall_seconds;
+    progress.step_seconds[rank] = stats.step_seconds;
     if (d->kind == Delivery::Kind::kEndOfJob) return;
     if (d->kind == Delivery::Kind::kEndOfEpoch) {
       uint32_t epoch = ++progress.epoch_done[rank] - 1;
@@ -96,7 +116,30 @@ void Consume(const ClientOptions& options, DeliveryChecker& checker, Progress& p
     ++progress.batches[rank];
     progress.samples += b.size();
     progress.epoch_samples[b.epoch()] += b.size();
+    lock.unlock();
+    // "Training" on the batch: the consumer is busy, so time spent here is not a stall.
+    if (step.count() > 0) std::this_thread::sleep_for(step);
   }
+}
+
+// Prometheus file_sd targets for every process of the demo, with the labels a PodMonitor would add.
+std::string PrometheusTargets(LocalCluster& cluster, const std::string& client_metrics) {
+  JsonWriter j;
+  j.BeginArray();
+  auto target = [&](const std::string& address, const std::string& job, const std::string& pod) {
+    j.BeginObject().Key("targets").BeginArray().Value(address).EndArray();
+    j.Key("labels").BeginObject().Key("job").Value(job).Key("namespace").Value("demo").Key("pod").Value(pod);
+    j.EndObject().EndObject();
+  };
+  if (!cluster.coordinator_metrics().empty()) {
+    target(cluster.coordinator_metrics(), "stoker-coordinator", "coordinator-0");
+  }
+  for (size_t i : cluster.RunningWorkers()) {
+    target(cluster.worker_metrics(i), "stoker-worker", "worker-" + std::to_string(i));
+  }
+  if (!client_metrics.empty()) target(client_metrics, "stoker-client", "trainer-0");
+  j.EndArray();
+  return j.str() + "\n";
 }
 
 Status PrepareDataset(const DemoOptions& o, std::string* manifest_path) {
@@ -162,6 +205,16 @@ int DemoCommand(int argc, char** argv) {
   flags.AddString("summary-json", &o.summary_json, "write the summary here as JSON");
   flags.AddString("stall-timeout", &o.stall, "fail if a rank receives nothing for this long");
   flags.AddString("log-level", &log_level, "log level of this process (the servers log to files under --data)");
+  flags.AddString("metrics-listen", &o.metrics_listen,
+                  "host:port where the consumers (this process) serve /metrics; the coordinator and workers pick "
+                  "free loopback ports (see --prometheus-targets); empty: none");
+  flags.AddString("prometheus-targets", &o.prometheus_targets,
+                  "keep a Prometheus file_sd JSON of every process's metrics endpoint here (job, namespace and pod "
+                  "labels as in Kubernetes)");
+  flags.AddString("worker-sample-delay", &o.worker_sample_delay,
+                  "make every sample this much slower in every worker (e.g. 20ms): too few workers, on purpose");
+  flags.AddUint32("step-ms", &o.step_ms, "the consumers train for this long on each batch (0: consume at once)");
+  flags.AddUint32("gpus", &o.gpus, "label rank r as feeding GPU r % N (gpu, gpu_uuid labels; NVML metrics)");
   flags.AddBool("chaos", &o.chaos,
                 "inject faults at random while the demo runs: kill -9 and SIGTERM workers (replacing them), kill -9 "
                 "and restart the coordinator on its journal, SIGSTOP workers, cut workers off the network");
@@ -201,8 +254,15 @@ int DemoCommand(int argc, char** argv) {
   chaos_options.max_interval = std::chrono::milliseconds(1200);
   std::optional<Chaos> chaos;
   if (o.chaos) chaos.emplace(cluster, chaos_options);
+  std::vector<std::string> worker_flags;
+  if (!o.worker_sample_delay.empty()) {
+    if (auto d = ParseDurationMs(o.worker_sample_delay); !d.ok()) {
+      return Fail("demo", d.status().WithContext("--worker-sample-delay"));
+    }
+    worker_flags = {"--inject-sample-delay", o.worker_sample_delay};
+  }
   for (uint32_t i = 0; i < o.workers; ++i) {
-    auto w = chaos ? chaos->StartWorker() : cluster.StartWorker(o.threads_per_worker);
+    auto w = chaos ? chaos->StartWorker() : cluster.StartWorker(o.threads_per_worker, worker_flags);
     if (!w.ok()) return Fail("demo", w.status());
   }
   std::fprintf(stderr, "coordinator %s, %u workers x %u threads%s; logs in %s\n",
@@ -219,7 +279,10 @@ int DemoCommand(int argc, char** argv) {
   progress.epoch_done.assign(spec.world_size, 0);
   progress.epoch_end_time.assign(spec.epochs, 0);
   progress.epoch_samples.assign(spec.epochs, 0);
+  progress.stall_seconds.assign(spec.world_size, 0);
+  progress.step_seconds.assign(spec.world_size, 0);
   ClientOptions client_options;
+  client_options.metrics_listen = o.metrics_listen;
   client_options.coordinator = cluster.coordinator_endpoint();
   client_options.job = spec.name;
   client_options.spec = spec;
@@ -228,8 +291,27 @@ int DemoCommand(int argc, char** argv) {
   std::vector<std::thread> consumers;
   for (uint32_t r = 0; r < spec.world_size; ++r) {
     consumers.emplace_back(Consume, std::cref(client_options), std::ref(checker), std::ref(progress), r,
-                           std::chrono::milliseconds(*stall_ms), start);
+                           std::chrono::milliseconds(*stall_ms), start, o.gpus, std::chrono::milliseconds(o.step_ms));
   }
+  std::string targets_written;
+  auto write_targets = [&] {
+    if (o.prometheus_targets.empty()) return;
+    std::string client_metrics;
+    {
+      std::lock_guard<std::mutex> lock(progress.mu);
+      client_metrics = progress.metrics_address;
+    }
+    std::string targets = PrometheusTargets(cluster, client_metrics);
+    if (targets == targets_written) return;
+    if (Status s = env.WriteFileAtomically(o.prometheus_targets, targets.data(), targets.size()); !s.ok()) {
+      STOKER_LOG(kWarning) << "--prometheus-targets: " << s.ToString();
+      return;
+    }
+    targets_written = targets;
+  };
+  bool endpoints_shown = false;
+  // The stall ratio over the last ~10 s, as Prometheus's rate() would show it: samples of (stall, step) sums.
+  std::deque<std::tuple<double, double, double>> stall_window;  // (elapsed, stall, step)
 
   // Live progress until every rank has finished (or failed).
   ProgressLine line(std::chrono::milliseconds(1000));
@@ -239,16 +321,33 @@ int DemoCommand(int argc, char** argv) {
   while (true) {
     bool finished;
     uint64_t batches = 0, samples;
-    double wait, elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double stall_sum = 0, step_sum = 0;
+    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::string client_metrics;
     uint32_t epochs_complete = spec.epochs;
     {
       std::lock_guard<std::mutex> lock(progress.mu);
       for (uint64_t b : progress.batches) batches += b;
       for (uint32_t d : progress.epoch_done) epochs_complete = std::min(epochs_complete, d);
       samples = progress.samples;
-      wait = progress.wait_seconds;
       finished = !progress.failure.ok() || epochs_complete == spec.epochs;
+      for (double x : progress.stall_seconds) stall_sum += x;
+      for (double x : progress.step_seconds) step_sum += x;
+      client_metrics = progress.metrics_address;
     }
+    write_targets();
+    if (!endpoints_shown && !client_metrics.empty()) {
+      endpoints_shown = true;
+      line.Finish();
+      std::fprintf(stderr, "metrics: coordinator http://%s/metrics, consumers http://%s/metrics%s%s\n",
+                   cluster.coordinator_metrics().c_str(), client_metrics.c_str(),
+                   o.prometheus_targets.empty() ? "" : "; Prometheus targets in ",
+                   o.prometheus_targets.c_str());
+    }
+    stall_window.emplace_back(elapsed, stall_sum, step_sum);
+    while (stall_window.size() > 2 && std::get<0>(stall_window.front()) < elapsed - 10) stall_window.pop_front();
+    const double d_step = step_sum - std::get<2>(stall_window.front());
+    const double recent_stall = d_step > 0 ? (stall_sum - std::get<1>(stall_window.front())) / d_step : 0;
     // Per-epoch summary as soon as every rank has finished the epoch.
     while (reported_epochs < epochs_complete) {
       line.Finish();
@@ -286,9 +385,10 @@ int DemoCommand(int argc, char** argv) {
                       (plan->steps_per_epoch() * spec.world_size);
     char text[256];
     std::snprintf(text, sizeof(text),
-                  "epoch %u/%u [%s] %3.0f%%  %6.0f img/s  consumers waited %4.1f%% (%.1f s per rank)  %llu/%llu batches",
+                  "epoch %u/%u [%s] %3.0f%%  %6.0f img/s  input stall %4.1f%% (10 s), %4.1f%% overall  "
+                  "%llu/%llu batches",
                   epoch + 1, spec.epochs, Bar(in_epoch, 24).c_str(), in_epoch * 100, elapsed > 0 ? samples / elapsed : 0,
-                  elapsed > 0 ? 100 * wait / (elapsed * spec.world_size) : 0, wait / spec.world_size,
+                  100 * recent_stall, step_sum > 0 ? 100 * stall_sum / step_sum : 0.0,
                   static_cast<unsigned long long>(batches), static_cast<unsigned long long>(total_batches));
     line.Update(text);
     // Refresh twice a second, or at once when a rank finishes an epoch or fails.
@@ -327,22 +427,24 @@ int DemoCommand(int argc, char** argv) {
     all_ok = all_ok && v.ok() && v.balanced(plan->steps_per_epoch());
   }
   Status failure;
-  double wait;
+  double wait, stall_total = 0, step_total = 0;
   uint64_t samples;
   {
     std::lock_guard<std::mutex> lock(progress.mu);
     failure = progress.failure;
     wait = progress.wait_seconds;
     samples = progress.samples;
+    for (double x : progress.stall_seconds) stall_total += x;
+    for (double x : progress.step_seconds) step_total += x;
   }
+  const double stall_ratio = step_total > 0 ? stall_total / step_total : 0;
   if (g_interrupted.load()) failure = CancelledError("interrupted");
   double rate = elapsed > 0 ? samples / elapsed : 0;
   std::fprintf(stderr, "\nsummary: %llu samples planned, %llu delivered, %llu duplicates, %llu lost, %llu quarantined; "
-                       "%.0f img/s over %.1f s; consumers waited %.1f%% of the time\n",
+                       "%.0f img/s over %.1f s; input stall %.1f%% (consumers idle for lack of input)\n",
                static_cast<unsigned long long>(planned), static_cast<unsigned long long>(delivered),
                static_cast<unsigned long long>(duplicates), static_cast<unsigned long long>(lost),
-               static_cast<unsigned long long>(quarantined), rate, elapsed,
-               elapsed > 0 ? 100 * wait / (elapsed * spec.world_size) : 0);
+               static_cast<unsigned long long>(quarantined), rate, elapsed, 100 * stall_ratio);
   if (!o.summary_json.empty()) {
     JsonWriter j;
     j.BeginObject()
@@ -361,6 +463,9 @@ int DemoCommand(int argc, char** argv) {
         .Key("images_per_second").Value(rate)
         .Key("elapsed_seconds").Value(elapsed)
         .Key("consumer_wait_fraction").Value(elapsed > 0 ? wait / (elapsed * spec.world_size) : 0.0)
+        .Key("input_stall_ratio").Value(stall_ratio)
+        .Key("input_stall_seconds").Value(stall_total)
+        .Key("step_seconds").Value(step_total)
         .Key("ranks").Value(spec.world_size)
         .Key("batch_size").Value(spec.batch_size)
         .Key("epochs").BeginArray();

@@ -46,10 +46,14 @@ std::string LocalCluster::ReadLog(const std::string& process) const {
 Status LocalCluster::StartCoordinator(const std::vector<std::string>& extra_flags) {
   std::string endpoint_file = options_.dir + "/coordinator.endpoint";
   std::remove(endpoint_file.c_str());
+  std::string metrics_file = options_.dir + "/coordinator.metrics";
+  std::remove(metrics_file.c_str());
   std::string listen = coordinator_endpoint_.empty() ? "tcp://127.0.0.1:0" : coordinator_endpoint_;
+  std::string metrics_listen = coordinator_metrics_.empty() ? "127.0.0.1:0" : coordinator_metrics_;
   std::vector<std::string> argv = options_.coordinator_prefix;
   for (const std::string& a : {bin("stoker-coordinator"), std::string("--listen"), listen,
-                               std::string("--endpoint-file"), endpoint_file}) {
+                               std::string("--endpoint-file"), endpoint_file, std::string("--metrics-listen"),
+                               metrics_listen, std::string("--metrics-address-file"), metrics_file}) {
     argv.push_back(a);
   }
   if (options_.journal) {
@@ -62,6 +66,10 @@ Status LocalCluster::StartCoordinator(const std::vector<std::string>& extra_flag
   auto endpoint = WaitForFile(endpoint_file, std::chrono::seconds(20), &coordinator_);
   if (!endpoint.ok()) return endpoint.status().WithContext(ReadLog("coordinator"));
   coordinator_endpoint_ = *endpoint;
+  // The admin endpoint starts before the journal replays: its file may come first or after; either way, soon.
+  auto metrics = WaitForFile(metrics_file, std::chrono::seconds(20), &coordinator_);
+  if (!metrics.ok()) return metrics.status().WithContext(ReadLog("coordinator"));
+  coordinator_metrics_ = *metrics;
   return Status::Ok();
 }
 
@@ -78,13 +86,17 @@ StatusOr<size_t> LocalCluster::StartWorker(uint32_t threads, const std::vector<s
   std::vector<std::string> argv = {bin("stoker-worker"), "--coordinator",
                                    coordinator.empty() ? coordinator_endpoint_ : coordinator, "--listen",
                                    "tcp://127.0.0.1:0", "--threads", std::to_string(threads), "--endpoint-file",
-                                   endpoint_file};
+                                   endpoint_file, "--metrics-listen", "127.0.0.1:0", "--metrics-address-file",
+                                   options_.dir + "/" + name + ".metrics"};
   argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
   STOKER_ASSIGN_OR_RETURN(Subprocess p, Subprocess::Start(argv, LogPath(name)));
   workers_.push_back({std::move(p), ""});
   auto endpoint = WaitForFile(endpoint_file, std::chrono::seconds(20), &workers_.back().process);
   if (!endpoint.ok()) return endpoint.status().WithContext(ReadLog(name));
   workers_.back().endpoint = *endpoint;
+  auto metrics = WaitForFile(options_.dir + "/" + name + ".metrics", std::chrono::seconds(20), &workers_.back().process);
+  if (!metrics.ok()) return metrics.status().WithContext(ReadLog(name));
+  workers_.back().metrics = *metrics;
   return index;
 }
 
@@ -101,7 +113,8 @@ StatusOr<size_t> LocalCluster::StartConsumer(const std::string& name, const JobS
   std::vector<std::string> argv = {bin("stoker"), "consume", "--coordinator", coordinator_endpoint_, "--rank",
                                    std::to_string(rank), "--log", options_.dir + "/consumer-" + name + ".log",
                                    "--summary-json", options_.dir + "/consumer-" + name + ".json",
-                                   "--stall-timeout", "60s"};
+                                   "--stall-timeout", "60s", "--metrics-listen", "127.0.0.1:0",
+                                   "--metrics-address-file", options_.dir + "/consumer-" + name + ".metrics"};
   std::vector<std::string> job = JobFlags(spec);
   argv.insert(argv.end(), job.begin(), job.end());
   argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
@@ -112,6 +125,12 @@ StatusOr<size_t> LocalCluster::StartConsumer(const std::string& name, const JobS
 
 std::string LocalCluster::ConsumerLog(size_t i) const {
   return options_.dir + "/consumer-" + consumers_[i].name + ".log";
+}
+std::string LocalCluster::ConsumerMetrics(size_t i) const {
+  std::ifstream in(options_.dir + "/consumer-" + consumers_[i].name + ".metrics");
+  std::string address;
+  std::getline(in, address);
+  return address;
 }
 std::string LocalCluster::ConsumerSummary(size_t i) const {
   return options_.dir + "/consumer-" + consumers_[i].name + ".json";

@@ -3,7 +3,8 @@
 // logging to a file in one directory. Used by the demo (and its --chaos), `stoker soak`, the integration and
 // fault tests, and the end-to-end benchmarks. Ports are ephemeral at first (each process publishes the endpoint
 // it bound in a file), so several clusters run side by side. Everything still running is killed (SIGKILL) when
-// the cluster is destroyed.
+// the cluster is destroyed. Every process serves its metrics on an ephemeral loopback port too (published the
+// same way), so tests and the demo can scrape them.
 //
 // Thread safety: none; one owner.
 #pragma once
@@ -40,6 +41,8 @@ class LocalCluster {
   Status RestartCoordinator(const std::vector<std::string>& extra_flags = {});
   Subprocess& coordinator() { return coordinator_; }
   const std::string& coordinator_endpoint() const { return coordinator_endpoint_; }
+  // host:port of its /metrics, /healthz, /readyz, /state (the same across restarts).
+  const std::string& coordinator_metrics() const { return coordinator_metrics_; }
 
   // Starts a worker and waits until it has bound its data endpoint. `coordinator` overrides the endpoint it is
   // given (e.g. a proxy in front of the coordinator). Returns its index.
@@ -48,6 +51,7 @@ class LocalCluster {
   Subprocess& worker(size_t i) { return workers_[i].process; }
   size_t worker_count() const { return workers_.size(); }
   const std::string& worker_endpoint(size_t i) const { return workers_[i].endpoint; }
+  const std::string& worker_metrics(size_t i) const { return workers_[i].metrics; }
   // Workers still running.
   std::vector<size_t> RunningWorkers();
 
@@ -59,6 +63,8 @@ class LocalCluster {
   std::string ConsumerLog(size_t i) const;
   std::string ConsumerSummary(size_t i) const;
   std::string ConsumerOutput(size_t i) const { return ReadLog("consumer-" + consumers_[i].name + ".stderr"); }
+  // Its metrics address, once it has connected (the file appears then); empty before.
+  std::string ConsumerMetrics(size_t i) const;
   // Waits for every consumer to exit; returns their exit codes. DeadlineExceeded names the one still running.
   StatusOr<std::vector<int>> WaitForConsumers(std::chrono::milliseconds timeout);
 
@@ -71,6 +77,7 @@ class LocalCluster {
   struct Worker {
     Subprocess process;
     std::string endpoint;
+    std::string metrics;
   };
   struct Consumer {
     std::string name;
@@ -79,6 +86,7 @@ class LocalCluster {
   LocalClusterOptions options_;
   Subprocess coordinator_;
   std::string coordinator_endpoint_;
+  std::string coordinator_metrics_;
   std::vector<Worker> workers_;
   std::vector<Consumer> consumers_;
 };

@@ -1,5 +1,6 @@
 #include "worker/batch_build.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/checkpoint.h"
@@ -50,6 +51,16 @@ StatusOr<std::shared_ptr<const JobContext>> LoadJobContext(Env& env, const JobSp
   return std::shared_ptr<const JobContext>(std::move(job));
 }
 
+void BuildCounters::CountQuarantine(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(reasons_mu_);
+  ++reasons_[reason];
+}
+
+std::map<std::string, uint64_t> BuildCounters::QuarantineReasons() const {
+  std::lock_guard<std::mutex> lock(reasons_mu_);
+  return reasons_;
+}
+
 ImagePipeline& ThreadContext::PipelineFor(const JobContext& job) {
   auto& p = pipelines[std::to_string(job.spec_fingerprint)];
   if (!p) p = std::make_unique<ImagePipeline>(job.spec.pipeline);
@@ -66,11 +77,14 @@ void BuildSample(BatchBuild& build, uint32_t slot, ThreadContext& context, bool 
   uint8_t* out = build.buffer.data + slot * job.spec.SampleBytes();
   auto read_done = start;
   std::optional<QuarantineReport> problem;
+  StageSeconds stages_before, stages_after;
   if (skip_decode) {
     // Only the sample id is written: the point is to measure moving the bytes, not making them.
     std::memcpy(out, &planned.sample_id, std::min<size_t>(sizeof(planned.sample_id), job.spec.SampleBytes()));
   } else {
+    stages_before = context.PipelineFor(job).stage_seconds();
     problem = ReadAndDecode(job, planned.sample_id, build.epoch, info, context, out, counters, &read_done);
+    stages_after = context.PipelineFor(job).stage_seconds();
   }
   bool ok = !problem.has_value();
   if (!ok) build.quarantine[slot] = std::move(*problem);
@@ -78,11 +92,23 @@ void BuildSample(BatchBuild& build, uint32_t slot, ThreadContext& context, bool 
   build.flags[slot] = static_cast<uint8_t>((planned.padding ? wire::SAMPLE_FLAG_PADDING : 0) |
                                            (ok ? 0 : wire::SAMPLE_FLAG_QUARANTINED));
   auto end = std::chrono::steady_clock::now();
-  counters.read_ns.fetch_add(Nanos(read_done - start), std::memory_order_relaxed);
-  counters.decode_ns.fetch_add(Nanos(end - read_done), std::memory_order_relaxed);
+  // Read: until the bytes are in memory. Augment: what the pipeline says it spent resizing and flipping. Decode:
+  // the rest of the pipeline's time (header, crop geometry, the decode itself).
+  const int64_t read_ns = Nanos(read_done - start);
+  const int64_t augment_ns = static_cast<int64_t>((stages_after.augment - stages_before.augment) * 1e9);
+  const int64_t decode_ns = std::max<int64_t>(0, Nanos(end - read_done) - augment_ns);
+  build.read_ns.fetch_add(read_ns, std::memory_order_relaxed);
+  build.decode_ns.fetch_add(decode_ns, std::memory_order_relaxed);
+  build.augment_ns.fetch_add(augment_ns, std::memory_order_relaxed);
+  counters.read_ns.fetch_add(read_ns, std::memory_order_relaxed);
+  counters.decode_ns.fetch_add(decode_ns, std::memory_order_relaxed);
+  counters.augment_ns.fetch_add(augment_ns, std::memory_order_relaxed);
   counters.busy_ns.fetch_add(Nanos(end - start), std::memory_order_relaxed);
   counters.samples.fetch_add(1, std::memory_order_relaxed);
-  if (!ok) counters.quarantined.fetch_add(1, std::memory_order_relaxed);
+  if (!ok) {
+    counters.quarantined.fetch_add(1, std::memory_order_relaxed);
+    counters.CountQuarantine(build.quarantine[slot].reason);
+  }
 }
 
 }  // namespace stoker

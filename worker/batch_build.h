@@ -8,6 +8,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -56,6 +57,8 @@ struct BatchBuild {
   bool buffer_owned = true;                  // false once ZeroMQ has it (it returns it to the pool)
   std::shared_ptr<std::atomic<bool>> cancelled;
   std::atomic<uint32_t> remaining{0};
+  // Thread time this batch's samples spent per stage (the worker's stage histograms, per batch).
+  std::atomic<int64_t> read_ns{0}, decode_ns{0}, augment_ns{0};
 
   ~BatchBuild() {
     if (buffer_owned && buffer.data != nullptr) pool->Release(buffer);
@@ -72,7 +75,15 @@ struct ThreadContext {
 // Thread-safe counters of the work done (the worker's stats and metrics read them).
 struct BuildCounters {
   std::atomic<uint64_t> samples{0}, quarantined{0}, bytes_read{0};
-  std::atomic<int64_t> busy_ns{0}, read_ns{0}, decode_ns{0};
+  std::atomic<int64_t> busy_ns{0}, read_ns{0}, decode_ns{0}, augment_ns{0};
+  std::atomic<int> active{0};  // pipeline threads working on a sample right now
+
+  void CountQuarantine(const std::string& reason);
+  std::map<std::string, uint64_t> QuarantineReasons() const;
+
+ private:
+  mutable std::mutex reasons_mu_;
+  std::map<std::string, uint64_t> reasons_;  // guarded by reasons_mu_
 };
 
 // Fills slot `slot` of `build`: reads the sample, decodes and augments it into the batch buffer, or quarantines

@@ -4,9 +4,11 @@
 #include <cstdlib>
 #include <cstdio>
 
+#include "common/admin_server.h"
 #include "common/env.h"
 #include "common/flags.h"
 #include "common/logging.h"
+#include "worker/metrics.h"
 #include "worker/worker.h"
 
 namespace {
@@ -26,6 +28,7 @@ int main(int argc, char** argv) {
   std::string endpoint_file;
   std::string log_level = "info";
   std::string drain_grace = "30s", sample_delay = "0";
+  std::string metrics_listen = ":9401", metrics_address_file;
   FlagSet flags("stoker-worker [flags]",
                 "Reads, decodes (libjpeg-turbo, crop region only) and augments samples into batches and streams "
                 "them to training clients over ZeroMQ, under leases from the coordinator.");
@@ -40,6 +43,10 @@ int main(int argc, char** argv) {
   flags.AddString("drain-grace", &drain_grace, "on SIGTERM, time to finish held units before handing them back");
   flags.AddString("worker-id", &options.worker_id, "worker id (default: random w-…)");
   flags.AddString("endpoint-file", &endpoint_file, "write the advertised data endpoint here once bound");
+  flags.AddString("metrics-listen", &metrics_listen,
+                  "HTTP address for /metrics, /healthz, /readyz and /state (host:port; port 0 picks one; empty: "
+                  "none)");
+  flags.AddString("metrics-address-file", &metrics_address_file, "write the bound metrics address here");
   flags.AddString("log-level", &log_level, "debug|info|warning|error");
   flags.AddString("inject-sample-delay", &sample_delay, "fault injection for tests: make every sample this slow");
   flags.AddBool("bench-skip-decode", &options.skip_decode,
@@ -83,9 +90,38 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  MetricsHub hub("worker");
+  uint64_t collector = hub.Add(WorkerCollector(worker));
+  std::unique_ptr<AdminServer> admin;
+  if (!metrics_listen.empty()) {
+    AdminHandlers handlers;
+    handlers.live = [&worker] { return worker.watch().Check(Millis(10000)); };
+    handlers.ready = [&worker] {
+      WorkerStats s = worker.Stats();
+      if (s.draining) return UnavailableError("draining");
+      return s.registered ? Status::Ok() : UnavailableError("not registered with the coordinator yet");
+    };
+    handlers.state = [&worker] { return worker.StateJson(); };
+    auto started = AdminServer::Start(metrics_listen, hub, std::move(handlers));
+    if (!started.ok()) {
+      STOKER_LOG(kError) << "--metrics-listen: " << started.status().ToString();
+      return 1;
+    }
+    admin = std::move(*started);
+    STOKER_LOG(kInfo) << "metrics on http://" << admin->address() << "/metrics";
+    if (!metrics_address_file.empty()) {
+      Status written = env.WriteFileAtomically(metrics_address_file, admin->address().data(), admin->address().size());
+      if (!written.ok()) {
+        STOKER_LOG(kError) << written.ToString();
+        return 1;
+      }
+    }
+  }
   if (options.skip_decode) STOKER_LOG(kWarning) << "--bench-skip-decode: batches hold sample ids, not images";
   STOKER_LOG(kInfo) << "serving batches on " << *bound << " with " << worker.Stats().threads << " threads";
   Status run = worker.Run(g_stop, g_drain);
+  admin.reset();  // joins the HTTP thread: nothing reads the worker past this line
+  hub.Remove(collector);
   WorkerStats stats = worker.Stats();
   STOKER_LOG(kInfo) << "exiting: " << stats.samples << " samples, " << stats.batches_sent << " batches, "
                     << stats.quarantined << " quarantined";

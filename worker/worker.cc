@@ -17,7 +17,9 @@
 #include <vector>
 
 #include "common/control_channel.h"
+#include "common/json_writer.h"
 #include "common/logging.h"
+#include "common/metrics.h"
 #include "common/wire.h"
 #include "stoker/schema/data.capnp.h"
 #include "worker/batch_buffer.h"
@@ -35,15 +37,20 @@ struct PayloadHint {
   std::shared_ptr<BatchBufferPool> pool;
   BatchBufferPool::Buffer buffer;
   std::shared_ptr<std::atomic<int64_t>> in_flight;  // payloads ZeroMQ has not finished sending
+  std::shared_ptr<prometheus::Histogram> send_seconds;
+  std::chrono::steady_clock::time_point queued;
 };
 
 // Runs on a ZeroMQ I/O thread once the payload has been written to the connection (or dropped with it).
 void FreePayload(void* /*data*/, void* hint) {
   auto* h = static_cast<PayloadHint*>(hint);
+  h->send_seconds->Observe(ToSeconds(std::chrono::steady_clock::now() - h->queued));
   h->pool->Release(h->buffer);
   h->in_flight->fetch_sub(1);
   delete h;
 }
+
+constexpr const char* kStages[] = {"read", "decode", "augment", "collate", "send"};
 
 }  // namespace
 
@@ -67,6 +74,9 @@ class Worker::Impl {
     doorbell_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     STOKER_CHECK(doorbell_ >= 0, "eventfd failed");
     cv::setNumThreads(0);  // parallelism is across samples; OpenCV must not spawn its own threads per call
+    for (const char* stage : kStages) {
+      histograms_.stage_seconds[stage] = std::make_shared<prometheus::Histogram>(StepBuckets());
+    }
     tasks_ = std::make_unique<TaskPool<ThreadContext>>(threads_);
   }
 
@@ -88,8 +98,12 @@ class Worker::Impl {
 
   Status Run(const std::atomic<bool>& stop, const std::atomic<bool>& drain) {
     SendRegister();
+    last_turn_ = clock_.Now();
     while (!stop.load()) {
       TimePoint now = clock_.Now();
+      watch_.Beat();
+      AccountIdleThreads(now);
+      if (now >= next_state_publish_) PublishState(now);
       if (drain.load() && !draining_) {
         draining_ = true;
         drain_deadline_ = now + options_.drain_grace;
@@ -131,8 +145,18 @@ class Worker::Impl {
     s.busy_seconds = counters_.busy_ns.load() * 1e-9;
     s.read_seconds = counters_.read_ns.load() * 1e-9;
     s.decode_seconds = counters_.decode_ns.load() * 1e-9;
+    s.augment_seconds = counters_.augment_ns.load() * 1e-9;
+    s.quarantine_reasons = counters_.QuarantineReasons();
     s.threads = threads_;
     return s;
+  }
+
+  const WorkerHistograms& histograms() const { return histograms_; }
+  const LoopWatch& watch() const { return watch_; }
+
+  std::string StateJson() const {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    return state_json_;
   }
 
  private:
@@ -158,10 +182,10 @@ class Worker::Impl {
 
   // ---- coordinator -------------------------------------------------------------------------------------------
 
-  void SendRegister() { channel_.Send(RegisterWorkerRequest{id_, advertised_, threads_, "0.1.0"}); }
+  void SendRegister() { channel_.Send(RegisterWorkerRequest{id_, advertised_, threads_, GetBuildInfo().version}); }
 
   void SendHeartbeat() {
-    WorkerHeartbeatRequest hb{id_, {}, draining_};
+    WorkerHeartbeatRequest hb{id_, {}, draining_, counters_.busy_ns.load() * 1e-9, counters_.samples.load()};
     for (const auto& [key, unit] : units_) {
       hb.leases.push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key), unit.lease.attempt});
     }
@@ -498,8 +522,16 @@ class Worker::Impl {
       build->remaining.store(batch_size);
       for (uint32_t slot = 0; slot < batch_size; ++slot) {
         tasks_->Push([this, build, slot](ThreadContext& context) {
-          if (options_.inject_sample_delay.count() > 0) std::this_thread::sleep_for(options_.inject_sample_delay);
+          counters_.active.fetch_add(1, std::memory_order_relaxed);
+          if (options_.inject_sample_delay.count() > 0) {  // stands for slow storage or a heavier pipeline: busy
+            auto began = std::chrono::steady_clock::now();
+            std::this_thread::sleep_for(options_.inject_sample_delay);
+            counters_.busy_ns.fetch_add(static_cast<int64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                            std::chrono::steady_clock::now() - began).count()),
+                                        std::memory_order_relaxed);
+          }
           BuildSample(*build, slot, context, options_.skip_decode, counters_);
+          counters_.active.fetch_sub(1, std::memory_order_relaxed);
           if (build->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) Completed(build);
         });
       }
@@ -587,6 +619,9 @@ class Worker::Impl {
         continue;
       }
       ++work.sent;
+      histograms_.stage_seconds.at("read")->Observe(build->read_ns.load() * 1e-9);
+      histograms_.stage_seconds.at("decode")->Observe(build->decode_ns.load() * 1e-9);
+      histograms_.stage_seconds.at("augment")->Observe(build->augment_ns.load() * 1e-9);
       for (auto& q : build->quarantine) {
         if (!q.reason.empty()) work.quarantined.push_back(std::move(q));
       }
@@ -600,6 +635,7 @@ class Worker::Impl {
   }
 
   bool SendBatch(const std::string& routing_id, BatchBuild& build) {
+    const TimePoint collate_start = std::chrono::steady_clock::now();
     const JobContext& job = *build.job;
     const uint32_t count = job.spec.batch_size;
     capnp::MallocMessageBuilder message(kControlFirstSegmentWords);
@@ -628,12 +664,14 @@ class Worker::Impl {
     const size_t payload_bytes = job.spec.BatchBytes();
     h.setPayloadBytes(payload_bytes);
     zmq::message_t header = ToFrame(message);
+    const TimePoint queued = std::chrono::steady_clock::now();
+    histograms_.stage_seconds.at("collate")->Observe(ToSeconds(queued - collate_start));
     try {
       zmq::message_t id(routing_id.data(), routing_id.size());
       if (!data_.send(id, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) return false;
       data_.send(header, zmq::send_flags::sndmore);
       // The payload leaves from the batch buffer itself; ZeroMQ returns it to the pool when sent.
-      auto* hint = new PayloadHint{pool_, build.buffer, in_flight_};
+      auto* hint = new PayloadHint{pool_, build.buffer, in_flight_, histograms_.stage_seconds.at("send"), queued};
       in_flight_->fetch_add(1);
       build.buffer_owned = false;
       zmq::message_t payload(build.buffer.data, payload_bytes, &FreePayload, hint);
@@ -704,6 +742,67 @@ class Worker::Impl {
     }
   }
 
+  // Charges the pipeline threads idle since the last turn to backpressure when clients are being served: they
+  // have work to ask for, but the clients' credits or windows hold it back.
+  void AccountIdleThreads(TimePoint now) {
+    Duration dt = now - last_turn_;
+    last_turn_ = now;
+    bool serving = false;
+    for (const auto& [key, stream] : streams_) serving = serving || !stream.job_done;
+    if (!serving) return;
+    int idle = static_cast<int>(threads_) - counters_.active.load(std::memory_order_relaxed);
+    if (idle <= 0) return;
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    stats_.backpressure_seconds += ToSeconds(dt) * idle;
+  }
+
+  void PublishState(TimePoint now) {
+    next_state_publish_ = now + Millis(1000);
+    JsonWriter j;
+    j.BeginObject()
+        .Key("component").Value("worker")
+        .Key("id").Value(id_)
+        .Key("advertised").Value(advertised_)
+        .Key("coordinator").Value(options_.coordinator)
+        .Key("registered").Value(registered_)
+        .Key("draining").Value(draining_)
+        .Key("threads").Value(threads_)
+        .Key("busy_threads").Value(counters_.active.load())
+        .Key("jobs").BeginArray();
+    for (const auto& [name, job] : jobs_) j.Value(name);
+    j.EndArray().Key("failed_jobs").BeginObject();
+    for (const auto& [name, failed] : failed_jobs_) j.Key(name).Value(failed.status.ToString());
+    j.EndObject().Key("streams").BeginArray();
+    for (const auto& [key, stream] : streams_) {
+      j.BeginObject()
+          .Key("job").Value(std::get<0>(key))
+          .Key("rank").Value(std::get<1>(key))
+          .Key("client").Value(std::get<2>(key))
+          .Key("credits").Value(stream.credits)
+          .Key("in_hand").Value(InHand(key))
+          .Key("lease_request_pending").Value(stream.lease_request != 0)
+          .Key("job_done").Value(stream.job_done)
+          .EndObject();
+    }
+    j.EndArray().Key("units").BeginArray();
+    for (const auto& [key, unit] : units_) {
+      j.BeginObject()
+          .Key("job").Value(std::get<0>(key))
+          .Key("rank").Value(std::get<1>(key))
+          .Key("unit").Value(std::get<2>(key))
+          .Key("attempt").Value(unit.lease.attempt)
+          .Key("sent").Value(unit.sent)
+          .Key("to_send").Value(unit.to_send)
+          .Key("expires_in_ms").Value(static_cast<int64_t>(ToMillis(unit.expires - now)))
+          .EndObject();
+    }
+    j.EndArray().Key("batches_in_flight").Value(in_flight_->load()).EndObject();
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    state_json_ = j.str();
+    stats_.draining = draining_;
+    stats_.streams = streams_.size();
+  }
+
   void SetRegistered(bool value) {
     std::lock_guard<std::mutex> lock(stats_mu_);
     stats_.registered = value;
@@ -752,6 +851,8 @@ class Worker::Impl {
   std::string advertised_;
 
   // I/O thread only.
+  TimePoint last_turn_;
+  TimePoint next_state_publish_;
   bool registered_ = false;
   bool draining_ = false;
   bool deregistered_ = false;
@@ -773,7 +874,11 @@ class Worker::Impl {
   std::vector<std::shared_ptr<BatchBuild>> completed_;  // guarded by completed_mu_
   BuildCounters counters_;
   mutable std::mutex stats_mu_;
-  WorkerStats stats_;  // guarded by stats_mu_
+  WorkerStats stats_;       // guarded by stats_mu_
+  std::string state_json_ = "{}";  // guarded by stats_mu_
+  WorkerHistograms histograms_;    // the map is fixed after construction; the histograms are thread-safe
+  RealClock watch_clock_;
+  LoopWatch watch_{watch_clock_};
 
   // Last: the pipeline threads are joined first when the Impl is destroyed.
   std::unique_ptr<TaskPool<ThreadContext>> tasks_;
@@ -785,6 +890,9 @@ Worker::~Worker() = default;
 StatusOr<std::string> Worker::Bind() { return impl_->Bind(); }
 Status Worker::Run(const std::atomic<bool>& stop, const std::atomic<bool>& drain) { return impl_->Run(stop, drain); }
 WorkerStats Worker::Stats() const { return impl_->Stats(); }
+const WorkerHistograms& Worker::histograms() const { return impl_->histograms(); }
+std::string Worker::StateJson() const { return impl_->StateJson(); }
+const LoopWatch& Worker::watch() const { return impl_->watch(); }
 const std::string& Worker::id() const { return impl_->id(); }
 
 }  // namespace stoker

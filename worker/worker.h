@@ -15,10 +15,13 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <prometheus/histogram.h>
 #include <string>
 #include <zmq.hpp>
 
+#include "common/admin_server.h"
 #include "common/clock.h"
 #include "common/env.h"
 #include "common/status.h"
@@ -61,8 +64,22 @@ struct WorkerStats {
   uint64_t leases_held = 0;
   double busy_seconds = 0;      // pipeline thread time spent on samples
   double read_seconds = 0;
-  double decode_seconds = 0;    // decode + augment
+  double decode_seconds = 0;
+  double augment_seconds = 0;
+  // Pipeline-thread time idle while serving clients whose jobs are not finished: they take batches slower than
+  // this worker could make them (credits spent, or the coordinator parks its lease requests at their windows).
+  double backpressure_seconds = 0;
   uint32_t threads = 0;
+  bool draining = false;
+  uint64_t streams = 0;         // (job, rank, client) streams with credit
+  std::map<std::string, uint64_t> quarantine_reasons;
+};
+
+// Per-batch latencies, observed as batches leave (prometheus::Histogram is thread-safe).
+struct WorkerHistograms {
+  // Thread seconds the batch's samples spent reading, decoding and augmenting; seconds building its header
+  // (collate); seconds from handing it to ZeroMQ until ZeroMQ has written it to the connection (send).
+  std::map<std::string, std::shared_ptr<prometheus::Histogram>> stage_seconds;
 };
 
 class Worker {
@@ -78,6 +95,11 @@ class Worker {
   Status Run(const std::atomic<bool>& stop, const std::atomic<bool>& drain);
 
   WorkerStats Stats() const;
+  const WorkerHistograms& histograms() const;
+  // JSON of the I/O thread's state (streams, units in hand, jobs), refreshed every second by Run().
+  std::string StateJson() const;
+  // Beaten every turn of Run(): the liveness probe.
+  const LoopWatch& watch() const;
   const std::string& id() const;
 
  private:

@@ -17,10 +17,13 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "client/src/client_metrics.h"
 #include "common/checkpoint.h"
 #include "common/control_channel.h"
 #include "common/control_codec.h"
+#include "common/json_writer.h"
 #include "common/logging.h"
+#include "common/metrics.h"
 #include "common/plan.h"
 #include "common/wire.h"
 #include "stoker/schema/data.capnp.h"
@@ -55,6 +58,14 @@ struct ClientCore {
   uint64_t start = 0;
   std::optional<Plan> plan;
   int doorbell = -1;   // wakes the I/O thread (a slot was released, or closing)
+  std::shared_ptr<StallProbe> stall_probe;
+  MetricLabels labels;  // pipeline, rank, gpu, gpu_uuid
+  std::string metrics_address;
+  // Per batch (thread-safe themselves): the wait in Next(), the time between consecutive batches, host-to-device
+  // copies (the GPU path observes these; the host path makes none).
+  prometheus::Histogram wait_histogram{StepBuckets()};
+  prometheus::Histogram step_histogram{StepBuckets()};
+  prometheus::Histogram h2d_histogram{StepBuckets()};
 
   std::mutex mu;
   std::condition_variable ready;
@@ -72,6 +83,10 @@ struct ClientCore {
   bool closing = false;                               // guarded by mu
   Status fatal;                                       // guarded by mu
   ClientStats stats;                                  // guarded by mu
+  bool delivered_any = false;                         // guarded by mu
+  std::chrono::steady_clock::time_point last_return;  // guarded by mu: when Next() last returned a batch
+  std::vector<std::string> worker_endpoints;          // guarded by mu
+  uint64_t h2d_bytes = 0;                             // guarded by mu
 
   ~ClientCore() {
     if (doorbell >= 0) ::close(doorbell);  // the core outlives the Client while batches are out: it owns the fd
@@ -108,9 +123,132 @@ struct ClientCore {
 
 }  // namespace internal
 
+namespace internal {
+
+double UnixSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// The stoker_client_* families for one client (docs/observability.md). Runs on the scraping thread.
+void CollectClient(ClientCore& c, MetricFamilies& out) {
+  using prometheus::MetricType;
+  ClientStats s;
+  uint32_t prefetched = 0;
+  uint64_t h2d_bytes = 0;
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    s = c.stats;
+    for (SlotState st : c.state) prefetched += st == SlotState::kFilled;
+    h2d_bytes = c.h2d_bytes;
+    s.position = c.next;
+  }
+  const MetricLabels& l = c.labels;
+  auto one = [&](const char* name, const char* help, MetricType type, double value) {
+    out.push_back(FamilyBuilder(name, help, type).Add(l, value).Build());
+  };
+  auto with = [&](std::initializer_list<std::pair<std::string, std::string>> extra) {
+    MetricLabels labels = l;
+    labels.insert(labels.end(), extra.begin(), extra.end());
+    return labels;
+  };
+  one("stoker_client_info",
+      "1 per client: its pipeline, rank and GPU (join dcgm-exporter's UUID on gpu_uuid, or anything on pod).",
+      MetricType::Gauge, 1);
+  one("stoker_client_batches_total", "Batches next() delivered.", MetricType::Counter,
+      static_cast<double>(s.batches_delivered));
+  one("stoker_client_samples_total", "Samples next() delivered (padding included).", MetricType::Counter,
+      static_cast<double>(s.samples_delivered));
+  out.push_back(FamilyBuilder("stoker_client_input_wait_seconds",
+                              "Per batch after the first: host seconds next() blocked waiting for it.",
+                              MetricType::Histogram)
+                    .Add(l, c.wait_histogram)
+                    .Build());
+  out.push_back(FamilyBuilder("stoker_client_step_seconds",
+                              "Seconds between consecutive batches next() returned: the training step as the input "
+                              "side sees it (the denominator of the stall ratio).",
+                              MetricType::Histogram)
+                    .Add(l, c.step_histogram)
+                    .Build());
+  one("stoker_client_input_stall_seconds_total",
+      "Of the waits in next() after the first batch, the seconds during which the consumer had nothing left to run: "
+      "the GPU idle for lack of input. The primary starvation signal.",
+      MetricType::Counter, s.stall_seconds);
+  one("stoker_client_startup_wait_seconds_total", "Seconds next() waited for this client's first batch.",
+      MetricType::Counter, s.startup_seconds);
+  one("stoker_client_h2d_bytes_total", "Bytes copied host to device (0 on the host path).", MetricType::Counter,
+      static_cast<double>(h2d_bytes));
+  out.push_back(FamilyBuilder("stoker_client_h2d_seconds",
+                              "Per batch: seconds its host-to-device copy took, from CUDA events (none on the "
+                              "host path).",
+                              MetricType::Histogram)
+                    .Add(l, c.h2d_histogram)
+                    .Build());
+  one("stoker_client_prefetch_batches", "Batches received and ready, not yet handed out by next().",
+      MetricType::Gauge, prefetched);
+  one("stoker_client_prefetch_capacity_batches", "Configured prefetch depth.", MetricType::Gauge, c.window);
+  one("stoker_client_last_batch_timestamp_seconds",
+      "Unix time next() last returned a batch (connect time before the first).", MetricType::Gauge,
+      s.last_batch_unix_seconds);
+  one("stoker_client_end_of_job", "1 once every batch of every epoch was delivered.", MetricType::Gauge,
+      s.end_of_job ? 1 : 0);
+  one("stoker_client_received_bytes_total", "Pixel bytes received from workers.", MetricType::Counter,
+      static_cast<double>(s.bytes_received));
+  one("stoker_client_connected_workers", "Workers this client holds a data connection to.", MetricType::Gauge,
+      s.connected_workers);
+  one("stoker_client_position_batches", "Global index of the next batch next() returns.", MetricType::Gauge,
+      static_cast<double>(s.position));
+  FamilyBuilder dropped("stoker_client_dropped_batches_total", "Batches received and not delivered, by reason.",
+                        MetricType::Counter);
+  dropped.Add(with({{"reason", "duplicate"}}), static_cast<double>(s.dropped_duplicate))
+      .Add(with({{"reason", "stale_attempt"}}), static_cast<double>(s.dropped_stale_attempt))
+      .Add(with({{"reason", "bad_frame"}}), static_cast<double>(s.dropped_bad_frame))
+      .Add(with({{"reason", "out_of_window"}}), static_cast<double>(s.dropped_out_of_window));
+  out.push_back(dropped.Build());
+  one("stoker_client_worker_errors_total", "Error messages received from workers.", MetricType::Counter,
+      static_cast<double>(s.worker_errors));
+}
+
+std::string ClientStateJson(ClientCore& c) {
+  std::lock_guard<std::mutex> lock(c.mu);
+  JsonWriter j;
+  j.BeginObject();
+  j.Key("client_id").Value(c.client_id);
+  for (const auto& [key, value] : c.labels) j.Key(key).Value(value);
+  j.Key("next").Value(c.next).Key("consumed").Value(c.consumed).Key("total").Value(c.total);
+  j.Key("steps_per_epoch").Value(c.steps);
+  j.Key("received_watermark").Value(c.received_watermark);
+  j.Key("received_above").BeginArray();
+  for (uint64_t i : c.received_above) j.Value(i);
+  j.EndArray();
+  j.Key("slots").BeginArray();
+  for (size_t i = 0; i < c.state.size(); ++i) {
+    const char* st = c.state[i] == SlotState::kFree ? "free" : c.state[i] == SlotState::kFilled ? "filled" : "out";
+    j.BeginObject().Key("state").Value(st);
+    if (c.state[i] != SlotState::kFree) j.Key("index").Value(c.slot_index[i]);
+    j.EndObject();
+  }
+  j.EndArray();
+  j.Key("leases").BeginArray();
+  for (const auto& [unit, attempt] : c.lease_attempts) {
+    j.BeginObject().Key("unit").Value(unit).Key("attempt").Value(attempt).EndObject();
+  }
+  j.EndArray();
+  j.Key("workers").BeginArray();
+  for (const std::string& w : c.worker_endpoints) j.Value(w);
+  j.EndArray();
+  j.Key("fatal").Value(c.fatal.ok() ? std::string() : c.fatal.ToString());
+  j.Key("wait_seconds").Value(c.stats.wait_seconds).Key("stall_seconds").Value(c.stats.stall_seconds);
+  j.Key("step_seconds").Value(c.stats.step_seconds).Key("end_of_job").Value(c.stats.end_of_job);
+  j.EndObject();
+  return j.str();
+}
+
+}  // namespace internal
+
 using internal::ClientCore;
 using internal::ReceivedBatch;
 using internal::SlotState;
+using internal::UnixSeconds;
 
 // ---- Batch -----------------------------------------------------------------------------------------------------
 
@@ -287,6 +425,9 @@ class Client::IoThread {
       hb.consumed = core_->consumed;
       hb.received_watermark = core_->received_watermark;
       hb.received_above.assign(core_->received_above.begin(), core_->received_above.end());
+      hb.step_seconds = core_->stats.step_seconds;
+      hb.stall_seconds = core_->stats.stall_seconds;
+      hb.samples_delivered = core_->stats.samples_delivered;
       core_->ack_dirty = false;
     }
     channel_.Send(std::move(hb));
@@ -338,6 +479,8 @@ class Client::IoThread {
     }
     std::lock_guard<std::mutex> lock(core_->mu);
     core_->stats.connected_workers = static_cast<uint32_t>(workers_.size());
+    core_->worker_endpoints.clear();
+    for (const auto& [id, w] : workers_) core_->worker_endpoints.push_back(id + " " + w.endpoint);
   }
 
   void DrainControl() {
@@ -609,11 +752,61 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) 
   core->slots.resize(core->window);
   core->state.assign(core->window, SlotState::kFree);
   core->slot_index.assign(core->window, 0);
+  core->stall_probe = options.stall_probe;
+  core->last_return = std::chrono::steady_clock::now();
+  core->stats.last_batch_unix_seconds = UnixSeconds();
   client->io_->Start(*registered);
+  client->JoinMetrics(options);
   return client;
 }
 
+void Client::JoinMetrics(const ClientOptions& options) {
+  ClientCore& c = *core_;
+  std::string gpu_uuid = internal::GpuUuidForOrdinal(options.gpu);
+  c.labels = {{"pipeline", c.spec.name},
+              {"rank", std::to_string(rank_)},
+              {"gpu", options.gpu >= 0 ? std::to_string(options.gpu) : "none"},
+              {"gpu_uuid", gpu_uuid}};
+  std::weak_ptr<ClientCore> weak = core_;
+  internal::ClientProcess::Member member;
+  member.collect = [weak](MetricFamilies& out) {
+    if (auto core = weak.lock()) internal::CollectClient(*core, out);
+  };
+  member.ready = [weak]() -> Status {
+    auto core = weak.lock();
+    if (!core) return UnavailableError("closed");
+    std::lock_guard<std::mutex> lock(core->mu);
+    if (!core->fatal.ok()) return core->fatal;
+    if (core->stats.connected_workers == 0 && !core->stats.end_of_job) {
+      return UnavailableError("rank " + std::to_string(core->stats.position) + ": no worker connected yet");
+    }
+    return Status::Ok();
+  };
+  member.state = [weak]() -> std::string {
+    auto core = weak.lock();
+    return core ? internal::ClientStateJson(*core) : std::string("{}");
+  };
+  member.gpu = options.gpu;
+  member.gpu_uuid = gpu_uuid;
+  auto& process = internal::ClientProcess::Get();
+  metrics_member_ = process.Join(std::move(member));
+  std::string listen = options.metrics_listen;
+  if (listen.empty()) {
+    if (const char* env = std::getenv("STOKER_METRICS_LISTEN")) listen = env;
+  }
+  if (listen.empty()) return;
+  auto served = process.Serve(listen);
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (served.ok()) {
+    c.metrics_address = *served;
+  } else {
+    STOKER_LOG(kWarning) << "client metrics endpoint on " << listen << " not started: "
+                         << served.status().message() << " (training goes on without it)";
+  }
+}
+
 Client::~Client() {
+  if (metrics_member_ != 0) internal::ClientProcess::Get().Leave(metrics_member_);
   io_.reset();  // joins the I/O thread, which withdraws credits and deregisters
 }
 
@@ -641,8 +834,9 @@ StatusOr<Delivery> Client::Next(std::chrono::milliseconds timeout) {
   auto ready = [&] {
     return !c.fatal.ok() || (c.state[slot] == SlotState::kFilled && c.slot_index[slot] == c.next);
   };
+  double waited = 0;
   if (!ready()) {
-    auto start = std::chrono::steady_clock::now();
+    const auto start = std::chrono::steady_clock::now();
     bool arrived;
     if (timeout == std::chrono::milliseconds::max()) {
       c.ready.wait(lock, ready);
@@ -650,7 +844,16 @@ StatusOr<Delivery> Client::Next(std::chrono::milliseconds timeout) {
     } else {
       arrived = c.ready.wait_for(lock, timeout, ready);
     }
-    c.stats.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const auto end = std::chrono::steady_clock::now();
+    waited = std::chrono::duration<double>(end - start).count();
+    c.stats.wait_seconds += waited;
+    if (!c.delivered_any) {
+      c.stats.startup_seconds += waited;  // before the first batch the consumer has nothing to overlap with
+    } else if (c.stall_probe) {
+      c.stats.stall_seconds += std::min(waited, std::max(0.0, c.stall_probe->StalledSeconds(start, end)));
+    } else {
+      c.stats.stall_seconds += waited;
+    }
     if (!arrived) {
       return DeadlineExceededError("no batch " + std::to_string(c.next % c.steps) + " of epoch " +
                                    std::to_string(c.next / c.steps) + " within " + std::to_string(timeout.count()) +
@@ -663,6 +866,17 @@ StatusOr<Delivery> Client::Next(std::chrono::milliseconds timeout) {
   ++c.next;
   ++c.stats.batches_delivered;
   c.stats.samples_delivered += data->count;
+  const auto now = std::chrono::steady_clock::now();
+  if (c.delivered_any) {
+    const double step = std::chrono::duration<double>(now - c.last_return).count();
+    c.stats.step_seconds += step;
+    c.step_histogram.Observe(step);
+    c.wait_histogram.Observe(waited);
+  }
+  c.delivered_any = true;
+  c.last_return = now;
+  c.stats.last_batch_unix_seconds = UnixSeconds();
+  if (c.next >= c.total) c.stats.end_of_job = true;
   d.kind = Delivery::Kind::kBatch;
   d.epoch = data->epoch;
   if (data->index + 1 == c.steps) {
@@ -686,6 +900,7 @@ ClientStats Client::Stats() const {
   uint32_t filled = 0;
   for (SlotState st : core_->state) filled += st == SlotState::kFilled;
   s.prefetched = filled;
+  s.metrics_address = core_->metrics_address;
   return s;
 }
 

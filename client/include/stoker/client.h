@@ -33,6 +33,16 @@
 
 namespace stoker {
 
+// Input stall: of the time Next() waited for a batch, the part during which the consumer's device had nothing left
+// to do. The host path (no probe) assumes the caller works synchronously between Next() calls, so every wait is a
+// stall. A GPU consumer supplies a probe that answers from CUDA events on its stream.
+class StallProbe {
+ public:
+  virtual ~StallProbe() = default;
+  virtual double StalledSeconds(std::chrono::steady_clock::time_point wait_start,
+                                std::chrono::steady_clock::time_point wait_end) = 0;
+};
+
 struct ClientOptions {
   std::string coordinator = "tcp://127.0.0.1:7400";
   std::string job;
@@ -45,6 +55,13 @@ struct ClientOptions {
                                          // under a live client's id continues that client's session
   std::string resume_token;              // from Checkpoint(): start exactly after the last batch consumed then.
                                          // Takes the rank back from the crashed process's session at once
+  // Observability (docs/observability.md). The process serves /metrics, /healthz, /readyz and /state on this
+  // host:port, started by the first Client that asks; the process's other Clients join that endpoint. Empty:
+  // $STOKER_METRICS_LISTEN, and if that is unset too, no server (Stats() still works). A port that cannot be
+  // bound is logged, never fatal: training goes on without the endpoint.
+  std::string metrics_listen;
+  int gpu = -1;                          // CUDA ordinal this rank feeds (gpu, gpu_uuid labels; NVML metrics)
+  std::shared_ptr<StallProbe> stall_probe;  // null: every wait in Next() is a stall (host path)
 };
 
 namespace internal {
@@ -105,10 +122,16 @@ struct ClientStats {
   uint64_t dropped_bad_frame = 0;
   uint64_t dropped_out_of_window = 0;
   uint64_t worker_errors = 0;          // DataError messages from workers (e.g. a job a worker cannot load)
-  double wait_seconds = 0;             // time Next() spent blocked waiting for a batch
+  double wait_seconds = 0;             // time Next() spent blocked waiting for a batch (startup included)
+  double startup_seconds = 0;          // of that, the wait for this client's first batch
+  double step_seconds = 0;             // time between consecutive batches returned by Next() (after the first)
+  double stall_seconds = 0;            // of that, waiting while the consumer had nothing to do (input stall)
+  double last_batch_unix_seconds = 0;  // when Next() last returned a batch (Connect() time before the first)
+  bool end_of_job = false;             // every batch of every epoch delivered
   uint32_t prefetched = 0;             // batches received and not yet handed out
   uint32_t connected_workers = 0;
   uint64_t position = 0;               // global index of the next batch Next() will return
+  std::string metrics_address;         // host:port of the process's metrics endpoint, empty if none
 };
 
 class Client {
@@ -141,6 +164,8 @@ class Client {
   uint32_t rank_ = 0;
   std::shared_ptr<internal::ClientCore> core_;
   std::unique_ptr<IoThread> io_;
+  void JoinMetrics(const ClientOptions& options);
+  uint64_t metrics_member_ = 0;  // in the process's ClientProcess, 0 if none
 };
 
 }  // namespace stoker

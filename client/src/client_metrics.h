@@ -1,0 +1,58 @@
+// ClientProcess: the training process's side of observability. Every Client in the process shares one MetricsHub
+// and at most one admin HTTP server (/metrics, /healthz, /readyz, /state): a trainer with several ranks in one
+// process exposes one endpoint, as a PodMonitor expects. Each Client joins with its collector, its readiness
+// (connected) and its state; GPU readings from NVML are taken once per distinct GPU the members feed.
+//
+// The instance lives as long as the process (it is never destroyed: its server thread must not outlive statics).
+// Thread safety: all methods may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "common/admin_server.h"
+#include "common/metrics.h"
+#include "common/status.h"
+
+namespace stoker::internal {
+
+class ClientProcess {
+ public:
+  static ClientProcess& Get();
+
+  struct Member {
+    Collector collect;
+    std::function<Status()> ready;       // OK when connected
+    std::function<std::string()> state;  // JSON
+    int gpu = -1;                        // CUDA ordinal fed, -1: none
+    std::string gpu_uuid;
+  };
+  uint64_t Join(Member member);
+  void Leave(uint64_t id);
+
+  // Starts the admin server on `listen` unless one serves already. Returns the address served, which differs
+  // from `listen` when an earlier Client started it elsewhere.
+  StatusOr<std::string> Serve(const std::string& listen);
+
+ private:
+  ClientProcess();
+  void CollectGpus(MetricFamilies& out) const;
+  Status Ready() const;
+  std::string State() const;
+
+  MetricsHub hub_{"client"};
+  mutable std::mutex mu_;
+  uint64_t next_id_ = 1;
+  std::map<uint64_t, Member> members_;     // guarded by mu_
+  std::map<uint64_t, uint64_t> collectors_;  // member id -> hub collector id; guarded by mu_
+  std::unique_ptr<AdminServer> admin_;     // guarded by mu_
+};
+
+// The UUID of the GPU a CUDA ordinal names (from CUDA when built with it, else NVML), or "" if unknown.
+std::string GpuUuidForOrdinal(int ordinal);
+
+}  // namespace stoker::internal

@@ -1,0 +1,26 @@
+// HttpGet: a minimal HTTP/1.1 client for stoker's own admin endpoints (common/admin_server.h) — what the tests,
+// `stoker demo` and LocalCluster use to read /metrics, /readyz and /state. IPv4 "host:port" only; the server
+// closes each connection after its response, so the reply is everything read until then.
+//
+// Thread safety: free functions, no shared state.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "common/clock.h"
+#include "common/status.h"
+
+namespace stoker {
+
+struct HttpReply {
+  int status = 0;
+  std::map<std::string, std::string> headers;  // names lower-cased
+  std::string body;
+};
+
+// Sends `request` as is (for tests of malformed input) and reads the reply until the server closes.
+StatusOr<HttpReply> HttpExchange(const std::string& address, const std::string& request, Duration timeout);
+StatusOr<HttpReply> HttpGet(const std::string& address, const std::string& path, Duration timeout = Millis(5000));
+
+}  // namespace stoker

@@ -1,0 +1,96 @@
+#include "coordinator/capacity.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace stoker::coordinator {
+namespace {
+constexpr Duration kWindow = Millis(30000);
+constexpr Duration kMinSpan = Millis(2000);
+constexpr Duration kResolution = Millis(1000);
+}  // namespace
+
+void CapacityEstimator::Record(Series& series, const Sample& sample) {
+  if (!series.samples.empty()) {
+    const Sample& last = series.samples.back();
+    // Counters restart only with a new reporter id; going backwards means a confused peer: start over.
+    if (sample.samples < last.samples || sample.a < last.a) series.samples.clear();
+    else if (sample.at - last.at < kResolution) return;
+  }
+  series.samples.push_back(sample);
+  while (!series.samples.empty() && sample.at - series.samples.front().at > kWindow) series.samples.pop_front();
+}
+
+const CapacityEstimator::Sample* CapacityEstimator::Oldest(const Series& series, TimePoint now) {
+  if (series.samples.size() < 2 || now - series.samples.back().at > kWindow) return nullptr;
+  const Sample& first = series.samples.front();
+  if (series.samples.back().at - first.at < kMinSpan) return nullptr;
+  return &first;
+}
+
+void CapacityEstimator::Worker(const std::string& worker_id, uint32_t threads, double busy_seconds, uint64_t samples,
+                               TimePoint now) {
+  Series& s = workers_[worker_id];
+  s.threads = std::max<uint32_t>(1, threads);
+  Record(s, {now, busy_seconds, 0, static_cast<double>(samples)});
+}
+
+void CapacityEstimator::Client(const std::string& job, uint32_t rank, const std::string& client_id,
+                               double step_seconds, double stall_seconds, uint64_t samples, TimePoint now) {
+  Series& s = clients_[{job, rank, client_id}];
+  s.job = job;
+  Record(s, {now, step_seconds, stall_seconds, static_cast<double>(samples)});
+}
+
+void CapacityEstimator::ForgetWorker(const std::string& worker_id) { workers_.erase(worker_id); }
+
+void CapacityEstimator::Prune(TimePoint now) {
+  auto stale = [&](const Series& s) { return s.samples.empty() || now - s.samples.back().at > kWindow; };
+  std::erase_if(workers_, [&](const auto& entry) { return stale(entry.second); });
+  std::erase_if(clients_, [&](const auto& entry) { return stale(entry.second); });
+}
+
+CapacityAdvice CapacityEstimator::Advise(size_t workers, TimePoint now) const {
+  CapacityAdvice advice;
+  double capacity_sum = 0;
+  size_t capacity_n = 0;
+  for (const auto& [id, s] : workers_) {
+    const Sample* first = Oldest(s, now);
+    if (first == nullptr) continue;
+    const Sample& last = s.samples.back();
+    double busy = last.a - first->a;
+    double made = last.samples - first->samples;
+    if (busy < 0.5 || made <= 0) continue;  // too idle over the window to say how fast it is
+    capacity_sum += made / busy * s.threads;
+    ++capacity_n;
+  }
+  if (capacity_n > 0) advice.per_worker = capacity_sum / static_cast<double>(capacity_n);
+  bool any_demand = false;
+  double demand = 0;
+  for (const auto& [key, s] : clients_) {
+    const Sample* first = Oldest(s, now);
+    if (first == nullptr) continue;
+    const Sample& last = s.samples.back();
+    double step = last.a - first->a;
+    double stall = last.b - first->b;
+    double delivered = last.samples - first->samples;
+    if (step <= 0 || delivered <= 0) continue;
+    // The consumer's own time per window; never below 2% of its step time (at most 50x the observed rate).
+    double own = std::max(step - stall, 0.02 * step);
+    double rate = delivered / own;
+    advice.demand_by_job[s.job] += rate;
+    demand += rate;
+    any_demand = true;
+  }
+  if (any_demand) advice.demand = demand;
+  if (advice.demand < 0 || advice.per_worker <= 0) {
+    advice.recommended = static_cast<uint32_t>(workers);
+    return advice;
+  }
+  double needed = std::ceil(advice.demand / advice.per_worker);
+  double most = static_cast<double>(std::max<size_t>(2 * workers, workers + 1));
+  advice.recommended = static_cast<uint32_t>(std::clamp(needed, 1.0, most));
+  return advice;
+}
+
+}  // namespace stoker::coordinator

@@ -1,0 +1,74 @@
+// The worker-count advice from heartbeat telemetry, under a fake clock.
+#include "coordinator/capacity.h"
+
+#include <gtest/gtest.h>
+
+namespace stoker::coordinator {
+namespace {
+
+class CapacityTest : public ::testing::Test {
+ protected:
+  // Feeds `seconds` of heartbeats (one per 250 ms) from workers making `rate` samples/s per busy thread-second
+  // at `busy` occupancy, and from clients delivering `client_rate` samples/s whose steps are `stall` stalled.
+  void Run(int seconds, int workers, double rate, double busy, int clients, double client_rate, double stall) {
+    for (int tick = 0; tick < seconds * 4; ++tick) {
+      clock_.Advance(Millis(250));
+      t_ += 0.25;
+      for (int w = 0; w < workers; ++w) {
+        estimator_.Worker("w" + std::to_string(w), 1, t_ * busy, static_cast<uint64_t>(t_ * busy * rate),
+                          clock_.Now());
+      }
+      for (int c = 0; c < clients; ++c) {
+        estimator_.Client("job", c, "c" + std::to_string(c), t_, t_ * stall,
+                          static_cast<uint64_t>(t_ * client_rate), clock_.Now());
+      }
+    }
+  }
+  FakeClock clock_;
+  double t_ = 0;
+  CapacityEstimator estimator_;
+};
+
+TEST_F(CapacityTest, NoAdviceUntilThereIsData) {
+  auto advice = estimator_.Advise(3, clock_.Now());
+  EXPECT_EQ(advice.recommended, 3u);
+  EXPECT_LT(advice.demand, 0);
+  Run(1, 3, 400, 1.0, 1, 300, 0.5);  // one second: too short a span to trust
+  EXPECT_EQ(estimator_.Advise(3, clock_.Now()).recommended, 3u);
+}
+
+TEST_F(CapacityTest, DemandOverOneWorkersRate) {
+  // Two workers at 400 samples/s per busy second, half busy; two ranks delivering 300/s, stalled half the time:
+  // each would take 600/s unstalled, 1,200/s together: 3 workers.
+  Run(10, 2, 400, 0.5, 2, 300, 0.5);
+  auto advice = estimator_.Advise(2, clock_.Now());
+  EXPECT_NEAR(advice.per_worker, 400, 5);
+  EXPECT_NEAR(advice.demand, 1200, 15);
+  EXPECT_NEAR(advice.demand_by_job["job"], 1200, 15);
+  EXPECT_EQ(advice.recommended, 3u);
+}
+
+TEST_F(CapacityTest, NoStallMeansTheObservedRate) {
+  Run(10, 4, 500, 0.3, 1, 600, 0.0);
+  auto advice = estimator_.Advise(4, clock_.Now());
+  EXPECT_NEAR(advice.demand, 600, 10);
+  EXPECT_EQ(advice.recommended, 2u);  // 600 / 500, rounded up: fewer than the 4 running
+}
+
+TEST_F(CapacityTest, AConsumerThatOnlyWaitsAsksForAtMostADoubling) {
+  Run(10, 1, 400, 1.0, 1, 400, 1.0);
+  EXPECT_EQ(estimator_.Advise(1, clock_.Now()).recommended, 2u);
+  EXPECT_EQ(estimator_.Advise(5, clock_.Now()).recommended, 10u);
+}
+
+TEST_F(CapacityTest, SilentReportersDropOut) {
+  Run(10, 2, 400, 0.5, 2, 300, 0.5);
+  clock_.Advance(Millis(31000));
+  EXPECT_EQ(estimator_.Advise(2, clock_.Now()).recommended, 2u) << "stale figures are no advice";
+  estimator_.Prune(clock_.Now());
+  clock_.Advance(Millis(250));
+  EXPECT_LT(estimator_.Advise(2, clock_.Now()).demand, 0);
+}
+
+}  // namespace
+}  // namespace stoker::coordinator

@@ -1,0 +1,61 @@
+#include "worker/metrics.h"
+
+namespace stoker {
+
+using prometheus::MetricType;
+
+Collector WorkerCollector(const Worker& worker) {
+  return [&worker](MetricFamilies& out) {
+    const WorkerStats s = worker.Stats();
+    auto counter = [&](const char* name, const char* help, double value) {
+      out.push_back(FamilyBuilder(name, help, MetricType::Counter).Add({}, value).Build());
+    };
+    auto gauge = [&](const char* name, const char* help, double value) {
+      out.push_back(FamilyBuilder(name, help, MetricType::Gauge).Add({}, value).Build());
+    };
+    counter("stoker_worker_samples_total", "Samples read, decoded and augmented (quarantined ones included).",
+            static_cast<double>(s.samples));
+    counter("stoker_worker_batches_total", "Batches sent to clients.", static_cast<double>(s.batches_sent));
+    counter("stoker_worker_read_bytes_total", "Encoded bytes read from the dataset.", static_cast<double>(s.bytes_read));
+    counter("stoker_worker_sent_bytes_total", "Pixel payload bytes sent to clients.", static_cast<double>(s.bytes_sent));
+    counter("stoker_worker_busy_seconds_total", "Pipeline-thread seconds spent making samples.", s.busy_seconds);
+    counter("stoker_worker_backpressure_seconds_total",
+            "Pipeline-thread seconds idle while serving clients that take batches slower than this worker makes "
+            "them: more workers than the GPUs need.",
+            s.backpressure_seconds);
+    gauge("stoker_worker_threads", "Pipeline threads.", s.threads);
+    gauge("stoker_worker_leases", "Units leased to this worker and not finished.", static_cast<double>(s.leases_held));
+    gauge("stoker_worker_streams", "Client streams (job, rank, client) this worker holds credit from.",
+          static_cast<double>(s.streams));
+    gauge("stoker_worker_draining", "1 once SIGTERM started a drain.", s.draining ? 1 : 0);
+    counter("stoker_worker_quarantined_samples_total", "Samples that could not be read or decoded.",
+            static_cast<double>(s.quarantined));
+
+    // Errors by reason: the quarantine vocabulary, plus frames refused from clients. Common reasons pre-created.
+    std::map<std::string, uint64_t> errors = s.quarantine_reasons;
+    for (const char* reason : {"read_error", "decode_error", "truncated"}) errors.try_emplace(reason, 0);
+    errors["bad_frame"] = s.bad_frames;
+    FamilyBuilder error_family("stoker_worker_errors_total", "Errors by reason (quarantined samples, bad frames).",
+                               MetricType::Counter);
+    for (const auto& [reason, n] : errors) error_family.Add({{"reason", reason}}, static_cast<double>(n));
+    out.push_back(error_family.Build());
+
+    FamilyBuilder units("stoker_worker_units_total", "Units this worker finished with, by outcome.",
+                        MetricType::Counter);
+    units.Add({{"outcome", "sent"}}, static_cast<double>(s.units_done))
+        .Add({{"outcome", "revoked"}}, static_cast<double>(s.units_revoked))
+        .Add({{"outcome", "fenced"}}, static_cast<double>(s.units_fenced))
+        .Add({{"outcome", "abandoned"}}, static_cast<double>(s.units_abandoned))
+        .Add({{"outcome", "undeliverable"}}, static_cast<double>(s.units_undeliverable));
+    out.push_back(units.Build());
+
+    FamilyBuilder stages("stoker_worker_stage_seconds",
+                         "Per batch: thread seconds its samples spent reading, decoding and augmenting; seconds "
+                         "building its header (collate); seconds until ZeroMQ had written it out (send).",
+                         MetricType::Histogram);
+    for (const auto& [stage, histogram] : worker.histograms().stage_seconds) stages.Add({{"stage", stage}}, *histogram);
+    out.push_back(stages.Build());
+  };
+}
+
+}  // namespace stoker
