@@ -14,6 +14,15 @@ BUILD_PACKAGES=(
   libjpeg62-turbo-dev             # libjpeg-turbo's libjpeg API: crop-region and DCT-scaled decode
   libgtest-dev libgmock-dev libbenchmark-dev
 )
+# The observability tests: a real Prometheus server and promtool, the rule file's YAML, the panel renderer.
+# STOKER_DEPS=build skips them (images that only build need none of them).
+TEST_PACKAGES=(
+  prometheus
+  python3 python3-yaml python3-matplotlib
+)
+if [ "${STOKER_DEPS:-all}" != "build" ]; then
+  BUILD_PACKAGES+=("${TEST_PACKAGES[@]}")
+fi
 
 missing=()
 for p in "${BUILD_PACKAGES[@]}"; do

@@ -48,6 +48,7 @@ struct DemoOptions {
   std::string worker_sample_delay;             // make every sample this slow in every worker (a slow pipeline)
   uint32_t step_ms = 0;                        // the consumers "train" this long on each batch
   uint32_t gpus = 0;                           // label rank r as feeding GPU r % gpus (0: no GPU labels)
+  uint32_t max_workers = 0;                    // the "autoscaler's" ceiling the coordinator exports (0: --workers)
 };
 
 // What the consumers have seen so far, shared with the progress line.
@@ -215,6 +216,8 @@ int DemoCommand(int argc, char** argv) {
                   "make every sample this much slower in every worker (e.g. 20ms): too few workers, on purpose");
   flags.AddUint32("step-ms", &o.step_ms, "the consumers train for this long on each batch (0: consume at once)");
   flags.AddUint32("gpus", &o.gpus, "label rank r as feeding GPU r % N (gpu, gpu_uuid labels; NVML metrics)");
+  flags.AddUint32("max-workers", &o.max_workers,
+                  "the worker ceiling the coordinator exports for the 'workers saturated' alert (0: --workers)");
   flags.AddBool("chaos", &o.chaos,
                 "inject faults at random while the demo runs: kill -9 and SIGTERM workers (replacing them), kill -9 "
                 "and restart the coordinator on its journal, SIGSTOP workers, cut workers off the network");
@@ -242,7 +245,8 @@ int DemoCommand(int argc, char** argv) {
   std::string run_dir = JoinPath(o.data, "run");
   if (Status s = env.CreateDirectories(run_dir); !s.ok()) return Fail("demo", s);
   std::remove(JoinPath(run_dir, "coordinator.journal").c_str());  // each demo run starts afresh
-  LocalCluster cluster({run_dir, "", true, {}});
+  LocalCluster cluster(
+      {run_dir, "", true, {"--max-workers", std::to_string(o.max_workers ? o.max_workers : o.workers)}});
   if (Status s = cluster.StartCoordinator(); !s.ok()) {
     return Fail("demo", s.WithContext("the coordinator did not start (see its log)"));
   }

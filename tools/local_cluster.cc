@@ -89,6 +89,9 @@ StatusOr<size_t> LocalCluster::StartWorker(uint32_t threads, const std::vector<s
                                    endpoint_file, "--metrics-listen", "127.0.0.1:0", "--metrics-address-file",
                                    options_.dir + "/" + name + ".metrics"};
   argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
+  // A directory reused from an earlier run still has that run's files: never read a dead process's address.
+  std::remove(endpoint_file.c_str());
+  std::remove((options_.dir + "/" + name + ".metrics").c_str());
   STOKER_ASSIGN_OR_RETURN(Subprocess p, Subprocess::Start(argv, LogPath(name)));
   workers_.push_back({std::move(p), ""});
   auto endpoint = WaitForFile(endpoint_file, std::chrono::seconds(20), &workers_.back().process);
@@ -110,6 +113,7 @@ std::vector<size_t> LocalCluster::RunningWorkers() {
 
 StatusOr<size_t> LocalCluster::StartConsumer(const std::string& name, const JobSpec& spec, uint32_t rank,
                                              const std::vector<std::string>& extra_flags) {
+  std::remove((options_.dir + "/consumer-" + name + ".metrics").c_str());
   std::vector<std::string> argv = {bin("stoker"), "consume", "--coordinator", coordinator_endpoint_, "--rank",
                                    std::to_string(rank), "--log", options_.dir + "/consumer-" + name + ".log",
                                    "--summary-json", options_.dir + "/consumer-" + name + ".json",

@@ -1,12 +1,16 @@
 #include "worker/metrics.h"
 
+#include <chrono>
+
 namespace stoker {
 
 using prometheus::MetricType;
 
 Collector WorkerCollector(const Worker& worker) {
-  return [&worker](MetricFamilies& out) {
+  const auto started = std::chrono::steady_clock::now();
+  return [&worker, started](MetricFamilies& out) {
     const WorkerStats s = worker.Stats();
+    const double uptime = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     auto counter = [&](const char* name, const char* help, double value) {
       out.push_back(FamilyBuilder(name, help, MetricType::Counter).Add({}, value).Build());
     };
@@ -23,6 +27,10 @@ Collector WorkerCollector(const Worker& worker) {
             "Pipeline-thread seconds idle while serving clients that take batches slower than this worker makes "
             "them: more workers than the GPUs need.",
             s.backpressure_seconds);
+    counter("stoker_worker_thread_seconds_total",
+            "Pipeline-thread seconds available (threads x seconds up): the denominator of the busy and "
+            "backpressure ratios, immune to rate()'s young-series bias.",
+            s.threads * uptime);
     gauge("stoker_worker_threads", "Pipeline threads.", s.threads);
     gauge("stoker_worker_leases", "Units leased to this worker and not finished.", static_cast<double>(s.leases_held));
     gauge("stoker_worker_streams", "Client streams (job, rank, client) this worker holds credit from.",

@@ -1,0 +1,331 @@
+#!/usr/bin/python3
+"""Generates stoker's two Grafana dashboards into helm/stoker/files/dashboards/ (the chart ships them as
+ConfigMaps; anyone can import them): the overview (which GPUs starve, throughput, worker busy vs backpressure,
+replicas, units) and the GPU view (input stall beside dcgm-exporter's DCGM_FI_PROF_SM_ACTIVE, joined on gpu_uuid).
+
+    /usr/bin/python3 scripts/dashboards.py           # write the JSON files
+    /usr/bin/python3 scripts/dashboards.py --check   # exit 1 if the committed files differ from what this writes
+
+Each dashboard has a `datasource` variable (never __inputs) and namespace / pipeline / pod / gpu variables; every
+panel query uses $__rate_interval where it takes a rate. tests/observability/live_test.py evaluates every query
+against a real Prometheus scraping a live demo. Standard library only.
+"""
+import argparse
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT_DIR = os.path.join(ROOT, "helm", "stoker", "files", "dashboards")
+DS = {"type": "prometheus", "uid": "${datasource}"}
+
+# Selectors: clients carry pipeline/rank/gpu/gpu_uuid; every target carries namespace/pod from the scraper.
+CLIENT = 'namespace=~"$namespace", pipeline=~"$pipeline", pod=~"$pod", gpu=~"$gpu"'
+PIPELINE = 'namespace=~"$namespace", pipeline=~"$pipeline"'
+NS = 'namespace=~"$namespace"'
+
+
+def variables():
+    def query(name, label, expr, hint):
+        return {
+            "name": name, "label": label, "type": "query", "datasource": DS,
+            "definition": expr, "query": {"query": expr, "refId": "StandardVariableQuery"},
+            "includeAll": True, "multi": True, "allValue": ".*", "refresh": 2, "sort": 1,
+            "current": {"selected": True, "text": ["All"], "value": ["$__all"]}, "description": hint,
+        }
+    return {"list": [
+        {"name": "datasource", "label": "Data source", "type": "datasource", "query": "prometheus",
+         "current": {}, "hide": 0, "refresh": 1},
+        query("namespace", "Namespace", "label_values(stoker_build_info, namespace)",
+              "Kubernetes namespace of the stoker processes"),
+        query("pipeline", "Pipeline", 'label_values(stoker_client_info{namespace=~"$namespace"}, pipeline)',
+              "stoker job name"),
+        query("pod", "Trainer pod", f'label_values(stoker_client_info{{{PIPELINE}}}, pod)',
+              "training pods running the stoker client"),
+        query("gpu", "GPU", f'label_values(stoker_client_info{{{PIPELINE}, pod=~"$pod"}}, gpu)',
+              "CUDA ordinal within the pod"),
+    ]}
+
+
+class Layout:
+    """Places panels left to right in a 24-column grid, starting a new line when a panel does not fit."""
+
+    def __init__(self):
+        self.x, self.y, self.row_h, self.next_id = 0, 0, 0, 1
+        self.panels = []
+
+    def row(self, title):
+        self._newline()
+        self.panels.append({"type": "row", "title": title, "id": self._id(), "collapsed": False, "panels": [],
+                            "gridPos": {"h": 1, "w": 24, "x": 0, "y": self.y}})
+        self.y += 1
+
+    def add(self, panel, w, h):
+        if self.x + w > 24:
+            self._newline()
+        panel["id"] = self._id()
+        panel["gridPos"] = {"h": h, "w": w, "x": self.x, "y": self.y}
+        self.panels.append(panel)
+        self.x += w
+        self.row_h = max(self.row_h, h)
+
+    def _newline(self):
+        if self.x:
+            self.y += self.row_h
+        self.x, self.row_h = 0, 0
+
+    def _id(self):
+        self.next_id += 1
+        return self.next_id - 1
+
+
+def targets(queries):
+    return [{"refId": chr(ord("A") + i), "datasource": DS, "expr": expr, "legendFormat": legend}
+            for i, (expr, legend) in enumerate(queries)]
+
+
+def timeseries(title, description, queries, unit, maximum=None, thresholds=None, log=False):
+    defaults = {"unit": unit, "min": 0, "custom": {"lineWidth": 1, "fillOpacity": 10, "showPoints": "never"}}
+    if log:
+        defaults["min"] = 1
+        defaults["custom"]["scaleDistribution"] = {"type": "log", "log": 10}
+    if maximum is not None:
+        defaults["max"] = maximum
+    if thresholds:
+        defaults["thresholds"] = thresholds
+        defaults["custom"]["thresholdsStyle"] = {"mode": "dashed"}
+    return {"type": "timeseries", "title": title, "description": description, "datasource": DS,
+            "targets": targets(queries), "fieldConfig": {"defaults": defaults, "overrides": []},
+            "options": {"legend": {"displayMode": "table", "placement": "bottom", "calcs": ["lastNotNull", "max"]},
+                        "tooltip": {"mode": "multi", "sort": "desc"}}}
+
+
+def stat(title, description, queries, unit, thresholds=None):
+    defaults = {"unit": unit}
+    if thresholds:
+        defaults["thresholds"] = thresholds
+    return {"type": "stat", "title": title, "description": description, "datasource": DS,
+            "targets": targets(queries), "fieldConfig": {"defaults": defaults, "overrides": []},
+            "options": {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+                        "colorMode": "background", "graphMode": "area", "textMode": "value_and_name"}}
+
+
+def steps(*pairs):
+    return {"mode": "absolute",
+            "steps": [{"color": color, "value": value} for value, color in pairs]}
+
+
+STARVATION = steps((None, "green"), (0.05, "orange"), (0.2, "red"))
+
+
+def dashboard(uid, title, description, layout):
+    return {
+        "uid": uid, "title": title, "description": description, "tags": ["stoker"], "editable": True,
+        "schemaVersion": 39, "version": 1, "refresh": "30s", "timezone": "browser",
+        "time": {"from": "now-1h", "to": "now"}, "graphTooltip": 1,
+        "templating": variables(), "annotations": {"list": []}, "links": [],
+        "panels": layout.panels,
+    }
+
+
+def overview():
+    l = Layout()
+    l.row("Are the GPUs waiting for input?")
+    l.add(stat("Worst GPU input stall",
+               "Highest per-GPU input stall over the last 2 minutes: the share of step time a GPU sat idle because "
+               "its next batch had not arrived. Orange from 5 %, red from 20 % (the alert thresholds).",
+               [(f"max(stoker:client_input_stall_ratio:rate2m{{{CLIENT}}})", "worst GPU")],
+               "percentunit", STARVATION), 6, 5)
+    l.add(stat("Input stall per pipeline",
+               "Step-time-weighted input stall of each pipeline over 2 minutes.",
+               [(f"stoker:pipeline_input_stall_ratio:rate2m{{{PIPELINE}}}", "{{pipeline}}")],
+               "percentunit", STARVATION), 6, 5)
+    l.add(stat("Workers: running / recommended",
+               "Active workers, and how many the coordinator estimates the current demand needs (demanded "
+               "samples/s over the mean worker's measured rate).",
+               [(f'sum(stoker_coordinator_workers{{{NS}, state="active"}})', "running"),
+                (f"max(stoker_coordinator_recommended_workers{{{NS}}})", "recommended")],
+               "none"), 6, 5)
+    l.add(stat("Longest time without a batch",
+               "Seconds since a running client last received a batch (alert at 5 minutes).",
+               [(f"max(stoker:client_seconds_since_last_batch{{{CLIENT}}})", "max")],
+               "s", steps((None, "green"), (60, "orange"), (300, "red"))), 6, 5)
+    l.add(timeseries("Input stall per GPU",
+                     "Per GPU: input stall seconds over training-step seconds (2-minute rate). This is the "
+                     "starvation signal: the GPU had nothing to run because the batch was late.",
+                     [(f"stoker:client_input_stall_ratio:rate2m{{{CLIENT}}}", "{{pod}} gpu {{gpu}} rank {{rank}}")],
+                     "percentunit", 1, STARVATION), 12, 8)
+    l.add(timeseries("Step time and input wait per GPU (median)",
+                     "Median time between consecutive batches (the training step as the input side sees it) and "
+                     "median wait in next() per batch.",
+                     [(f"histogram_quantile(0.5, sum by (le, pod, gpu) "
+                       f"(rate(stoker_client_step_seconds_bucket{{{CLIENT}}}[$__rate_interval])))",
+                       "step {{pod}} gpu {{gpu}}"),
+                      (f"histogram_quantile(0.5, sum by (le, pod, gpu) "
+                       f"(rate(stoker_client_input_wait_seconds_bucket{{{CLIENT}}}[$__rate_interval])))",
+                       "wait {{pod}} gpu {{gpu}}")],
+                     "s"), 12, 8)
+    l.row("Throughput")
+    l.add(timeseries("Images per second delivered",
+                     "Samples handed to training per second, per pipeline.",
+                     [(f"sum by (pipeline) (rate(stoker_client_samples_total{{{CLIENT}}}[$__rate_interval]))",
+                       "{{pipeline}}")],
+                     "short"), 12, 8)
+    l.add(timeseries("Worker supply vs client demand",
+                     "Samples/s the workers produce, and the rate the clients would consume if never starved "
+                     "(coordinator's demand estimate).",
+                     [(f"sum(rate(stoker_worker_samples_total{{{NS}}}[$__rate_interval]))", "workers produce"),
+                      (f"sum(stoker_coordinator_demand_samples_per_second{{{PIPELINE}}})", "clients demand")],
+                     "short"), 12, 8)
+    l.row("Workers")
+    l.add(timeseries("Worker thread time: busy vs backpressure",
+                     "Share of pipeline-thread time spent making samples (busy: the autoscaling signal) and "
+                     "idle for lack of client credit (backpressure: more workers than the GPUs need).",
+                     [(f"stoker:workers_busy_ratio:rate2m{{{NS}}}", "busy {{namespace}}"),
+                      (f"stoker:workers_backpressure_ratio:rate2m{{{NS}}}", "backpressure {{namespace}}")],
+                     "percentunit", 1), 12, 8)
+    l.add(timeseries("Workers: running, recommended, maximum",
+                     "Worker replicas by state, the coordinator's recommendation, and the autoscaler's ceiling.",
+                     [(f"sum by (state) (stoker_coordinator_workers{{{NS}}})", "{{state}}"),
+                      (f"max(stoker_coordinator_recommended_workers{{{NS}}})", "recommended"),
+                      (f"max(stoker_coordinator_max_workers{{{NS}}})", "maximum")],
+                     "none"), 12, 8)
+    l.add(timeseries("Worker time per batch by stage (median)",
+                     "Thread seconds a batch's samples spent reading, decoding and augmenting, and seconds to "
+                     "collate and send it: read-heavy means storage, decode/augment-heavy means CPU.",
+                     [(f"histogram_quantile(0.5, sum by (le, stage) "
+                       f"(rate(stoker_worker_stage_seconds_bucket{{{NS}}}[$__rate_interval])))", "{{stage}}")],
+                     "s"), 12, 8)
+    l.add(timeseries("Bad input by reason",
+                     "Samples quarantined (unreadable, undecodable, truncated) and frames refused, per second.",
+                     [(f"sum by (reason) (rate(stoker_worker_errors_total{{{NS}}}[$__rate_interval]))",
+                       "{{reason}}")],
+                     "short"), 12, 8)
+    l.row("Coordinator")
+    l.add(timeseries("Units by state",
+                     "Work units of every epoch of the job: pending (future epochs included, hence the log "
+                     "scale), leased to a worker, sent and awaiting acknowledgement, committed.",
+                     [(f"sum by (state) (stoker_coordinator_units{{{PIPELINE}}})", "{{state}}")],
+                     "none", log=True), 8, 8)
+    l.add(timeseries("Re-leases by reason",
+                     "Units handed to another worker: a worker lost, a lease expired, a drain, unacknowledged "
+                     "batches. Each is recovered work, never lost work.",
+                     [(f"sum by (reason) (increase(stoker_coordinator_releases_total{{{NS}}}[$__rate_interval]))",
+                       "{{reason}}")],
+                     "none"), 8, 8)
+    l.add(timeseries("Epoch progress",
+                     "Current epoch plus the committed fraction of it, per pipeline.",
+                     [(f"stoker_coordinator_epoch{{{PIPELINE}}} + stoker_coordinator_epoch_progress_ratio{{{PIPELINE}}}",
+                       "{{pipeline}}")],
+                     "none"), 8, 8)
+    l.add(timeseries("Control-plane requests",
+                     "Coordinator requests per second by method, and the 99th-percentile handling time.",
+                     [(f"sum by (method) (rate(stoker_coordinator_requests_total{{{NS}}}[$__rate_interval]))",
+                       "{{method}}"),
+                      (f"histogram_quantile(0.99, sum by (le) "
+                       f"(rate(stoker_coordinator_request_seconds_bucket{{{NS}}}[$__rate_interval])))",
+                       "p99 seconds")],
+                     "short"), 24, 8)
+    return dashboard("stoker-overview", "stoker / overview",
+                     "Which GPUs wait for input, and whether it is for lack of workers.", l)
+
+
+def gpu_view():
+    l = Layout()
+    # dcgm-exporter labels GPUs by UUID; stoker_client_info labels them by gpu_uuid with the trainer's pod, pipeline
+    # and rank. Copying gpu_uuid into UUID and joining one-to-one keeps DCGM's value with stoker's labels.
+    join = (f'* on (UUID) group_left (pod, pipeline, rank, gpu) '
+            f'label_replace(stoker_client_info{{{CLIENT}}}, "UUID", "$1", "gpu_uuid", "(.+)")')
+    l.row("Busy, or waiting for input?")
+    l.add(timeseries("SM active (DCGM) of GPUs fed by stoker",
+                     "dcgm-exporter's DCGM_FI_PROF_SM_ACTIVE: the fraction of time at least one warp was resident "
+                     "on an SM, averaged over SMs. The GPU's real activity, unlike NVML utilisation.",
+                     [(f"DCGM_FI_PROF_SM_ACTIVE {join}", "{{pod}} gpu {{gpu}} rank {{rank}}")],
+                     "percentunit", 1), 12, 9)
+    l.add(timeseries("Input stall per GPU",
+                     "Share of step time each GPU waited for its next batch. High stall with low SM activity: "
+                     "starved by input. Low stall with low SM activity: the model itself (small batches, "
+                     "synchronisation, communication).",
+                     [(f"stoker:client_input_stall_ratio:rate2m{{{CLIENT}}}", "{{pod}} gpu {{gpu}} rank {{rank}}")],
+                     "percentunit", 1, STARVATION), 12, 9)
+    l.add({"type": "table", "title": "Per GPU: SM active, input stall, step time",
+           "description": "One row per GPU fed by stoker, joined with DCGM on the GPU's UUID.",
+           "datasource": DS,
+           "targets": [dict(t, format="table", instant=True) for t in targets([
+               (f"DCGM_FI_PROF_SM_ACTIVE {join}", ""),
+               (f"stoker:client_input_stall_ratio:rate2m{{{CLIENT}}}", ""),
+               (f"sum by (pod, gpu, rank, pipeline) (rate(stoker_client_step_seconds_sum{{{CLIENT}}}[$__rate_interval]))"
+                f" / sum by (pod, gpu, rank, pipeline) (rate(stoker_client_step_seconds_count{{{CLIENT}}}[$__rate_interval]))",
+                "")])],
+           "transformations": [{"id": "merge", "options": {}},
+                               {"id": "organize", "options": {"excludeByName": {"Time": True, "__name__": True}}}],
+           "fieldConfig": {"defaults": {}, "overrides": []}, "options": {"showHeader": True}}, 24, 8)
+    l.row("Feeding each GPU")
+    l.add(timeseries("Input wait vs input stall per GPU",
+                     "Wait: time next() blocked. Stall: the part of it during which the GPU had drained its work. "
+                     "Wait without stall is hidden by prefetch and costs nothing.",
+                     [(f"stoker:client_input_wait_ratio:rate2m{{{CLIENT}}}", "wait {{pod}} gpu {{gpu}}"),
+                      (f"stoker:client_input_stall_ratio:rate2m{{{CLIENT}}}", "stall {{pod}} gpu {{gpu}}")],
+                     "percentunit", 1), 12, 8)
+    l.add(timeseries("Prefetch buffer fill",
+                     "Ready batches held per GPU over the configured depth: near 0 while starving, full while the "
+                     "GPU is the bottleneck.",
+                     [(f"stoker_client_prefetch_batches{{{CLIENT}}} / stoker_client_prefetch_capacity_batches{{{CLIENT}}}",
+                       "{{pod}} gpu {{gpu}}")],
+                     "percentunit", 1), 12, 8)
+    l.add(timeseries("Host-to-device bytes per second",
+                     "Bytes copied to each GPU by the client (zero on the host path).",
+                     [(f"sum by (pod, gpu) (rate(stoker_client_h2d_bytes_total{{{CLIENT}}}[$__rate_interval]))",
+                       "{{pod}} gpu {{gpu}}")],
+                     "Bps"), 8, 8)
+    l.add(timeseries("Received from workers per second",
+                     "Pixel bytes each client received over the network.",
+                     [(f"sum by (pod, gpu) (rate(stoker_client_received_bytes_total{{{CLIENT}}}[$__rate_interval]))",
+                       "{{pod}} gpu {{gpu}}")],
+                     "Bps"), 8, 8)
+    l.add(timeseries("NVML utilisation and memory",
+                     "NVML's coarse utilisation (a kernel ran during the sample period: context, not the "
+                     "starvation signal) and memory used, for GPUs the client process feeds.",
+                     [(f'stoker_gpu_utilization_ratio{{{NS}, pod=~"$pod", gpu=~"$gpu"}}', "util {{pod}} gpu {{gpu}}"),
+                      (f'stoker_gpu_memory_used_bytes{{{NS}, pod=~"$pod", gpu=~"$gpu"}}'
+                       f' / stoker_gpu_memory_total_bytes{{{NS}, pod=~"$pod", gpu=~"$gpu"}}',
+                       "memory {{pod}} gpu {{gpu}}")],
+                     "percentunit", 1), 8, 8)
+    return dashboard("stoker-gpu", "stoker / GPUs",
+                     "Each GPU's input stall beside its DCGM SM activity, joined on the GPU's UUID.", l)
+
+
+def render():
+    return {"stoker-overview.json": overview(), "stoker-gpu.json": gpu_view()}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="fail if the files on disk are not current")
+    parser.add_argument("--out", default=OUT_DIR, help="directory to write (default: %(default)s)")
+    args = parser.parse_args()
+    stale = []
+    for name, board in render().items():
+        text = json.dumps(board, indent=2, sort_keys=False) + "\n"
+        path = os.path.join(args.out, name)
+        if args.check:
+            try:
+                with open(path) as f:
+                    current = f.read()
+            except OSError:
+                current = None
+            if current != text:
+                stale.append(path)
+            continue
+        os.makedirs(args.out, exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+        print(f"wrote {path}")
+    if stale:
+        print("out of date (run /usr/bin/python3 scripts/dashboards.py): " + ", ".join(stale), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
