@@ -3,12 +3,12 @@
 # root after scripts/bundle-gpu.sh has filled .bundle/ (carried by the device tool):
 #   bash .bundle/gpu_machine.sh                          every section
 #   SECTIONS="recovery control" bash .bundle/gpu_machine.sh   some of them
-# Sections: machine pipeline scaling transport recovery control peers. Results: $OUT/*.json, $OUT/gpu_machine.log.
+# Sections: machine pipeline scaling transport recovery control peers observability. Results: $OUT/*.json, $OUT/gpu_machine.log.
 # LD_LIBRARY_PATH is set for our binaries only: PyTorch on that machine must keep its own libraries.
 set -uo pipefail
 BUNDLE=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-/tmp/stoker-out}
-SECTIONS=${SECTIONS:-machine pipeline scaling transport recovery control peers}
+SECTIONS=${SECTIONS:-machine pipeline scaling transport recovery control peers observability}
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/gpu_machine.log") 2>&1
 ours() { LD_LIBRARY_PATH="$BUNDLE/lib" "$@"; }
@@ -75,3 +75,43 @@ if want peers && [ -f "$BUNDLE/peers/anchor_torch.py" ]; then
   (cd "$BUNDLE/peers" && PYTHONUNBUFFERED=1 N_IMAGES=${N_IMAGES:-2000} timeout 300 python3 anchor_torch.py 2>&1 | tail -30)
 fi
 section done
+
+if want observability; then
+  section "observability with the real NVML: a demo whose ranks feed GPU 0, its client /metrics beside nvidia-smi"
+  rm -rf /tmp/obs-demo /tmp/obs-targets.json
+  ours "$BUNDLE/bin/stoker" demo --data /tmp/obs-demo --images 1024 --workers 4 --batch-size 32 --gpus 1 \
+    --epochs 200 --step-ms 20 --prometheus-targets /tmp/obs-targets.json --summary-json "$OUT/obs-demo.json" \
+    > "$OUT/obs-demo.log" 2>&1 &
+  demo=$!
+  python3 - "$OUT" <<'PY'
+import json, os, sys, time, urllib.request
+out = sys.argv[1]
+deadline = time.time() + 120
+while time.time() < deadline:
+    try:
+        groups = json.load(open("/tmp/obs-targets.json"))
+        if any(g["labels"]["job"] == "stoker-client" for g in groups):
+            break
+    except (OSError, ValueError):
+        pass
+    time.sleep(0.5)
+else:
+    sys.exit("no client endpoint within 120 s")
+time.sleep(5)  # let the clients take a few batches
+for g in groups:
+    job, addr = g["labels"]["job"], g["targets"][0]
+    text = urllib.request.urlopen(f"http://{addr}/metrics", timeout=10).read().decode()
+    open(os.path.join(out, f"metrics-{job}-{g['labels']['pod']}.txt"), "w").write(text)
+    for path in ("/healthz", "/readyz"):
+        try:
+            code = urllib.request.urlopen(f"http://{addr}{path}", timeout=10).status
+        except urllib.error.HTTPError as e:
+            code = e.code
+        print(job, path, code)
+    if job == "stoker-client":
+        print("\n".join(l for l in text.splitlines() if l.startswith(("stoker_gpu_", "stoker_client_info"))))
+PY
+  nvidia-smi --query-gpu=index,uuid,utilization.gpu,memory.used,memory.total --format=csv
+  kill -INT $demo; wait $demo; echo "demo exit $? (interrupted on purpose)"
+  tr '\r' '\n' < "$OUT/obs-demo.log" | grep -E "^(metrics|epoch)" | tail -3
+fi

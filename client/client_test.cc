@@ -131,9 +131,10 @@ class ClientTest : public ::testing::Test {
     endpoint_ = *service_->Bind();
     server_ = std::thread([this] { (void)service_->Run(stop_); });
   }
-  void TearDown() override {
+  void TearDown() override { StopCoordinator(); }
+  void StopCoordinator() {
     stop_ = true;
-    server_.join();
+    if (server_.joinable()) server_.join();
   }
 
   std::unique_ptr<Client> Connect(uint32_t prefetch, ClientOptions options = {}) {
@@ -276,10 +277,10 @@ TEST_F(ClientTest, ServesStarvationMetricsPerGpuAndHealth) {
   auto client = Connect(/*prefetch=*/2, options);
   const std::string address = client->Stats().metrics_address;
   ASSERT_FALSE(address.empty());
-  // Connected to the coordinator, no worker yet: not ready.
-  auto not_ready = HttpGet(address, "/readyz");
-  ASSERT_TRUE(not_ready.ok()) << not_ready.status().ToString();
-  EXPECT_EQ(not_ready->status, 503);
+  // Connected to the coordinator (no worker needed): ready.
+  auto connected = HttpGet(address, "/readyz");
+  ASSERT_TRUE(connected.ok()) << connected.status().ToString();
+  EXPECT_EQ(connected->status, 200) << connected->body;
 
   ScriptedWorker worker(context_, endpoint_, spec_);
   worker.steps = client->steps_per_epoch();
@@ -337,6 +338,21 @@ TEST_F(ClientTest, ServesStarvationMetricsPerGpuAndHealth) {
   EXPECT_NE(state->body.find(R"("gpu_uuid": "GPU-0fa4e000-0000-4000-8000-000000000001")"), std::string::npos);
 
   second->batch.Release();
+  // The coordinator goes away: within a few heartbeats the client says it is not connected.
+  StopCoordinator();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  int status = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto r = HttpGet(address, "/readyz");
+    ASSERT_TRUE(r.ok());
+    status = r->status;
+    if (status == 503) {
+      EXPECT_NE(r->body.find("no reply from the coordinator"), std::string::npos) << r->body;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // polling a condition, with a deadline
+  }
+  EXPECT_EQ(status, 503);
   client.reset();  // leaves the endpoint: no client, not ready, no client series
   auto gone = HttpGet(address, "/readyz");
   ASSERT_TRUE(gone.ok());

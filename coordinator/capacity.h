@@ -6,7 +6,7 @@
 //               if input never stalled (clients report these counters in their heartbeats)
 //   per worker = mean over workers of samples / busy seconds x threads: what one worker makes when fully busy
 //               (workers report busy seconds and samples in theirs)
-//   recommended = ceil(demand / per worker), kept within [1, 2 x workers + 1] so that one estimate never asks
+//   recommended = ceil(demand / per worker), kept within [1, max(2 x workers, workers + 1)] so that one estimate never asks
 //               for more than a doubling (a training loop that does no work of its own has unbounded demand)
 //
 // Rates come from each reporter's counters over its last 30 s, once they span at least 2 s. A reporter silent for

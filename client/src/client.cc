@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <map>
@@ -87,6 +88,9 @@ struct ClientCore {
   std::chrono::steady_clock::time_point last_return;  // guarded by mu: when Next() last returned a batch
   std::vector<std::string> worker_endpoints;          // guarded by mu
   uint64_t h2d_bytes = 0;                             // guarded by mu
+  std::chrono::steady_clock::time_point coordinator_heard;  // guarded by mu: its last reply
+  std::chrono::milliseconds heartbeat_interval{250};        // guarded by mu
+  std::atomic<int64_t> io_turned_ns{0};  // steady-clock time the I/O thread last went round its loop
 
   ~ClientCore() {
     if (doorbell >= 0) ::close(doorbell);  // the core outlives the Client while batches are out: it owns the fd
@@ -339,6 +343,11 @@ class Client::IoThread {
     // A worker must be able to hold at least one whole unit for us, or it could never lease one.
     credits_ = std::max(options_.credits_per_worker, registered.spec.batches_per_unit);
     heartbeat_interval_ = std::chrono::milliseconds(std::max<uint32_t>(50, registered.heartbeat_interval_ms));
+    {
+      std::lock_guard<std::mutex> lock(core_->mu);
+      core_->heartbeat_interval = heartbeat_interval_;
+      core_->coordinator_heard = std::chrono::steady_clock::now();  // it just answered the registration
+    }
     membership_version_ = registered.membership_version;
     UpdateWorkers(registered.workers);
     thread_ = std::thread([this] { Run(); });
@@ -369,6 +378,8 @@ class Client::IoThread {
         items.push_back({w.socket->handle(), 0, ZMQ_POLLIN, 0});
         order.push_back(&w);
       }
+      core_->io_turned_ns.store(std::chrono::steady_clock::now().time_since_epoch().count(),
+                                std::memory_order_relaxed);
       try {
         zmq::poll(items.data(), items.size(), std::chrono::milliseconds(10));
       } catch (const zmq::error_t& e) {
@@ -485,6 +496,10 @@ class Client::IoThread {
 
   void DrainControl() {
     channel_.Receive([this](ControlChannel::Pending& request, DecodedReply& reply) {
+      {
+        std::lock_guard<std::mutex> lock(core_->mu);
+        core_->coordinator_heard = std::chrono::steady_clock::now();
+      }
       if (std::holds_alternative<RegisterClientRequest>(request.body)) {
         registering_ = false;
         if (!reply.status.ok()) {
@@ -772,13 +787,31 @@ void Client::JoinMetrics(const ClientOptions& options) {
   member.collect = [weak](MetricFamilies& out) {
     if (auto core = weak.lock()) internal::CollectClient(*core, out);
   };
+  member.live = [weak]() -> Status {
+    auto core = weak.lock();
+    if (!core) return Status::Ok();
+    const int64_t turned = core->io_turned_ns.load(std::memory_order_relaxed);
+    const auto stuck = std::chrono::steady_clock::now().time_since_epoch() - std::chrono::steady_clock::duration(turned);
+    if (turned != 0 && stuck > std::chrono::seconds(10)) {
+      return UnavailableError("the client's I/O thread has not turned for " +
+                              std::to_string(std::chrono::duration_cast<std::chrono::seconds>(stuck).count()) + " s");
+    }
+    return Status::Ok();
+  };
   member.ready = [weak]() -> Status {
     auto core = weak.lock();
     if (!core) return UnavailableError("closed");
+    // Ready = connected: the rank is ours and the coordinator answered within a few heartbeats. Batches may
+    // still flow from workers while the coordinator is away; /readyz says it is away.
     std::lock_guard<std::mutex> lock(core->mu);
     if (!core->fatal.ok()) return core->fatal;
-    if (core->stats.connected_workers == 0 && !core->stats.end_of_job) {
-      return UnavailableError("rank " + std::to_string(core->stats.position) + ": no worker connected yet");
+    const auto silent = std::chrono::steady_clock::now() - core->coordinator_heard;
+    const auto limit = std::max<std::chrono::steady_clock::duration>(4 * core->heartbeat_interval,
+                                                                     std::chrono::seconds(2));
+    if (silent > limit) {
+      return UnavailableError("no reply from the coordinator for " +
+                              std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()) +
+                              " ms");
     }
     return Status::Ok();
   };

@@ -43,11 +43,20 @@ StatusOr<std::string> ClientProcess::Serve(const std::string& listen) {
   std::lock_guard<std::mutex> lock(mu_);
   if (admin_) return admin_->address();
   AdminHandlers handlers;
+  handlers.live = [this] { return Live(); };
   handlers.ready = [this] { return Ready(); };
   handlers.state = [this] { return State(); };
   STOKER_ASSIGN_OR_RETURN(admin_, AdminServer::Start(listen, hub_, std::move(handlers)));
   STOKER_LOG(kInfo) << "client metrics on http://" << admin_->address() << "/metrics";
   return admin_->address();
+}
+
+Status ClientProcess::Live() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [id, m] : members_) {
+    if (m.live) STOKER_RETURN_IF_ERROR(m.live());
+  }
+  return Status::Ok();
 }
 
 Status ClientProcess::Ready() const {

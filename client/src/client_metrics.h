@@ -26,6 +26,7 @@ class ClientProcess {
 
   struct Member {
     Collector collect;
+    std::function<Status()> live;        // OK while its I/O thread turns
     std::function<Status()> ready;       // OK when connected
     std::function<std::string()> state;  // JSON
     int gpu = -1;                        // CUDA ordinal fed, -1: none
@@ -41,6 +42,7 @@ class ClientProcess {
  private:
   ClientProcess();
   void CollectGpus(MetricFamilies& out) const;
+  Status Live() const;
   Status Ready() const;
   std::string State() const;
 
