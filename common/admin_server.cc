@@ -1,5 +1,8 @@
 #include "common/admin_server.h"
 
+#include "common/env.h"
+#include "common/logging.h"
+
 namespace stoker {
 
 Status LoopWatch::Check(Duration max_silence) const {
@@ -30,6 +33,21 @@ StatusOr<std::unique_ptr<AdminServer>> AdminServer::Start(const std::string& lis
   options.listen = listen;
   STOKER_ASSIGN_OR_RETURN(auto http, HttpServer::Start(options, std::move(routes)));
   return std::unique_ptr<AdminServer>(new AdminServer(std::move(http)));
+}
+
+StatusOr<std::unique_ptr<AdminServer>> AdminServer::StartForFlags(const std::string& listen,
+                                                                 const std::string& address_file,
+                                                                 const MetricsHub& hub, AdminHandlers handlers) {
+  auto started = Start(listen, hub, std::move(handlers));
+  if (!started.ok()) return started.status().WithContext("--metrics-listen " + listen);
+  const std::string& address = (*started)->address();
+  STOKER_LOG(kInfo) << "metrics on http://" << address << "/metrics";
+  if (!address_file.empty()) {
+    PosixEnv env;
+    Status written = env.WriteFileAtomically(address_file, address.data(), address.size());
+    if (!written.ok()) return written.WithContext("--metrics-address-file");
+  }
+  return started;
 }
 
 }  // namespace stoker

@@ -46,6 +46,11 @@ class AdminServer {
   // `hub` must outlive the server.
   static StatusOr<std::unique_ptr<AdminServer>> Start(const std::string& listen, const MetricsHub& hub,
                                                       AdminHandlers handlers);
+  // Start, then log the URL and, unless `address_file` is empty, write the bound address there (atomically): what
+  // the servers' --metrics-listen and --metrics-address-file do. Errors name the flag at fault.
+  static StatusOr<std::unique_ptr<AdminServer>> StartForFlags(const std::string& listen,
+                                                              const std::string& address_file, const MetricsHub& hub,
+                                                              AdminHandlers handlers);
   uint16_t port() const { return http_->port(); }
   const std::string& address() const { return http_->address(); }
 

@@ -102,20 +102,12 @@ int main(int argc, char** argv) {
       return s.registered ? Status::Ok() : UnavailableError("not registered with the coordinator yet");
     };
     handlers.state = [&worker] { return worker.StateJson(); };
-    auto started = AdminServer::Start(metrics_listen, hub, std::move(handlers));
+    auto started = AdminServer::StartForFlags(metrics_listen, metrics_address_file, hub, std::move(handlers));
     if (!started.ok()) {
-      STOKER_LOG(kError) << "--metrics-listen: " << started.status().ToString();
+      STOKER_LOG(kError) << started.status().ToString();
       return 1;
     }
     admin = std::move(*started);
-    STOKER_LOG(kInfo) << "metrics on http://" << admin->address() << "/metrics";
-    if (!metrics_address_file.empty()) {
-      Status written = env.WriteFileAtomically(metrics_address_file, admin->address().data(), admin->address().size());
-      if (!written.ok()) {
-        STOKER_LOG(kError) << written.ToString();
-        return 1;
-      }
-    }
   }
   if (options.skip_decode) STOKER_LOG(kWarning) << "--bench-skip-decode: batches hold sample ids, not images";
   STOKER_LOG(kInfo) << "serving batches on " << *bound << " with " << worker.Stats().threads << " threads";

@@ -162,17 +162,15 @@ void CollectClient(ClientCore& c, MetricFamilies& out) {
       static_cast<double>(s.batches_delivered));
   one("stoker_client_samples_total", "Samples next() delivered (padding included).", MetricType::Counter,
       static_cast<double>(s.samples_delivered));
-  out.push_back(FamilyBuilder("stoker_client_input_wait_seconds",
-                              "Per batch after the first: host seconds next() blocked waiting for it.",
-                              MetricType::Histogram)
-                    .Add(l, c.wait_histogram)
-                    .Build());
-  out.push_back(FamilyBuilder("stoker_client_step_seconds",
-                              "Seconds between consecutive batches next() returned: the training step as the input "
-                              "side sees it (the denominator of the stall ratio).",
-                              MetricType::Histogram)
-                    .Add(l, c.step_histogram)
-                    .Build());
+  auto histogram = [&](const char* name, const char* help, const prometheus::Histogram& h) {
+    out.push_back(FamilyBuilder(name, help, MetricType::Histogram).Add(l, h).Build());
+  };
+  histogram("stoker_client_input_wait_seconds", "Per batch after the first: host seconds next() blocked waiting for it.",
+            c.wait_histogram);
+  histogram("stoker_client_step_seconds",
+            "Seconds between consecutive batches next() returned: the training step as the input side sees it (the "
+            "denominator of the stall ratio).",
+            c.step_histogram);
   one("stoker_client_input_stall_seconds_total",
       "Of the waits in next() after the first batch, the seconds during which the consumer had nothing left to run: "
       "the GPU idle for lack of input. The primary starvation signal.",
@@ -181,12 +179,9 @@ void CollectClient(ClientCore& c, MetricFamilies& out) {
       MetricType::Counter, s.startup_seconds);
   one("stoker_client_h2d_bytes_total", "Bytes copied host to device (0 on the host path).", MetricType::Counter,
       static_cast<double>(h2d_bytes));
-  out.push_back(FamilyBuilder("stoker_client_h2d_seconds",
-                              "Per batch: seconds its host-to-device copy took, from CUDA events (none on the "
-                              "host path).",
-                              MetricType::Histogram)
-                    .Add(l, c.h2d_histogram)
-                    .Build());
+  histogram("stoker_client_h2d_seconds",
+            "Per batch: seconds its host-to-device copy took, from CUDA events (none on the host path).",
+            c.h2d_histogram);
   one("stoker_client_prefetch_batches", "Batches received and ready, not yet handed out by next().",
       MetricType::Gauge, prefetched);
   one("stoker_client_prefetch_capacity_batches", "Configured prefetch depth.", MetricType::Gauge, c.window);
