@@ -59,6 +59,7 @@ struct HttpServer::Connection {
   std::string out;
   size_t sent = 0;
   bool responding = false;
+  bool draining = false;  // response sent and write side shut: reading until the peer closes (or the deadline)
   TimePoint deadline;
 };
 
@@ -138,8 +139,12 @@ void HttpServer::Serve() {
     TimePoint now = std::chrono::steady_clock::now();
     TimePoint soonest = now + Millis(1000);
     for (auto& [fd, c] : connections) {
-      fds.push_back({fd, static_cast<short>(c.responding ? POLLOUT : POLLIN), 0});
+      fds.push_back({fd, static_cast<short>(c.responding && !c.draining ? POLLOUT : POLLIN), 0});
       soonest = std::min(soonest, c.deadline);
+    }
+    if (now < accept_paused_until_) {
+      fds[1].fd = -1;  // out of descriptors: poll() ignores negative fds, so the listener does not spin
+      soonest = std::min(soonest, accept_paused_until_);
     }
     int timeout_ms = static_cast<int>(std::max<int64_t>(0, ToMillis(soonest - now)) + 1);
     if (::poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) {
@@ -152,7 +157,16 @@ void HttpServer::Serve() {
       auto it = connections.find(fds[i].fd);
       if (it == connections.end() || fds[i].revents == 0) continue;
       Connection& c = it->second;
-      if (!c.responding) {
+      if (c.draining) {
+        char sink[4096];
+        ssize_t n;
+        while ((n = ::recv(c.fd, sink, sizeof(sink), 0)) > 0) {
+        }
+        if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+          ::close(c.fd);
+          c.fd = -1;
+        }
+      } else if (!c.responding) {
         Read(c);
       } else {
         ssize_t n = ::send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
@@ -166,11 +180,17 @@ void HttpServer::Serve() {
     now = std::chrono::steady_clock::now();
     for (auto it = connections.begin(); it != connections.end();) {
       Connection& c = it->second;
-      bool done = c.responding && c.sent >= c.out.size();
+      if (c.fd >= 0 && c.responding && !c.draining && c.sent >= c.out.size()) {
+        // Sent. Closing now with unread request bytes would send a reset that can destroy the response in
+        // flight (a 431's oversized head, pipelined requests): shut the write side and read until the peer closes.
+        ::shutdown(c.fd, SHUT_WR);
+        c.draining = true;
+        c.deadline = std::min(c.deadline, now + Millis(1000));
+      }
       bool closed = c.fd < 0;
       bool late = now >= c.deadline;
-      if (late && !done) rejected_.fetch_add(1);
-      if (done || closed || late) {
+      if (late && !c.draining) rejected_.fetch_add(1);
+      if (closed || late) {
         if (c.fd >= 0) ::close(c.fd);
         it = connections.erase(it);
       } else {
@@ -186,7 +206,12 @@ void HttpServer::Serve() {
 void HttpServer::Accept(std::map<int, Connection>& connections) {
   for (int i = 0; i < 64; ++i) {
     int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;  // EAGAIN, or a connection that vanished before we took it
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        accept_paused_until_ = std::chrono::steady_clock::now() + Millis(100);
+      }
+      return;  // EAGAIN, or a connection that vanished before we took it
+    }
     if (connections.size() >= options_.max_connections) {
       ::close(fd);
       rejected_.fetch_add(1);

@@ -74,6 +74,7 @@ class HttpServer {
   const std::map<std::string, HttpHandler> routes_;
   int listen_fd_ = -1;
   int stop_fd_ = -1;
+  TimePoint accept_paused_until_;  // serving thread only
   uint16_t port_ = 0;
   std::string address_;
   std::atomic<uint64_t> responses_{0};

@@ -120,6 +120,7 @@ void CollectProcessMetrics(MetricFamilies& out) {
   // /proc/self/stat: the command name (field 2) may hold spaces; fields after its closing parenthesis are plain.
   std::ifstream stat_file("/proc/self/stat");
   std::string stat((std::istreambuf_iterator<char>(stat_file)), std::istreambuf_iterator<char>());
+  stat_file.close();  // before /proc/self/fd is counted below
   size_t close = stat.rfind(')');
   if (close != std::string::npos) {
     std::istringstream fields(stat.substr(close + 2));

@@ -232,15 +232,17 @@ def overview():
 
 def gpu_view():
     l = Layout()
-    # dcgm-exporter labels GPUs by UUID; stoker_client_info labels them by gpu_uuid with the trainer's pod, pipeline
-    # and rank. Copying gpu_uuid into UUID and joining one-to-one keeps DCGM's value with stoker's labels.
-    join = (f'* on (UUID) group_left (pod, pipeline, rank, gpu) '
-            f'label_replace(stoker_client_info{{{CLIENT}}}, "UUID", "$1", "gpu_uuid", "(.+)")')
+    # dcgm-exporter labels GPUs by UUID; stoker_client_info labels them by gpu_uuid with the trainer's pod and GPU
+    # ordinal. Copying gpu_uuid into UUID and joining keeps DCGM's value with stoker's labels. The right side must
+    # be one series per UUID: clients without a UUID are left out, and two clients feeding one GPU (a train and an
+    # eval loader, several ranks) are folded into one.
+    join = (f'* on (UUID) group_left (pod, gpu) max by (UUID, pod, gpu) ('
+            f'label_replace(stoker_client_info{{{CLIENT}, gpu_uuid!=""}}, "UUID", "$1", "gpu_uuid", "(.+)"))')
     l.row("Busy, or waiting for input?")
     l.add(timeseries("SM active (DCGM) of GPUs fed by stoker",
                      "dcgm-exporter's DCGM_FI_PROF_SM_ACTIVE: the fraction of time at least one warp was resident "
                      "on an SM, averaged over SMs. The GPU's real activity, unlike NVML utilisation.",
-                     [(f"DCGM_FI_PROF_SM_ACTIVE {join}", "{{pod}} gpu {{gpu}} rank {{rank}}")],
+                     [(f"DCGM_FI_PROF_SM_ACTIVE {join}", "{{pod}} gpu {{gpu}}")],
                      "percentunit", 1), 12, 9)
     l.add(timeseries("Input stall per GPU",
                      "Share of step time each GPU waited for its next batch. High stall with low SM activity: "
@@ -251,11 +253,12 @@ def gpu_view():
     l.add({"type": "table", "title": "Per GPU: SM active, input stall, step time",
            "description": "One row per GPU fed by stoker, joined with DCGM on the GPU's UUID.",
            "datasource": DS,
+           # Every query reduced to (pod, gpu), so Grafana's merge makes one row per GPU.
            "targets": [dict(t, format="table", instant=True) for t in targets([
-               (f"DCGM_FI_PROF_SM_ACTIVE {join}", ""),
-               (f"stoker:client_input_stall_ratio:rate2m{{{CLIENT}}}", ""),
-               (f"sum by (pod, gpu, rank, pipeline) (rate(stoker_client_step_seconds_sum{{{CLIENT}}}[$__rate_interval]))"
-                f" / sum by (pod, gpu, rank, pipeline) (rate(stoker_client_step_seconds_count{{{CLIENT}}}[$__rate_interval]))",
+               (f"max by (pod, gpu) (DCGM_FI_PROF_SM_ACTIVE {join})", ""),
+               (f"max by (pod, gpu) (stoker:client_input_stall_ratio:rate2m{{{CLIENT}}})", ""),
+               (f"sum by (pod, gpu) (rate(stoker_client_step_seconds_sum{{{CLIENT}}}[$__rate_interval]))"
+                f" / sum by (pod, gpu) (rate(stoker_client_step_seconds_count{{{CLIENT}}}[$__rate_interval]))",
                 "")])],
            "transformations": [{"id": "merge", "options": {}},
                                {"id": "organize", "options": {"excludeByName": {"Time": True, "__name__": True}}}],

@@ -242,8 +242,20 @@ std::string ClientStateJson(ClientCore& c) {
   return j.str();
 }
 
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+// Asks the consumer's stall probe, outside the core's lock, how much of a wait was stall, and adds it.
+void AddProbedStall(ClientCore& c, const std::optional<std::pair<SteadyTime, SteadyTime>>& window, double waited) {
+  if (!window) return;
+  const double stalled = std::clamp(c.stall_probe->StalledSeconds(window->first, window->second), 0.0, waited);
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.stats.stall_seconds += stalled;
+}
+
 }  // namespace internal
 
+using internal::AddProbedStall;
+using internal::SteadyTime;
 using internal::ClientCore;
 using internal::ReceivedBatch;
 using internal::SlotState;
@@ -863,6 +875,7 @@ StatusOr<Delivery> Client::Next(std::chrono::milliseconds timeout) {
     return !c.fatal.ok() || (c.state[slot] == SlotState::kFilled && c.slot_index[slot] == c.next);
   };
   double waited = 0;
+  std::optional<std::pair<SteadyTime, SteadyTime>> probe_window;  // a wait for the stall probe to judge
   if (!ready()) {
     const auto start = std::chrono::steady_clock::now();
     bool arrived;
@@ -878,14 +891,18 @@ StatusOr<Delivery> Client::Next(std::chrono::milliseconds timeout) {
     if (!c.delivered_any) {
       c.stats.startup_seconds += waited;  // before the first batch the consumer has nothing to overlap with
     } else if (c.stall_probe) {
-      c.stats.stall_seconds += std::min(waited, std::max(0.0, c.stall_probe->StalledSeconds(start, end)));
+      probe_window.emplace(start, end);  // asked after the lock is dropped: a probe may be slow, or call Stats()
     } else {
       c.stats.stall_seconds += waited;
     }
     if (!arrived) {
-      return DeadlineExceededError("no batch " + std::to_string(c.next % c.steps) + " of epoch " +
-                                   std::to_string(c.next / c.steps) + " within " + std::to_string(timeout.count()) +
-                                   " ms (" + std::to_string(c.stats.connected_workers) + " workers connected)");
+      Status late = DeadlineExceededError("no batch " + std::to_string(c.next % c.steps) + " of epoch " +
+                                          std::to_string(c.next / c.steps) + " within " +
+                                          std::to_string(timeout.count()) + " ms (" +
+                                          std::to_string(c.stats.connected_workers) + " workers connected)");
+      lock.unlock();
+      AddProbedStall(c, probe_window, waited);
+      return late;
     }
   }
   if (!c.fatal.ok()) return c.fatal;
@@ -912,6 +929,7 @@ StatusOr<Delivery> Client::Next(std::chrono::milliseconds timeout) {
     c.ended_epoch = data->epoch;
   }
   lock.unlock();
+  AddProbedStall(c, probe_window, waited);
   d.batch = Batch(core_, std::move(data));
   return d;
 }
