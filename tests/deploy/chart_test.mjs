@@ -1,0 +1,237 @@
+// The Helm chart's proof: real helm lints and renders helm/stoker with each values case, every rendered manifest
+// is validated against the Kubernetes API schema of its kind and apiVersion (kube_schema.mjs), and each case checks
+// what must and must not render. Bad values must be refused by the schema, and both autoscalers at once by the
+// chart. Every STOKER_* variable the manifests set must be a flag the binary reads (checked against --help).
+//
+//   node tests/deploy/chart_test.mjs --helm .tools/helm/helm --bin build/bin
+import { isDeepStrictEqual } from 'node:util';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import YAML from 'yaml';
+import { parseManifests, validateDocument } from './kube_schema.mjs';
+
+const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const chart = path.join(repo, 'helm/stoker');
+const arg = (name, fallback) => {
+  const i = process.argv.indexOf(name);
+  return i > 0 ? path.resolve(process.argv[i + 1]) : fallback;
+};
+const helm = arg('--helm', path.join(repo, '.tools/helm/helm'));
+const binDir = arg('--bin', path.join(repo, 'build/bin'));
+const MONITORING = ['--api-versions', 'monitoring.coreos.com/v1'];
+const KEDA = ['--api-versions', 'keda.sh/v1alpha1'];
+
+let failures = 0;
+let checks = 0;
+function check(cond, what) {
+  checks++;
+  if (!cond) { failures++; console.log(`  FAIL ${what}`); }
+}
+
+function helmRun(args) {
+  return spawnSync(helm, args, { cwd: repo, encoding: 'utf8' });
+}
+function render(valuesFiles, extra = []) {
+  const files = valuesFiles.flatMap((f) => ['-f', path.join(chart, f)]);
+  const r = helmRun(['template', 'rel', chart, '--namespace', 'stoker', '--kube-version', '1.29.0', ...files, ...extra]);
+  if (r.status !== 0) throw new Error(`helm template ${valuesFiles} failed:\n${r.stderr}`);
+  return parseManifests(r.stdout);
+}
+const ofKind = (docs, kind) => docs.filter((d) => d.kind === kind);
+const one = (docs, kind, component) => docs.find((d) => d.kind === kind &&
+  (!component || d.metadata.labels?.['app.kubernetes.io/component'] === component));
+const podSpec = (d) => d.spec.template.spec;
+const envOf = (container) => Object.fromEntries((container.env || []).map((e) => [e.name, e.value ?? e.valueFrom]));
+const subset = (small, big) => Object.entries(small || {}).every(([k, v]) => big?.[k] === v);
+
+// The flags each binary reads from the environment, from its own --help ("[STOKER_X]").
+function envFlags(binary, ...args) {
+  const out = execFileSync(path.join(binDir, binary), [...args, '--help'], { encoding: 'utf8' });
+  return new Set([...out.matchAll(/\[(STOKER_[A-Z0-9_]+)\]/g)].map((m) => m[1]));
+}
+const flags = {
+  coordinator: envFlags('stoker-coordinator'),
+  worker: envFlags('stoker-worker'),
+  trainer: envFlags('stoker', 'consume'),
+};
+
+// Checks every rendered case shares: schema validity, selectors, security, probes, env.
+async function common(docs, name) {
+  for (const d of docs) {
+    const errors = await validateDocument(d);
+    check(errors.length === 0, `${name}: ${d.kind}/${d.metadata?.name} invalid: ${errors.join('; ')}`);
+    for (const key of ['app.kubernetes.io/name', 'app.kubernetes.io/instance', 'app.kubernetes.io/managed-by']) {
+      check(d.metadata.labels?.[key], `${name}: ${d.kind}/${d.metadata.name} lacks label ${key}`);
+    }
+  }
+  const selectors = [];
+  for (const d of docs) {
+    const sel = d.spec?.selector?.matchLabels ?? (d.kind === 'Service' ? d.spec.selector : undefined) ??
+      (d.kind === 'NetworkPolicy' ? d.spec.podSelector.matchLabels : undefined);
+    if (!sel || ['ServiceMonitor', 'PodMonitor'].includes(d.kind)) continue;
+    selectors.push([d, sel]);
+    check(!('app.kubernetes.io/version' in sel) && !('helm.sh/chart' in sel),
+      `${name}: ${d.kind}/${d.metadata.name} selector carries a version label`);
+    check(sel['app.kubernetes.io/component'], `${name}: ${d.kind}/${d.metadata.name} selector has no component`);
+  }
+  const workloads = docs.filter((d) => ['Deployment', 'StatefulSet'].includes(d.kind));
+  for (const [d, sel] of selectors) {
+    check(workloads.some((w) => subset(sel, w.spec.template.metadata.labels)),
+      `${name}: ${d.kind}/${d.metadata.name} selects no pod the chart creates`);
+    const matching = workloads.filter((w) => subset(sel, w.spec.template.metadata.labels));
+    check(matching.length <= 1, `${name}: ${d.kind}/${d.metadata.name} selects pods of several workloads`);
+  }
+  for (const w of docs.filter((d) => ['Deployment', 'StatefulSet', 'Job'].includes(d.kind))) {
+    const spec = podSpec(w);
+    const who = `${name}: ${w.kind}/${w.metadata.name}`;
+    check(spec.securityContext?.runAsNonRoot === true && Number.isInteger(spec.securityContext?.runAsUser) &&
+      spec.securityContext.runAsUser > 0, `${who} does not run as a numeric non-root user`);
+    check(spec.securityContext?.seccompProfile?.type === 'RuntimeDefault', `${who} has no RuntimeDefault seccomp`);
+    check(spec.automountServiceAccountToken === false, `${who} mounts a service account token`);
+    for (const c of spec.containers) {
+      const sc = c.securityContext || {};
+      check(sc.allowPrivilegeEscalation === false && sc.readOnlyRootFilesystem === true &&
+        JSON.stringify(sc.capabilities?.drop) === '["ALL"]', `${who}/${c.name} security context is not restricted`);
+      const component = w.kind === 'Job' ? 'trainer' : w.metadata.labels['app.kubernetes.io/component'];
+      for (const e of c.env || []) {
+        if (e.name.startsWith('STOKER_')) {
+          check(flags[component].has(e.name), `${who}/${c.name} sets ${e.name}, which the binary does not read`);
+        }
+      }
+      if (w.kind !== 'Job') {
+        check(c.readinessProbe?.httpGet?.path === '/readyz' && c.livenessProbe?.httpGet?.path === '/healthz',
+          `${who}/${c.name} probes are not /readyz and /healthz`);
+      }
+    }
+  }
+  const coordinator = one(docs, 'StatefulSet', 'coordinator');
+  check(coordinator?.spec.replicas === 1, `${name}: coordinator is not a one-replica StatefulSet`);
+  check(coordinator?.spec.volumeClaimTemplates?.[0]?.metadata.name === 'journal' &&
+    envOf(podSpec(coordinator).containers[0]).STOKER_JOURNAL === '/var/lib/stoker/journal',
+  `${name}: coordinator journal is not on its PVC`);
+  const worker = one(docs, 'Deployment', 'worker');
+  const wenv = envOf(podSpec(worker).containers[0]);
+  const grace = parseInt(wenv.STOKER_DRAIN_GRACE, 10);
+  check(podSpec(worker).terminationGracePeriodSeconds > grace,
+    `${name}: worker termination grace ${podSpec(worker).terminationGracePeriodSeconds}s is not longer than its drain ${grace}s`);
+  check(wenv.STOKER_COORDINATOR === 'tcp://rel-stoker-coordinator.stoker.svc:7400',
+    `${name}: workers dial ${wenv.STOKER_COORDINATOR}`);
+  check(wenv.STOKER_ADVERTISE_HOST?.fieldRef?.fieldPath === 'status.podIP', `${name}: workers do not advertise the pod IP`);
+  check(worker.spec.template.spec.topologySpreadConstraints?.length === 1, `${name}: workers are not spread`);
+  check(one(docs, 'PodDisruptionBudget', 'worker')?.spec.maxUnavailable === 1, `${name}: no worker PDB`);
+  check(!one(docs, 'PodDisruptionBudget', 'coordinator'), `${name}: a coordinator PDB would block node drains`);
+  return { coordinator, worker };
+}
+
+const MONITORING_KINDS = ['ServiceMonitor', 'PodMonitor', 'PrometheusRule'];
+const cases = [
+  ['defaults', ['ci/default-values.yaml'], [], (docs, { worker, coordinator }) => {
+    check(docs.length === 9, `defaults: ${docs.length} documents, expected 9`);
+    check(worker.spec.replicas === 2, 'defaults: worker replicas is not 2');
+    check(envOf(podSpec(coordinator).containers[0]).STOKER_MAX_WORKERS === '2', 'defaults: max workers is not 2');
+    for (const k of [...MONITORING_KINDS, 'HorizontalPodAutoscaler', 'ScaledObject', 'Job', 'ConfigMap']) {
+      check(ofKind(docs, k).length === 0, `defaults: rendered a ${k}`);
+    }
+  }],
+  ['monitoring without the CRDs', ['ci/monitoring-values.yaml'], [], (docs) => {
+    for (const k of MONITORING_KINDS) check(ofKind(docs, k).length === 0, `no CRDs: rendered a ${k}`);
+    check(ofKind(docs, 'ConfigMap').length === 2, 'no CRDs: dashboards are ConfigMaps and still render');
+  }],
+  ['monitoring', ['ci/monitoring-values.yaml'], MONITORING, (docs) => {
+    const services = ofKind(docs, 'Service');
+    for (const component of ['coordinator', 'worker']) {
+      const sm = one(docs, 'ServiceMonitor', component);
+      check(sm?.metadata.labels.release === 'kube-prometheus-stack', `monitoring: ${component} monitor lacks release label`);
+      const job = sm?.spec.endpoints[0].relabelings?.find((r) => r.targetLabel === 'job')?.replacement;
+      check(job === `stoker-${component}`, `monitoring: ${component} scrape job is ${job}`);
+      const targets = services.filter((s) => subset(sm?.spec.selector.matchLabels, s.metadata.labels));
+      check(targets.length === 1 && targets[0].spec.ports.some((p) => p.name === sm.spec.endpoints[0].port),
+        `monitoring: ${component} ServiceMonitor selects ${targets.length} Services with a metrics port`);
+    }
+    const pm = one(docs, 'PodMonitor');
+    const job = one(docs, 'Job');
+    check(pm?.spec.namespaceSelector.any === true, 'monitoring: the client PodMonitor does not look in every namespace');
+    check(pm?.spec.podMetricsEndpoints[0].relabelings.some((r) => r.replacement === 'stoker-client'),
+      'monitoring: the client scrape job is not stoker-client');
+    check(subset(pm?.spec.selector.matchLabels, job?.spec.template.metadata.labels),
+      'monitoring: the PodMonitor does not select the example Job');
+    const trainer = job && podSpec(job).containers[0];
+    check(trainer?.ports.some((p) => p.name === pm?.spec.podMetricsEndpoints[0].port),
+      'monitoring: the example Job has no port named as the PodMonitor scrapes');
+    check(trainer?.resources.limits['nvidia.com/gpu'] === 1, 'monitoring: the example Job requests no GPU');
+    check(job?.spec.completionMode === 'Indexed' && job.spec.completions === 2, 'monitoring: not one pod per rank');
+    const rule = one(docs, 'PrometheusRule');
+    const rules = YAML.parse(readFileSync(path.join(chart, 'files/rules.yaml'), 'utf8'));
+    check(isDeepStrictEqual(rule?.spec, rules), 'monitoring: the PrometheusRule differs from files/rules.yaml');
+    const dashboards = ofKind(docs, 'ConfigMap');
+    check(dashboards.length === 2, `monitoring: ${dashboards.length} dashboard ConfigMaps`);
+    for (const cm of dashboards) {
+      check(cm.metadata.labels.grafana_dashboard === '1' && cm.metadata.namespace === 'monitoring',
+        `monitoring: ${cm.metadata.name} is not labelled for the Grafana sidecar in its namespace`);
+      const [file, text] = Object.entries(cm.data)[0];
+      check(text === readFileSync(path.join(chart, 'files/dashboards', file), 'utf8').replace(/\n$/, ''),
+        `monitoring: ${file} differs from the file`);
+      check(JSON.parse(text).templating.list.some((v) => v.type === 'datasource'), `monitoring: ${file} has no datasource variable`);
+    }
+  }],
+  ['hpa', ['ci/hpa-values.yaml'], [], (docs, { worker, coordinator }) => {
+    const hpa = one(docs, 'HorizontalPodAutoscaler');
+    check(hpa?.apiVersion === 'autoscaling/v2', 'hpa: not autoscaling/v2');
+    check(hpa?.spec.scaleTargetRef.name === worker.metadata.name, 'hpa: does not target the worker Deployment');
+    check(JSON.stringify(hpa?.spec.metrics.map((m) => m.type)) === '["Resource","External"]', 'hpa: not CPU + external');
+    check(!('replicas' in worker.spec), 'hpa: the Deployment sets replicas, which would fight the HPA on upgrade');
+    check(envOf(podSpec(coordinator).containers[0]).STOKER_MAX_WORKERS === '24', 'hpa: coordinator max workers is not 24');
+    check(envOf(podSpec(worker).containers[0]).STOKER_THREADS === '8', 'hpa: threads not passed');
+    check(ofKind(docs, 'ScaledObject').length === 0, 'hpa: rendered a ScaledObject');
+  }],
+  ['keda', ['ci/keda-values.yaml'], [...KEDA, ...MONITORING], (docs, { worker }) => {
+    const so = one(docs, 'ScaledObject');
+    check(so?.spec.scaleTargetRef.name === worker.metadata.name, 'keda: does not target the worker Deployment');
+    check(JSON.stringify(so?.spec.triggers.map((t) => t.name)) === '["busy-ratio","recommended-workers","input-stall"]',
+      'keda: triggers are not busy-ratio, recommended-workers, input-stall');
+    check(so?.spec.triggers.every((t) => t.metadata.query.includes('job="stoker-')), 'keda: a query ignores the job label');
+    check(so?.spec.triggers[2].metadata.query.includes('namespace="training"'), 'keda: stall query not in the client namespace');
+    check(ofKind(docs, 'HorizontalPodAutoscaler').length === 0, 'keda: rendered an HPA beside KEDA');
+    check(!('replicas' in worker.spec), 'keda: the Deployment sets replicas');
+    check(envOf(podSpec(worker).containers[0]).STOKER_THREADS?.resourceFieldRef?.resource === 'requests.cpu',
+      'keda: threads do not follow the CPU request');
+  }],
+];
+
+const refused = [
+  ['both autoscalers', ['--set', 'worker.autoscaling.hpa.enabled=true', '--set', 'worker.autoscaling.keda.enabled=true', ...KEDA], /either hpa or keda, not both/],
+  ['KEDA without its CRDs', ['--set', 'worker.autoscaling.keda.enabled=true'], /needs KEDA's CRDs/],
+  ['a string for an integer', ['--set', 'worker.replicas=two'], /worker\/replicas.*want integer/],
+  ['a misspelt key', ['--set', 'worker.iamge.tag=x'], /additional properties 'iamge' not allowed/],
+  ['a bad duration', ['--set', 'coordinator.leaseTtl=fast'], /leaseTtl/],
+  ['a bad pull policy', ['--set', 'worker.image.pullPolicy=Sometimes'], /pullPolicy/],
+  ['KEDA scaling from zero', ['--set', 'worker.autoscaling.keda.minReplicas=0'], /minReplicas/],
+  ['min above max', ['--set', 'worker.autoscaling.hpa.enabled=true', '--set', 'worker.autoscaling.hpa.minReplicas=40'], /minReplicas is greater than maxReplicas/],
+  ['a cluster older than 1.29', ['--kube-version', '1.28.9'], /kubeVersion|incompatible/i],
+  ['a bad busy target', ['--set', 'worker.autoscaling.keda.busyRatioTarget=80%'], /busyRatioTarget/],
+];
+
+// helm lint cannot declare API versions, so the cases that need a CRD are linted by rendering only.
+for (const [name, files, extra] of cases.filter(([, , extra]) => !extra.includes('keda.sh/v1alpha1'))) {
+  const lint = helmRun(['lint', chart, '--strict', '--kube-version', '1.29.0',
+    ...files.flatMap((f) => ['-f', path.join(chart, f)])]);
+  check(lint.status === 0, `${name}: helm lint --strict failed:\n${lint.stdout}${lint.stderr}`);
+  console.log(`${lint.status === 0 ? 'ok  ' : 'FAIL'} helm lint --strict ${files.join(' ')}`);
+}
+for (const [name, files, extra, assertions] of cases) {
+  const before = failures;
+  const docs = render(files, extra);
+  assertions(docs, await common(docs, name));
+  console.log(`${failures === before ? 'ok  ' : 'FAIL'} ${name}: ${docs.length} manifests (${[...new Set(docs.map((d) => d.kind))].join(', ')})`);
+}
+for (const [name, args, expected] of refused) {
+  const r = helmRun(['template', 'rel', chart, ...args]);
+  const ok = r.status !== 0 && expected.test(r.stderr);
+  check(ok, `refused ${name}: exit ${r.status}, ${r.stderr.trim()}`);
+  const reason = r.stderr.split('\n').filter((l) => /error|at '/i.test(l)).pop() || r.stderr.trim();
+  console.log(`${ok ? 'ok  ' : 'FAIL'} refuses ${name}: ${reason.trim()}`);
+}
+console.log(`${checks} checks, ${failures} failed`);
+process.exit(failures ? 1 : 0);
