@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything stoker needs to build and test, from Debian 12 packages only.
-# Used by the README's commands, by .ci/run and (later) by the Dockerfiles, so all of them build the same way.
+# Used by the README's commands, by .ci/run and by the Dockerfiles (docker/), so all of them build the same way.
 # Idempotent: packages already present are not fetched again. Runs apt-get through sudo when not root.
+# STOKER_DEPS picks the set (all: build + tests, the default; build; coordinator|worker|trainer: runtime only);
+# --list prints the set instead of installing it.
 set -euo pipefail
 
 BUILD_PACKAGES=(
@@ -20,8 +22,29 @@ TEST_PACKAGES=(
   prometheus
   python3 python3-yaml python3-matplotlib
 )
-if [ "${STOKER_DEPS:-all}" != "build" ]; then
+if [ "${STOKER_DEPS:-all}" = "all" ]; then
   BUILD_PACKAGES+=("${TEST_PACKAGES[@]}")
+fi
+
+# Runtime only (the images' last stage): STOKER_DEPS=coordinator, worker or trainer installs just the shared
+# libraries that binary set loads (readelf -d NEEDED, mapped to Debian packages), nothing to build with.
+# The worker's OpenCV imgcodecs (PNG and other non-JPEG formats) pulls in GDAL and ~150 more packages;
+# STOKER_WITH_IMGCODECS=OFF leaves it out for a JPEG-only worker built the same way.
+RUNTIME_CORE=(libzmq5 libcapnp-0.9.2 libprometheus-cpp-core1.0)
+RUNTIME_IMAGE=(libjpeg62-turbo libopencv-core406 libopencv-imgproc406)
+case "${STOKER_DEPS:-all}" in
+  coordinator) BUILD_PACKAGES=("${RUNTIME_CORE[@]}") ;;
+  worker)
+    BUILD_PACKAGES=("${RUNTIME_CORE[@]}" "${RUNTIME_IMAGE[@]}")
+    [ "${STOKER_WITH_IMGCODECS:-ON}" = "OFF" ] || BUILD_PACKAGES+=(libopencv-imgcodecs406) ;;
+  trainer) BUILD_PACKAGES=("${RUNTIME_CORE[@]}" "${RUNTIME_IMAGE[@]}") ;;  # the client library and `stoker consume`
+  all|build) ;;
+  *) echo "install-deps: STOKER_DEPS must be all, build, coordinator, worker or trainer" >&2; exit 2 ;;
+esac
+
+if [ "${1:-}" = "--list" ]; then  # print the packages of this STOKER_DEPS mode (docker/check_images.py) and stop
+  echo "${BUILD_PACKAGES[@]}"
+  exit 0
 fi
 
 missing=()

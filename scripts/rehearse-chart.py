@@ -35,7 +35,8 @@ import yaml
 REPO = pathlib.Path(__file__).resolve().parent.parent
 CHART = REPO / "helm" / "stoker"
 VALUES = REPO / "tests" / "deploy" / "rehearsal-values.yaml"
-# The binary each image runs: its Dockerfile's ENTRYPOINT (docker/). The Job names its command itself.
+# The binary each image runs: its ENTRYPOINT in docker/Dockerfile (docker/check_images.py checks they agree).
+# The Job names its command itself.
 ENTRYPOINTS = {"coordinator": "stoker-coordinator", "worker": "stoker-worker"}
 
 
