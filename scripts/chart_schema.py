@@ -82,7 +82,7 @@ OVERRIDES = {
     "worker.autoscaling.keda.serverAddress": {"type": "string", "pattern": "^https?://"},
     "worker.autoscaling.keda.busyRatioTarget": RATIO,
     "worker.autoscaling.keda.stallRatioTarget": {"type": "string", "pattern": r"^((0(\.[0-9]+)?|1(\.0+)?))?$"},
-    "worker.autoscaling.keda.fallbackReplicas": {"type": "integer", "minimum": 1},
+    "worker.autoscaling.keda.fallbackReplicas": {"type": "integer", "minimum": 0},
     "metrics.*.additionalLabels": STRING_MAP,
     "metrics.*.interval": DURATION,
     "metrics.*.scrapeTimeout": DURATION,

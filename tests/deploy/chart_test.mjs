@@ -120,6 +120,9 @@ async function common(docs, name) {
     `${name}: workers dial ${wenv.STOKER_COORDINATOR}`);
   check(wenv.STOKER_ADVERTISE_HOST?.fieldRef?.fieldPath === 'status.podIP', `${name}: workers do not advertise the pod IP`);
   check(worker.spec.template.spec.topologySpreadConstraints?.length === 1, `${name}: workers are not spread`);
+  const wres = podSpec(worker).containers[0].resources;
+  check(wres?.requests?.cpu && wres?.limits?.cpu && wres?.requests?.memory && wres?.limits?.memory,
+    `${name}: workers lack CPU or memory requests and limits`);
   check(one(docs, 'PodDisruptionBudget', 'worker')?.spec.maxUnavailable === 1, `${name}: no worker PDB`);
   check(!one(docs, 'PodDisruptionBudget', 'coordinator'), `${name}: a coordinator PDB would block node drains`);
   return { coordinator, worker };
@@ -193,6 +196,7 @@ const cases = [
       'keda: triggers are not busy-ratio, recommended-workers, input-stall');
     check(so?.spec.triggers.every((t) => t.metadata.query.includes('job="stoker-')), 'keda: a query ignores the job label');
     check(so?.spec.triggers[2].metadata.query.includes('namespace="training"'), 'keda: stall query not in the client namespace');
+    check(so?.spec.fallback?.replicas >= 1, 'keda: no fallback beside the recommended-workers trigger');
     check(ofKind(docs, 'HorizontalPodAutoscaler').length === 0, 'keda: rendered an HPA beside KEDA');
     check(!('replicas' in worker.spec), 'keda: the Deployment sets replicas');
     check(envOf(podSpec(worker).containers[0]).STOKER_THREADS?.resourceFieldRef?.resource === 'requests.cpu',
@@ -211,6 +215,8 @@ const refused = [
   ['min above max', ['--set', 'worker.autoscaling.hpa.enabled=true', '--set', 'worker.autoscaling.hpa.minReplicas=40'], /minReplicas is greater than maxReplicas/],
   ['a cluster older than 1.29', ['--kube-version', '1.28.9'], /kubeVersion|incompatible/i],
   ['a bad busy target', ['--set', 'worker.autoscaling.keda.busyRatioTarget=80%'], /busyRatioTarget/],
+  ['a CPU request above the limit', ['--set', 'worker.resources.requests.cpu=8'], /requests.cpu \(8\) is above limits.cpu \(4\)/],
+  ['a millicore request above the limit', ['--set', 'worker.resources.requests.cpu=4500m'], /is above limits.cpu/],
 ];
 
 // helm lint cannot declare API versions, so the cases that need a CRD are linted by rendering only.

@@ -95,6 +95,18 @@ the whole render with the reason. */}}
 {{- if and $a.keda.enabled (gt (int $a.keda.minReplicas) (int $a.keda.maxReplicas)) }}
 {{- fail "worker.autoscaling.keda: minReplicas is greater than maxReplicas" }}
 {{- end }}
+{{- $r := .Values.worker.resources | default dict }}
+{{- $req := (($r.requests | default dict).cpu) }}
+{{- $lim := (($r.limits | default dict).cpu) }}
+{{- if and $req $lim (gt (int (include "stoker.milliCPU" $req)) (int (include "stoker.milliCPU" $lim))) }}
+{{- fail (printf "worker.resources: requests.cpu (%v) is above limits.cpu (%v), which the API server refuses: raise both (values are merged, so setting only requests keeps the default limit)" $req $lim) }}
+{{- end }}
+{{- end }}
+
+{{/* A CPU quantity ("4", 4, 2.5, "500m") in millicores, for comparing requests with limits. */}}
+{{- define "stoker.milliCPU" -}}
+{{- $v := toString . -}}
+{{- if hasSuffix "m" $v -}}{{ trimSuffix "m" $v | int }}{{- else -}}{{ mulf ($v | float64) 1000.0 | int }}{{- end -}}
 {{- end }}
 
 {{/* The pod and container security contexts shared by the coordinator and workers. */}}
