@@ -2,6 +2,9 @@
 // a DEALER to the coordinator (register, heartbeat + ack) and one DEALER per worker (credits out, batches in).
 // They share ClientCore: the ring of prefetch slots, the positions, the counters. A batch arrives into slot
 // (g mod window); the coordinator only leases batches below consumed + window, so that slot is always free.
+// With a BatchStager (the GPU path) a third thread stages batches in plan order into the stager's `depth` slots
+// (pinned memory, device buffers) as they arrive and as the consumer releases the slot's previous batch; Next()
+// hands out only staged batches.
 #include "stoker/client.h"
 
 #include <sys/eventfd.h>
@@ -26,26 +29,12 @@
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "common/plan.h"
+#include "client/src/received_batch.h"
 #include "common/wire.h"
 #include "stoker/schema/data.capnp.h"
 
 namespace stoker {
 namespace internal {
-
-struct ReceivedBatch {
-  uint32_t epoch = 0;
-  uint64_t index = 0;
-  uint64_t global = 0;
-  uint32_t rank = 0;
-  uint64_t unit = 0;
-  uint64_t attempt = 0;
-  std::string worker_id;
-  uint32_t count = 0, height = 0, width = 0, channels = 0;
-  std::vector<int64_t> labels;
-  std::vector<uint64_t> sample_ids;
-  std::vector<uint8_t> flags;
-  zmq::message_t payload;  // the pixels, as ZeroMQ received them: handed to the application without a copy
-};
 
 enum class SlotState : uint8_t { kFree, kFilled, kDelivered };
 
@@ -60,6 +49,7 @@ struct ClientCore {
   std::optional<Plan> plan;
   int doorbell = -1;   // wakes the I/O thread (a slot was released, or closing)
   std::shared_ptr<StallProbe> stall_probe;
+  std::shared_ptr<BatchStager> stager;  // null: the host path
   MetricLabels labels;  // pipeline, rank, gpu, gpu_uuid
   std::string metrics_address;
   // Per batch (thread-safe themselves): the wait in Next(), the time between consecutive batches, host-to-device
@@ -70,11 +60,13 @@ struct ClientCore {
 
   std::mutex mu;
   std::condition_variable ready;
+  std::condition_variable stage_wanted;  // a slot filled or was released: the staging thread may have work
   std::vector<std::unique_ptr<ReceivedBatch>> slots;  // guarded by mu
   std::vector<SlotState> state;                       // guarded by mu
   std::vector<uint64_t> slot_index;                   // guarded by mu: the global index a slot holds
   uint64_t next = 0;                                  // guarded by mu: the next global index Next() returns
   uint64_t consumed = 0;                              // guarded by mu: every index below is released
+  uint64_t staged = 0;                                // guarded by mu: with a stager, every index below is staged
   uint64_t received_watermark = 0;                    // guarded by mu
   std::set<uint64_t> received_above;                  // guarded by mu
   std::map<uint64_t, uint64_t> lease_attempts;        // guarded by mu: unit -> its current attempt
@@ -110,6 +102,7 @@ struct ClientCore {
       fatal = status;
     }
     ready.notify_all();
+    stage_wanted.notify_all();
   }
 
   void Release(uint64_t global) {
@@ -121,7 +114,39 @@ struct ClientCore {
       while (consumed < next && state[consumed % window] == SlotState::kFree) ++consumed;
       ack_dirty = true;
     }
+    stage_wanted.notify_all();
     Wake();
+  }
+
+  // The staging thread (only with a stager): batch `staged` goes to stager slot staged % depth once it has
+  // arrived and the consumer has released the batch that slot held before (staged - depth < consumed).
+  void StageLoop() {
+    const uint64_t depth = stager->depth();
+    std::unique_lock<std::mutex> lock(mu);
+    while (true) {
+      stage_wanted.wait(lock, [&] {
+        if (closing || !fatal.ok()) return true;
+        if (staged >= total || staged >= consumed + depth) return false;
+        const size_t slot = staged % window;
+        return state[slot] == SlotState::kFilled && slot_index[slot] == staged;
+      });
+      if (closing || !fatal.ok()) return;
+      const uint64_t g = staged;
+      ReceivedBatch& batch = *slots[g % window];  // nobody else touches a filled, unstaged slot
+      lock.unlock();
+      StageReport report;
+      Status status = stager->Stage(g % depth, batch, &report);
+      if (report.h2d_seconds >= 0) h2d_histogram.Observe(report.h2d_seconds);
+      lock.lock();
+      if (!status.ok()) {
+        if (fatal.ok()) fatal = status.WithContext("staging batch " + std::to_string(g));
+        ready.notify_all();
+        return;
+      }
+      h2d_bytes += report.h2d_bytes;
+      staged = g + 1;
+      ready.notify_all();
+    }
   }
 };
 
@@ -284,14 +309,15 @@ void Batch::Release() {
 }
 
 uint32_t Batch::epoch() const { return data_->epoch; }
+uint64_t Batch::position() const { return data_->global; }
 uint64_t Batch::index() const { return data_->index; }
 uint32_t Batch::rank() const { return data_->rank; }
 uint32_t Batch::size() const { return data_->count; }
 uint32_t Batch::height() const { return data_->height; }
 uint32_t Batch::width() const { return data_->width; }
 uint32_t Batch::channels() const { return data_->channels; }
-const uint8_t* Batch::pixels() const { return static_cast<const uint8_t*>(data_->payload.data()); }
-size_t Batch::pixel_bytes() const { return data_->payload.size(); }
+const uint8_t* Batch::pixels() const { return data_->pixels(); }
+size_t Batch::pixel_bytes() const { return data_->pixel_bytes; }
 std::span<const int64_t> Batch::labels() const { return data_->labels; }
 std::span<const uint64_t> Batch::sample_ids() const { return data_->sample_ids; }
 std::span<const uint8_t> Batch::flags() const { return data_->flags; }
@@ -313,6 +339,7 @@ class Client::IoThread {
       std::lock_guard<std::mutex> lock(core_->mu);
       core_->closing = true;
     }
+    core_->stage_wanted.notify_all();
     core_->Wake();
     if (thread_.joinable()) thread_.join();
   }
@@ -667,6 +694,7 @@ class Client::IoThread {
     }
     first_worker_error_.reset();
     batch->payload = std::move(*payload);
+    batch->pixel_bytes = batch->payload.size();
     const uint64_t g = batch->global;
     {
       std::lock_guard<std::mutex> lock(core_->mu);
@@ -702,6 +730,7 @@ class Client::IoThread {
       core_->ack_dirty = true;
     }
     core_->ready.notify_all();
+    core_->stage_wanted.notify_all();
   }
 
   static constexpr std::chrono::milliseconds kCreditRefresh{1000};
@@ -731,7 +760,9 @@ class Client::IoThread {
 
 // ---- Client ----------------------------------------------------------------------------------------------------
 
-StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
+StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) { return Connect(options, {}); }
+
+StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options, const StagerFactory& make_stager) {
   if (options.job.empty()) return InvalidArgumentError("ClientOptions.job is empty");
   if (options.prefetch == 0) return InvalidArgumentError("ClientOptions.prefetch must be at least 1");
   if (options.credits_per_worker == 0) return InvalidArgumentError("ClientOptions.credits_per_worker must be >= 1");
@@ -770,13 +801,27 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) 
   core->total = registered->steps_per_epoch * registered->spec.epochs;
   core->window = options.prefetch;
   core->start = registered->start_batch;
-  core->next = core->consumed = core->received_watermark = registered->start_batch;
+  core->next = core->consumed = core->received_watermark = core->staged = registered->start_batch;
   core->slots.resize(core->window);
   core->state.assign(core->window, SlotState::kFree);
   core->slot_index.assign(core->window, 0);
   core->stall_probe = options.stall_probe;
   core->last_return = std::chrono::steady_clock::now();
   core->stats.last_batch_unix_seconds = UnixSeconds();
+  if (make_stager) {
+    auto stager = make_stager(core->spec);
+    if (!stager.ok()) {
+      client->io_->Start(*registered);  // only to give the rank back as it closes
+      return stager.status();
+    }
+    if ((*stager)->depth() == 0 || (*stager)->depth() > core->window) {
+      client->io_->Start(*registered);
+      return InvalidArgumentError("the device depth (" + std::to_string((*stager)->depth()) +
+                                  ") must be between 1 and the prefetch window (" + std::to_string(core->window) + ")");
+    }
+    core->stager = std::move(*stager);
+    client->stage_thread_ = std::thread([core] { core->StageLoop(); });
+  }
   client->io_->Start(*registered);
   client->JoinMetrics(options);
   return client;
@@ -848,6 +893,7 @@ void Client::JoinMetrics(const ClientOptions& options) {
 Client::~Client() {
   if (metrics_member_ != 0) internal::ClientProcess::Get().Leave(metrics_member_);
   io_.reset();  // joins the I/O thread, which withdraws credits and deregisters
+  if (stage_thread_.joinable()) stage_thread_.join();  // the I/O thread's end set `closing`
 }
 
 std::string Client::Checkpoint() const {
@@ -871,8 +917,16 @@ StatusOr<Delivery> Client::Next(std::chrono::milliseconds timeout) {
     return d;
   }
   const size_t slot = c.next % c.window;
+  if (c.stager && c.next >= c.consumed + c.stager->depth()) {
+    // The batch could only be staged into a slot the consumer still holds: waiting would never end.
+    return FailedPreconditionError("the consumer holds " + std::to_string(c.next - c.consumed) +
+                                   " unreleased batches, as many as the device depth (" +
+                                   std::to_string(c.stager->depth()) +
+                                   "): release one before asking for the next, or raise the depth");
+  }
   auto ready = [&] {
-    return !c.fatal.ok() || (c.state[slot] == SlotState::kFilled && c.slot_index[slot] == c.next);
+    return !c.fatal.ok() || (c.state[slot] == SlotState::kFilled && c.slot_index[slot] == c.next &&
+                             (!c.stager || c.next < c.staged));
   };
   double waited = 0;
   std::optional<std::pair<SteadyTime, SteadyTime>> probe_window;  // a wait for the stall probe to judge
@@ -932,6 +986,27 @@ StatusOr<Delivery> Client::Next(std::chrono::milliseconds timeout) {
   AddProbedStall(c, probe_window, waited);
   d.batch = Batch(core_, std::move(data));
   return d;
+}
+
+Status Client::PutBack(Batch batch) {
+  ClientCore& c = *core_;
+  if (!batch.valid() || batch.core_ != core_) return InvalidArgumentError("not a batch of this client");
+  std::lock_guard<std::mutex> lock(c.mu);
+  const uint64_t g = batch.data_->global;
+  const size_t slot = g % c.window;
+  if (g + 1 != c.next || c.state[slot] != SlotState::kDelivered || c.slot_index[slot] != g) {
+    return FailedPreconditionError("only the batch Next() returned last can be put back");
+  }
+  const uint32_t count = batch.data_->count;
+  c.slots[slot] = std::move(batch.data_);
+  batch.core_.reset();  // nothing to release: the slot is filled again
+  c.state[slot] = SlotState::kFilled;
+  c.next = g;
+  --c.stats.batches_delivered;
+  c.stats.samples_delivered -= count;
+  c.stats.end_of_job = false;
+  c.end_of_epoch_pending = false;  // its end of epoch comes again after it
+  return Status::Ok();
 }
 
 const JobSpec& Client::spec() const { return core_->spec; }

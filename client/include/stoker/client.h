@@ -23,10 +23,12 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <thread>
 
 #include "common/job_spec.h"
 #include "common/status.h"
@@ -67,6 +69,7 @@ struct ClientOptions {
 namespace internal {
 struct ClientCore;
 struct ReceivedBatch;
+class BatchStager;
 }  // namespace internal
 
 // One batch of one rank: `size()` samples, uint8 RGB pixels in NHWC order, int64 labels, sample ids and flags.
@@ -81,12 +84,13 @@ class Batch {
   bool valid() const { return data_ != nullptr; }
   uint32_t epoch() const;
   uint64_t index() const;      // within the epoch
+  uint64_t position() const;   // across epochs: epoch x steps_per_epoch + index
   uint32_t rank() const;
   uint32_t size() const;       // samples
   uint32_t height() const;
   uint32_t width() const;
   uint32_t channels() const;
-  const uint8_t* pixels() const;
+  const uint8_t* pixels() const;              // host memory (a pinned slot on the GPU path)
   size_t pixel_bytes() const;
   std::span<const int64_t> labels() const;     // -1 for quarantined samples
   std::span<const uint64_t> sample_ids() const;
@@ -100,6 +104,7 @@ class Batch {
 
  private:
   friend class Client;
+  friend class Loader;
   Batch(std::shared_ptr<internal::ClientCore> core, std::unique_ptr<internal::ReceivedBatch> data);
   std::shared_ptr<internal::ClientCore> core_;
   std::unique_ptr<internal::ReceivedBatch> data_;
@@ -159,11 +164,19 @@ class Client {
   ClientStats Stats() const;
 
  private:
+  friend class Loader;  // stoker/loader.h: the GPU path stages batches through a BatchStager
+  using StagerFactory = std::function<StatusOr<std::shared_ptr<internal::BatchStager>>(const JobSpec& spec)>;
+  static StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options, const StagerFactory& make_stager);
+  // Hands back the batch Next() returned last, unreleased: the next Next() returns it again (a stop agreed by
+  // every rank before this batch was used). Checkpoint() then names it as the next batch.
+  Status PutBack(Batch batch);
+
   Client() = default;
   class IoThread;
   uint32_t rank_ = 0;
   std::shared_ptr<internal::ClientCore> core_;
   std::unique_ptr<IoThread> io_;
+  std::thread stage_thread_;  // with a stager only
   void JoinMetrics(const ClientOptions& options);
   uint64_t metrics_member_ = 0;  // in the process's ClientProcess, 0 if none
 };

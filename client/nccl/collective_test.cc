@@ -1,0 +1,182 @@
+// The Loader's NCCL paths on two GPUs, against a real coordinator and workers: a tensor-parallel pair (member 0
+// fetches, member 1 receives every batch over NCCL) and the agreement step (one rank asks to stop, both stop
+// before the same batch and their checkpoints say so). Each member runs on its own thread and device, as two
+// processes would. Skips with fewer than two GPUs.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <future>
+#include <thread>
+#include <vector>
+
+#include "client/cuda/gpu_probe.h"
+#include "common/checkpoint.h"
+#include "stoker/loader.h"
+#include "tests/support/fixtures.h"
+#include "tests/support/test_cluster.h"
+#include "tests/support/temp_dir.h"
+
+namespace stoker {
+namespace {
+
+using testing::TempDir;
+constexpr auto kTimeout = std::chrono::seconds(60);
+
+struct Seen {
+  std::vector<std::string> kinds;            // "b<position>", "e<epoch>", "end", "stop"
+  std::vector<std::vector<uint8_t>> pixels;  // per batch, the converted output as the device holds it
+  std::vector<std::vector<uint64_t>> ids;
+  std::vector<std::vector<int64_t>> labels;
+  std::string checkpoint;
+  Status status;
+};
+
+// Runs one member to its end (or `stop_after` batches, then RequestStop), copying every batch back to the host.
+Seen Consume(Loader& loader, int device, int stop_after = -1) {
+  Seen seen;
+  cudaSetDevice(device);
+  cudaStream_t stream;
+  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  int batches = 0;
+  while (true) {
+    if (batches == stop_after) loader.RequestStop();
+    auto d = loader.Next(stream, kTimeout);
+    if (!d.ok()) {
+      seen.status = d.status();
+      break;
+    }
+    if (d->kind == LoaderDelivery::Kind::kEndOfJob) {
+      seen.kinds.push_back("end");
+      break;
+    }
+    if (d->kind == LoaderDelivery::Kind::kStopped) {
+      seen.kinds.push_back("stop");
+      break;
+    }
+    if (d->kind == LoaderDelivery::Kind::kEndOfEpoch) {
+      seen.kinds.push_back("e" + std::to_string(d->epoch));
+      continue;
+    }
+    const BatchView& v = d->batch.view();
+    std::vector<uint8_t> host(v.bytes());
+    cudaMemcpyAsync(host.data(), v.data, host.size(), cudaMemcpyDeviceToHost, stream);
+    std::vector<int64_t> labels(v.shape[0]);
+    cudaMemcpyAsync(labels.data(), v.labels, labels.size() * 8, cudaMemcpyDeviceToHost, stream);
+    cudaStreamSynchronize(stream);
+    seen.kinds.push_back("b" + std::to_string(d->batch.position()));
+    seen.pixels.push_back(std::move(host));
+    seen.labels.push_back(std::move(labels));
+    auto ids = d->batch.sample_ids();
+    seen.ids.emplace_back(ids.begin(), ids.end());
+    EXPECT_EQ(std::vector<int64_t>(d->batch.labels().begin(), d->batch.labels().end()), seen.labels.back());
+    ++batches;
+  }
+  seen.checkpoint = loader.Checkpoint();
+  cudaStreamDestroy(stream);
+  return seen;
+}
+
+class CollectiveTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (ListGpus().size() < 2) GTEST_SKIP() << "needs two GPUs";
+    auto data = testing::MakeJpegDataset(dir_.path(), "jpegs", 70, 35);
+    ASSERT_TRUE(data.ok()) << data.status().ToString();
+    data_ = *data;
+    cluster_ = std::make_unique<LocalCluster>(testing::ClusterIn(dir_));
+    ASSERT_TRUE(cluster_->StartCoordinator().ok());
+    for (int i = 0; i < 2; ++i) ASSERT_TRUE(cluster_->StartWorker(2).ok());
+  }
+
+  LoaderOptions Options(const std::string& job, uint32_t ranks, uint32_t rank, int device) {
+    JobSpec spec;
+    spec.name = job;
+    spec.manifest_path = data_.manifest;
+    spec.batch_size = 8;
+    spec.world_size = ranks;
+    spec.epochs = 2;
+    spec.pipeline.output_height = 32;
+    spec.pipeline.output_width = 32;
+    LoaderOptions o;
+    o.client.coordinator = cluster_->coordinator_endpoint();
+    o.client.job = job;
+    o.client.spec = spec;
+    o.client.rank = rank;
+    o.client.prefetch = 8;
+    o.depth = 3;
+    o.device = device;
+    o.output.dtype = DType::kBFloat16;
+    return o;
+  }
+
+  TempDir dir_;
+  testing::TestDataset data_;
+  std::unique_ptr<LocalCluster> cluster_;
+};
+
+TEST_F(CollectiveTest, TensorParallelFollowerGetsEveryBatchOfItsLeaderBitForBit) {
+  auto id = NcclUniqueIdHex();
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  auto member = [&](uint32_t tp_rank) {
+    LoaderOptions o = Options("tp", 1, 0, static_cast<int>(tp_rank));
+    o.tensor_parallel = {*id, 2, tp_rank, std::chrono::seconds(60)};
+    auto loader = Loader::Open(o);
+    Seen seen;
+    if (!loader.ok()) {
+      seen.status = loader.status();
+      return seen;
+    }
+    seen = Consume(**loader, o.device);
+    LoaderStats s = (*loader)->Stats();
+    EXPECT_GT(s.broadcast_bytes, 0u);
+    return seen;
+  };
+  auto leader = std::async(std::launch::async, member, 0);
+  auto follower = std::async(std::launch::async, member, 1);
+  Seen l = leader.get(), f = follower.get();
+  ASSERT_TRUE(l.status.ok()) << l.status.ToString();
+  ASSERT_TRUE(f.status.ok()) << f.status.ToString();
+  EXPECT_EQ(l.kinds.size(), 2u * 8 + 2 + 1);  // 8 batches and an end of epoch, twice, then the end
+  EXPECT_EQ(f.kinds, l.kinds);
+  ASSERT_EQ(f.pixels.size(), l.pixels.size());
+  for (size_t i = 0; i < l.pixels.size(); ++i) {
+    EXPECT_EQ(f.pixels[i], l.pixels[i]) << "batch " << i;
+    EXPECT_EQ(f.ids[i], l.ids[i]) << "batch " << i;
+    EXPECT_EQ(f.labels[i], l.labels[i]) << "batch " << i;
+  }
+  EXPECT_FALSE(l.checkpoint.empty());
+  EXPECT_TRUE(f.checkpoint.empty());  // a follower holds no rank
+}
+
+TEST_F(CollectiveTest, OneRankAskingToStopStopsBothBeforeTheSameBatch) {
+  auto id = NcclUniqueIdHex();
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  auto rank = [&](uint32_t r) {
+    LoaderOptions o = Options("agree", 2, r, static_cast<int>(r));
+    o.agreement = {*id, 2, r, std::chrono::seconds(60)};
+    auto loader = Loader::Open(o);
+    Seen seen;
+    if (!loader.ok()) {
+      seen.status = loader.status();
+      return seen;
+    }
+    seen = Consume(**loader, o.device, r == 0 ? 5 : -1);  // only rank 0 is asked
+    EXPECT_EQ((*loader)->Stats().agreements, seen.kinds.size());
+    return seen;
+  };
+  auto r0 = std::async(std::launch::async, rank, 0);
+  auto r1 = std::async(std::launch::async, rank, 1);
+  Seen a = r0.get(), b = r1.get();
+  ASSERT_TRUE(a.status.ok()) << a.status.ToString();
+  ASSERT_TRUE(b.status.ok()) << b.status.ToString();
+  EXPECT_EQ(a.kinds, (std::vector<std::string>{"b0", "b1", "b2", "b3", "e0", "b4", "stop"}));  // 4 steps an epoch
+  EXPECT_EQ(b.kinds, a.kinds);
+  auto ta = DecodeCheckpointToken(a.checkpoint);
+  auto tb = DecodeCheckpointToken(b.checkpoint);
+  ASSERT_TRUE(ta.ok() && tb.ok());
+  EXPECT_EQ(ta->position, 5u);  // both resume at the batch neither used
+  EXPECT_EQ(tb->position, 5u);
+}
+
+}  // namespace
+}  // namespace stoker

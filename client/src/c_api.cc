@@ -1,0 +1,201 @@
+// The C ABI over stoker::Loader (stoker/c_api.h). The one place where C++ exceptions become status codes: each
+// entry point runs its body through Guard().
+#include "stoker/c_api.h"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/flags.h"
+#include "common/json_writer.h"
+#include "stoker/loader.h"
+
+struct stoker_loader {
+  std::unique_ptr<stoker::Loader> loader;
+};
+
+struct stoker_batch {
+  stoker::LoadedBatch batch;
+};
+
+namespace {
+
+thread_local std::string last_error;
+
+int Fail(const stoker::Status& status) {
+  last_error = status.ToString();
+  return static_cast<int>(status.code());
+}
+
+template <typename Body>
+int Guard(Body body) {
+  try {
+    stoker::Status status = body();
+    if (!status.ok()) return Fail(status);
+    last_error.clear();
+    return 0;
+  } catch (const std::exception& e) {
+    return Fail(stoker::InternalError(std::string("unexpected exception: ") + e.what()));
+  } catch (...) {
+    return Fail(stoker::InternalError("unexpected exception"));
+  }
+}
+
+int CopyOut(const std::string& text, char* buf, size_t capacity, size_t* needed) {
+  if (needed != nullptr) *needed = text.size() + 1;
+  if (buf == nullptr || capacity < text.size() + 1) {
+    return Fail(stoker::ResourceExhaustedError("buffer of " + std::to_string(capacity) + " bytes, " +
+                                               std::to_string(text.size() + 1) + " needed"));
+  }
+  std::memcpy(buf, text.c_str(), text.size() + 1);
+  return 0;
+}
+
+}  // namespace
+
+extern "C" {
+
+int stoker_c_api_version(void) { return STOKER_C_API_VERSION; }
+const char* stoker_last_error(void) { return last_error.c_str(); }
+
+int stoker_loader_open(int argc, const char* const* argv, stoker_loader** out) {
+  return Guard([&]() -> stoker::Status {
+    if (out == nullptr) return stoker::InvalidArgumentError("out is NULL");
+    *out = nullptr;
+    // FlagSet reads argv from index 1 and never writes to it.
+    std::vector<char*> args{const_cast<char*>("stoker_loader_open")};
+    for (int i = 0; i < argc; ++i) args.push_back(const_cast<char*>(argv[i]));
+    // The twins are STOKER_LOADER_<FLAG>: the library must not pick up the CLI's STOKER_<FLAG> settings by surprise.
+    stoker::FlagSet flags("stoker_loader_open(flags)", "Opens a stoker Loader.", "STOKER_LOADER_");
+    stoker::LoaderFlags loader_flags(flags);
+    stoker::Status parsed = flags.Parse(static_cast<int>(args.size()), args.data());
+    if (parsed.code() == stoker::StatusCode::kCancelled) return stoker::InvalidArgumentError(flags.Usage());
+    STOKER_RETURN_IF_ERROR(parsed);
+    STOKER_ASSIGN_OR_RETURN(stoker::LoaderOptions options, loader_flags.Finish());
+    STOKER_ASSIGN_OR_RETURN(std::unique_ptr<stoker::Loader> loader, stoker::Loader::Open(options));
+    *out = new stoker_loader{std::move(loader)};
+    return stoker::Status::Ok();
+  });
+}
+
+int stoker_loader_next(stoker_loader* loader, void* stream, int64_t timeout_ms, int* kind, uint32_t* epoch,
+                       stoker_batch** batch) {
+  return Guard([&]() -> stoker::Status {
+    if (loader == nullptr || kind == nullptr || batch == nullptr) {
+      return stoker::InvalidArgumentError("loader, kind and batch must not be NULL");
+    }
+    *batch = nullptr;
+    auto timeout = timeout_ms < 0 ? std::chrono::milliseconds::max() : std::chrono::milliseconds(timeout_ms);
+    STOKER_ASSIGN_OR_RETURN(stoker::LoaderDelivery d, loader->loader->Next(stream, timeout));
+    switch (d.kind) {
+      case stoker::LoaderDelivery::Kind::kBatch: *kind = STOKER_BATCH; break;
+      case stoker::LoaderDelivery::Kind::kEndOfEpoch: *kind = STOKER_END_OF_EPOCH; break;
+      case stoker::LoaderDelivery::Kind::kEndOfJob: *kind = STOKER_END_OF_JOB; break;
+      case stoker::LoaderDelivery::Kind::kStopped: *kind = STOKER_STOPPED; break;
+    }
+    if (epoch != nullptr) *epoch = d.epoch;
+    if (d.kind == stoker::LoaderDelivery::Kind::kBatch) *batch = new stoker_batch{std::move(d.batch)};
+    return stoker::Status::Ok();
+  });
+}
+
+int stoker_batch_get_info(const stoker_batch* batch, stoker_batch_info* info) {
+  return Guard([&]() -> stoker::Status {
+    if (batch == nullptr || info == nullptr) return stoker::InvalidArgumentError("batch and info must not be NULL");
+    if (info->struct_size < sizeof(stoker_batch_info)) {
+      return stoker::InvalidArgumentError("stoker_batch_info.struct_size is " + std::to_string(info->struct_size) +
+                                          ", this library fills " + std::to_string(sizeof(stoker_batch_info)));
+    }
+    const stoker::LoadedBatch& b = batch->batch;
+    const stoker::BatchView& v = b.view();
+    info->struct_size = sizeof(stoker_batch_info);
+    info->epoch = b.epoch();
+    info->index = b.index();
+    info->position = b.position();
+    info->count = b.size();
+    info->device = v.device;
+    info->dtype = static_cast<int32_t>(v.dtype);
+    info->layout = v.layout == stoker::Layout::kNCHW ? STOKER_NCHW : STOKER_NHWC;
+    info->data = v.data;
+    for (int i = 0; i < 4; ++i) {
+      info->shape[i] = v.shape[i];
+      info->strides[i] = v.strides[i];
+    }
+    info->labels = v.labels;
+    info->sample_ids = v.sample_ids;
+    info->host_labels = b.labels().data();
+    info->host_sample_ids = b.sample_ids().data();
+    info->host_flags = b.flags().data();
+    info->host_pixels = b.host_pixels();
+    return stoker::Status::Ok();
+  });
+}
+
+void stoker_batch_release(stoker_batch* batch) {
+  try {
+    delete batch;  // LoadedBatch's destructor releases
+  } catch (...) {
+  }
+}
+
+int stoker_loader_checkpoint(stoker_loader* loader, char* buf, size_t capacity, size_t* needed) {
+  if (loader == nullptr) return Fail(stoker::InvalidArgumentError("loader is NULL"));
+  try {
+    return CopyOut(loader->loader->Checkpoint(), buf, capacity, needed);
+  } catch (const std::exception& e) {
+    return Fail(stoker::InternalError(e.what()));
+  }
+}
+
+int stoker_loader_stats_json(stoker_loader* loader, char* buf, size_t capacity, size_t* needed) {
+  if (loader == nullptr) return Fail(stoker::InvalidArgumentError("loader is NULL"));
+  try {
+    const stoker::LoaderStats s = loader->loader->Stats();
+    stoker::JsonWriter j;
+    j.BeginObject();
+    j.Key("device").Value(int64_t{s.device}).Key("depth").Value(uint64_t{s.depth});
+    j.Key("pinned_bytes").Value(s.pinned_bytes).Key("device_bytes").Value(s.device_bytes);
+    j.Key("slot_bytes").Value(s.slot_bytes).Key("batches").Value(s.batches);
+    j.Key("wait_seconds").Value(s.wait_seconds);
+    j.Key("agreement_seconds").Value(s.agreement_seconds).Key("agreements").Value(s.agreements);
+    j.Key("broadcast_bytes").Value(s.broadcast_bytes);
+    j.Key("input_wait_seconds").Value(s.client.wait_seconds);
+    j.Key("input_stall_seconds").Value(s.client.stall_seconds);
+    j.Key("startup_seconds").Value(s.client.startup_seconds);
+    j.Key("step_seconds").Value(s.client.step_seconds);
+    j.Key("samples_delivered").Value(s.client.samples_delivered);
+    j.Key("batches_received").Value(s.client.batches_received);
+    j.Key("dropped_duplicate").Value(s.client.dropped_duplicate);
+    j.Key("dropped_stale_attempt").Value(s.client.dropped_stale_attempt);
+    j.Key("dropped_bad_frame").Value(s.client.dropped_bad_frame);
+    j.Key("connected_workers").Value(uint64_t{s.client.connected_workers});
+    j.Key("metrics_address").Value(s.client.metrics_address);
+    j.EndObject();
+    return CopyOut(j.str(), buf, capacity, needed);
+  } catch (const std::exception& e) {
+    return Fail(stoker::InternalError(e.what()));
+  }
+}
+
+uint64_t stoker_loader_steps_per_epoch(const stoker_loader* loader) {
+  return loader == nullptr ? 0 : loader->loader->steps_per_epoch();
+}
+
+void stoker_loader_request_stop(stoker_loader* loader) {
+  if (loader != nullptr) loader->loader->RequestStop();
+}
+
+void stoker_loader_close(stoker_loader* loader) {
+  try {
+    delete loader;
+  } catch (...) {
+  }
+}
+
+int stoker_nccl_unique_id(char* buf, size_t capacity) {
+  auto id = stoker::NcclUniqueIdHex();
+  if (!id.ok()) return Fail(id.status());
+  return CopyOut(*id, buf, capacity, nullptr);
+}
+
+}  // extern "C"

@@ -1,0 +1,547 @@
+// Loader: a Client plus the step from received pixels to the model's input (stoker/loader.h).
+//
+// Three roles share this file. A plain rank (and a tensor-parallel group's member 0, the leader) fetches from its
+// Client, whose staging thread feeds the DeviceStage; the host path converts in Next() into a small ring of host
+// buffers instead. A follower has no Client: each Next() receives the leader's metadata broadcast (what comes
+// next: a batch, an end of epoch, a stop, an error) and then the batch's raw bytes into its own DeviceStage slot,
+// and converts them there. With agreement the data-parallel ranks vote after each fetch and before anything is
+// used, so a stop lands on the same batch everywhere.
+#include "stoker/loader.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "client/cuda/device_stage.h"
+#include "client/cuda/gpu_probe.h"
+#include "client/nccl/collective.h"
+#include "client/src/convert_host.h"
+#include "client/src/received_batch.h"
+#include "common/logging.h"
+
+namespace stoker {
+
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// Host path: converted batches live in `depth` buffers, position % depth, each held until its batch is released.
+struct HostBuffers {
+  std::mutex mu;
+  std::vector<std::vector<uint8_t>> buffers;
+  std::vector<bool> held;  // guarded by mu
+};
+
+// A follower's slots: held from Next() until the consumer releases the batch.
+struct FollowerSlots {
+  std::mutex mu;
+  std::vector<bool> held;  // guarded by mu
+};
+
+// What the leader broadcasts before each delivery (and once, at open, as the hello). Fixed layout; both ends are
+// the same build.
+enum class MetaKind : uint32_t { kHello = 1, kBatch, kEndOfEpoch, kEndOfJob, kStopped, kError };
+struct MetaHeader {
+  uint32_t magic;
+  MetaKind kind;
+  uint32_t epoch;
+  uint32_t count;
+  uint64_t index;
+  uint64_t position;
+  int32_t status_code;
+  uint32_t message_bytes;
+  // The hello's: the job as the followers need it.
+  uint32_t batch_size, height, width, epochs;
+  uint64_t steps_per_epoch;
+};
+constexpr uint32_t kMetaMagic = 0x5354504d;  // "STPM"
+constexpr size_t kMetaHeaderBytes = 128;
+constexpr size_t kMetaMessageBytes = 256;
+constexpr size_t kHelloBytes = kMetaHeaderBytes + kMetaMessageBytes;
+static_assert(sizeof(MetaHeader) <= kMetaHeaderBytes);
+
+size_t MetaBytes(uint32_t batch) {
+  size_t bytes = kHelloBytes + size_t{batch} * (sizeof(int64_t) + sizeof(uint64_t) + 1);
+  return (bytes + 15) & ~size_t{15};
+}
+
+}  // namespace
+
+// ---- LoadedBatch ----------------------------------------------------------------------------------------------
+
+struct LoadedBatch::State {
+  Batch batch;                          // the client's (invalid on a follower)
+  std::shared_ptr<DeviceStage> stage;   // null on the host path
+  size_t slot = 0;
+  void* stream = nullptr;               // the consumer's stream at Next()
+  BatchView view;
+  uint32_t epoch = 0, count = 0;
+  uint64_t index = 0, position = 0;
+  std::vector<int64_t> labels;          // a follower's host copies (the leader's come from `batch`)
+  std::vector<uint64_t> sample_ids;
+  std::vector<uint8_t> flags;
+  std::shared_ptr<HostBuffers> host_buffers;      // host path with a conversion: buffer `slot` is ours
+  std::shared_ptr<FollowerSlots> follower_slots;  // a follower: slot `slot` is ours
+};
+
+LoadedBatch::LoadedBatch(std::unique_ptr<State> state) : state_(std::move(state)) {}
+LoadedBatch::LoadedBatch(LoadedBatch&&) noexcept = default;
+LoadedBatch& LoadedBatch::operator=(LoadedBatch&& other) noexcept {
+  if (this != &other) {
+    Release();
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+LoadedBatch::~LoadedBatch() { Release(); }
+
+void LoadedBatch::Release() {
+  if (!state_) return;
+  State& s = *state_;
+  if (s.stage) {
+    // First the device: the slot's buffers are written again only after the consumer's stream passes this event.
+    Status recorded = s.stage->RecordRelease(s.slot, s.stream);
+    if (!recorded.ok()) STOKER_LOG(kError) << "releasing a batch: " << recorded.ToString();
+  }
+  if (s.host_buffers) {
+    std::lock_guard<std::mutex> lock(s.host_buffers->mu);
+    s.host_buffers->held[s.slot] = false;
+  }
+  if (s.follower_slots) {
+    std::lock_guard<std::mutex> lock(s.follower_slots->mu);
+    s.follower_slots->held[s.slot] = false;
+  }
+  s.batch.Release();  // then the host slot: the staging thread may now reuse the device slot
+  state_.reset();
+}
+
+const BatchView& LoadedBatch::view() const { return state_->view; }
+uint32_t LoadedBatch::epoch() const { return state_->epoch; }
+uint64_t LoadedBatch::index() const { return state_->index; }
+uint64_t LoadedBatch::position() const { return state_->position; }
+uint32_t LoadedBatch::size() const { return state_->count; }
+std::span<const int64_t> LoadedBatch::labels() const {
+  return state_->batch.valid() ? state_->batch.labels() : std::span<const int64_t>(state_->labels);
+}
+std::span<const uint64_t> LoadedBatch::sample_ids() const {
+  return state_->batch.valid() ? state_->batch.sample_ids() : std::span<const uint64_t>(state_->sample_ids);
+}
+std::span<const uint8_t> LoadedBatch::flags() const {
+  return state_->batch.valid() ? state_->batch.flags() : std::span<const uint8_t>(state_->flags);
+}
+const uint8_t* LoadedBatch::host_pixels() const {
+  return state_->batch.valid() ? state_->batch.pixels() : nullptr;
+}
+
+// ---- Loader::Impl ---------------------------------------------------------------------------------------------
+
+class Loader::Impl {
+ public:
+  explicit Impl(const LoaderOptions& options) : options_(options) {}
+
+  Status Open();
+  StatusOr<LoaderDelivery> Next(void* stream, std::chrono::milliseconds timeout);
+  void RequestStop() { stop_requested_.store(true); }
+  std::string Checkpoint() const { return client_ ? client_->Checkpoint() : std::string(); }
+  LoaderStats Stats() const;
+  const JobSpec& spec() const { return spec_; }
+  uint64_t steps() const { return steps_; }
+  bool on_device() const { return stage_ != nullptr; }
+
+ private:
+  bool follower() const { return options_.tensor_parallel.size > 1 && options_.tensor_parallel.rank > 0; }
+  bool leader() const { return options_.tensor_parallel.size > 1 && options_.tensor_parallel.rank == 0; }
+
+  StatusOr<LoaderDelivery> FetchAndAgree(void* stream, std::chrono::milliseconds timeout);
+  StatusOr<LoaderDelivery> Deliver(Delivery d, void* stream);
+  StatusOr<LoaderDelivery> FollowerNext(void* stream);
+  Status OpenLeaderMeta();
+  Status OpenFollower();
+  // Leader: tells the followers what this Next() returns (and sends the batch's bytes after it).
+  Status BroadcastMeta(MetaKind kind, uint32_t epoch, const Status& error, const Batch* batch);
+  Status BroadcastHello();
+
+  const LoaderOptions options_;
+  std::unique_ptr<Client> client_;          // not on a follower
+  std::shared_ptr<StallProbe> probe_;       // GPU path
+  std::shared_ptr<DeviceStage> stage_;      // GPU path
+  std::shared_ptr<HostBuffers> host_buffers_;     // host path, converting
+  std::shared_ptr<FollowerSlots> follower_slots_;
+  std::unique_ptr<Collective> tensor_parallel_, agreement_;
+  std::unique_ptr<CollectiveBuffers> meta_;  // tensor parallel: one per depth, metadata of one delivery
+  uint64_t meta_sequence_ = 0;
+  JobSpec spec_;
+  uint64_t steps_ = 0;
+  std::atomic<bool> stop_requested_{false};
+  bool stopped_ = false;
+  uint32_t last_epoch_ = 0;
+
+  mutable std::mutex stats_mu_;
+  LoaderStats stats_;  // guarded by stats_mu_ (the counters the Loader itself keeps)
+};
+
+Status Loader::Impl::Open() {
+  const LoaderOptions& o = options_;
+  STOKER_RETURN_IF_ERROR(o.output.Validate());
+  if (o.depth == 0 || o.depth > o.client.prefetch) {
+    return InvalidArgumentError("depth (" + std::to_string(o.depth) + ") must be between 1 and the prefetch window (" +
+                                std::to_string(o.client.prefetch) + ")");
+  }
+  if (o.device < -1) return InvalidArgumentError("device must be -1 (host) or a CUDA ordinal");
+  if ((o.tensor_parallel.size > 1 || o.agreement.size > 1) && o.device < 0) {
+    return InvalidArgumentError("tensor parallelism and agreement run over NCCL: they need a device");
+  }
+  if (follower() && o.agreement.size > 1) {
+    return InvalidArgumentError("only a tensor-parallel group's member 0 takes part in the agreement");
+  }
+  if (o.device >= 0) {
+    std::string why;
+    const std::vector<GpuDevice> gpus = ListGpus(&why);
+    if (o.device >= static_cast<int>(gpus.size())) {
+      return FailedPreconditionError("device " + std::to_string(o.device) + " asked for, but " +
+                                     (gpus.empty() ? why : std::to_string(gpus.size()) + " CUDA devices are visible") +
+                                     ": use device -1 for host batches");
+    }
+  }
+  if (follower()) return OpenFollower();
+
+  ClientOptions client_options = o.client;
+  Client::StagerFactory make_stager;
+  if (o.device >= 0) {
+    STOKER_ASSIGN_OR_RETURN(probe_, MakeCudaStallProbe(o.device));
+    client_options.stall_probe = probe_;
+    if (client_options.gpu < 0) client_options.gpu = o.device;
+    make_stager = [this](const JobSpec& spec) -> StatusOr<std::shared_ptr<internal::BatchStager>> {
+      DeviceStage::Shape shape{spec.batch_size, spec.pipeline.output_height, spec.pipeline.output_width};
+      STOKER_ASSIGN_OR_RETURN(stage_, DeviceStage::Create(options_.device, shape, options_.depth, options_.output));
+      return std::shared_ptr<internal::BatchStager>(stage_);
+    };
+  }
+  STOKER_ASSIGN_OR_RETURN(client_, Client::Connect(client_options, make_stager));
+  spec_ = client_->spec();
+  steps_ = client_->steps_per_epoch();
+  if (o.device < 0 && !o.output.IsIdentity()) {
+    host_buffers_ = std::make_shared<HostBuffers>();
+    host_buffers_->buffers.resize(o.depth);
+    host_buffers_->held.assign(o.depth, false);
+    for (auto& b : host_buffers_->buffers) b.resize(spec_.BatchBytes() * DTypeSize(o.output.dtype));
+  }
+  if (leader()) {
+    STOKER_ASSIGN_OR_RETURN(tensor_parallel_, Collective::Join(o.tensor_parallel, o.device));
+    STOKER_RETURN_IF_ERROR(BroadcastHello());
+    STOKER_ASSIGN_OR_RETURN(meta_, CollectiveBuffers::Allocate(o.device, MetaBytes(spec_.batch_size), o.depth));
+  }
+  if (o.agreement.size > 1) {
+    STOKER_ASSIGN_OR_RETURN(agreement_, Collective::Join(o.agreement, o.device));
+  }
+  return Status::Ok();
+}
+
+Status Loader::Impl::BroadcastHello() {
+  STOKER_ASSIGN_OR_RETURN(auto hello, CollectiveBuffers::Allocate(options_.device, kHelloBytes, 1));
+  MetaHeader h{};
+  h.magic = kMetaMagic;
+  h.kind = MetaKind::kHello;
+  h.batch_size = spec_.batch_size;
+  h.height = spec_.pipeline.output_height;
+  h.width = spec_.pipeline.output_width;
+  h.epochs = spec_.epochs;
+  h.steps_per_epoch = steps_;
+  std::memcpy(hello->host(0), &h, sizeof(h));
+  const std::string name = spec_.name.substr(0, kMetaMessageBytes - 1);
+  std::memcpy(hello->host(0) + kMetaHeaderBytes, name.c_str(), name.size() + 1);
+  STOKER_RETURN_IF_ERROR(tensor_parallel_->CopyToDevice(hello->device(0), hello->host(0), kHelloBytes));
+  STOKER_RETURN_IF_ERROR(tensor_parallel_->Broadcast(hello->device(0), kHelloBytes));
+  return tensor_parallel_->WaitQueued();
+}
+
+Status Loader::Impl::OpenFollower() {
+  const LoaderOptions& o = options_;
+  STOKER_ASSIGN_OR_RETURN(tensor_parallel_, Collective::Join(o.tensor_parallel, o.device));
+  STOKER_ASSIGN_OR_RETURN(auto hello, CollectiveBuffers::Allocate(o.device, kHelloBytes, 1));
+  STOKER_RETURN_IF_ERROR(tensor_parallel_->Broadcast(hello->device(0), kHelloBytes));
+  STOKER_RETURN_IF_ERROR(tensor_parallel_->CopyToHost(hello->host(0), hello->device(0), kHelloBytes));
+  STOKER_RETURN_IF_ERROR(tensor_parallel_->WaitQueued());
+  MetaHeader h;
+  std::memcpy(&h, hello->host(0), sizeof(h));
+  if (h.magic != kMetaMagic || h.kind != MetaKind::kHello) {
+    return InternalError("the tensor-parallel leader's hello is malformed (a different stoker build?)");
+  }
+  const std::string leader_job(reinterpret_cast<const char*>(hello->host(0) + kMetaHeaderBytes));
+  if (!o.client.job.empty() && leader_job != o.client.job) {
+    return InvalidArgumentError("this follower names job '" + o.client.job + "' but its group's leader feeds '" +
+                                leader_job + "'");
+  }
+  spec_.name = leader_job;
+  spec_.batch_size = h.batch_size;
+  spec_.pipeline.output_height = h.height;
+  spec_.pipeline.output_width = h.width;
+  spec_.epochs = h.epochs;
+  steps_ = h.steps_per_epoch;
+  DeviceStage::Shape shape{h.batch_size, h.height, h.width};
+  STOKER_ASSIGN_OR_RETURN(stage_, DeviceStage::Create(o.device, shape, o.depth, o.output));
+  STOKER_ASSIGN_OR_RETURN(meta_, CollectiveBuffers::Allocate(o.device, MetaBytes(h.batch_size), o.depth));
+  follower_slots_ = std::make_shared<FollowerSlots>();
+  follower_slots_->held.assign(o.depth, false);
+  return Status::Ok();
+}
+
+StatusOr<LoaderDelivery> Loader::Impl::Next(void* stream, std::chrono::milliseconds timeout) {
+  const auto start = SteadyClock::now();
+  StatusOr<LoaderDelivery> result =
+      stopped_ ? StatusOr<LoaderDelivery>(LoaderDelivery{LoaderDelivery::Kind::kStopped, last_epoch_, {}})
+               : (follower() ? FollowerNext(stream) : FetchAndAgree(stream, timeout));
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  stats_.wait_seconds += std::chrono::duration<double>(SteadyClock::now() - start).count();
+  if (result.ok() && result->kind == LoaderDelivery::Kind::kBatch) {
+    ++stats_.batches;
+    last_epoch_ = result->epoch;
+  }
+  return result;
+}
+
+StatusOr<LoaderDelivery> Loader::Impl::FetchAndAgree(void* stream, std::chrono::milliseconds timeout) {
+  if (probe_) {
+    Status armed = ArmCudaStallProbe(*probe_, options_.device, stream);
+    if (!armed.ok()) return armed;
+  }
+  StatusOr<Delivery> d = client_->Next(timeout);
+  // The vote: 0 go on, 1 this rank was asked to stop, 2 this rank cannot go on. Taken after the fetch and before
+  // anything of it is used, so every rank stops before the same batch.
+  uint32_t vote = d.ok() ? (stop_requested_.load() ? 1 : 0) : 2;
+  uint32_t agreed = vote;
+  if (agreement_) {
+    const auto begin = SteadyClock::now();
+    StatusOr<uint32_t> max = agreement_->AgreeMax(vote);
+    {
+      std::lock_guard<std::mutex> lock(stats_mu_);
+      stats_.agreement_seconds += std::chrono::duration<double>(SteadyClock::now() - begin).count();
+      ++stats_.agreements;
+    }
+    if (!max.ok()) {
+      if (tensor_parallel_) (void)BroadcastMeta(MetaKind::kError, last_epoch_, max.status(), nullptr);
+      return max.status().WithContext("agreement step");
+    }
+    agreed = *max;
+  }
+  if (agreed != 0) {
+    stopped_ = true;
+    if (d.ok() && d->kind == Delivery::Kind::kBatch) {
+      STOKER_RETURN_IF_ERROR(client_->PutBack(std::move(d->batch)));
+    }
+    if (!d.ok()) {
+      if (tensor_parallel_) (void)BroadcastMeta(MetaKind::kError, last_epoch_, d.status(), nullptr);
+      return d.status();
+    }
+    STOKER_LOG(kInfo) << "stopping at batch " << client_->Stats().position << " ("
+                      << (vote != 0 ? "asked here" : "another rank asked") << ")";
+    if (tensor_parallel_) STOKER_RETURN_IF_ERROR(BroadcastMeta(MetaKind::kStopped, last_epoch_, Status::Ok(), nullptr));
+    return LoaderDelivery{LoaderDelivery::Kind::kStopped, last_epoch_, {}};
+  }
+  if (!d.ok()) {
+    if (tensor_parallel_) (void)BroadcastMeta(MetaKind::kError, last_epoch_, d.status(), nullptr);
+    return d.status();
+  }
+  return Deliver(std::move(*d), stream);
+}
+
+StatusOr<LoaderDelivery> Loader::Impl::Deliver(Delivery d, void* stream) {
+  if (d.kind != Delivery::Kind::kBatch) {
+    const MetaKind kind = d.kind == Delivery::Kind::kEndOfEpoch ? MetaKind::kEndOfEpoch : MetaKind::kEndOfJob;
+    if (tensor_parallel_) STOKER_RETURN_IF_ERROR(BroadcastMeta(kind, d.epoch, Status::Ok(), nullptr));
+    return LoaderDelivery{d.kind == Delivery::Kind::kEndOfEpoch ? LoaderDelivery::Kind::kEndOfEpoch
+                                                                : LoaderDelivery::Kind::kEndOfJob,
+                          d.epoch, {}};
+  }
+  Batch& batch = d.batch;
+  auto state = std::make_unique<LoadedBatch::State>();
+  state->slot = batch.position() % options_.depth;
+  state->stream = stream;
+  state->epoch = batch.epoch();
+  state->index = batch.index();
+  state->position = batch.position();
+  state->count = batch.size();
+  if (stage_) {
+    STOKER_RETURN_IF_ERROR(stage_->ConsumerWaitsFor(state->slot, stream));
+    if (tensor_parallel_) {
+      STOKER_RETURN_IF_ERROR(BroadcastMeta(MetaKind::kBatch, batch.epoch(), Status::Ok(), &batch));
+      STOKER_RETURN_IF_ERROR(stage_->StreamWaitsCopied(state->slot, tensor_parallel_->stream()));
+      STOKER_RETURN_IF_ERROR(tensor_parallel_->Broadcast(stage_->DeviceRaw(state->slot), stage_->slot_bytes()));
+      // The slot is released on the consumer's stream: it must not pass that point before the broadcast has read it.
+      STOKER_RETURN_IF_ERROR(tensor_parallel_->OrderBefore(stream));
+      std::lock_guard<std::mutex> lock(stats_mu_);
+      stats_.broadcast_bytes += stage_->slot_bytes();
+    }
+    state->view = stage_->View(state->slot);
+    state->stage = stage_;
+  } else {
+    BatchView& v = state->view;
+    const int64_t n = batch.size(), h = batch.height(), w = batch.width();
+    v.device = -1;
+    v.dtype = options_.output.dtype;
+    v.layout = options_.output.layout;
+    v.shape = {n, 3, h, w};
+    v.strides = v.layout == Layout::kNCHW ? std::array<int64_t, 4>{3 * h * w, h * w, w, 1}
+                                          : std::array<int64_t, 4>{3 * h * w, 1, 3 * w, 3};
+    v.labels = batch.labels().data();
+    v.sample_ids = batch.sample_ids().data();
+    if (!host_buffers_) {
+      v.data = const_cast<uint8_t*>(batch.pixels());  // the received message itself: no copy
+    } else {
+      {
+        std::lock_guard<std::mutex> lock(host_buffers_->mu);
+        if (host_buffers_->held[state->slot]) {
+          STOKER_RETURN_IF_ERROR(client_->PutBack(std::move(batch)));
+          return FailedPreconditionError("the consumer holds " + std::to_string(options_.depth) +
+                                         " batches, every conversion buffer (the depth): release one first");
+        }
+        host_buffers_->held[state->slot] = true;
+      }
+      void* out = host_buffers_->buffers[state->slot].data();
+      ConvertOnHost(batch.pixels(), batch.size(), batch.height(), batch.width(), options_.output, out);
+      v.data = out;
+      state->host_buffers = host_buffers_;
+    }
+  }
+  state->batch = std::move(batch);
+  return LoaderDelivery{LoaderDelivery::Kind::kBatch, state->epoch, LoadedBatch(std::move(state))};
+}
+
+Status Loader::Impl::BroadcastMeta(MetaKind kind, uint32_t epoch, const Status& error, const Batch* batch) {
+  const uint32_t i = static_cast<uint32_t>(meta_sequence_++ % options_.depth);
+  STOKER_RETURN_IF_ERROR(meta_->WaitUnused(i));  // its last broadcast is long done, normally
+  uint8_t* host = meta_->host(i);
+  MetaHeader h{};
+  h.magic = kMetaMagic;
+  h.kind = kind;
+  h.epoch = epoch;
+  h.status_code = static_cast<int32_t>(error.code());
+  const std::string message = error.message().substr(0, kMetaMessageBytes - 1);
+  h.message_bytes = static_cast<uint32_t>(message.size());
+  std::memcpy(host + kMetaHeaderBytes, message.data(), message.size());
+  if (batch != nullptr) {
+    h.index = batch->index();
+    h.position = batch->position();
+    h.count = batch->size();
+    uint8_t* p = host + kHelloBytes;
+    std::memcpy(p, batch->labels().data(), batch->labels().size_bytes());
+    p += batch->labels().size_bytes();
+    std::memcpy(p, batch->sample_ids().data(), batch->sample_ids().size_bytes());
+    p += batch->sample_ids().size_bytes();
+    std::memcpy(p, batch->flags().data(), batch->flags().size_bytes());
+  }
+  std::memcpy(host, &h, sizeof(h));
+  STOKER_RETURN_IF_ERROR(tensor_parallel_->CopyToDevice(meta_->device(i), host, meta_->bytes()));
+  STOKER_RETURN_IF_ERROR(tensor_parallel_->Broadcast(meta_->device(i), meta_->bytes()));
+  return meta_->MarkUsed(i, tensor_parallel_->stream());
+}
+
+StatusOr<LoaderDelivery> Loader::Impl::FollowerNext(void* stream) {
+  const uint32_t i = static_cast<uint32_t>(meta_sequence_++ % options_.depth);
+  uint8_t* host = meta_->host(i);
+  STOKER_RETURN_IF_ERROR(tensor_parallel_->Broadcast(meta_->device(i), meta_->bytes()));
+  STOKER_RETURN_IF_ERROR(tensor_parallel_->CopyToHost(host, meta_->device(i), meta_->bytes()));
+  STOKER_RETURN_IF_ERROR(tensor_parallel_->WaitQueued());  // the leader's next delivery, whatever it is
+  MetaHeader h;
+  std::memcpy(&h, host, sizeof(h));
+  if (h.magic != kMetaMagic) return InternalError("malformed metadata from the tensor-parallel leader");
+  switch (h.kind) {
+    case MetaKind::kBatch: break;
+    case MetaKind::kEndOfEpoch: return LoaderDelivery{LoaderDelivery::Kind::kEndOfEpoch, h.epoch, {}};
+    case MetaKind::kEndOfJob: return LoaderDelivery{LoaderDelivery::Kind::kEndOfJob, h.epoch, {}};
+    case MetaKind::kStopped:
+      stopped_ = true;
+      return LoaderDelivery{LoaderDelivery::Kind::kStopped, h.epoch, {}};
+    case MetaKind::kError:
+      stopped_ = true;
+      return Status(static_cast<StatusCode>(h.status_code),
+                    "the tensor-parallel leader failed: " +
+                        std::string(reinterpret_cast<const char*>(host + kMetaHeaderBytes),
+                                    std::min<size_t>(h.message_bytes, kMetaMessageBytes)));
+    default: return InternalError("unknown metadata kind from the tensor-parallel leader");
+  }
+  auto state = std::make_unique<LoadedBatch::State>();
+  state->slot = h.position % options_.depth;
+  {
+    std::lock_guard<std::mutex> lock(follower_slots_->mu);
+    if (follower_slots_->held[state->slot]) {
+      return FailedPreconditionError("the consumer holds " + std::to_string(options_.depth) +
+                                     " batches, every device slot (the depth): release one first");
+    }
+    follower_slots_->held[state->slot] = true;
+  }
+  state->follower_slots = follower_slots_;
+  void* tp_stream = tensor_parallel_->stream();
+  STOKER_RETURN_IF_ERROR(stage_->StreamWaitsReleased(state->slot, tp_stream));
+  STOKER_RETURN_IF_ERROR(tensor_parallel_->Broadcast(stage_->DeviceRaw(state->slot), stage_->slot_bytes()));
+  STOKER_RETURN_IF_ERROR(stage_->ConvertAfter(state->slot, tp_stream));
+  STOKER_RETURN_IF_ERROR(stage_->ConsumerWaitsFor(state->slot, stream));
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    stats_.broadcast_bytes += stage_->slot_bytes();
+  }
+  const uint32_t n = h.count;
+  const uint8_t* p = host + kHelloBytes;
+  state->labels.resize(n);
+  state->sample_ids.resize(n);
+  state->flags.resize(n);
+  std::memcpy(state->labels.data(), p, n * sizeof(int64_t));
+  p += n * sizeof(int64_t);
+  std::memcpy(state->sample_ids.data(), p, n * sizeof(uint64_t));
+  p += n * sizeof(uint64_t);
+  std::memcpy(state->flags.data(), p, n);
+  state->stream = stream;
+  state->epoch = h.epoch;
+  state->index = h.index;
+  state->position = h.position;
+  state->count = n;
+  state->view = stage_->View(state->slot);
+  state->stage = stage_;
+  return LoaderDelivery{LoaderDelivery::Kind::kBatch, h.epoch, LoadedBatch(std::move(state))};
+}
+
+LoaderStats Loader::Impl::Stats() const {
+  LoaderStats s;
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    s = stats_;
+  }
+  if (client_) s.client = client_->Stats();
+  s.device = options_.device;
+  s.depth = options_.depth;
+  if (stage_) {
+    s.pinned_bytes = stage_->pinned_bytes();
+    s.device_bytes = stage_->device_bytes();
+    s.slot_bytes = stage_->slot_bytes();
+  } else {
+    s.slot_bytes = spec_.BatchBytes() + uint64_t{spec_.batch_size} * 16;
+  }
+  return s;
+}
+
+// ---- Loader ---------------------------------------------------------------------------------------------------
+
+StatusOr<std::unique_ptr<Loader>> Loader::Open(const LoaderOptions& options) {
+  auto impl = std::make_unique<Impl>(options);
+  STOKER_RETURN_IF_ERROR(impl->Open());
+  return std::unique_ptr<Loader>(new Loader(std::move(impl)));
+}
+
+Loader::Loader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Loader::~Loader() = default;
+
+StatusOr<LoaderDelivery> Loader::Next(void* consumer_stream, std::chrono::milliseconds timeout) {
+  return impl_->Next(consumer_stream, timeout);
+}
+void Loader::RequestStop() { impl_->RequestStop(); }
+std::string Loader::Checkpoint() const { return impl_->Checkpoint(); }
+LoaderStats Loader::Stats() const { return impl_->Stats(); }
+const JobSpec& Loader::spec() const { return impl_->spec(); }
+uint64_t Loader::steps_per_epoch() const { return impl_->steps(); }
+bool Loader::on_device() const { return impl_->on_device(); }
+
+StatusOr<std::string> NcclUniqueIdHex() { return NewNcclIdHex(); }
+
+}  // namespace stoker

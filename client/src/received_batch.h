@@ -1,0 +1,53 @@
+// What the client's I/O thread makes of a batch frame, and the hook through which a batch moves on from host
+// memory before Next() hands it out. Without a stager (the host path) the payload stays the ZeroMQ message it
+// arrived in. With one (the GPU path, client/cuda/device_stage.h) a staging thread hands each batch, in plan order,
+// to BatchStager::Stage, which copies it once into a pinned slot, starts its transfer and conversion, and lets the
+// ZeroMQ message go.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+#include "common/status.h"
+
+namespace stoker::internal {
+
+struct ReceivedBatch {
+  uint32_t epoch = 0;
+  uint64_t index = 0;
+  uint64_t global = 0;
+  uint32_t rank = 0;
+  uint64_t unit = 0;
+  uint64_t attempt = 0;
+  std::string worker_id;
+  uint32_t count = 0, height = 0, width = 0, channels = 0;
+  std::vector<int64_t> labels;
+  std::vector<uint64_t> sample_ids;
+  std::vector<uint8_t> flags;
+  zmq::message_t payload;  // the pixels, as ZeroMQ received them: handed to the application without a copy
+  // Set by a stager once it has copied the pixels elsewhere (a pinned slot) and released `payload`.
+  const uint8_t* staged_pixels = nullptr;
+  size_t pixel_bytes = 0;
+
+  const uint8_t* pixels() const {
+    return staged_pixels != nullptr ? staged_pixels : static_cast<const uint8_t*>(payload.data());
+  }
+};
+
+struct StageReport {
+  double h2d_seconds = -1;   // the transfer of this slot's previous batch, once measured (< 0: none)
+  uint64_t h2d_bytes = 0;    // bytes this call queued for transfer
+};
+
+// Called on the client's staging thread only, for global positions in increasing order; `slot` is
+// global % depth(). The client calls Stage for position g only after the consumer released g - depth().
+class BatchStager {
+ public:
+  virtual ~BatchStager() = default;
+  virtual uint32_t depth() const = 0;
+  virtual Status Stage(size_t slot, ReceivedBatch& batch, StageReport* report) = 0;
+};
+
+}  // namespace stoker::internal
