@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <thread>
 
 #include "common/control_codec.h"
@@ -51,6 +52,9 @@ class ScriptedWorker {
     ASSERT_TRUE(data_.recv(id, zmq::recv_flags::dontwait));
     ASSERT_TRUE(data_.recv(credit, zmq::recv_flags::dontwait));
     client_ = id.to_string();
+    auto parsed = ParsedFrame::Parse(std::move(credit), ControlReaderOptions());
+    ASSERT_TRUE(parsed.ok());
+    asked_frame_bytes = (*parsed)->Root<wire::DataMessage>().getCredit().getMaxFrameBytes();
   }
 
   // With wait_ms the coordinator parks the request until work is leasable (or the wait runs out).
@@ -59,7 +63,7 @@ class ScriptedWorker {
     return std::get<LeaseResponse>(r.body).leases;
   }
 
-  zmq::message_t Header(uint64_t index, uint64_t attempt, uint32_t count_override = 0) {
+  zmq::message_t Header(uint64_t index, uint64_t attempt, uint32_t count_override = 0, uint32_t frames = 0) {
     capnp::MallocMessageBuilder message;
     auto msg = message.initRoot<wire::DataMessage>();
     msg.setProtocolVersion(wire::PROTOCOL_VERSION);
@@ -81,6 +85,7 @@ class ScriptedWorker {
     h.initLabels(count);
     h.initFlags(count);
     h.setPayloadBytes(spec_.BatchBytes());
+    h.setPayloadFrames(frames);
     return ToFrame(message);
   }
 
@@ -101,7 +106,24 @@ class ScriptedWorker {
     SendFrames(std::move(frames));
   }
 
+  // Batch `index` with its payload cut into frames of the given sizes (the header announces `announced`, or
+  // as many as there are); byte i of the payload is (i * 7 + index) mod 256.
+  void SendFramedBatch(uint64_t index, uint64_t attempt, const std::vector<size_t>& sizes, uint32_t announced = 0) {
+    std::vector<zmq::message_t> frames;
+    frames.push_back(Header(index, attempt, 0, announced ? announced : static_cast<uint32_t>(sizes.size())));
+    size_t offset = 0;
+    for (size_t n : sizes) {
+      zmq::message_t f(n);
+      auto* p = static_cast<uint8_t*>(f.data());
+      for (size_t i = 0; i < n; ++i) p[i] = static_cast<uint8_t>((offset + i) * 7 + index);
+      offset += n;
+      frames.push_back(std::move(f));
+    }
+    SendFrames(std::move(frames));
+  }
+
   uint64_t steps = 0;
+  uint64_t asked_frame_bytes = 0;  // what the client's credit asked for
 
  private:
   JobSpec spec_;
@@ -206,6 +228,51 @@ TEST_F(ClientTest, DeliversInPlanOrderOnceAndCountsEverythingElse) {
   EXPECT_EQ(none.status().code(), StatusCode::kDeadlineExceeded);
 }
 
+// A client that asks for payload frames (ClientOptions::payload_frame_bytes) says so in its credit, joins the
+// frames of a batch in order, still takes a batch in one frame, and drops (and counts) any batch whose framing
+// is not what the header announced or uses frames larger than it asked for.
+TEST_F(ClientTest, PayloadFramesAreJoinedInOrderAndBadFramingIsDropped) {
+  spec_.pipeline.output_height = spec_.pipeline.output_width = 128;  // 2 x 128 x 128 x 3 = 98,304 bytes
+  ClientOptions options;
+  options.payload_frame_bytes = 64 << 10;
+  auto client = Connect(/*prefetch=*/4, options);
+  ScriptedWorker worker(context_, endpoint_, spec_);
+  worker.steps = client->steps_per_epoch();
+  worker.AwaitClient();
+  EXPECT_EQ(worker.asked_frame_bytes, 64u << 10);
+  std::vector<LeaseGrant> leases = worker.Lease(3);
+  ASSERT_EQ(leases.size(), 3u);
+  const size_t total = spec_.BatchBytes();
+  worker.SendFramedBatch(0, leases[0].attempt, {65536, total - 65536});
+  worker.SendFramedBatch(1, leases[1].attempt, {40000, 40000, total - 80000}, /*announced=*/2);  // 3 came
+  worker.SendFramedBatch(1, leases[1].attempt, {90000, total - 90000});  // a frame above 64 KiB
+  worker.SendFramedBatch(1, leases[1].attempt, {40000, total - 50000});  // 10,000 bytes short
+  worker.SendFramedBatch(1, leases[1].attempt, {30000, 30000, total - 60000});
+  worker.SendFramedBatch(2, leases[2].attempt, {total});  // one frame is always fine
+  for (uint64_t index = 0; index < 3; ++index) {
+    auto d = client->Next(std::chrono::seconds(10));
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    ASSERT_EQ(d->kind, Delivery::Kind::kBatch);
+    ASSERT_EQ(d->batch.index(), index);
+    ASSERT_EQ(d->batch.pixel_bytes(), total);
+    const uint8_t* p = d->batch.pixels();
+    size_t wrong = 0;
+    for (size_t i = 0; i < total; ++i) wrong += p[i] != static_cast<uint8_t>(i * 7 + index);
+    EXPECT_EQ(wrong, 0u) << "batch " << index << ": bytes out of place after joining its frames";
+  }
+  EXPECT_EQ(client->Stats().dropped_bad_frame, 3u);
+}
+
+TEST_F(ClientTest, PayloadFramesBelowTheMinimumAreRefused) {
+  ClientOptions options;
+  options.coordinator = endpoint_;
+  options.job = spec_.name;
+  options.spec = spec_;
+  options.payload_frame_bytes = 1000;
+  auto client = Client::Connect(options);
+  EXPECT_EQ(client.status().code(), StatusCode::kInvalidArgument) << client.status().ToString();
+}
+
 TEST_F(ClientTest, EndOfEpochIsReportedBetweenEpochsAndEndOfJobAfterTheLast) {
   auto client = Connect(/*prefetch=*/12);
   ScriptedWorker worker(context_, endpoint_, spec_);
@@ -269,7 +336,9 @@ class HalfProbe : public StallProbe {
 
 // One test owns the process's metrics endpoint (ClientProcess is per process, and gtest runs tests in one).
 TEST_F(ClientTest, ServesStarvationMetricsPerGpuAndHealth) {
-  ::setenv("STOKER_NVML_LIBRARY", STOKER_FAKE_NVML, 1);  // before the first NVML use in this process
+  // Before the first NVML use in this process; $STOKER_TEST_FAKE_NVML where the tests run away from their build.
+  const char* fake_nvml = std::getenv("STOKER_TEST_FAKE_NVML");
+  ::setenv("STOKER_NVML_LIBRARY", fake_nvml != nullptr ? fake_nvml : STOKER_FAKE_NVML, 1);
   auto probe = std::make_shared<HalfProbe>();
   ClientOptions options;
   options.metrics_listen = "127.0.0.1:0";

@@ -27,6 +27,10 @@ namespace stoker {
 // coordinator's CPU at tens of thousands of requests per second.)
 constexpr unsigned kControlFirstSegmentWords = 128;
 
+// The smallest payload frame a client may ask workers for (Credit.maxFrameBytes): smaller asks are refused by the
+// client and raised to this by workers.
+constexpr uint64_t kMinPayloadFrameBytes = 64 << 10;
+
 // Serialises `message` into a single ZeroMQ frame (standard unpacked Cap'n Proto serialization), written straight
 // into the frame's buffer.
 zmq::message_t ToFrame(capnp::MessageBuilder& message);

@@ -8,9 +8,13 @@
 #   Clients refresh credits periodically; a worker forgets a credit not refreshed for a few intervals, and a
 #   Credit of 0 withdraws it. A credit returns to the worker when the batch leaves it, so worker memory stays
 #   below (sum of credits) x batch bytes.
-# worker -> client: two frames. Frame 1 is a DataMessage holding a BatchHeader; frame 2 is the pixel payload,
-#   exactly header.payloadBytes = count * height * width * channels bytes of uint8, NHWC, RGB. The payload is
-#   sent from the worker's batch buffer without a copy and received without one (or straight into a pinned slot).
+# worker -> client: frame 1 is a DataMessage holding a BatchHeader; the frames after it are the pixel payload,
+#   exactly header.payloadBytes = count * height * width * channels bytes of uint8, NHWC, RGB, in
+#   header.payloadFrames frames (one unless the client's Credit asked for frames of at most maxFrameBytes). The
+#   payload is sent from the worker's batch buffer without a copy and received without one (host path), or
+#   copied once, frame by frame, into a pinned slot (GPU path). Why frames: glibc serves allocations above 32 MiB
+#   with a fresh mmap, so a receiver of one 38.5 MB frame per batch (256 x 224 x 224 x 3) pays a page fault for
+#   every 4 KiB of it, about a core at 1.7 GB/s; frames of 8 MiB come from reused heap memory.
 #   A DataError is one frame.
 # A client rejects (and counts) any frame that does not parse, whose header disagrees with the job (shape, count,
 # list lengths, payload length), whose index is outside its window, or whose attempt is stale.
@@ -26,6 +30,7 @@ struct Credit {
   rank @1 :UInt32;
   clientId @2 :Text;
   credits @3 :UInt32;           # batches this worker may hold leased and unsent for (job, rank); 0 withdraws
+  maxFrameBytes @4 :UInt64;     # 0: each payload in one frame; else frames of at most this (at least 64 KiB)
 }
 
 const sampleFlagPadding :UInt8 = 1;      # a repeated sample filling the last global batch (remainder = pad)
@@ -47,6 +52,7 @@ struct BatchHeader {
   sampleIds @12 :List(UInt64);  # count entries: index in the manifest
   flags @13 :List(UInt8);       # count entries: sampleFlag* bits
   payloadBytes @14 :UInt64;
+  payloadFrames @15 :UInt32;    # frames of payload after this header; 0 reads as 1 (older workers)
 }
 
 struct DataError {

@@ -33,22 +33,26 @@ namespace {
 // training process) coexist until the old one's credit expires; each lease names the client it is for.
 using StreamKey = std::tuple<std::string, uint32_t, std::string>;
 
+// One batch's payload on its way out, shared by its frames: the buffer returns to the pool with the last one.
 struct PayloadHint {
   std::shared_ptr<BatchBufferPool> pool;
   BatchBufferPool::Buffer buffer;
   std::shared_ptr<std::atomic<int64_t>> in_flight;  // payloads ZeroMQ has not finished sending
   std::shared_ptr<prometheus::Histogram> send_seconds;
   std::chrono::steady_clock::time_point queued;
+  std::atomic<uint32_t> frames{1};                  // frames of this payload ZeroMQ still holds
 };
 
-// Runs on a ZeroMQ I/O thread once the payload has been written to the connection (or dropped with it).
+// Runs on a ZeroMQ I/O thread once a payload frame has been written to the connection (or dropped with it).
 void FreePayload(void* /*data*/, void* hint) {
   auto* h = static_cast<PayloadHint*>(hint);
+  if (h->frames.fetch_sub(1) != 1) return;
   h->send_seconds->Observe(ToSeconds(std::chrono::steady_clock::now() - h->queued));
   h->pool->Release(h->buffer);
   h->in_flight->fetch_sub(1);
   delete h;
 }
+
 
 constexpr const char* kStages[] = {"read", "decode", "augment", "collate", "send"};
 
@@ -163,6 +167,7 @@ class Worker::Impl {
   struct Stream {
     std::string routing_id;
     uint32_t credits = 0;
+    uint64_t max_frame_bytes = 0;  // 0: each payload in one frame
     TimePoint refreshed;
     uint64_t lease_request = 0;  // id of the lease request in flight for this stream, 0 if none
     bool job_done = false;
@@ -378,6 +383,7 @@ class Worker::Impl {
     }
     std::string job, client;
     uint32_t rank = 0, credits = 0;
+    uint64_t max_frame_bytes = 0;
     Status s = CatchWireErrors("credit", [&]() -> Status {
       auto msg = (*parsed)->Root<wire::DataMessage>();
       if (msg.getProtocolVersion() != wire::PROTOCOL_VERSION) {
@@ -389,6 +395,7 @@ class Worker::Impl {
       client = c.getClientId().cStr();
       rank = c.getRank();
       credits = c.getCredits();
+      max_frame_bytes = c.getMaxFrameBytes();
       return Status::Ok();
     });
     if (!s.ok() || client.empty()) {
@@ -412,6 +419,7 @@ class Worker::Impl {
     Stream& stream = streams_[key];
     stream.routing_id = routing_id;
     stream.credits = std::min<uint32_t>(credits, 1024);
+    stream.max_frame_bytes = max_frame_bytes == 0 ? 0 : std::max(max_frame_bytes, kMinPayloadFrameBytes);
     stream.refreshed = clock_.Now();
     FetchJob(job);
   }
@@ -610,7 +618,7 @@ class Worker::Impl {
         continue;
       }
       auto sit = streams_.find(StreamOf(work));
-      if (sit == streams_.end() || !SendBatch(sit->second.routing_id, *build)) {
+      if (sit == streams_.end() || !SendBatch(sit->second.routing_id, sit->second.max_frame_bytes, *build)) {
         // The client's connection is gone: the whole unit goes back to the coordinator.
         work.cancelled->store(true);
         ReportUnit(build->unit, work, UnitOutcome::kUndeliverable);
@@ -634,7 +642,7 @@ class Worker::Impl {
     }
   }
 
-  bool SendBatch(const std::string& routing_id, BatchBuild& build) {
+  bool SendBatch(const std::string& routing_id, uint64_t max_frame_bytes, BatchBuild& build) {
     const TimePoint collate_start = std::chrono::steady_clock::now();
     const JobContext& job = *build.job;
     const uint32_t count = job.spec.batch_size;
@@ -662,7 +670,10 @@ class Worker::Impl {
       flags.set(i, build.flags[i]);
     }
     const size_t payload_bytes = job.spec.BatchBytes();
+    const size_t frame_bytes = max_frame_bytes == 0 ? payload_bytes : std::min<size_t>(max_frame_bytes, payload_bytes);
+    const uint32_t frames = static_cast<uint32_t>((payload_bytes + frame_bytes - 1) / frame_bytes);
     h.setPayloadBytes(payload_bytes);
+    h.setPayloadFrames(frames);
     zmq::message_t header = ToFrame(message);
     const TimePoint queued = std::chrono::steady_clock::now();
     histograms_.stage_seconds.at("collate")->Observe(ToSeconds(queued - collate_start));
@@ -670,12 +681,23 @@ class Worker::Impl {
       zmq::message_t id(routing_id.data(), routing_id.size());
       if (!data_.send(id, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) return false;
       data_.send(header, zmq::send_flags::sndmore);
-      // The payload leaves from the batch buffer itself; ZeroMQ returns it to the pool when sent.
+      // The payload leaves from the batch buffer itself, in `frames` slices of it; ZeroMQ returns the buffer to
+      // the pool when the last is sent. Every slice's message exists before the first is sent, so each one's
+      // release is counted however the sending ends.
       auto* hint = new PayloadHint{pool_, build.buffer, in_flight_, histograms_.stage_seconds.at("send"), queued};
+      hint->frames.store(frames);
       in_flight_->fetch_add(1);
       build.buffer_owned = false;
-      zmq::message_t payload(build.buffer.data, payload_bytes, &FreePayload, hint);
-      data_.send(payload, zmq::send_flags::none);
+      std::vector<zmq::message_t> slices;
+      slices.reserve(frames);
+      for (uint32_t f = 0; f < frames; ++f) {
+        const size_t offset = size_t{f} * frame_bytes;
+        slices.emplace_back(static_cast<uint8_t*>(build.buffer.data) + offset,
+                            std::min(frame_bytes, payload_bytes - offset), &FreePayload, hint);
+      }
+      for (uint32_t f = 0; f < frames; ++f) {
+        data_.send(slices[f], f + 1 < frames ? zmq::send_flags::sndmore : zmq::send_flags::none);
+      }
     } catch (const zmq::error_t& e) {
       STOKER_LOG(kDebug) << "batch not sent: " << e.what();
       return false;

@@ -17,6 +17,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <pthread.h>
 #include <thread>
 #include <vector>
 #include <zmq.hpp>
@@ -121,6 +122,7 @@ struct ClientCore {
   // The staging thread (only with a stager): batch `staged` goes to stager slot staged % depth once it has
   // arrived and the consumer has released the batch that slot held before (staged - depth < consumed).
   void StageLoop() {
+    ::pthread_setname_np(::pthread_self(), "stoker-stage");  // top -H, and gpu_feed_bench's CPU breakdown
     const uint64_t depth = stager->depth();
     std::unique_lock<std::mutex> lock(mu);
     while (true) {
@@ -383,6 +385,9 @@ class Client::IoThread {
       core_->coordinator_heard = std::chrono::steady_clock::now();  // it just answered the registration
     }
     membership_version_ = registered.membership_version;
+    if (options_.payload_frame_bytes > 0) {
+      max_payload_frames_ = static_cast<size_t>(std::max<uint64_t>(1, core_->spec.BatchBytes() / 4096));
+    }
     UpdateWorkers(registered.workers);
     thread_ = std::thread([this] { Run(); });
   }
@@ -397,6 +402,7 @@ class Client::IoThread {
   using SteadyTime = std::chrono::steady_clock::time_point;
 
   void Run() {
+    ::pthread_setname_np(::pthread_self(), "stoker-io");
     SteadyTime next_heartbeat = std::chrono::steady_clock::now();
     SteadyTime last_ack = next_heartbeat;
     while (true) {
@@ -487,6 +493,7 @@ class Client::IoThread {
     c.setRank(options_.rank);
     c.setClientId(core_->client_id);
     c.setCredits(credits);
+    c.setMaxFrameBytes(options_.payload_frame_bytes);
     zmq::message_t frame = ToFrame(message);
     try {
       w.socket->send(frame, zmq::send_flags::dontwait);
@@ -597,19 +604,29 @@ class Client::IoThread {
       } catch (const zmq::error_t&) {
         return;
       }
-      std::optional<zmq::message_t> payload;
-      if (header.more()) {
-        payload.emplace();
-        if (!w.socket->recv(*payload, zmq::recv_flags::dontwait)) payload.reset();
-        bool extra = false;
-        while (payload && payload->more()) {  // a batch is exactly two frames
-          zmq::message_t discard;
-          if (!w.socket->recv(discard, zmq::recv_flags::dontwait)) break;
-          extra = true;
-          if (!discard.more()) break;
+      // The payload's frames, as many as the header will say; never more bytes than a batch has, nor more frames
+      // than max_payload_frames_ (a sender that goes on has its frames discarded and the batch dropped: memory
+      // stays bounded by one batch).
+      std::vector<zmq::message_t> payload;
+      size_t payload_bytes = 0;
+      bool too_many = false;
+      bool more = header.more();
+      while (more) {
+        zmq::message_t frame;
+        try {
+          if (!w.socket->recv(frame, zmq::recv_flags::dontwait)) break;  // ZeroMQ delivers a message whole
+        } catch (const zmq::error_t&) {
+          break;
         }
-        if (extra) payload.reset();
+        more = frame.more();
+        payload_bytes += frame.size();
+        if (!too_many && payload.size() < max_payload_frames_ && payload_bytes <= core_->spec.BatchBytes()) {
+          payload.push_back(std::move(frame));
+        } else {
+          too_many = true;
+        }
       }
+      if (too_many) payload.clear();
       Accept(std::move(header), std::move(payload));
     }
   }
@@ -620,7 +637,7 @@ class Client::IoThread {
     if (!why.empty()) STOKER_LOG(kDebug) << "dropped a batch: " << why;
   }
 
-  void Accept(zmq::message_t header_frame, std::optional<zmq::message_t> payload) {
+  void Accept(zmq::message_t header_frame, std::vector<zmq::message_t> payload) {
     const JobSpec& spec = core_->spec;
     auto parsed = ParsedFrame::Parse(std::move(header_frame), BatchHeaderReaderOptions(spec.batch_size));
     if (!parsed.ok()) return Drop(&ClientStats::dropped_bad_frame, parsed.status().message());
@@ -651,7 +668,19 @@ class Client::IoThread {
       if (labels.size() != spec.batch_size || ids.size() != spec.batch_size || flags.size() != spec.batch_size) {
         return InvalidArgumentError("list lengths differ from the batch size");
       }
-      if (!payload || h.getPayloadBytes() != spec.BatchBytes() || payload->size() != spec.BatchBytes()) {
+      const uint32_t frames = std::max<uint32_t>(h.getPayloadFrames(), 1);
+      if (payload.empty() || payload.size() != frames) {
+        return InvalidArgumentError("the header announces " + std::to_string(frames) + " payload frames, " +
+                                    std::to_string(payload.size()) + " came");
+      }
+      size_t total = 0;
+      for (const zmq::message_t& f : payload) {
+        if (frames > 1 && (options_.payload_frame_bytes == 0 || f.size() > options_.payload_frame_bytes)) {
+          return InvalidArgumentError("payload frames larger than this client asked for");
+        }
+        total += f.size();
+      }
+      if (h.getPayloadBytes() != spec.BatchBytes() || total != spec.BatchBytes()) {
         return InvalidArgumentError("payload length differs from count x height x width x channels");
       }
       batch->epoch = h.getEpoch();
@@ -693,8 +722,21 @@ class Client::IoThread {
       return;
     }
     first_worker_error_.reset();
-    batch->payload = std::move(*payload);
-    batch->pixel_bytes = batch->payload.size();
+    batch->pixel_bytes = spec.BatchBytes();
+    if (payload.size() == 1) {
+      batch->payload = std::move(payload[0]);
+    } else if (core_->stager) {
+      batch->payload = std::move(payload[0]);
+      batch->more_payload.reserve(payload.size() - 1);
+      for (size_t i = 1; i < payload.size(); ++i) batch->more_payload.push_back(std::move(payload[i]));
+    } else {
+      batch->payload = zmq::message_t(batch->pixel_bytes);  // the host path hands over one contiguous buffer
+      auto* out = static_cast<uint8_t*>(batch->payload.data());
+      for (const zmq::message_t& f : payload) {
+        std::memcpy(out, f.data(), f.size());
+        out += f.size();
+      }
+    }
     const uint64_t g = batch->global;
     {
       std::lock_guard<std::mutex> lock(core_->mu);
@@ -714,7 +756,7 @@ class Client::IoThread {
         return;
       }
       ++core_->stats.batches_received;
-      core_->stats.bytes_received += batch->payload.size();
+      core_->stats.bytes_received += batch->pixel_bytes;
       core_->state[slot] = SlotState::kFilled;
       core_->slot_index[slot] = g;
       core_->slots[slot] = std::move(batch);
@@ -755,6 +797,9 @@ class Client::IoThread {
   bool registering_ = false;
   bool session_lost_ = false;  // the coordinator gave the rank to another client: no more credits, no more acks
   std::optional<SteadyTime> first_worker_error_;  // since the last accepted batch
+  // The most payload frames one batch may come in: 1, or with payload_frame_bytes one per 4 KiB of a batch (a
+  // worker may cut finer than asked; set once the job's shape is known).
+  size_t max_payload_frames_ = 1;
   std::thread thread_;
 };
 
@@ -766,6 +811,10 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options, 
   if (options.job.empty()) return InvalidArgumentError("ClientOptions.job is empty");
   if (options.prefetch == 0) return InvalidArgumentError("ClientOptions.prefetch must be at least 1");
   if (options.credits_per_worker == 0) return InvalidArgumentError("ClientOptions.credits_per_worker must be >= 1");
+  if (options.payload_frame_bytes != 0 && options.payload_frame_bytes < kMinPayloadFrameBytes) {
+    return InvalidArgumentError("ClientOptions.payload_frame_bytes must be 0 (one frame) or at least " +
+                                std::to_string(kMinPayloadFrameBytes) + " bytes");
+  }
   if (options.spec && options.spec->name != options.job) {
     return InvalidArgumentError("ClientOptions.job '" + options.job + "' differs from spec.name '" +
                                 options.spec->name + "'");
@@ -919,7 +968,7 @@ StatusOr<Delivery> Client::Next(std::chrono::milliseconds timeout) {
   const size_t slot = c.next % c.window;
   if (c.stager && c.next >= c.consumed + c.stager->depth()) {
     // The batch could only be staged into a slot the consumer still holds: waiting would never end.
-    return FailedPreconditionError("the consumer holds " + std::to_string(c.next - c.consumed) +
+    return ResourceExhaustedError("the consumer holds " + std::to_string(c.next - c.consumed) +
                                    " unreleased batches, as many as the device depth (" +
                                    std::to_string(c.stager->depth()) +
                                    "): release one before asking for the next, or raise the depth");

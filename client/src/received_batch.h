@@ -27,6 +27,9 @@ struct ReceivedBatch {
   std::vector<uint64_t> sample_ids;
   std::vector<uint8_t> flags;
   zmq::message_t payload;  // the pixels, as ZeroMQ received them: handed to the application without a copy
+  // With ClientOptions::payload_frame_bytes and a stager: the payload's further frames, in order (the stager
+  // copies them after `payload`). Without a stager the client joins the frames into `payload` instead.
+  std::vector<zmq::message_t> more_payload;
   // Set by a stager once it has copied the pixels elsewhere (a pinned slot) and released `payload`.
   const uint8_t* staged_pixels = nullptr;
   size_t pixel_bytes = 0;

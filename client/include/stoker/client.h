@@ -63,6 +63,11 @@ struct ClientOptions {
   // bound is logged, never fatal: training goes on without the endpoint.
   std::string metrics_listen;
   int gpu = -1;                          // CUDA ordinal this rank feeds (gpu, gpu_uuid labels; NVML metrics)
+  // 0: each batch's pixels arrive in one frame and are handed over as received (no copy). Else workers send them
+  // in frames of at most this many bytes (at least 64 KiB); the host path joins them into one buffer (a copy),
+  // the GPU path (stoker::Loader, which sets 8 MiB) copies them straight into its pinned slot. Frames keep large
+  // batches out of glibc's per-allocation mmap (above 32 MiB), whose page faults cost a core at 1.7 GB/s.
+  uint64_t payload_frame_bytes = 0;
   std::shared_ptr<StallProbe> stall_probe;  // null: every wait in Next() is a stall (host path)
 };
 
