@@ -86,8 +86,20 @@ inline StatusOr<DeviceMemory> AllocateDevice(size_t bytes) {
   return DeviceMemory(p);
 }
 
+// For threads that stoker owns (the client's staging thread): makes `device` current for good. Unlike
+// ScopedDevice it never restores: restoring a fresh thread's "current" device 0 would create a context on GPU 0
+// (cudaSetDevice initialises the device's primary context), hundreds of MB there for every rank of the node.
+inline Status BindThreadToDevice(int device) {
+  thread_local int bound = -1;
+  if (bound == device) return Status::Ok();
+  STOKER_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device), "cudaSetDevice"));
+  bound = device;
+  return Status::Ok();
+}
+
 // Makes `device` current for a scope and restores the previous device after. Only where a call depends on the
 // current device (allocations, the legacy default stream): event and stream calls name their device themselves.
+// For the caller's threads (stoker's own threads use BindThreadToDevice).
 class ScopedDevice {
  public:
   explicit ScopedDevice(int device) {

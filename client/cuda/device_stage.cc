@@ -19,12 +19,17 @@ namespace {
 // How long the consumer's stream had been idle when a wait in Next() ended (see DeviceStage::ArmStallProbe).
 class CudaStallProbe final : public StallProbe {
  public:
-  static StatusOr<std::shared_ptr<CudaStallProbe>> Create() {
-    auto probe = std::make_shared<CudaStallProbe>();
+  static StatusOr<std::shared_ptr<CudaStallProbe>> Create(int device) {
+    auto probe = std::make_shared<CudaStallProbe>(device);
     STOKER_ASSIGN_OR_RETURN(probe->drained_, cuda::MakeEvent(/*timed=*/true));
     STOKER_ASSIGN_OR_RETURN(probe->wait_end_, cuda::MakeEvent(/*timed=*/true));
     return probe;
   }
+
+  // Armed by every Next(), re-marked each time. A wait taken in slices (the Python package's, to stay
+  // interruptible) adds up right: each slice that times out is judged on its own, and once the stream has run dry
+  // a new mark completes at once, so a later slice counts whole.
+  explicit CudaStallProbe(int device) : device_(device) {}
 
   Status Arm(cudaStream_t stream) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -43,6 +48,8 @@ class CudaStallProbe final : public StallProbe {
       return 0;
     }
     // It ran dry at `drained_`; a second event, queued behind nothing, marks now in the GPU's clock.
+    std::optional<cuda::ScopedDevice> on;
+    if (stream_ == nullptr) on.emplace(device_);  // the legacy default stream: the Loader's device's
     if (cudaEventRecord(wait_end_.get(), stream_) != cudaSuccess || cudaEventSynchronize(wait_end_.get()) != cudaSuccess) {
       cudaGetLastError();
       return 0;
@@ -59,6 +66,7 @@ class CudaStallProbe final : public StallProbe {
   std::mutex mu_;
   cuda::Event drained_;
   cuda::Event wait_end_;
+  const int device_;
   cudaStream_t stream_ = nullptr;
   bool armed_ = false;
 };
@@ -78,7 +86,9 @@ struct DeviceStage::Impl {
   Shape shape;
   OutputFormat format;
   NormalizeConstants constants{};
-  uint64_t pixel_bytes = 0, slot_bytes = 0, out_bytes = 0, device_bytes = 0;
+  // A slot's raw bytes: the pixels, then (from tail_offset, 16-byte aligned whatever the image size, so that the
+  // model can read them as int64 tensors) the labels and the sample ids.
+  uint64_t pixel_bytes = 0, tail_offset = 0, slot_bytes = 0, out_bytes = 0, device_bytes = 0;
   cuda::PinnedMemory pinned;
   cuda::DeviceMemory device_memory;
   cuda::Stream copy_stream, convert_stream;
@@ -126,7 +136,8 @@ StatusOr<std::shared_ptr<DeviceStage>> DeviceStage::Create(int device, Shape sha
   impl->constants = MakeNormalizeConstants(format);
   const uint64_t samples = uint64_t{shape.height} * shape.width * 3;
   impl->pixel_bytes = samples * shape.batch;
-  impl->slot_bytes = impl->pixel_bytes + uint64_t{shape.batch} * (sizeof(int64_t) + sizeof(uint64_t));
+  impl->tail_offset = (impl->pixel_bytes + 15) & ~uint64_t{15};
+  impl->slot_bytes = impl->tail_offset + uint64_t{shape.batch} * (sizeof(int64_t) + sizeof(uint64_t));
   impl->out_bytes = format.IsIdentity() ? 0 : impl->pixel_bytes * DTypeSize(format.dtype);
   const uint64_t per_slot = AlignUp(impl->slot_bytes) + AlignUp(impl->out_bytes);
   impl->device_bytes = per_slot * depth;
@@ -185,8 +196,7 @@ Status DeviceStage::Stage(size_t slot, internal::ReceivedBatch& batch, internal:
       batch.sample_ids.size() != m.shape.batch) {
     return InternalError("a batch of another shape reached the device stage");
   }
-  cuda::ScopedDevice on(m.device);
-  STOKER_RETURN_IF_ERROR(on.status());
+  STOKER_RETURN_IF_ERROR(cuda::BindThreadToDevice(m.device));
   // The pinned slot is free once its last transfer is done: normally long ago, as the consumer has since been
   // handed that batch and released it; a host running ahead of its GPU waits here, on the staging thread.
   if (s.used) {
@@ -198,13 +208,33 @@ Status DeviceStage::Stage(size_t slot, internal::ReceivedBatch& batch, internal:
       cudaGetLastError();
     }
   }
-  std::memcpy(s.pinned, batch.payload.data(), m.pixel_bytes);
-  uint8_t* tail = s.pinned + m.pixel_bytes;
+  // The pixels, frame by frame (ClientOptions::payload_frame_bytes), into the pinned slot: the one host copy.
+  uint8_t* out = s.pinned;
+  size_t copied = 0;
+  auto copy_frame = [&](const zmq::message_t& f) {
+    const size_t n = std::min(f.size(), m.pixel_bytes - copied);
+    std::memcpy(out + copied, f.data(), n);
+    copied += f.size();
+  };
+  copy_frame(batch.payload);
+  for (const zmq::message_t& f : batch.more_payload) copy_frame(f);
+  if (copied != m.pixel_bytes) return InternalError("a batch's payload frames do not add up to its pixel bytes");
+  uint8_t* tail = s.pinned + m.tail_offset;
   std::memcpy(tail, batch.labels.data(), batch.labels.size() * sizeof(int64_t));
   std::memcpy(tail + batch.labels.size() * sizeof(int64_t), batch.sample_ids.data(),
               batch.sample_ids.size() * sizeof(uint64_t));
   batch.staged_pixels = s.pinned;
   batch.payload = zmq::message_t();  // the received copy is no longer needed: host memory stays bounded
+  batch.more_payload.clear();
+  STOKER_RETURN_IF_ERROR(Transfer(slot));
+  report->h2d_bytes = m.slot_bytes;
+  return Status::Ok();
+}
+
+Status DeviceStage::Transfer(size_t slot) {
+  Impl& m = *impl_;
+  Impl::Slot& s = m.slots[slot];
+  STOKER_RETURN_IF_ERROR(cuda::BindThreadToDevice(m.device));
   cudaStream_t copy = m.copy_stream.get();
   // The device buffers are free once the consumer's stream has passed the release of the slot's last batch.
   STOKER_RETURN_IF_ERROR(CudaStatus(cudaStreamWaitEvent(copy, s.released.get(), 0), "cudaStreamWaitEvent(released)"));
@@ -213,7 +243,6 @@ Status DeviceStage::Stage(size_t slot, internal::ReceivedBatch& batch, internal:
       CudaStatus(cudaMemcpyAsync(s.raw, s.pinned, m.slot_bytes, cudaMemcpyHostToDevice, copy), "cudaMemcpyAsync"));
   STOKER_RETURN_IF_ERROR(m.Convert(s, copy));
   s.used = true;
-  report->h2d_bytes = m.slot_bytes;
   return Status::Ok();
 }
 
@@ -231,10 +260,23 @@ Status DeviceStage::RecordRelease(size_t slot, void* stream) {
                     "cudaEventRecord(released)");
 }
 
+Status CheckConsumerStream(int device, void* stream) {
+  if (stream == nullptr) return Status::Ok();  // the legacy default stream: taken on `device`
+  int stream_device = -1;
+  STOKER_RETURN_IF_ERROR(
+      CudaStatus(cudaStreamGetDevice(static_cast<cudaStream_t>(stream), &stream_device), "cudaStreamGetDevice"));
+  if (stream_device != device) {
+    return InvalidArgumentError("the consumer stream is on device " + std::to_string(stream_device) +
+                                ", the Loader's batches on device " + std::to_string(device) +
+                                ": pass a stream of the Loader's device");
+  }
+  return Status::Ok();
+}
+
 StatusOr<std::shared_ptr<StallProbe>> MakeCudaStallProbe(int device) {
   cuda::ScopedDevice on(device);
   STOKER_RETURN_IF_ERROR(on.status());
-  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<CudaStallProbe> probe, CudaStallProbe::Create());
+  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<CudaStallProbe> probe, CudaStallProbe::Create(device));
   return std::shared_ptr<StallProbe>(std::move(probe));
 }
 
@@ -255,6 +297,8 @@ Status DeviceStage::StreamWaitsReleased(size_t slot, void* stream) {
 }
 
 Status DeviceStage::ConvertAfter(size_t slot, void* stream) {
+  cuda::ScopedDevice on(impl_->device);  // a kernel launches only on a stream of the current device
+  STOKER_RETURN_IF_ERROR(on.status());
   Impl::Slot& s = impl_->slots[slot];
   s.used = true;
   return impl_->Convert(s, static_cast<cudaStream_t>(stream));
@@ -272,8 +316,8 @@ BatchView DeviceStage::View(size_t slot) const {
   v.shape = {n, 3, h, w};
   v.strides = m.format.layout == Layout::kNCHW ? std::array<int64_t, 4>{3 * h * w, h * w, w, 1}
                                                : std::array<int64_t, 4>{3 * h * w, 1, 3 * w, 3};
-  v.labels = reinterpret_cast<const int64_t*>(s.raw + m.pixel_bytes);
-  v.sample_ids = reinterpret_cast<const uint64_t*>(s.raw + m.pixel_bytes + n * sizeof(int64_t));
+  v.labels = reinterpret_cast<const int64_t*>(s.raw + m.tail_offset);
+  v.sample_ids = reinterpret_cast<const uint64_t*>(s.raw + m.tail_offset + n * sizeof(int64_t));
   return v;
 }
 

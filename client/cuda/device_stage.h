@@ -42,6 +42,9 @@ class DeviceStage final : public internal::BatchStager {
 
   uint32_t depth() const override;
   Status Stage(size_t slot, internal::ReceivedBatch& batch, internal::StageReport* report) override;
+  // Stage's device half, on what the slot's pinned buffer holds: after the consumer's release of the slot, the
+  // host->device copy and the conversion. Stage calls it; bench/gpu_feed_bench times it alone against raw copies.
+  Status Transfer(size_t slot);
 
   // The consumer's side. `stream` is a cudaStream_t; nullptr is the device's legacy default stream.
   Status ConsumerWaitsFor(size_t slot, void* stream);
@@ -72,6 +75,10 @@ class DeviceStage final : public internal::BatchStager {
 // the work queued before a Next(); if that wait had to block, the probe reports how long the stream had been idle
 // when it ended. Made before the Client (which takes it in its options).
 StatusOr<std::shared_ptr<StallProbe>> MakeCudaStallProbe(int device);
+
+// InvalidArgument unless `stream` (a cudaStream_t; nullptr: the legacy default) belongs to `device`: the slots'
+// events are recorded on the consumer's stream, which therefore must be of the Loader's device.
+Status CheckConsumerStream(int device, void* stream);
 Status ArmCudaStallProbe(StallProbe& probe, int device, void* stream);
 
 }  // namespace stoker

@@ -18,6 +18,8 @@ DeviceStage::~DeviceStage() = default;
 // Never reached: no DeviceStage exists without CUDA.
 uint32_t DeviceStage::depth() const { return 0; }
 Status DeviceStage::Stage(size_t, internal::ReceivedBatch&, internal::StageReport*) { return UnimplementedError("no CUDA"); }
+Status DeviceStage::Transfer(size_t) { return UnimplementedError("no CUDA"); }
+Status CheckConsumerStream(int, void*) { return UnimplementedError("no CUDA"); }
 Status DeviceStage::ConsumerWaitsFor(size_t, void*) { return UnimplementedError("no CUDA"); }
 Status DeviceStage::RecordRelease(size_t, void*) { return UnimplementedError("no CUDA"); }
 BatchView DeviceStage::View(size_t) const { return {}; }

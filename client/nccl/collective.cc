@@ -23,7 +23,8 @@ namespace {
 struct NcclApi {
   decltype(&ncclGetVersion) GetVersion = nullptr;
   decltype(&ncclGetUniqueId) GetUniqueId = nullptr;
-  decltype(&ncclCommInitRank) CommInitRank = nullptr;
+  decltype(&ncclCommInitRankConfig) CommInitRankConfig = nullptr;
+  decltype(&ncclCommFinalize) CommFinalize = nullptr;
   decltype(&ncclCommDestroy) CommDestroy = nullptr;
   decltype(&ncclCommAbort) CommAbort = nullptr;
   decltype(&ncclCommGetAsyncError) CommGetAsyncError = nullptr;
@@ -59,7 +60,8 @@ StatusOr<const NcclApi*> LoadNccl() {
     };
     resolve(api.GetVersion, "ncclGetVersion");
     resolve(api.GetUniqueId, "ncclGetUniqueId");
-    resolve(api.CommInitRank, "ncclCommInitRank");
+    resolve(api.CommInitRankConfig, "ncclCommInitRankConfig");
+    resolve(api.CommFinalize, "ncclCommFinalize");
     resolve(api.CommDestroy, "ncclCommDestroy");
     resolve(api.CommAbort, "ncclCommAbort");
     resolve(api.CommGetAsyncError, "ncclCommGetAsyncError");
@@ -121,24 +123,48 @@ struct Collective::Impl {
   cuda::DeviceMemory vote_device;
   cuda::PinnedMemory vote_host;
 
+  // The communicator is non-blocking (so that no call can hang past the deadline): a call may answer
+  // ncclInProgress, and the next one may only be made once ncclCommGetAsyncError says it is done.
   Status Check(ncclResult_t r, const char* what) {
+    if (r == ncclInProgress) r = Settle(what);
+    if (r == ncclSuccess) return Status::Ok();
+    if (r == ncclInProgress) {
+      Abort();
+      return DeadlineExceededError(std::string(what) + " did not complete within " + TimeoutText() +
+                                   ": not every one of the " + std::to_string(options.size) + " members arrived");
+    }
     Status s = NcclStatus(*api, r, what);
-    if (!s.ok()) Abort();
+    Abort();
     return s;
   }
+
+  // Polls the communicator until its last call is done or the deadline passes (then ncclInProgress).
+  ncclResult_t Settle(const char*) {
+    const auto deadline = std::chrono::steady_clock::now() + options.timeout;
+    auto pause = std::chrono::microseconds(5);
+    ncclResult_t state = ncclInProgress;
+    while (true) {
+      if (api->CommGetAsyncError(comm, &state) != ncclSuccess) return ncclInternalError;
+      if (state != ncclInProgress) return state;
+      if (std::chrono::steady_clock::now() > deadline) return ncclInProgress;
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(1000));
+    }
+  }
+
+  std::string TimeoutText() const { return std::to_string(options.timeout.count()) + " ms"; }
 
   void Abort() {
     if (comm != nullptr && !broken) api->CommAbort(comm);
     broken = true;
   }
 
-  // Host wait for `queued` with the deadline, watching NCCL's asynchronous errors meanwhile (a peer gone).
-  Status Wait() {
-    STOKER_RETURN_IF_ERROR(CudaStatus(cudaEventRecord(queued.get(), stream.get()), "cudaEventRecord"));
+  // Host wait for `event` with the deadline, watching NCCL's asynchronous errors meanwhile (a peer gone).
+  Status WaitEvent(cudaEvent_t event) {
     const auto deadline = std::chrono::steady_clock::now() + options.timeout;
     auto pause = std::chrono::microseconds(5);
     while (true) {
-      cudaError_t done = cudaEventQuery(queued.get());
+      cudaError_t done = cudaEventQuery(event);
       if (done == cudaSuccess) return Status::Ok();
       if (done != cudaErrorNotReady) return CudaStatus(done, "waiting for NCCL");
       ncclResult_t async = ncclSuccess;
@@ -149,13 +175,19 @@ struct Collective::Impl {
       }
       if (std::chrono::steady_clock::now() > deadline) {
         Abort();
-        return DeadlineExceededError("a collective of " + std::to_string(options.size) + " members did not complete within " +
-                                     std::to_string(options.timeout.count()) + " ms: a member never arrived");
+        return DeadlineExceededError("a collective of " + std::to_string(options.size) +
+                                     " members did not complete within " + TimeoutText() +
+                                     ": a member never arrived");
       }
       // Short sleeps, growing to 200 us: the wait is usually one step of the peers.
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::microseconds(200));
     }
+  }
+
+  Status Wait() {
+    STOKER_RETURN_IF_ERROR(CudaStatus(cudaEventRecord(queued.get(), stream.get()), "cudaEventRecord"));
+    return WaitEvent(queued.get());
   }
 };
 
@@ -177,10 +209,13 @@ StatusOr<std::unique_ptr<Collective>> Collective::Join(const CollectiveOptions& 
   STOKER_ASSIGN_OR_RETURN(impl->queued, cuda::MakeEvent(/*timed=*/false));
   STOKER_ASSIGN_OR_RETURN(impl->vote_device, cuda::AllocateDevice(sizeof(uint32_t)));
   STOKER_ASSIGN_OR_RETURN(impl->vote_host, cuda::AllocatePinned(sizeof(uint32_t)));
-  STOKER_RETURN_IF_ERROR(NcclStatus(*api,
-                                    api->CommInitRank(&impl->comm, static_cast<int>(options.size), id,
-                                                      static_cast<int>(options.rank)),
-                                    "ncclCommInitRank"));
+  // Non-blocking, so that a member that never arrives is a DeadlineExceeded after options.timeout, not a hang.
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclResult_t r = api->CommInitRankConfig(&impl->comm, static_cast<int>(options.size), id,
+                                           static_cast<int>(options.rank), &config);
+  if (r != ncclSuccess && r != ncclInProgress) return NcclStatus(*api, r, "ncclCommInitRankConfig");
+  STOKER_RETURN_IF_ERROR(impl->Check(r, "joining the NCCL communicator"));
   return std::unique_ptr<Collective>(new Collective(std::move(impl)));
 }
 
@@ -189,12 +224,19 @@ Collective::Collective(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Collective::~Collective() {
   if (impl_->comm == nullptr) return;
   cuda::ScopedDevice on(impl_->device);
-  if (impl_->broken) return;  // aborted already
-  // A peer that left early would make a clean destroy wait for it: finish what is queued, with the deadline.
-  if (impl_->Wait().ok()) {
-    impl_->api->CommDestroy(impl_->comm);
+  Impl& m = *impl_;
+  if (m.broken) return;  // aborted already
+  // A peer that left early would make a clean finalize wait for it: finish what is queued, with the deadline,
+  // then finalize (which completes with the peers, also with the deadline); anything else aborts.
+  if (m.Wait().ok() && m.Check(m.api->CommFinalize(m.comm), "ncclCommFinalize").ok()) {
+    m.api->CommDestroy(m.comm);
+  } else {
+    m.Abort();
   }
 }
+
+void Collective::Abort() { impl_->Abort(); }
+bool Collective::broken() const { return impl_->broken; }
 
 uint32_t Collective::size() const { return impl_->options.size; }
 uint32_t Collective::rank() const { return impl_->options.rank; }
@@ -238,6 +280,11 @@ Status Collective::WaitQueued() {
   return impl_->Wait();
 }
 
+Status Collective::WaitEvent(void* event) {
+  if (impl_->broken) return FailedPreconditionError("the collective failed earlier");
+  return impl_->WaitEvent(static_cast<cudaEvent_t>(event));
+}
+
 Status Collective::OrderBefore(void* other) {
   Impl& m = *impl_;
   std::optional<cuda::ScopedDevice> on;
@@ -278,8 +325,8 @@ size_t CollectiveBuffers::bytes() const { return impl_->bytes; }
 Status CollectiveBuffers::MarkUsed(uint32_t i, void* stream) {
   return CudaStatus(cudaEventRecord(impl_->used[i].get(), static_cast<cudaStream_t>(stream)), "cudaEventRecord");
 }
-Status CollectiveBuffers::WaitUnused(uint32_t i) {
-  return CudaStatus(cudaEventSynchronize(impl_->used[i].get()), "cudaEventSynchronize");
+Status CollectiveBuffers::WaitUnused(uint32_t i, Collective& collective) {
+  return collective.WaitEvent(impl_->used[i].get());
 }
 
 }  // namespace stoker

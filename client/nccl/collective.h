@@ -21,7 +21,8 @@ namespace stoker {
 
 class Collective {
  public:
-  // Joins the communicator: blocks until all `options.size` members have joined (NCCL's own rendezvous).
+  // Joins the communicator: blocks until all `options.size` members have joined (NCCL's own rendezvous), at most
+  // options.timeout (then DeadlineExceeded).
   static StatusOr<std::unique_ptr<Collective>> Join(const CollectiveOptions& options, int device);
   ~Collective();
   Collective(const Collective&) = delete;
@@ -40,8 +41,14 @@ class Collective {
   Status CopyToHost(void* pinned, const void* device, size_t bytes);
   // Waits (host) until everything queued on stream() so far is done, within the deadline.
   Status WaitQueued();
+  // Waits (host) until `event` (a cudaEvent_t) has completed, within the deadline, watching for a failed peer.
+  Status WaitEvent(void* event);
   // Makes `other` (a cudaStream_t, nullptr: the legacy default) wait for what is queued on stream() so far.
   Status OrderBefore(void* other);
+  // Gives up on the communicator (after a failure half-way through a sequence the peers expect): the peers' pending
+  // and later calls fail instead of waiting; every later call here fails at once.
+  void Abort();
+  bool broken() const;
 
   struct Impl;
 
@@ -58,9 +65,10 @@ class CollectiveBuffers {
   uint8_t* host(uint32_t i) const;
   void* device(uint32_t i) const;
   size_t bytes() const;
-  // Buffer i is in use by what is queued on `stream` (a cudaStream_t) so far; WaitUnused blocks until that is done.
+  // Buffer i is in use by what is queued on `stream` (a cudaStream_t) so far; WaitUnused blocks until that is done,
+  // within the collective's deadline.
   Status MarkUsed(uint32_t i, void* stream);
-  Status WaitUnused(uint32_t i);
+  Status WaitUnused(uint32_t i, Collective& collective);
 
   struct Impl;
 

@@ -22,7 +22,10 @@ Status Collective::Broadcast(void*, size_t) { return NoNccl(); }
 Status Collective::CopyToDevice(void*, const void*, size_t) { return NoNccl(); }
 Status Collective::CopyToHost(void*, const void*, size_t) { return NoNccl(); }
 Status Collective::WaitQueued() { return NoNccl(); }
+Status Collective::WaitEvent(void*) { return NoNccl(); }
 Status Collective::OrderBefore(void*) { return NoNccl(); }
+void Collective::Abort() {}
+bool Collective::broken() const { return true; }
 
 struct CollectiveBuffers::Impl {};
 StatusOr<std::unique_ptr<CollectiveBuffers>> CollectiveBuffers::Allocate(int, size_t, uint32_t) { return NoNccl(); }
@@ -32,7 +35,7 @@ uint8_t* CollectiveBuffers::host(uint32_t) const { return nullptr; }
 void* CollectiveBuffers::device(uint32_t) const { return nullptr; }
 size_t CollectiveBuffers::bytes() const { return 0; }
 Status CollectiveBuffers::MarkUsed(uint32_t, void*) { return NoNccl(); }
-Status CollectiveBuffers::WaitUnused(uint32_t) { return NoNccl(); }
+Status CollectiveBuffers::WaitUnused(uint32_t, Collective&) { return NoNccl(); }
 
 StatusOr<std::string> NewNcclIdHex() { return NoNccl(); }
 

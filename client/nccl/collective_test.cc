@@ -178,5 +178,110 @@ TEST_F(CollectiveTest, OneRankAskingToStopStopsBothBeforeTheSameBatch) {
   EXPECT_EQ(tb->position, 5u);
 }
 
+// A follower whose consumer holds every slot is told so before anything is received, so the group's broadcasts
+// stay in step: once it releases one, it gets the very batch its leader sent, and both go on to the end.
+TEST_F(CollectiveTest, TensorParallelFollowerHoldingEverySlotIsToldAndStaysInStep) {
+  auto id = NcclUniqueIdHex();
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  auto open = [&](uint32_t tp_rank) {
+    LoaderOptions o = Options("tp-held", 1, 0, static_cast<int>(tp_rank));
+    o.tensor_parallel = {*id, 2, tp_rank, std::chrono::seconds(60)};
+    return Loader::Open(o);
+  };
+  auto leader_open = std::async(std::launch::async, open, 0);
+  auto follower_open = std::async(std::launch::async, open, 1);
+  auto leader = leader_open.get();
+  auto follower = follower_open.get();
+  ASSERT_TRUE(leader.ok()) << leader.status().ToString();
+  ASSERT_TRUE(follower.ok()) << follower.status().ToString();
+  auto leader_seen = std::async(std::launch::async, [&] { return Consume(**leader, 0); });
+  cudaSetDevice(1);
+  std::vector<LoadedBatch> held;
+  for (int i = 0; i < 3; ++i) {  // depth 3
+    auto d = (*follower)->Next(nullptr, kTimeout);
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    ASSERT_EQ(d->kind, LoaderDelivery::Kind::kBatch);
+    held.push_back(std::move(d->batch));
+  }
+  auto refused = (*follower)->Next(nullptr, kTimeout);
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted) << refused.status().ToString();
+  held.erase(held.begin());
+  std::vector<std::string> kinds = {"b0", "b1", "b2"};
+  held.clear();
+  while (true) {
+    auto d = (*follower)->Next(nullptr, kTimeout);
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    if (d->kind == LoaderDelivery::Kind::kEndOfJob) {
+      kinds.push_back("end");
+      break;
+    }
+    kinds.push_back(d->kind == LoaderDelivery::Kind::kEndOfEpoch ? "e" + std::to_string(d->epoch)
+                                                                  : "b" + std::to_string(d->batch.position()));
+  }
+  Seen l = leader_seen.get();
+  ASSERT_TRUE(l.status.ok()) << l.status.ToString();
+  EXPECT_EQ(kinds, l.kinds);
+}
+
+// With agreement, one rank's retryable error is every rank's: rank 0's consumer holds every slot, so its fetch
+// is refused (ResourceExhausted); rank 1, which had its batch, puts it back and is told to retry
+// (DeadlineExceeded). Once rank 0 lets go, both go on in step to the end, nothing skipped.
+TEST_F(CollectiveTest, OneRankThatCannotTakeABatchMakesEveryRankRetryTheSameBatch) {
+  auto id = NcclUniqueIdHex();
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  auto rank = [&](uint32_t r) {
+    LoaderOptions o = Options("agree-retry", 2, r, static_cast<int>(r));
+    o.agreement = {*id, 2, r, std::chrono::seconds(60)};
+    auto loader = Loader::Open(o);
+    Seen seen;
+    if (!loader.ok()) {
+      seen.status = loader.status();
+      return seen;
+    }
+    cudaSetDevice(static_cast<int>(r));
+    std::vector<LoadedBatch> held;
+    for (uint32_t i = 0; i < o.depth; ++i) {
+      auto d = (*loader)->Next(nullptr, kTimeout);
+      if (!d.ok() || d->kind != LoaderDelivery::Kind::kBatch) {
+        seen.status = d.ok() ? InternalError("not a batch") : d.status();
+        return seen;
+      }
+      seen.kinds.push_back("b" + std::to_string(d->batch.position()));
+      if (r == 0) held.push_back(std::move(d->batch));  // rank 0 keeps every slot
+    }
+    auto refused = (*loader)->Next(nullptr, kTimeout);
+    seen.kinds.push_back(refused.ok() ? "delivered" : std::string(StatusCodeName(refused.status().code())));
+    held.clear();
+    Seen rest = Consume(**loader, o.device);
+    seen.status = rest.status;
+    seen.kinds.insert(seen.kinds.end(), rest.kinds.begin(), rest.kinds.end());
+    return seen;
+  };
+  auto r0 = std::async(std::launch::async, rank, 0);
+  auto r1 = std::async(std::launch::async, rank, 1);
+  Seen a = r0.get(), b = r1.get();
+  ASSERT_TRUE(a.status.ok()) << a.status.ToString();
+  ASSERT_TRUE(b.status.ok()) << b.status.ToString();
+  const std::vector<std::string> expected_rest = {"b3", "e0", "b4", "b5", "b6", "b7", "e1", "end"};
+  std::vector<std::string> expected = {"b0", "b1", "b2", "RESOURCE_EXHAUSTED"};
+  expected.insert(expected.end(), expected_rest.begin(), expected_rest.end());
+  EXPECT_EQ(a.kinds, expected);
+  expected[3] = "DEADLINE_EXCEEDED";
+  EXPECT_EQ(b.kinds, expected);
+}
+
+// A group member that never arrives is a clear error within the collective timeout, not a hang.
+TEST_F(CollectiveTest, AMemberThatNeverArrivesFailsTheOthersWithinTheTimeout) {
+  auto id = NcclUniqueIdHex();
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  LoaderOptions o = Options("tp-alone", 1, 0, 0);
+  o.tensor_parallel = {*id, 2, 0, std::chrono::seconds(3)};
+  const auto start = std::chrono::steady_clock::now();
+  auto leader = Loader::Open(o);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(leader.status().code(), StatusCode::kDeadlineExceeded) << leader.status().ToString();
+  EXPECT_LT(took, 30.0);
+}
+
 }  // namespace
 }  // namespace stoker

@@ -2,6 +2,8 @@
 // entry point runs its body through Guard().
 #include "stoker/c_api.h"
 
+#include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -40,6 +42,11 @@ int Guard(Body body) {
     return Fail(stoker::InternalError("unexpected exception"));
   }
 }
+
+// stoker_batch_info as API version 1 defined it: callers built against v1 keep working when later versions append
+// fields (the library fills what the caller's struct has room for).
+constexpr size_t kBatchInfoV1Size = offsetof(stoker_batch_info, host_pixels) + sizeof(const uint8_t*);
+static_assert(kBatchInfoV1Size == sizeof(stoker_batch_info), "v1 is the whole struct until v2 appends fields");
 
 int CopyOut(const std::string& text, char* buf, size_t capacity, size_t* needed) {
   if (needed != nullptr) *needed = text.size() + 1;
@@ -102,13 +109,18 @@ int stoker_loader_next(stoker_loader* loader, void* stream, int64_t timeout_ms, 
 int stoker_batch_get_info(const stoker_batch* batch, stoker_batch_info* info) {
   return Guard([&]() -> stoker::Status {
     if (batch == nullptr || info == nullptr) return stoker::InvalidArgumentError("batch and info must not be NULL");
-    if (info->struct_size < sizeof(stoker_batch_info)) {
+    if (info->struct_size < kBatchInfoV1Size) {
       return stoker::InvalidArgumentError("stoker_batch_info.struct_size is " + std::to_string(info->struct_size) +
-                                          ", this library fills " + std::to_string(sizeof(stoker_batch_info)));
+                                          ": set it to sizeof(stoker_batch_info), at least " +
+                                          std::to_string(kBatchInfoV1Size));
     }
+    const size_t room = std::min<size_t>(info->struct_size, sizeof(stoker_batch_info));
     const stoker::LoadedBatch& b = batch->batch;
     const stoker::BatchView& v = b.view();
-    info->struct_size = sizeof(stoker_batch_info);
+    stoker_batch_info full{};
+    stoker_batch_info* out = info;
+    info = &full;
+    info->struct_size = static_cast<uint32_t>(room);
     info->epoch = b.epoch();
     info->index = b.index();
     info->position = b.position();
@@ -127,6 +139,7 @@ int stoker_batch_get_info(const stoker_batch* batch, stoker_batch_info* info) {
     info->host_sample_ids = b.sample_ids().data();
     info->host_flags = b.flags().data();
     info->host_pixels = b.host_pixels();
+    std::memcpy(out, &full, room);
     return stoker::Status::Ok();
   });
 }
@@ -144,6 +157,8 @@ int stoker_loader_checkpoint(stoker_loader* loader, char* buf, size_t capacity, 
     return CopyOut(loader->loader->Checkpoint(), buf, capacity, needed);
   } catch (const std::exception& e) {
     return Fail(stoker::InternalError(e.what()));
+  } catch (...) {
+    return Fail(stoker::InternalError("unexpected exception"));
   }
 }
 
@@ -174,6 +189,8 @@ int stoker_loader_stats_json(stoker_loader* loader, char* buf, size_t capacity, 
     return CopyOut(j.str(), buf, capacity, needed);
   } catch (const std::exception& e) {
     return Fail(stoker::InternalError(e.what()));
+  } catch (...) {
+    return Fail(stoker::InternalError("unexpected exception"));
   }
 }
 
@@ -193,9 +210,13 @@ void stoker_loader_close(stoker_loader* loader) {
 }
 
 int stoker_nccl_unique_id(char* buf, size_t capacity) {
-  auto id = stoker::NcclUniqueIdHex();
-  if (!id.ok()) return Fail(id.status());
-  return CopyOut(*id, buf, capacity, nullptr);
+  try {
+    auto id = stoker::NcclUniqueIdHex();
+    if (!id.ok()) return Fail(id.status());
+    return CopyOut(*id, buf, capacity, nullptr);
+  } catch (...) {
+    return Fail(stoker::InternalError("unexpected exception"));
+  }
 }
 
 }  // extern "C"

@@ -6,6 +6,11 @@
 // next: a batch, an end of epoch, a stop, an error) and then the batch's raw bytes into its own DeviceStage slot,
 // and converts them there. With agreement the data-parallel ranks vote after each fetch and before anything is
 // used, so a stop lands on the same batch everywhere.
+//
+// Errors come in two kinds. Retryable ones (DeadlineExceeded: no batch within the caller's timeout;
+// ResourceExhausted: the consumer holds every slot) leave the Loader as it was: the same Next() may be called
+// again and nothing is skipped. Every other error is final: the Loader stops, and so do its followers and, through
+// the agreement step, the other ranks (before the same batch).
 #include "stoker/loader.h"
 
 #include <algorithm>
@@ -41,8 +46,22 @@ struct FollowerSlots {
 };
 
 // What the leader broadcasts before each delivery (and once, at open, as the hello). Fixed layout; both ends are
-// the same build.
-enum class MetaKind : uint32_t { kHello = 1, kBatch, kEndOfEpoch, kEndOfJob, kStopped, kError };
+// the same build. kRetry: this Next() failed with a retryable error (the followers return it too, and go on).
+enum class MetaKind : uint32_t { kHello = 1, kBatch, kEndOfEpoch, kEndOfJob, kStopped, kError, kRetry };
+
+constexpr uint64_t kStagedFrameBytes = 8 << 20;
+
+bool Retryable(const Status& s) {
+  return s.code() == StatusCode::kDeadlineExceeded || s.code() == StatusCode::kResourceExhausted;
+}
+
+// The agreement step's votes, reduced to their maximum: the strongest wins.
+enum Vote : uint32_t {
+  kGo = 0,        // a delivery in hand
+  kRetry = 1,     // a retryable error here: every rank puts its batch back and returns it
+  kStop = 2,      // asked to stop (RequestStop)
+  kCannotGoOn = 3 // a final error here
+};
 struct MetaHeader {
   uint32_t magic;
   MetaKind kind;
@@ -169,6 +188,7 @@ class Loader::Impl {
   std::shared_ptr<DeviceStage> stage_;      // GPU path
   std::shared_ptr<HostBuffers> host_buffers_;     // host path, converting
   std::shared_ptr<FollowerSlots> follower_slots_;
+  uint64_t follower_batches_ = 0;           // a follower's batches so far: its slot is this % depth
   std::unique_ptr<Collective> tensor_parallel_, agreement_;
   std::unique_ptr<CollectiveBuffers> meta_;  // tensor parallel: one per depth, metadata of one delivery
   uint64_t meta_sequence_ = 0;
@@ -213,6 +233,8 @@ Status Loader::Impl::Open() {
     STOKER_ASSIGN_OR_RETURN(probe_, MakeCudaStallProbe(o.device));
     client_options.stall_probe = probe_;
     if (client_options.gpu < 0) client_options.gpu = o.device;
+    // Staging copies every batch once anyway, frame by frame: ask for 8 MiB frames (see payload_frame_bytes).
+    if (client_options.payload_frame_bytes == 0) client_options.payload_frame_bytes = kStagedFrameBytes;
     make_stager = [this](const JobSpec& spec) -> StatusOr<std::shared_ptr<internal::BatchStager>> {
       DeviceStage::Shape shape{spec.batch_size, spec.pipeline.output_height, spec.pipeline.output_width};
       STOKER_ASSIGN_OR_RETURN(stage_, DeviceStage::Create(options_.device, shape, options_.depth, options_.output));
@@ -289,6 +311,7 @@ Status Loader::Impl::OpenFollower() {
 }
 
 StatusOr<LoaderDelivery> Loader::Impl::Next(void* stream, std::chrono::milliseconds timeout) {
+  if (stage_ != nullptr) STOKER_RETURN_IF_ERROR(CheckConsumerStream(options_.device, stream));
   const auto start = SteadyClock::now();
   StatusOr<LoaderDelivery> result =
       stopped_ ? StatusOr<LoaderDelivery>(LoaderDelivery{LoaderDelivery::Kind::kStopped, last_epoch_, {}})
@@ -308,9 +331,13 @@ StatusOr<LoaderDelivery> Loader::Impl::FetchAndAgree(void* stream, std::chrono::
     if (!armed.ok()) return armed;
   }
   StatusOr<Delivery> d = client_->Next(timeout);
-  // The vote: 0 go on, 1 this rank was asked to stop, 2 this rank cannot go on. Taken after the fetch and before
-  // anything of it is used, so every rank stops before the same batch.
-  uint32_t vote = d.ok() ? (stop_requested_.load() ? 1 : 0) : 2;
+  // The vote is taken after the fetch and before anything of it is used, so every rank stops before the same batch.
+  uint32_t vote = kGo;
+  if (!d.ok()) {
+    vote = Retryable(d.status()) ? kRetry : kCannotGoOn;
+  } else if (stop_requested_.load()) {
+    vote = kStop;
+  }
   uint32_t agreed = vote;
   if (agreement_) {
     const auto begin = SteadyClock::now();
@@ -321,30 +348,49 @@ StatusOr<LoaderDelivery> Loader::Impl::FetchAndAgree(void* stream, std::chrono::
       ++stats_.agreements;
     }
     if (!max.ok()) {
-      if (tensor_parallel_) (void)BroadcastMeta(MetaKind::kError, last_epoch_, max.status(), nullptr);
-      return max.status().WithContext("agreement step");
+      // The other ranks cannot be told any more: stop here, with the batch (if any) not taken.
+      stopped_ = true;
+      if (d.ok() && d->kind == Delivery::Kind::kBatch) (void)client_->PutBack(std::move(d->batch));
+      Status failed = max.status().WithContext("agreement step");
+      if (tensor_parallel_) (void)BroadcastMeta(MetaKind::kError, last_epoch_, failed, nullptr);
+      return failed;
     }
     agreed = *max;
   }
-  if (agreed != 0) {
+  if (agreed == kGo) return Deliver(std::move(*d), stream);
+  // Whatever happens below, the delivery in hand is not used: a batch goes back, to come again.
+  if (d.ok() && d->kind == Delivery::Kind::kBatch) {
+    Status put_back = client_->PutBack(std::move(d->batch));
+    if (!put_back.ok()) {
+      stopped_ = true;
+      if (tensor_parallel_) (void)BroadcastMeta(MetaKind::kError, last_epoch_, put_back, nullptr);
+      return put_back;
+    }
+  } else if (d.ok() && agreed == kRetry) {
+    // Ranks agree on every delivery, so one rank's end of epoch or job is every rank's: none could be late there.
     stopped_ = true;
-    if (d.ok() && d->kind == Delivery::Kind::kBatch) {
-      STOKER_RETURN_IF_ERROR(client_->PutBack(std::move(d->batch)));
-    }
-    if (!d.ok()) {
-      if (tensor_parallel_) (void)BroadcastMeta(MetaKind::kError, last_epoch_, d.status(), nullptr);
-      return d.status();
-    }
-    STOKER_LOG(kInfo) << "stopping at batch " << client_->Stats().position << " ("
-                      << (vote != 0 ? "asked here" : "another rank asked") << ")";
-    if (tensor_parallel_) STOKER_RETURN_IF_ERROR(BroadcastMeta(MetaKind::kStopped, last_epoch_, Status::Ok(), nullptr));
-    return LoaderDelivery{LoaderDelivery::Kind::kStopped, last_epoch_, {}};
+    Status bug = InternalError("ranks out of step: a rank was late for a batch while this one ended an epoch");
+    if (tensor_parallel_) (void)BroadcastMeta(MetaKind::kError, last_epoch_, bug, nullptr);
+    return bug;
   }
-  if (!d.ok()) {
+  if (agreed == kRetry) {
+    Status late = d.ok() ? DeadlineExceededError("another rank could not take its batch yet (its timeout passed, "
+                                                 "or its consumer holds every slot): nothing was taken, try again")
+                         : d.status();
+    if (tensor_parallel_) STOKER_RETURN_IF_ERROR(BroadcastMeta(MetaKind::kRetry, last_epoch_, late, nullptr));
+    return late;
+  }
+  stopped_ = true;
+  if (!d.ok() && vote == kCannotGoOn) {
     if (tensor_parallel_) (void)BroadcastMeta(MetaKind::kError, last_epoch_, d.status(), nullptr);
     return d.status();
   }
-  return Deliver(std::move(*d), stream);
+  STOKER_LOG(kInfo) << "stopping at batch " << client_->Stats().position << " ("
+                    << (vote == kStop ? "asked here" : agreed == kStop ? "another rank asked"
+                                                                        : "another rank cannot go on")
+                    << ")";
+  if (tensor_parallel_) STOKER_RETURN_IF_ERROR(BroadcastMeta(MetaKind::kStopped, last_epoch_, Status::Ok(), nullptr));
+  return LoaderDelivery{LoaderDelivery::Kind::kStopped, last_epoch_, {}};
 }
 
 StatusOr<LoaderDelivery> Loader::Impl::Deliver(Delivery d, void* stream) {
@@ -364,13 +410,26 @@ StatusOr<LoaderDelivery> Loader::Impl::Deliver(Delivery d, void* stream) {
   state->position = batch.position();
   state->count = batch.size();
   if (stage_) {
-    STOKER_RETURN_IF_ERROR(stage_->ConsumerWaitsFor(state->slot, stream));
+    Status waits = stage_->ConsumerWaitsFor(state->slot, stream);
+    if (!waits.ok()) {
+      // Nothing of the batch was used: it comes again if the caller fixes its stream; the followers are told.
+      const uint32_t epoch = batch.epoch();
+      (void)client_->PutBack(std::move(batch));
+      if (tensor_parallel_) STOKER_RETURN_IF_ERROR(BroadcastMeta(MetaKind::kRetry, epoch, waits, nullptr));
+      return waits;
+    }
     if (tensor_parallel_) {
       STOKER_RETURN_IF_ERROR(BroadcastMeta(MetaKind::kBatch, batch.epoch(), Status::Ok(), &batch));
-      STOKER_RETURN_IF_ERROR(stage_->StreamWaitsCopied(state->slot, tensor_parallel_->stream()));
-      STOKER_RETURN_IF_ERROR(tensor_parallel_->Broadcast(stage_->DeviceRaw(state->slot), stage_->slot_bytes()));
+      // From here the followers wait for the batch's bytes: a failure must abort the group, not leave them waiting.
+      Status sent = stage_->StreamWaitsCopied(state->slot, tensor_parallel_->stream());
+      if (sent.ok()) sent = tensor_parallel_->Broadcast(stage_->DeviceRaw(state->slot), stage_->slot_bytes());
       // The slot is released on the consumer's stream: it must not pass that point before the broadcast has read it.
-      STOKER_RETURN_IF_ERROR(tensor_parallel_->OrderBefore(stream));
+      if (sent.ok()) sent = tensor_parallel_->OrderBefore(stream);
+      if (!sent.ok()) {
+        tensor_parallel_->Abort();
+        stopped_ = true;
+        return sent.WithContext("broadcasting a batch to the tensor-parallel group");
+      }
       std::lock_guard<std::mutex> lock(stats_mu_);
       stats_.broadcast_bytes += stage_->slot_bytes();
     }
@@ -394,8 +453,8 @@ StatusOr<LoaderDelivery> Loader::Impl::Deliver(Delivery d, void* stream) {
         std::lock_guard<std::mutex> lock(host_buffers_->mu);
         if (host_buffers_->held[state->slot]) {
           STOKER_RETURN_IF_ERROR(client_->PutBack(std::move(batch)));
-          return FailedPreconditionError("the consumer holds " + std::to_string(options_.depth) +
-                                         " batches, every conversion buffer (the depth): release one first");
+          return ResourceExhaustedError("the consumer holds " + std::to_string(options_.depth) +
+                                        " batches, every conversion buffer (the depth): release one first");
         }
         host_buffers_->held[state->slot] = true;
       }
@@ -411,7 +470,7 @@ StatusOr<LoaderDelivery> Loader::Impl::Deliver(Delivery d, void* stream) {
 
 Status Loader::Impl::BroadcastMeta(MetaKind kind, uint32_t epoch, const Status& error, const Batch* batch) {
   const uint32_t i = static_cast<uint32_t>(meta_sequence_++ % options_.depth);
-  STOKER_RETURN_IF_ERROR(meta_->WaitUnused(i));  // its last broadcast is long done, normally
+  STOKER_RETURN_IF_ERROR(meta_->WaitUnused(i, *tensor_parallel_));  // its last broadcast is long done, normally
   uint8_t* host = meta_->host(i);
   MetaHeader h{};
   h.magic = kMetaMagic;
@@ -439,6 +498,16 @@ Status Loader::Impl::BroadcastMeta(MetaKind kind, uint32_t epoch, const Status& 
 }
 
 StatusOr<LoaderDelivery> Loader::Impl::FollowerNext(void* stream) {
+  // The slot the next batch would take, checked before anything is received: once the leader's metadata is in,
+  // the batch's bytes must be received too, or the group's broadcasts fall out of step.
+  const size_t slot = follower_batches_ % options_.depth;
+  {
+    std::lock_guard<std::mutex> lock(follower_slots_->mu);
+    if (follower_slots_->held[slot]) {
+      return ResourceExhaustedError("the consumer holds " + std::to_string(options_.depth) +
+                                    " batches, every device slot (the depth): release one first");
+    }
+  }
   const uint32_t i = static_cast<uint32_t>(meta_sequence_++ % options_.depth);
   uint8_t* host = meta_->host(i);
   STOKER_RETURN_IF_ERROR(tensor_parallel_->Broadcast(meta_->device(i), meta_->bytes()));
@@ -446,7 +515,13 @@ StatusOr<LoaderDelivery> Loader::Impl::FollowerNext(void* stream) {
   STOKER_RETURN_IF_ERROR(tensor_parallel_->WaitQueued());  // the leader's next delivery, whatever it is
   MetaHeader h;
   std::memcpy(&h, host, sizeof(h));
-  if (h.magic != kMetaMagic) return InternalError("malformed metadata from the tensor-parallel leader");
+  if (h.magic != kMetaMagic) {
+    tensor_parallel_->Abort();
+    stopped_ = true;
+    return InternalError("malformed metadata from the tensor-parallel leader");
+  }
+  const std::string message(reinterpret_cast<const char*>(host + kMetaHeaderBytes),
+                            std::min<size_t>(h.message_bytes, kMetaMessageBytes));
   switch (h.kind) {
     case MetaKind::kBatch: break;
     case MetaKind::kEndOfEpoch: return LoaderDelivery{LoaderDelivery::Kind::kEndOfEpoch, h.epoch, {}};
@@ -454,30 +529,34 @@ StatusOr<LoaderDelivery> Loader::Impl::FollowerNext(void* stream) {
     case MetaKind::kStopped:
       stopped_ = true;
       return LoaderDelivery{LoaderDelivery::Kind::kStopped, h.epoch, {}};
+    case MetaKind::kRetry:
+      return Status(static_cast<StatusCode>(h.status_code), "the tensor-parallel leader: " + message);
     case MetaKind::kError:
       stopped_ = true;
-      return Status(static_cast<StatusCode>(h.status_code),
-                    "the tensor-parallel leader failed: " +
-                        std::string(reinterpret_cast<const char*>(host + kMetaHeaderBytes),
-                                    std::min<size_t>(h.message_bytes, kMetaMessageBytes)));
-    default: return InternalError("unknown metadata kind from the tensor-parallel leader");
+      return Status(static_cast<StatusCode>(h.status_code), "the tensor-parallel leader failed: " + message);
+    default:
+      tensor_parallel_->Abort();
+      stopped_ = true;
+      return InternalError("unknown metadata kind from the tensor-parallel leader");
   }
   auto state = std::make_unique<LoadedBatch::State>();
-  state->slot = h.position % options_.depth;
+  state->slot = slot;
   {
     std::lock_guard<std::mutex> lock(follower_slots_->mu);
-    if (follower_slots_->held[state->slot]) {
-      return FailedPreconditionError("the consumer holds " + std::to_string(options_.depth) +
-                                     " batches, every device slot (the depth): release one first");
-    }
-    follower_slots_->held[state->slot] = true;
+    follower_slots_->held[slot] = true;  // checked free above; only this thread takes slots
   }
+  ++follower_batches_;
   state->follower_slots = follower_slots_;
   void* tp_stream = tensor_parallel_->stream();
-  STOKER_RETURN_IF_ERROR(stage_->StreamWaitsReleased(state->slot, tp_stream));
-  STOKER_RETURN_IF_ERROR(tensor_parallel_->Broadcast(stage_->DeviceRaw(state->slot), stage_->slot_bytes()));
-  STOKER_RETURN_IF_ERROR(stage_->ConvertAfter(state->slot, tp_stream));
-  STOKER_RETURN_IF_ERROR(stage_->ConsumerWaitsFor(state->slot, stream));
+  Status received = stage_->StreamWaitsReleased(slot, tp_stream);
+  if (received.ok()) received = tensor_parallel_->Broadcast(stage_->DeviceRaw(slot), stage_->slot_bytes());
+  if (received.ok()) received = stage_->ConvertAfter(slot, tp_stream);
+  if (received.ok()) received = stage_->ConsumerWaitsFor(slot, stream);
+  if (!received.ok()) {
+    tensor_parallel_->Abort();
+    stopped_ = true;
+    return received.WithContext("receiving a batch from the tensor-parallel leader");
+  }
   {
     std::lock_guard<std::mutex> lock(stats_mu_);
     stats_.broadcast_bytes += stage_->slot_bytes();

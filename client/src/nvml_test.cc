@@ -12,10 +12,16 @@ namespace {
 constexpr const char* kUuid0 = "GPU-0fa4e000-0000-4000-8000-000000000000";
 constexpr const char* kUuid1 = "GPU-0fa4e000-0000-4000-8000-000000000001";
 
+// $STOKER_TEST_FAKE_NVML: where the fake is when the tests run away from their build (the GPU machine).
+const char* FakeNvmlPath() {
+  const char* path = std::getenv("STOKER_TEST_FAKE_NVML");
+  return path != nullptr ? path : STOKER_FAKE_NVML;
+}
+
 class NvmlTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ::setenv("STOKER_NVML_LIBRARY", STOKER_FAKE_NVML, 1);
+    ::setenv("STOKER_NVML_LIBRARY", FakeNvmlPath(), 1);
     ::unsetenv("CUDA_VISIBLE_DEVICES");
   }
   void TearDown() override { ::unsetenv("CUDA_VISIBLE_DEVICES"); }

@@ -23,6 +23,11 @@
  * stoker_last_error(), per thread. No C++ exception crosses this boundary.
  *
  * Thread safety: as the Loader's — one thread calls next/checkpoint; release, stats and request_stop from any.
+ * close belongs to the thread that calls next (never while a next is in flight): to unblock a next from another
+ * thread, use request_stop or a timeout.
+ *
+ * Retryable errors: 4 (deadline exceeded: no batch within timeout_ms) and 8 (resource exhausted: the consumer holds
+ * `depth` unreleased batches) leave the loader as it was; call next again. Any other error is final.
  */
 #ifndef STOKER_C_API_H_
 #define STOKER_C_API_H_
@@ -50,7 +55,8 @@ enum stoker_dtype { STOKER_UINT8 = 0, STOKER_FLOAT32 = 1, STOKER_FLOAT16 = 2, ST
 enum stoker_layout { STOKER_NCHW = 0, STOKER_NHWC = 1 };
 
 typedef struct stoker_batch_info {
-  uint32_t struct_size; /* set by the caller to sizeof(stoker_batch_info) */
+  uint32_t struct_size; /* set by the caller to sizeof(stoker_batch_info); the library fills what fits and sets
+                           it to the size it filled (later versions only append fields) */
   uint32_t epoch;
   uint64_t index;       /* within the epoch */
   uint64_t position;    /* across epochs */

@@ -30,6 +30,12 @@
 // ranks vote over NCCL at every step, so that when one rank is asked to stop (RequestStop) or loses its stream,
 // every rank stops before the same batch (Kind::kStopped), and their checkpoints name that batch.
 //
+// Errors: DeadlineExceeded (no batch within the timeout; with agreement, any rank's) and ResourceExhausted (the
+// consumer holds `depth` unreleased batches) are retryable: nothing was taken, call Next() again. Any other error
+// is final for this Loader, and with agreement or tensor parallelism the other members stop before the same batch.
+// Every wait has a deadline: Next()'s timeout, and the collectives' (CollectiveOptions::timeout), after which an
+// NCCL communicator whose member never came is aborted rather than waited on.
+//
 // Thread safety: Next(), Checkpoint() and RequestStop()'s effect belong to one consumer thread; RequestStop()
 // itself, Stats() and releasing batches are safe from any thread.
 #pragma once
