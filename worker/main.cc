@@ -83,13 +83,6 @@ int main(int argc, char** argv) {
     STOKER_LOG(kError) << bound.status().ToString();
     return 1;
   }
-  if (!endpoint_file.empty()) {
-    Status written = env.WriteFileAtomically(endpoint_file, bound->data(), bound->size());
-    if (!written.ok()) {
-      STOKER_LOG(kError) << written.ToString();
-      return 1;
-    }
-  }
   MetricsHub hub("worker");
   uint64_t collector = hub.Add(WorkerCollector(worker));
   std::unique_ptr<AdminServer> admin;
@@ -108,6 +101,14 @@ int main(int argc, char** argv) {
       return 1;
     }
     admin = std::move(*started);
+  }
+  // Published last: whoever waits for the endpoint file (scripts, LocalCluster) sees only a worker that started.
+  if (!endpoint_file.empty()) {
+    Status written = env.WriteFileAtomically(endpoint_file, bound->data(), bound->size());
+    if (!written.ok()) {
+      STOKER_LOG(kError) << written.ToString();
+      return 1;
+    }
   }
   if (options.skip_decode) STOKER_LOG(kWarning) << "--bench-skip-decode: batches hold sample ids, not images";
   STOKER_LOG(kInfo) << "serving batches on " << *bound << " with " << worker.Stats().threads << " threads";
