@@ -21,7 +21,8 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 # The C/C++ runtime every base image has.
 BASE = {"libc6", "libstdc++6", "libgcc-s1"}
 # Binaries each image carries (the trainer's client libraries are static; `stoker` is what loads libraries).
-IMAGES = {"coordinator": ["stoker-coordinator"], "worker": ["stoker-worker", "stoker"], "trainer": ["stoker"]}
+IMAGES = {"coordinator": ["stoker-coordinator"], "worker": ["stoker-worker", "stoker"],
+          "trainer": ["stoker", "../lib/libstoker_c.so"]}
 
 
 def runtime_packages(role):

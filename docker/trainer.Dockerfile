@@ -1,6 +1,8 @@
 # syntax=docker/dockerfile:1
 # The trainer base image: a CUDA runtime image carrying stoker's client library (static libraries and headers,
-# built with its CUDA path) and the `stoker` CLI, for training images to build FROM.
+# built with its CUDA path), the C ABI and the Python package (/opt/stoker/python, on PYTHONPATH; the package's
+# libstoker_c.so carries the libraries it loads next to it) and the `stoker` CLI, for training images to build
+# FROM (they add Python and PyTorch).
 #   docker build -f docker/trainer.Dockerfile -t stoker-trainer:0.1.0 .
 #
 # The build runs on Debian 12 like every other stoker build (scripts/install-deps.sh, plus nvcc from NVIDIA's
@@ -8,7 +10,6 @@
 # bring the shared libraries they load along in /opt/stoker/lib — the same bundle the GPU benchmarks run from
 # (scripts/bundle-gpu.sh), minus the C and C++ runtime, which the newer Ubuntu provides. The client links the CUDA
 # runtime statically; the driver comes from the host through the NVIDIA container toolkit.
-# Not here yet: the Python package and the C ABI (python/), which come with the GPU client.
 ARG DEBIAN_IMAGE=debian:bookworm
 ARG CUDA_RUNTIME_IMAGE=nvidia/cuda:13.0.1-runtime-ubuntu24.04
 
@@ -32,7 +33,13 @@ RUN STOKER_DEPS=build STOKER_BUILD_TYPE=Release scripts/build.sh -DSTOKER_BUILD_
  && cp build/schema/stoker/schema/*.capnp.h /opt/stoker/include/stoker/schema/ \
  && ldd /opt/stoker/bin/stoker | awk '/=> \// {print $3}' \
     | grep -vE '/(libc|libm|libpthread|libdl|librt|libresolv|ld-linux[^/]*|libstdc\+\+|libgcc_s)\.so' \
-    | xargs -I{} cp -L {} /opt/stoker/lib/
+    | xargs -I{} cp -L {} /opt/stoker/lib/ \
+ && mkdir -p /opt/stoker/python && cp -r build/python/stoker /opt/stoker/python/ \
+ && cp client/include/stoker/c_api.h /opt/stoker/include/stoker/ \
+ && strip --strip-debug /opt/stoker/python/stoker/lib/libstoker_c.so \
+ && ldd /opt/stoker/python/stoker/lib/libstoker_c.so | awk '/=> \// {print $3}' \
+    | grep -vE '/(libc|libm|libpthread|libdl|librt|libresolv|ld-linux[^/]*|libstdc\+\+|libgcc_s)\.so' \
+    | xargs -I{} cp -L {} /opt/stoker/python/stoker/lib/
 
 FROM ${CUDA_RUNTIME_IMAGE}
 LABEL org.opencontainers.image.title="stoker-trainer" \
@@ -42,6 +49,7 @@ LABEL org.opencontainers.image.title="stoker-trainer" \
 COPY --from=build /opt/stoker /opt/stoker
 ENV PATH=/opt/stoker/bin:${PATH} \
     LD_LIBRARY_PATH=/opt/stoker/lib \
+    PYTHONPATH=/opt/stoker/python \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility
 # Training images usually add their framework and code and run as their own user; this one defaults to non-root.
 USER 65532:65532

@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""ResNet-50 training fed by stoker: torchvision's ResNet-50 in bfloat16 autocast and channels_last, its batches
+from stoker workers, normalised on the GPU by the stoker Loader (bfloat16, NHWC). Prints images/s and how long the
+training loop waited for input: the host's wait in the Loader, and the GPU's input stall (the time the GPU sat idle
+because no batch was there, measured with CUDA events on the training stream).
+
+Needs a running coordinator and workers (a Kubernetes deployment, or locally `stoker-coordinator` and
+`stoker-worker` processes; bench/resnet_headline.py starts them for you):
+
+    PYTHONPATH=build/python python3 examples/train_resnet50.py --coordinator tcp://127.0.0.1:7400 \
+        --manifest /data/train.stoker --batch-size 256 --epochs 1
+
+With torchrun, each process takes its rank from RANK / WORLD_SIZE / LOCAL_RANK. Labels of quarantined samples are
+-1 and padding samples are masked the same way: the loss ignores both.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+import torchvision
+
+try:
+    import stoker
+except ImportError:  # run from a source tree: use the build's package
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "python"))
+    import stoker
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--coordinator", default=os.environ.get("STOKER_COORDINATOR"), help="control endpoint")
+    p.add_argument("--job", default="resnet50", help="stoker job name")
+    p.add_argument("--manifest", help="dataset manifest (stoker index); omit with --attach")
+    p.add_argument("--attach", action="store_true", help="join a job another process created")
+    p.add_argument("--batch-size", type=int, default=256, help="per rank")
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--steps", type=int, default=0, help="stop after this many measured steps (0: all epochs)")
+    p.add_argument("--warmup", type=int, default=20, help="steps before measuring (cuDNN autotuning, allocator)")
+    p.add_argument("--classes", type=int, default=1000)
+    p.add_argument("--depth", type=int, default=4, help="batches per GPU in pinned and device memory")
+    p.add_argument("--prefetch", type=int, default=8, help="batches workers may send ahead")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--timeout", type=float, default=300, help="seconds one batch may take")
+    p.add_argument("--print-every", type=int, default=50, help="steps between progress lines")
+    p.add_argument("--json", help="write the summary here")
+    return p.parse_args()
+
+
+def main():
+    args = parse_args()
+    if not args.coordinator:
+        sys.exit("--coordinator (or STOKER_COORDINATOR) is required")
+    if not torch.cuda.is_available():
+        sys.exit("this example trains on a GPU; none is visible")
+    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    device = int(os.environ.get("LOCAL_RANK", 0))
+    torch.cuda.set_device(device)
+    torch.backends.cudnn.benchmark = True
+
+    model = torchvision.models.resnet50(num_classes=args.classes).cuda().to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
+
+    spec = dict(attach=True) if args.attach else dict(manifest=args.manifest, ranks=world, epochs=args.epochs,
+                                                      seed=args.seed)
+    loader = stoker.Loader(args.coordinator, args.job, batch_size=args.batch_size, rank=rank, device=device,
+                           dtype="bfloat16", layout="nhwc", depth=args.depth, prefetch=args.prefetch,
+                           timeout=args.timeout, **spec)
+
+    def step(images, labels):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = torch.nn.functional.cross_entropy(model(images), labels, ignore_index=-1)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss
+
+    steps = images_seen = 0
+    host_wait = 0.0
+    measuring = False
+    t0 = stall0 = 0.0
+    loss = None
+    last_print = time.perf_counter()
+    done = False
+    for epoch in range(args.epochs):
+        it = loader.batches()
+        while True:
+            t = time.perf_counter()
+            batch = next(it, None)
+            waited = time.perf_counter() - t
+            if batch is None:
+                break
+            if measuring:
+                host_wait += waited
+            labels = batch.labels.masked_fill(torch.from_numpy(batch.padding).to(batch.labels.device), -1) \
+                if batch.padding.any() else batch.labels
+            loss = step(batch.images, labels)
+            del batch, labels
+            steps += 1
+            if steps == args.warmup:  # start the clock with the GPU drained
+                torch.cuda.synchronize()
+                measuring, t0, stall0 = True, time.perf_counter(), loader.stats()["input_stall_seconds"]
+                steps_at_start = steps
+            elif measuring:
+                images_seen += args.batch_size
+            if measuring and steps % args.print_every == 0:
+                elapsed = time.perf_counter() - t0
+                stall = loader.stats()["input_stall_seconds"] - stall0
+                print(f"epoch {epoch} step {steps}: {images_seen / elapsed:,.0f} img/s, waiting for input "
+                      f"{100 * host_wait / elapsed:.1f} % (host) {100 * stall / elapsed:.1f} % (GPU stall), "
+                      f"loss {loss.item():.3f}", flush=True)
+            if args.steps and measuring and steps - steps_at_start >= args.steps:
+                done = True
+                break
+        if done or loader.finished or loader.stopped:
+            break
+    torch.cuda.synchronize()
+    if not measuring:
+        sys.exit(f"only {steps} steps: fewer than --warmup {args.warmup}; nothing measured")
+    elapsed = time.perf_counter() - t0
+    stats = loader.stats()
+    summary = {
+        "images_per_second": images_seen / elapsed,
+        "measured_steps": steps - steps_at_start,
+        "measured_seconds": elapsed,
+        "batch_size": args.batch_size,
+        "host_input_wait_fraction": host_wait / elapsed,
+        "gpu_input_stall_fraction": (stats["input_stall_seconds"] - stall0) / elapsed,
+        "final_loss": float(loss.item()),
+        "loader": stats,
+        "device": torch.cuda.get_device_name(device),
+    }
+    loader.close()
+    print(f"ResNet-50 fed by stoker: {summary['images_per_second']:,.0f} img/s over {summary['measured_steps']} "
+          f"steps, waiting for input {100 * summary['host_input_wait_fraction']:.1f} % (host), "
+          f"GPU input stall {100 * summary['gpu_input_stall_fraction']:.1f} %", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(summary, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
