@@ -4,9 +4,30 @@
 #include <mutex>
 #include <thread>
 
+#include "common/manifest.h"
 #include "stoker/client.h"
 
 namespace stoker::bench {
+
+StatusOr<std::string> WriteNeverReadManifest(const std::string& dir, uint32_t samples, const std::string& name) {
+  PosixEnv env;
+  ManifestWriter writer(dir, SourceKind::kTarShards);
+  uint32_t shard = writer.AddShard("never-read.tar", uint64_t{1} << 40, 0);
+  for (uint32_t i = 0; i < samples; ++i) writer.AddSample(shard, 512ull * i, 1, i % 1000, ImageFormat::kJpeg, "s");
+  const std::string manifest = dir + "/" + name + ".stoker";
+  STOKER_RETURN_IF_ERROR(writer.Write(env, manifest, name).status());
+  return manifest;
+}
+
+StatusOr<std::unique_ptr<LocalCluster>> StartSkipDecodeCluster(const std::string& dir, uint32_t workers,
+                                                               uint32_t threads) {
+  auto cluster = std::make_unique<LocalCluster>(LocalClusterOptions{dir, "", true, {"--log-level", "warning"}});
+  STOKER_RETURN_IF_ERROR(cluster->StartCoordinator());
+  for (uint32_t i = 0; i < workers; ++i) {
+    STOKER_RETURN_IF_ERROR(cluster->StartWorker(threads, {"--bench-skip-decode", "--log-level", "warning"}).status());
+  }
+  return cluster;
+}
 
 double SecondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <string>
 
 #include "common/job_spec.h"
 #include "common/status.h"
+#include "tools/local_cluster.h"
 
 namespace stoker::bench {
 
@@ -21,6 +23,13 @@ struct Rate {
 // the timed part.
 StatusOr<Rate> ConsumeFor(const std::string& endpoint, const JobSpec& spec, uint32_t prefetch, uint32_t credits,
                           double warmup, double seconds);
+
+// For the transport benchmarks: a manifest of `samples` JPEG samples that are never read, written as
+// dir/name.stoker (returned), and a coordinator with `workers` workers of `threads` threads each that only send
+// (--bench-skip-decode: batches hold patterns, so the feed is measured, not decoding).
+StatusOr<std::string> WriteNeverReadManifest(const std::string& dir, uint32_t samples, const std::string& name);
+StatusOr<std::unique_ptr<LocalCluster>> StartSkipDecodeCluster(const std::string& dir, uint32_t workers,
+                                                               uint32_t threads);
 
 // Elapsed seconds since `t`.
 double SecondsSince(std::chrono::steady_clock::time_point t);

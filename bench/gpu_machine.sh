@@ -3,15 +3,24 @@
 # root after scripts/bundle-gpu.sh has filled .bundle/ (carried by the device tool):
 #   bash .bundle/gpu_machine.sh                          every section
 #   SECTIONS="recovery control" bash .bundle/gpu_machine.sh   some of them
-# Sections: machine pipeline scaling transport recovery control peers observability. Results: $OUT/*.json, $OUT/gpu_machine.log.
+# Sections: machine pipeline scaling transport recovery control peers observability (the default set), and the GPU
+# client's: client (its GPU tests, under compute-sanitizer memcheck and racecheck too, and the Python package's test
+# with PyTorch), feed (gpu_feed_bench), headline (bench/resnet_headline.py), nccl (two GPUs: CollectiveTest and
+# nccl_bench). Results: $OUT/*.json, $OUT/gpu_machine.log.
 # LD_LIBRARY_PATH is set for our binaries only: PyTorch on that machine must keep its own libraries.
 set -uo pipefail
 BUNDLE=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-/tmp/stoker-out}
 SECTIONS=${SECTIONS:-machine pipeline scaling transport recovery control peers observability}
-mkdir -p "$OUT"
+mkdir -p "$OUT" /tmp/stoker-logs
 exec > >(tee -a "$OUT/gpu_machine.log") 2>&1
 ours() { LD_LIBRARY_PATH="$BUNDLE/lib" "$@"; }
+# NCCL for the client's collectives: the copy PyTorch's wheel brings (nvidia-nccl-cu13), unless one is named.
+if [ -z "${STOKER_NCCL_LIBRARY:-}" ]; then
+  STOKER_NCCL_LIBRARY=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null || true)
+  export STOKER_NCCL_LIBRARY
+fi
+export NCCL_NVLS_ENABLE=0  # NVLink multicast stays off on these machines (device README)
 want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 section() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
 
@@ -74,8 +83,41 @@ if want peers && [ -f "$BUNDLE/peers/anchor_torch.py" ]; then
   section "peers: torchvision / DataLoader (shared/bench/anchor_torch.py)"
   (cd "$BUNDLE/peers" && PYTHONUNBUFFERED=1 N_IMAGES=${N_IMAGES:-2000} timeout 300 python3 anchor_torch.py 2>&1 | tail -30)
 fi
-section done
 
+if want client; then
+  section "GPU client: client_test (GPU tests run here), compute-sanitizer memcheck + racecheck, the Python package"
+  export STOKER_TEST_FAKE_NVML="$BUNDLE/bin/libfake_nvml.so" STOKER_TEST_C_LIBRARY="$BUNDLE/python/stoker/lib/libstoker_c.so"
+  ours "$BUNDLE/bin/client_test" > /tmp/stoker-logs/client_test.log 2>&1
+  echo "client_test exit $?"; grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests? ran|Failure|^/work" /tmp/stoker-logs/client_test.log | tail -30
+  filter='ConvertKernel*:LoaderTest.Gpu*:LoaderTest.ConsumerStream*'
+  for tool in memcheck racecheck; do
+    echo "--- compute-sanitizer --tool $tool ($filter)"
+    ours timeout ${SANITIZER_TIMEOUT:-150} compute-sanitizer --tool $tool --error-exitcode 99 \
+      "$BUNDLE/bin/client_test" --gtest_filter="$filter" > "/tmp/stoker-logs/sanitizer-$tool.log" 2>&1
+    echo "exit $?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED|SKIPPED" "/tmp/stoker-logs/sanitizer-$tool.log" | tail -6
+  done
+  echo "--- python/tests/loader_test.py with PyTorch (no LD_LIBRARY_PATH: the package preloads its vendored libraries)"
+  PYTHONPATH="$BUNDLE/python" timeout 300 python3 "$BUNDLE/tests/loader_test.py" \
+    --bin-dir "$BUNDLE/bin" --server-lib-dir "$BUNDLE/lib" 2>&1 | tail -15
+fi
+
+if want feed; then
+  section "GPU feed: H2D + normalise vs raw cudaMemcpyAsync; staging vs memcpy; client CPU per img/s"
+  ours "$BUNDLE/bin/gpu_feed_bench" --json "$OUT/gpu_feed.json" --seconds ${FEED_SECONDS:-10} --workers 4 \
+    --worker-threads 3
+fi
+
+if want headline; then
+  section "headline: ResNet-50 fed by (c) synthetic, (a) DataLoader x15, (b) stoker on the same 16 cores"
+  python3 "$BUNDLE/resnet_headline.py" --bundle "$BUNDLE" --peers "$BUNDLE/peers" --examples "$BUNDLE/examples" \
+    --workers "${HEADLINE_WORKERS:-12,14}" --out "$OUT"
+fi
+
+if want nccl; then
+  section "two GPUs: CollectiveTest, then nccl_bench"
+  ours "$BUNDLE/bin/client_test" --gtest_filter='Collective*:LoaderTest.GpuConsumerStreamOfAnotherDevice*' 2>&1 | tail -24
+  ours "$BUNDLE/bin/nccl_bench" --json "$OUT/nccl.json" --seconds ${NCCL_SECONDS:-8}
+fi
 if want observability; then
   section "observability with the real NVML: a demo whose ranks feed GPU 0, its client /metrics beside nvidia-smi"
   rm -rf /tmp/obs-demo /tmp/obs-targets.json
@@ -115,3 +157,7 @@ PY
   kill -INT $demo; wait $demo; echo "demo exit $? (interrupted on purpose)"
   tr '\r' '\n' < "$OUT/obs-demo.log" | grep -E "^(metrics|epoch)" | tail -3
 fi
+
+section done
+# Logs (only a few files come back from the machine): one archive.
+tar czf "$OUT/logs.tgz" -C /tmp stoker-logs $(cd /tmp && ls -d stoker-headline 2>/dev/null) 2>/dev/null

@@ -1,0 +1,416 @@
+// The GPU client's feed: how fast a batch goes from pinned memory to a normalised tensor on the device, against raw
+// cudaMemcpyAsync of the same bytes in the same run, and what the client costs in host CPU per image delivered.
+//
+//   gpu_feed_bench [--device 0] [--batch-size 256] [--depth 4] [--iterations 200] [--seconds 10] [--workers 4]
+//
+// 1. Device path (goal >= 0.9 of raw): the Loader's DeviceStage moves each batch through `depth` slots — on its
+//    copy stream, after the consumer's release, cudaMemcpyAsync of the batch (pixels, labels, ids) from its pinned
+//    slot, then on its conversion stream the kernel to the output dtype and layout; the consumer stream waits for
+//    each batch and releases it. Baseline: cudaMemcpyAsync of the same bytes from `depth` pinned buffers on one
+//    stream, back to back. Both timed over `iterations` batches after a warm-up, 7 repeats alternating, medians;
+//    for float32 NCHW, bfloat16 NHWC, float16 NCHW and uint8 NHWC.
+// 2. Host staging: the whole Stage (one memcpy of the received message into the pinned slot, then the device path)
+//    against memcpy of the same bytes between two host buffers on one core.
+// 3. End to end: a real coordinator and `--workers` worker processes (--bench-skip-decode: batches are patterns,
+//    so the workers are not the limit), a Loader on the device in this process consuming bfloat16 NHWC batches for
+//    `--seconds`. Reports img/s and this process's CPU time (every client thread: receive, staging, consumer), as
+//    cores per 20,000 img/s (goal <= 1).
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "bench/consume_rate.h"
+#include "client/cuda/cuda_handles.h"
+#include "client/cuda/device_stage.h"
+#include "client/src/received_batch.h"
+#include "common/flags.h"
+#include "stoker/loader.h"
+#include "tools/local_cluster.h"
+
+namespace stoker {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double ProcessCpuSeconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  auto s = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
+  return s(u.ru_utime) + s(u.ru_stime);
+}
+
+// CPU seconds of this process's threads, summed by thread name (/proc/self/task/*/stat: comm, utime, stime).
+std::map<std::string, double> ThreadCpuSeconds() {
+  std::map<std::string, double> by_name;
+  const double tick = 1.0 / static_cast<double>(::sysconf(_SC_CLK_TCK));
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream in(task.path() / "stat");
+    std::string line;
+    if (!std::getline(in, line)) continue;
+    const size_t open = line.find('('), close = line.rfind(')');
+    if (open == std::string::npos || close == std::string::npos) continue;
+    std::string name = line.substr(open + 1, close - open - 1);
+    std::istringstream rest(line.substr(close + 2));
+    std::string field;
+    double utime = 0, stime = 0;
+    for (int i = 3; i <= 15 && rest >> field; ++i) {  // fields 14 and 15: utime, stime
+      if (i == 14) utime = std::stod(field);
+      if (i == 15) stime = std::stod(field);
+    }
+    by_name[name] += (utime + stime) * tick;
+  }
+  return by_name;
+}
+
+void Die(const Status& s, const char* what) {
+  if (s.ok()) return;
+  std::fprintf(stderr, "gpu_feed_bench: %s: %s\n", what, s.ToString().c_str());
+  std::exit(1);
+}
+
+struct Config {
+  int device = 0;
+  uint32_t batch = 256, depth = 4, iterations = 200, height = 224, width = 224;
+};
+
+// `n` raw copies of `bytes` from `depth` pinned buffers, back to back on one stream, waited for.
+void RawCopies(const Config& c, uint64_t bytes, const std::vector<cuda::PinnedMemory>& pinned,
+               const std::vector<cuda::DeviceMemory>& device, cudaStream_t stream, uint32_t n) {
+  for (uint32_t i = 0; i < n; ++i) {
+    const size_t slot = i % c.depth;
+    Die(cuda::CudaStatus(cudaMemcpyAsync(device[slot].get(), pinned[slot].get(), bytes, cudaMemcpyHostToDevice,
+                                         stream), "cudaMemcpyAsync"), "raw copy");
+  }
+  Die(cuda::CudaStatus(cudaStreamSynchronize(stream), "cudaStreamSynchronize"), "raw copy");
+}
+
+internal::ReceivedBatch MakeReceived(const Config& c, std::mt19937_64& rng) {
+  internal::ReceivedBatch b;
+  b.count = c.batch;
+  b.height = c.height;
+  b.width = c.width;
+  b.channels = 3;
+  b.pixel_bytes = size_t{c.batch} * c.height * c.width * 3;
+  b.payload = zmq::message_t(b.pixel_bytes);
+  auto* p = static_cast<uint8_t*>(b.payload.data());
+  for (size_t i = 0; i < b.pixel_bytes; i += 8) {
+    const uint64_t v = rng();
+    std::memcpy(p + i, &v, std::min<size_t>(8, b.pixel_bytes - i));
+  }
+  for (uint32_t i = 0; i < c.batch; ++i) {
+    b.labels.push_back(static_cast<int64_t>(rng() % 1000));
+    b.sample_ids.push_back(i);
+    b.flags.push_back(0);
+  }
+  return b;
+}
+
+struct FormatResult {
+  std::string name;
+  double raw_gbps = 0, feed_gbps = 0, ratio = 0, feed_images_per_second = 0;
+};
+
+FormatResult MeasureFormat(const Config& c, const OutputFormat& format, const std::string& name,
+                           const std::vector<cuda::PinnedMemory>& pinned, const std::vector<cuda::DeviceMemory>& device,
+                           cudaStream_t raw_stream, cudaStream_t consumer) {
+  auto stage = DeviceStage::Create(c.device, {c.batch, c.height, c.width}, c.depth, format);
+  Die(stage.status(), "DeviceStage::Create");
+  std::mt19937_64 rng(42);
+  // Fill every pinned slot once, through the real Stage.
+  for (uint32_t s = 0; s < c.depth; ++s) {
+    internal::ReceivedBatch b = MakeReceived(c, rng);
+    internal::StageReport report;
+    Die((*stage)->Stage(s, b, &report), "Stage");
+    Die((*stage)->ConsumerWaitsFor(s, consumer), "ConsumerWaitsFor");
+    Die((*stage)->RecordRelease(s, consumer), "RecordRelease");
+  }
+  auto run = [&](uint32_t n) {
+    for (uint32_t i = 0; i < n; ++i) {
+      const size_t slot = i % c.depth;
+      Die((*stage)->Transfer(slot), "Transfer");
+      Die((*stage)->ConsumerWaitsFor(slot, consumer), "ConsumerWaitsFor");
+      Die((*stage)->RecordRelease(slot, consumer), "RecordRelease");
+    }
+    Die(cuda::CudaStatus(cudaStreamSynchronize(consumer), "cudaStreamSynchronize"), "feed");
+  };
+  const uint64_t bytes = (*stage)->slot_bytes();
+  run(c.depth * 4);
+  RawCopies(c, bytes, pinned, device, raw_stream, c.depth * 4);
+  // Baseline and feed alternate, repeat by repeat, so that a drift of the machine (clocks, a neighbour) falls on
+  // both alike.
+  std::vector<double> feed_times, raw_times;
+  for (int r = 0; r < 7; ++r) {
+    auto t = Clock::now();
+    RawCopies(c, bytes, pinned, device, raw_stream, c.iterations);
+    raw_times.push_back(bench::SecondsSince(t));
+    t = Clock::now();
+    run(c.iterations);
+    feed_times.push_back(bench::SecondsSince(t));
+  }
+  const double feed = Median(feed_times);
+  const double raw = Median(raw_times);
+  FormatResult r;
+  r.name = name;
+  r.raw_gbps = bytes * double(c.iterations) / raw / 1e9;
+  r.feed_gbps = bytes * double(c.iterations) / feed / 1e9;
+  r.ratio = r.feed_gbps / r.raw_gbps;
+  r.feed_images_per_second = double(c.batch) * c.iterations / feed;
+  return r;
+}
+
+struct StagingResult {
+  double stage_gbps = 0, memcpy_gbps = 0, ratio = 0, images_per_second = 0;
+};
+
+// The whole Stage, on this thread, as the client's staging thread runs it: received message -> pinned -> device.
+StagingResult MeasureStaging(const Config& c, cudaStream_t consumer) {
+  OutputFormat format;
+  format.dtype = DType::kBFloat16;
+  format.layout = Layout::kNHWC;
+  auto stage = DeviceStage::Create(c.device, {c.batch, c.height, c.width}, c.depth, format);
+  Die(stage.status(), "DeviceStage::Create");
+  std::mt19937_64 rng(7);
+  const uint32_t n = std::max<uint32_t>(c.iterations / 4, c.depth * 4);
+  std::vector<internal::ReceivedBatch> received;
+  for (uint32_t i = 0; i < c.depth * 2; ++i) received.push_back(MakeReceived(c, rng));
+  std::vector<zmq::message_t> payloads;
+  for (auto& r : received) payloads.emplace_back(r.payload.data(), r.payload.size());  // copies to restore from
+  std::vector<double> times;
+  for (int rep = 0; rep < 3; ++rep) {
+    auto t = Clock::now();
+    for (uint32_t i = 0; i < n; ++i) {
+      const size_t slot = i % c.depth;
+      internal::ReceivedBatch& b = received[i % received.size()];
+      if (b.payload.size() == 0) b.payload.copy(payloads[i % received.size()]);  // Stage let the last one go
+      b.staged_pixels = nullptr;
+      internal::StageReport report;
+      Die((*stage)->Stage(slot, b, &report), "Stage");
+      Die((*stage)->ConsumerWaitsFor(slot, consumer), "ConsumerWaitsFor");
+      Die((*stage)->RecordRelease(slot, consumer), "RecordRelease");
+    }
+    Die(cuda::CudaStatus(cudaStreamSynchronize(consumer), "cudaStreamSynchronize"), "staging");
+    times.push_back(bench::SecondsSince(t));
+  }
+  // Restoring the payload (b.payload.copy) is a memcpy too, but zmq's copy shares the buffer (refcounted): free.
+  const double bytes = double((*stage)->slot_bytes()) * n;
+  StagingResult r;
+  r.stage_gbps = bytes / Median(times) / 1e9;
+  r.images_per_second = double(c.batch) * n / Median(times);
+  // Baseline: plain memcpy of the same bytes between two host buffers (fresh destinations, like pinned slots).
+  std::vector<uint8_t> src(size_t((*stage)->slot_bytes()), 1);
+  std::vector<std::vector<uint8_t>> dst(c.depth, std::vector<uint8_t>(src.size(), 0));
+  times.clear();
+  for (int rep = 0; rep < 3; ++rep) {
+    auto t = Clock::now();
+    for (uint32_t i = 0; i < n; ++i) std::memcpy(dst[i % c.depth].data(), src.data(), src.size());
+    times.push_back(bench::SecondsSince(t));
+  }
+  r.memcpy_gbps = bytes / Median(times) / 1e9;
+  r.ratio = r.stage_gbps / r.memcpy_gbps;
+  return r;
+}
+
+struct EndToEndResult {
+  double images_per_second = 0, cpu_cores = 0, cores_per_20k = 0, wait_fraction = 0, h2d_gbps = 0;
+  uint64_t batches = 0;
+  std::map<std::string, double> thread_cores;  // by thread name: cores over the timed window
+};
+
+EndToEndResult MeasureEndToEnd(const Config& c, uint32_t workers, uint32_t worker_threads, double seconds) {
+  char dir_template[] = "/tmp/stoker-gpufeed-XXXXXX";
+  std::string dir = ::mkdtemp(dir_template);
+  auto manifest = bench::WriteNeverReadManifest(dir, 200000, "gpu_feed_bench");
+  Die(manifest.status(), "manifest");
+  auto cluster = bench::StartSkipDecodeCluster(dir, workers, worker_threads);
+  Die(cluster.status(), "cluster");
+  LoaderOptions o;
+  o.client.coordinator = (*cluster)->coordinator_endpoint();
+  o.client.job = "gpufeed";
+  JobSpec spec;
+  spec.name = "gpufeed";
+  spec.manifest_path = *manifest;
+  spec.batch_size = c.batch;
+  spec.epochs = 1000;
+  o.client.spec = spec;
+  o.client.prefetch = 16;
+  o.client.credits_per_worker = 4;
+  o.device = c.device;
+  o.depth = c.depth;
+  o.output.dtype = DType::kBFloat16;
+  o.output.layout = Layout::kNHWC;
+  auto loader = Loader::Open(o);
+  Die(loader.status(), "Loader::Open");
+  cudaStream_t consumer = nullptr;
+  Die(cuda::CudaStatus(cudaStreamCreateWithFlags(&consumer, cudaStreamNonBlocking), "cudaStreamCreate"), "stream");
+  auto consume_for = [&](double s, uint64_t* images, uint64_t* batches) {
+    auto t = Clock::now();
+    while (bench::SecondsSince(t) < s) {
+      auto d = (*loader)->Next(consumer, std::chrono::seconds(60));
+      Die(d.status(), "Next");
+      if (d->kind != LoaderDelivery::Kind::kBatch) continue;
+      *images += d->batch.size();
+      ++*batches;
+    }  // the batch is released at the end of each iteration: the consumer stream does nothing with it
+    Die(cuda::CudaStatus(cudaStreamSynchronize(consumer), "cudaStreamSynchronize"), "consume");
+    return bench::SecondsSince(t);
+  };
+  uint64_t images = 0, batches = 0;
+  consume_for(2.0, &images, &batches);  // warm-up: connections, pipelines full
+  images = batches = 0;
+  const LoaderStats before = (*loader)->Stats();
+  const double cpu0 = ProcessCpuSeconds();
+  const auto threads0 = ThreadCpuSeconds();
+  const double elapsed = consume_for(seconds, &images, &batches);
+  const double cpu = ProcessCpuSeconds() - cpu0;
+  auto threads = ThreadCpuSeconds();
+  const LoaderStats after = (*loader)->Stats();
+  EndToEndResult r;
+  r.images_per_second = images / elapsed;
+  r.batches = batches;
+  r.cpu_cores = cpu / elapsed;
+  r.cores_per_20k = r.cpu_cores / (r.images_per_second / 20000.0);
+  r.wait_fraction = (after.wait_seconds - before.wait_seconds) / elapsed;
+  r.h2d_gbps = double(after.slot_bytes) * batches / elapsed / 1e9;
+  for (auto& [name, seconds_used] : threads) {
+    auto it = threads0.find(name);
+    const double used = seconds_used - (it == threads0.end() ? 0.0 : it->second);
+    if (used > 0.005 * elapsed) r.thread_cores[name] = used / elapsed;
+  }
+  cudaStreamDestroy(consumer);
+  loader->reset();
+  std::string cleanup = "rm -rf " + dir;
+  if (std::system(cleanup.c_str()) != 0) std::fprintf(stderr, "could not remove %s\n", dir.c_str());
+  return r;
+}
+
+int Main(int argc, char** argv) {
+  Config c;
+  int64_t device = 0;
+  uint32_t workers = 4, worker_threads = 2;
+  double seconds = 10;
+  std::string json;
+  bool skip_end_to_end = false;
+  FlagSet flags("gpu_feed_bench [flags]",
+                "H2D + normalise vs raw cudaMemcpyAsync, host staging vs memcpy, client CPU per img/s.");
+  flags.AddInt("device", &device, "CUDA device");
+  flags.AddUint32("batch-size", &c.batch, "samples per batch (224x224x3)");
+  flags.AddUint32("depth", &c.depth, "slots");
+  flags.AddUint32("iterations", &c.iterations, "batches per timed repeat (device path)");
+  flags.AddDouble("seconds", &seconds, "timed seconds of the end-to-end run");
+  flags.AddUint32("workers", &workers, "worker processes of the end-to-end run");
+  flags.AddUint32("worker-threads", &worker_threads, "threads per worker");
+  flags.AddBool("skip-end-to-end", &skip_end_to_end, "only the device and staging parts");
+  flags.AddString("json", &json, "write the figures here");
+  if (auto exit_code = flags.ParseOrExitCode(argc, argv)) return *exit_code;
+  c.device = static_cast<int>(device);
+
+  Die(cuda::CudaStatus(cudaSetDevice(c.device), "cudaSetDevice"), "device");
+  cudaDeviceProp prop{};
+  Die(cuda::CudaStatus(cudaGetDeviceProperties(&prop, c.device), "cudaGetDeviceProperties"), "device");
+  const uint64_t slot_bytes = uint64_t{c.batch} * c.height * c.width * 3 + uint64_t{c.batch} * 16;
+  std::vector<cuda::PinnedMemory> pinned;
+  std::vector<cuda::DeviceMemory> device_bufs;
+  for (uint32_t i = 0; i < c.depth; ++i) {
+    auto p = cuda::AllocatePinned(slot_bytes);
+    Die(p.status(), "cudaHostAlloc");
+    std::memset(p->get(), 0x5a, slot_bytes);
+    pinned.push_back(std::move(*p));
+    auto d = cuda::AllocateDevice(slot_bytes);
+    Die(d.status(), "cudaMalloc");
+    device_bufs.push_back(std::move(*d));
+  }
+  auto raw_stream = cuda::MakeStream();
+  auto consumer = cuda::MakeStream();
+  Die(raw_stream.status(), "stream");
+  Die(consumer.status(), "stream");
+
+  std::printf("device %d: %s; batch %u x %ux%ux3 uint8 + labels + ids = %.1f MB, depth %u\n", c.device, prop.name,
+              c.batch, c.height, c.width, slot_bytes / 1e6, c.depth);
+  struct Named {
+    const char* name;
+    DType dtype;
+    Layout layout;
+  };
+  const Named formats[] = {{"float32 nchw", DType::kFloat32, Layout::kNCHW},
+                           {"bfloat16 nhwc", DType::kBFloat16, Layout::kNHWC},
+                           {"float16 nchw", DType::kFloat16, Layout::kNCHW},
+                           {"uint8 nhwc", DType::kUInt8, Layout::kNHWC}};
+  std::vector<FormatResult> results;
+  std::printf("\n1. pinned -> device tensor, %u batches x 7 repeats alternating with the baseline (medians)\n",
+              c.iterations);
+  std::printf("%-16s %14s %16s %8s %12s\n", "output", "raw copy GB/s", "copy+convert GB/s", "ratio", "img/s");
+  for (const Named& f : formats) {
+    OutputFormat format;
+    format.dtype = f.dtype;
+    format.layout = f.layout;
+    results.push_back(MeasureFormat(c, format, f.name, pinned, device_bufs, raw_stream->get(), consumer->get()));
+    const FormatResult& r = results.back();
+    std::printf("%-16s %14.2f %16.2f %8.3f %12.0f\n", r.name.c_str(), r.raw_gbps, r.feed_gbps, r.ratio,
+                r.feed_images_per_second);
+  }
+  StagingResult staging = MeasureStaging(c, consumer->get());
+  std::printf("\n2. host staging (received message -> pinned slot -> device, bfloat16 nhwc), one thread\n");
+  std::printf("   Stage %.2f GB/s (%.0f img/s) vs memcpy on one core %.2f GB/s: ratio %.3f\n", staging.stage_gbps,
+              staging.images_per_second, staging.memcpy_gbps, staging.ratio);
+  EndToEndResult e2e;
+  if (!skip_end_to_end) {
+    e2e = MeasureEndToEnd(c, workers, worker_threads, seconds);
+    std::printf("\n3. end to end: %u skip-decode workers x %u threads -> Loader (bfloat16 nhwc) on device %d\n",
+                workers, worker_threads, c.device);
+    std::printf("   %.0f img/s (%.2f GB/s to the device), client process CPU %.2f cores = %.3f cores per 20,000 "
+                "img/s (goal <= 1), consumer waited %.1f %%\n",
+                e2e.images_per_second, e2e.h2d_gbps, e2e.cpu_cores, e2e.cores_per_20k, 100 * e2e.wait_fraction);
+    std::printf("   by thread (cores):");
+    for (const auto& [name, cores] : e2e.thread_cores) std::printf(" %s %.2f", name.c_str(), cores);
+    std::printf("\n");
+  }
+  if (!json.empty()) {
+    std::ostringstream j;
+    j << "{\"device\": \"" << prop.name << "\", \"batch_size\": " << c.batch << ", \"depth\": " << c.depth
+      << ", \"slot_bytes\": " << slot_bytes << ", \"formats\": [";
+    for (size_t i = 0; i < results.size(); ++i) {
+      const FormatResult& r = results[i];
+      j << (i ? ", " : "") << "{\"output\": \"" << r.name << "\", \"raw_gbps\": " << r.raw_gbps
+        << ", \"feed_gbps\": " << r.feed_gbps << ", \"ratio\": " << r.ratio
+        << ", \"feed_images_per_second\": " << r.feed_images_per_second << "}";
+    }
+    j << "], \"staging\": {\"stage_gbps\": " << staging.stage_gbps << ", \"memcpy_gbps\": " << staging.memcpy_gbps
+      << ", \"ratio\": " << staging.ratio << ", \"images_per_second\": " << staging.images_per_second << "}";
+    if (!skip_end_to_end) {
+      j << ", \"end_to_end\": {\"workers\": " << workers << ", \"worker_threads\": " << worker_threads
+        << ", \"images_per_second\": " << e2e.images_per_second << ", \"h2d_gbps\": " << e2e.h2d_gbps
+        << ", \"client_cpu_cores\": " << e2e.cpu_cores << ", \"cores_per_20k_img_s\": " << e2e.cores_per_20k
+        << ", \"wait_fraction\": " << e2e.wait_fraction << ", \"batches\": " << e2e.batches << ", \"thread_cores\": {";
+      bool first = true;
+      for (const auto& [name, cores] : e2e.thread_cores) {
+        j << (first ? "" : ", ") << "\"" << name << "\": " << cores;
+        first = false;
+      }
+      j << "}}";
+    }
+    j << "}\n";
+    std::ofstream(json) << j.str();
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace stoker
+
+int main(int argc, char** argv) { return stoker::Main(argc, argv); }

@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""The headline: ResNet-50 training on one GPU with the machine's cores, fed three ways in one run —
+(c) synthetic GPU-resident input (the GPU's demand) and (a) a 15-worker PyTorch DataLoader, both measured by the
+peers' script (shared/bench/anchor_resnet.py, the same model, batch, bf16 autocast and channels_last), then (b)
+stoker: a coordinator and N single-thread worker processes on this same machine, feeding
+examples/train_resnet50.py through the Python package. Same JPEGs for (a) and (b): the anchor's ImageFolder tree,
+indexed by `stoker index`. Goal: (b) >= 0.95 x (c) with input stall <= 3 %.
+
+    python3 bench/resnet_headline.py --bundle .bundle --peers .bundle/peers --workers 12,14 --out $OUT
+
+Needs: .bundle from scripts/bundle-gpu.sh (bin/ and lib/ for the servers, python/ the package with its libraries),
+PyTorch and torchvision. Writes OUT/headline.json (and the anchor's OUT/anchor_resnet.json); process logs and each
+run's summary under --logs.
+"""
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def wait_for_file(path, proc, deadline_s=60):
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if os.path.exists(path) and os.path.getsize(path) > 0:
+            with open(path) as f:
+                return f.read().strip()
+        if proc.poll() is not None:
+            sys.exit(f"{proc.args[0]} exited with {proc.returncode} before writing {path}")
+        time.sleep(0.05)
+    sys.exit(f"no {path} within {deadline_s} s")
+
+
+def run_stoker(args, workers, manifest, logs):
+    env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(args.bundle, "lib"))
+    procs = []
+    files = []
+
+    def start(name, argv):
+        f = open(os.path.join(logs, f"{name}.log"), "w")
+        files.append(f)
+        p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=env)
+        procs.append(p)
+        return p
+
+    bin_dir = os.path.join(args.bundle, "bin")
+    ep_file = os.path.join(logs, f"coordinator-{workers}.endpoint")
+    if os.path.exists(ep_file):
+        os.remove(ep_file)
+    c = start(f"coordinator-{workers}", [os.path.join(bin_dir, "stoker-coordinator"), "--listen=tcp://127.0.0.1:0",
+                                         f"--endpoint-file={ep_file}", "--log-level=warning",
+                                         "--metrics-listen=127.0.0.1:0"])
+    endpoint = wait_for_file(ep_file, c)
+    for i in range(workers):
+        f = os.path.join(logs, f"worker-{workers}-{i}.endpoint")
+        if os.path.exists(f):
+            os.remove(f)
+        w = start(f"worker-{workers}-{i}", [os.path.join(bin_dir, "stoker-worker"), f"--coordinator={endpoint}",
+                                            "--listen=tcp://127.0.0.1:0", "--threads=1", f"--endpoint-file={f}",
+                                            "--log-level=warning", "--metrics-listen=127.0.0.1:0"])
+        wait_for_file(f, w)
+    summary = os.path.join(logs, f"stoker-{workers}.json")
+    tenv = dict(os.environ, PYTHONPATH=os.path.join(args.bundle, "python"), PYTHONUNBUFFERED="1")
+    tenv.pop("LD_LIBRARY_PATH", None)  # the package preloads the libraries vendored next to it
+    steps_per_epoch = args.images // args.batch_size
+    epochs = (args.warmup + args.steps) // steps_per_epoch + 2
+    cmd = [sys.executable, os.path.join(args.examples, "train_resnet50.py"), f"--coordinator={endpoint}",
+           f"--job=headline-{workers}", f"--manifest={manifest}", f"--batch-size={args.batch_size}",
+           f"--epochs={epochs}", f"--steps={args.steps}", f"--warmup={args.warmup}", f"--json={summary}",
+           "--print-every=40", f"--prefetch={2 * workers + 4}"]  # every worker busy, with batches to spare
+    log(f"(b) stoker, {workers} workers: " + " ".join(cmd[1:]))
+    try:
+        r = subprocess.run(cmd, env=tenv, timeout=args.timeout)
+        if r.returncode != 0:
+            sys.exit(f"train_resnet50.py exited with {r.returncode}")
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        for f in files:
+            f.close()
+    with open(summary) as f:
+        result = json.load(f)
+    connected = result["loader"]["connected_workers"]
+    if connected != workers:
+        sys.exit(f"only {connected} of {workers} workers were connected to the client: see {logs}/worker-{workers}-*.log")
+    return result
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--bundle", default=os.path.join(ROOT, ".bundle"))
+    p.add_argument("--peers", default=os.path.join(ROOT, ".bundle", "peers"))
+    p.add_argument("--examples", default=os.path.join(ROOT, "examples"))
+    p.add_argument("--workers", default="12,14", help="worker process counts to try (one thread each)")
+    p.add_argument("--images", type=int, default=4000, help="JPEGs in the anchor's dataset")
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--steps", type=int, default=120, help="measured steps of (b)")
+    p.add_argument("--warmup", type=int, default=25)
+    p.add_argument("--timeout", type=int, default=300)
+    p.add_argument("--skip-anchor", action="store_true", help="reuse OUT/anchor_resnet.json")
+    p.add_argument("--out", default=os.environ.get("OUT", "/tmp/stoker-out"))
+    p.add_argument("--logs", default="/tmp/stoker-headline", help="process logs and per-run summaries")
+    args = p.parse_args()
+    logs = args.logs
+    os.makedirs(logs, exist_ok=True)
+
+    anchor_json = os.path.join(args.out, "anchor_resnet.json")
+    if not args.skip_anchor:
+        log("(c) synthetic and (a) DataLoader: shared/bench/anchor_resnet.py")
+        env = dict(os.environ, OUT=args.out, N_IMAGES=str(args.images), PYTHONUNBUFFERED="1")
+        subprocess.run([sys.executable, "anchor_resnet.py"], cwd=args.peers, env=env, check=True, timeout=900)
+    with open(anchor_json) as f:
+        anchor = json.load(f)
+    synthetic = anchor["resnet50_synthetic_img_s"]
+    dataloader = anchor["resnet50_dataloader_nw15_img_s"]
+    dataloader_wait = anchor["resnet50_dataloader_nw15_input_wait_frac"]
+
+    manifest = "/tmp/anchor.stoker"
+    env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(args.bundle, "lib"))
+    subprocess.run([os.path.join(args.bundle, "bin", "stoker"), "index", "/tmp/anchor_jpegs/train", "-o", manifest],
+                   env=env, check=True, timeout=300, stdout=subprocess.DEVNULL)
+    runs = {}
+    for w in [int(x) for x in args.workers.split(",") if x]:
+        runs[w] = run_stoker(args, w, manifest, logs)
+
+    print()
+    print(f"ResNet-50, batch {args.batch_size}, bf16 autocast, channels_last, {os.cpu_count()} cores, "
+          f"{runs[next(iter(runs))]['device'] if runs else ''}")
+    print(f"{'feed':44s} {'img/s':>8s} {'vs (c)':>7s} {'host wait':>10s} {'GPU stall':>10s}")
+    print(f"{'(c) synthetic, GPU-resident':44s} {synthetic:8.0f} {1:7.3f} {'-':>10s} {'-':>10s}")
+    print(f"{'(a) PyTorch DataLoader, 15 workers':44s} {dataloader:8.0f} {dataloader / synthetic:7.3f} "
+          f"{100 * dataloader_wait:9.1f}% {'-':>10s}")
+    for w, r in runs.items():
+        print(f"{'(b) stoker, %d workers x 1 thread' % w:44s} {r['images_per_second']:8.0f} "
+              f"{r['images_per_second'] / synthetic:7.3f} {100 * r['host_input_wait_fraction']:9.1f}% "
+              f"{100 * r['gpu_input_stall_fraction']:9.1f}%")
+    result = {"synthetic_img_s": synthetic, "dataloader_img_s": dataloader, "dataloader_wait_frac": dataloader_wait,
+              "cores": os.cpu_count(),
+              "stoker": {str(w): {"img_s": r["images_per_second"], "ratio_to_synthetic":
+                                  r["images_per_second"] / synthetic, "ratio_to_dataloader":
+                                  r["images_per_second"] / dataloader,
+                                  "host_wait_frac": r["host_input_wait_fraction"],
+                                  "gpu_stall_frac": r["gpu_input_stall_fraction"], "summary": r}
+                         for w, r in runs.items()}}
+    with open(os.path.join(args.out, "headline.json"), "w") as f:
+        json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
