@@ -5,7 +5,10 @@ function(stoker_target_defaults target)
   target_compile_options(${target} PRIVATE
     $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wcast-align
                               -Wimplicit-fallthrough -Wno-missing-field-initializers>
-    $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${STOKER_WERROR}>>:-Werror>)
+    $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${STOKER_WERROR}>>:-Werror>
+    # GCC 12 at -O3 (Release) reports std::string copies it inlined as overlapping or uninitialised (known false
+    # positives of GCC 12; seen in tests of a Release build): still shown, never fatal.
+    $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU>>:-Wno-error=restrict -Wno-error=maybe-uninitialized>)
   if(STOKER_SANITIZE)
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=${STOKER_SANITIZE}
                                                                       -fno-omit-frame-pointer>)
