@@ -209,16 +209,10 @@ Status DeviceStage::Stage(size_t slot, internal::ReceivedBatch& batch, internal:
     }
   }
   // The pixels, frame by frame (ClientOptions::payload_frame_bytes), into the pinned slot: the one host copy.
-  uint8_t* out = s.pinned;
-  size_t copied = 0;
-  auto copy_frame = [&](const zmq::message_t& f) {
-    const size_t n = std::min(f.size(), m.pixel_bytes - copied);
-    std::memcpy(out + copied, f.data(), n);
-    copied += f.size();
-  };
-  copy_frame(batch.payload);
-  for (const zmq::message_t& f : batch.more_payload) copy_frame(f);
-  if (copied != m.pixel_bytes) return InternalError("a batch's payload frames do not add up to its pixel bytes");
+  if (batch.PayloadBytes() != m.pixel_bytes) {
+    return InternalError("a batch's payload frames do not add up to its pixel bytes");
+  }
+  batch.CopyPayloadTo(s.pinned);
   uint8_t* tail = s.pinned + m.tail_offset;
   std::memcpy(tail, batch.labels.data(), batch.labels.size() * sizeof(int64_t));
   std::memcpy(tail + batch.labels.size() * sizeof(int64_t), batch.sample_ids.data(),

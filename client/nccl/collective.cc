@@ -7,7 +7,9 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "client/cuda/cuda_handles.h"
@@ -126,63 +128,59 @@ struct Collective::Impl {
   // The communicator is non-blocking (so that no call can hang past the deadline): a call may answer
   // ncclInProgress, and the next one may only be made once ncclCommGetAsyncError says it is done.
   Status Check(ncclResult_t r, const char* what) {
-    if (r == ncclInProgress) r = Settle(what);
-    if (r == ncclSuccess) return Status::Ok();
     if (r == ncclInProgress) {
-      Abort();
-      return DeadlineExceededError(std::string(what) + " did not complete within " + TimeoutText() +
-                                   ": not every one of the " + std::to_string(options.size) + " members arrived");
+      return Poll(what, [&]() -> std::optional<Status> {
+        ncclResult_t state = ncclInProgress;
+        if (api->CommGetAsyncError(comm, &state) != ncclSuccess) state = ncclInternalError;
+        if (state == ncclInProgress) return std::nullopt;
+        return NcclStatus(*api, state, what);
+      });
     }
     Status s = NcclStatus(*api, r, what);
-    Abort();
+    if (!s.ok()) Abort();
     return s;
-  }
-
-  // Polls the communicator until its last call is done or the deadline passes (then ncclInProgress).
-  ncclResult_t Settle(const char*) {
-    const auto deadline = std::chrono::steady_clock::now() + options.timeout;
-    auto pause = std::chrono::microseconds(5);
-    ncclResult_t state = ncclInProgress;
-    while (true) {
-      if (api->CommGetAsyncError(comm, &state) != ncclSuccess) return ncclInternalError;
-      if (state != ncclInProgress) return state;
-      if (std::chrono::steady_clock::now() > deadline) return ncclInProgress;
-      std::this_thread::sleep_for(pause);
-      pause = std::min(pause * 2, std::chrono::microseconds(1000));
-    }
-  }
-
-  std::string TimeoutText() const { return std::to_string(options.timeout.count()) + " ms"; }
-
-  void Abort() {
-    if (comm != nullptr && !broken) api->CommAbort(comm);
-    broken = true;
   }
 
   // Host wait for `event` with the deadline, watching NCCL's asynchronous errors meanwhile (a peer gone).
   Status WaitEvent(cudaEvent_t event) {
-    const auto deadline = std::chrono::steady_clock::now() + options.timeout;
-    auto pause = std::chrono::microseconds(5);
-    while (true) {
+    return Poll("a collective", [&]() -> std::optional<Status> {
       cudaError_t done = cudaEventQuery(event);
       if (done == cudaSuccess) return Status::Ok();
       if (done != cudaErrorNotReady) return CudaStatus(done, "waiting for NCCL");
       ncclResult_t async = ncclSuccess;
       api->CommGetAsyncError(comm, &async);
       if (async != ncclSuccess && async != ncclInProgress) {
-        Abort();
         return NcclStatus(*api, async, "NCCL failed while this member waited");
+      }
+      return std::nullopt;
+    });
+  }
+
+  // Calls `step` until it answers (nullopt: not yet), with the deadline; a failure or the deadline aborts the
+  // communicator so that no kernel keeps waiting for a member that is not coming. Short sleeps, growing to 200 us:
+  // the wait is usually one step of the peers.
+  Status Poll(const char* what, const std::function<std::optional<Status>()>& step) {
+    const auto deadline = std::chrono::steady_clock::now() + options.timeout;
+    auto pause = std::chrono::microseconds(5);
+    while (true) {
+      if (std::optional<Status> done = step()) {
+        if (!done->ok()) Abort();
+        return *done;
       }
       if (std::chrono::steady_clock::now() > deadline) {
         Abort();
-        return DeadlineExceededError("a collective of " + std::to_string(options.size) +
-                                     " members did not complete within " + TimeoutText() +
-                                     ": a member never arrived");
+        return DeadlineExceededError(std::string(what) + " of " + std::to_string(options.size) +
+                                     " members did not complete within " + std::to_string(options.timeout.count()) +
+                                     " ms: a member never arrived");
       }
-      // Short sleeps, growing to 200 us: the wait is usually one step of the peers.
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::microseconds(200));
     }
+  }
+
+  void Abort() {
+    if (comm != nullptr && !broken) api->CommAbort(comm);
+    broken = true;
   }
 
   Status Wait() {

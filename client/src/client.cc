@@ -723,19 +723,14 @@ class Client::IoThread {
     }
     first_worker_error_.reset();
     batch->pixel_bytes = spec.BatchBytes();
-    if (payload.size() == 1) {
-      batch->payload = std::move(payload[0]);
-    } else if (core_->stager) {
-      batch->payload = std::move(payload[0]);
-      batch->more_payload.reserve(payload.size() - 1);
-      for (size_t i = 1; i < payload.size(); ++i) batch->more_payload.push_back(std::move(payload[i]));
-    } else {
-      batch->payload = zmq::message_t(batch->pixel_bytes);  // the host path hands over one contiguous buffer
-      auto* out = static_cast<uint8_t*>(batch->payload.data());
-      for (const zmq::message_t& f : payload) {
-        std::memcpy(out, f.data(), f.size());
-        out += f.size();
-      }
+    batch->payload = std::move(payload[0]);
+    batch->more_payload.reserve(payload.size() - 1);
+    for (size_t i = 1; i < payload.size(); ++i) batch->more_payload.push_back(std::move(payload[i]));
+    if (!batch->more_payload.empty() && !core_->stager) {
+      zmq::message_t joined(batch->pixel_bytes);  // the host path hands over one contiguous buffer
+      batch->CopyPayloadTo(static_cast<uint8_t*>(joined.data()));
+      batch->payload = std::move(joined);
+      batch->more_payload.clear();
     }
     const uint64_t g = batch->global;
     {

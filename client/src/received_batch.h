@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 #include <zmq.hpp>
@@ -33,6 +34,22 @@ struct ReceivedBatch {
   // Set by a stager once it has copied the pixels elsewhere (a pinned slot) and released `payload`.
   const uint8_t* staged_pixels = nullptr;
   size_t pixel_bytes = 0;
+
+  // Copies the payload's frames, in order, to `out` (room for every frame's bytes); returns the bytes copied.
+  size_t CopyPayloadTo(uint8_t* out) const {
+    std::memcpy(out, payload.data(), payload.size());
+    size_t copied = payload.size();
+    for (const zmq::message_t& f : more_payload) {
+      std::memcpy(out + copied, f.data(), f.size());
+      copied += f.size();
+    }
+    return copied;
+  }
+  size_t PayloadBytes() const {
+    size_t bytes = payload.size();
+    for (const zmq::message_t& f : more_payload) bytes += f.size();
+    return bytes;
+  }
 
   const uint8_t* pixels() const {
     return staged_pixels != nullptr ? staged_pixels : static_cast<const uint8_t*>(payload.data());
