@@ -1,6 +1,13 @@
 #include "bench/consume_rate.h"
 
+#include <stdlib.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 
@@ -8,6 +15,31 @@
 #include "stoker/client.h"
 
 namespace stoker::bench {
+
+ScratchDir::ScratchDir(const std::string& name) {
+  std::string pattern = "/tmp/stoker-" + name + "-XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    DieUnlessOk(InternalError("mkdtemp " + pattern + ": " + std::strerror(errno)), "scratch directory");
+  }
+  path_ = pattern;
+}
+
+ScratchDir::~ScratchDir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
+}
+
+double Median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+void DieUnlessOk(const Status& s, const char* what) {
+  if (s.ok()) return;
+  std::fprintf(stderr, "%s: %s: %s\n", program_invocation_short_name, what, s.ToString().c_str());
+  std::exit(1);
+}
 
 StatusOr<std::string> WriteNeverReadManifest(const std::string& dir, uint32_t samples, const std::string& name) {
   PosixEnv env;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/job_spec.h"
 #include "common/status.h"
@@ -30,6 +31,25 @@ StatusOr<Rate> ConsumeFor(const std::string& endpoint, const JobSpec& spec, uint
 StatusOr<std::string> WriteNeverReadManifest(const std::string& dir, uint32_t samples, const std::string& name);
 StatusOr<std::unique_ptr<LocalCluster>> StartSkipDecodeCluster(const std::string& dir, uint32_t workers,
                                                                uint32_t threads);
+
+// A fresh directory /tmp/stoker-<name>-XXXXXX, removed with everything in it when the object goes.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& name);
+  ~ScratchDir();
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// The middle value (of an odd count; the upper middle of an even one).
+double Median(std::vector<double> values);
+
+// Exits the benchmark with "<program>: <what>: <status>" unless `s` is ok.
+void DieUnlessOk(const Status& s, const char* what);
 
 // Elapsed seconds since `t`.
 double SecondsSince(std::chrono::steady_clock::time_point t);

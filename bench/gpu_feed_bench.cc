@@ -42,11 +42,8 @@ namespace stoker {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using bench::Median;
+constexpr auto Die = bench::DieUnlessOk;
 
 double ProcessCpuSeconds() {
   rusage u{};
@@ -76,12 +73,6 @@ std::map<std::string, double> ThreadCpuSeconds() {
     by_name[name] += (utime + stime) * tick;
   }
   return by_name;
-}
-
-void Die(const Status& s, const char* what) {
-  if (s.ok()) return;
-  std::fprintf(stderr, "gpu_feed_bench: %s: %s\n", what, s.ToString().c_str());
-  std::exit(1);
 }
 
 struct Config {
@@ -233,8 +224,8 @@ struct EndToEndResult {
 };
 
 EndToEndResult MeasureEndToEnd(const Config& c, uint32_t workers, uint32_t worker_threads, double seconds) {
-  char dir_template[] = "/tmp/stoker-gpufeed-XXXXXX";
-  std::string dir = ::mkdtemp(dir_template);
+  bench::ScratchDir scratch("gpufeed");
+  const std::string& dir = scratch.path();
   auto manifest = bench::WriteNeverReadManifest(dir, 200000, "gpu_feed_bench");
   Die(manifest.status(), "manifest");
   auto cluster = bench::StartSkipDecodeCluster(dir, workers, worker_threads);
@@ -294,8 +285,6 @@ EndToEndResult MeasureEndToEnd(const Config& c, uint32_t workers, uint32_t worke
   }
   cudaStreamDestroy(consumer);
   loader->reset();
-  std::string cleanup = "rm -rf " + dir;
-  if (std::system(cleanup.c_str()) != 0) std::fprintf(stderr, "could not remove %s\n", dir.c_str());
   return r;
 }
 

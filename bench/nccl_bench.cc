@@ -36,17 +36,8 @@ namespace stoker {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-void Die(const Status& s, const char* what) {
-  if (s.ok()) return;
-  std::fprintf(stderr, "nccl_bench: %s: %s\n", what, s.ToString().c_str());
-  std::exit(1);
-}
+using bench::Median;
+constexpr auto Die = bench::DieUnlessOk;
 
 // Joins a two-member communicator, one thread per device.
 std::vector<std::unique_ptr<Collective>> JoinPair() {
@@ -133,7 +124,7 @@ double MeasureAgreementMicros(std::vector<std::unique_ptr<Collective>>& pair, ui
     for (int i = 0; i < 50; ++i) Die(pair[m]->AgreeMax(0).status(), "AgreeMax");  // warm-up
     auto start = Clock::now();
     for (uint32_t i = 0; i < steps; ++i) {
-      auto v = pair[m]->AgreeMax(i % 7 == 0 ? 0u : 0u);
+      auto v = pair[m]->AgreeMax(0);
       Die(v.status(), "AgreeMax");
     }
     per_step[m] = bench::SecondsSince(start) / steps * 1e6;
@@ -240,8 +231,8 @@ int Main(int argc, char** argv) {
               bc.nccl_gbps, bc.peer_gbps, bc.peer_access ? "on" : "off", bc.ratio);
   std::printf("2. agreement step (4-byte all-reduce + host wait): %.1f us per batch\n", agree_us);
 
-  char dir_template[] = "/tmp/stoker-nccl-XXXXXX";
-  std::string dir = ::mkdtemp(dir_template);
+  bench::ScratchDir scratch("nccl");
+  const std::string& dir = scratch.path();
   auto manifest = bench::WriteNeverReadManifest(dir, 200000, "nccl_bench");
   Die(manifest.status(), "manifest");
   auto cluster = bench::StartSkipDecodeCluster(dir, workers, worker_threads);
@@ -309,8 +300,6 @@ int Main(int argc, char** argv) {
     j << "]}\n";
     std::ofstream(json) << j.str();
   }
-  std::string cleanup = "rm -rf " + dir;
-  if (std::system(cleanup.c_str()) != 0) std::fprintf(stderr, "could not remove %s\n", dir.c_str());
   return 0;
 }
 

@@ -137,8 +137,8 @@ int Main(int argc, char** argv) {
   if (!raw_sender.empty()) return RawSender(raw_sender, bytes);
 
   const size_t batch_bytes = size_t{batch} * 224 * 224 * 3;
-  char dir_template[] = "/tmp/stoker-transport-XXXXXX";
-  std::string dir = ::mkdtemp(dir_template);
+  bench::ScratchDir scratch("transport");
+  const std::string& dir = scratch.path();
   Rate raw = MeasureRaw(batch_bytes, seconds);
   Rate ours = MeasureStoker(dir, batch, seconds, workers, threads, prefetch, credits);
   double ratio = raw.bytes_per_second > 0 ? ours.bytes_per_second / raw.bytes_per_second : 0;
@@ -156,8 +156,6 @@ int Main(int argc, char** argv) {
                         << ", \"stoker_images_per_second\": " << ours.messages_per_second * batch
                         << ", \"workers\": " << workers << ", \"worker_threads\": " << threads << "}\n";
   }
-  std::string cleanup = "rm -rf " + dir;
-  if (std::system(cleanup.c_str()) != 0) std::fprintf(stderr, "could not remove %s\n", dir.c_str());
   return 0;
 }
 
