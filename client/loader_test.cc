@@ -371,6 +371,23 @@ std::vector<uint8_t> ToHost(const void* device, size_t bytes, cudaStream_t strea
   return host;
 }
 
+// The batch as the device holds it equals the host reference: the converted pixels bit for bit, the labels and the
+// sample ids.
+void ExpectDeviceBatchMatchesHost(const LoadedBatch& b, const OutputFormat& format, cudaStream_t stream) {
+  const BatchView& v = b.view();
+  const auto n = static_cast<uint32_t>(v.shape[0]);
+  const size_t bytes = ElementCount(v) * DTypeSize(format.dtype);
+  std::vector<uint8_t> expected(bytes);
+  ConvertOnHost(b.host_pixels(), n, static_cast<uint32_t>(v.shape[2]), static_cast<uint32_t>(v.shape[3]), format,
+                expected.data());
+  EXPECT_EQ(ToHost(v.data, bytes, stream), expected)
+      << DTypeName(format.dtype) << " " << LayoutName(format.layout) << " batch " << b.position();
+  auto labels = ToHost(v.labels, n * sizeof(int64_t), stream);
+  auto ids = ToHost(v.sample_ids, n * sizeof(uint64_t), stream);
+  EXPECT_EQ(std::memcmp(labels.data(), b.labels().data(), labels.size()), 0) << "batch " << b.position();
+  EXPECT_EQ(std::memcmp(ids.data(), b.sample_ids().data(), ids.size()), 0) << "batch " << b.position();
+}
+
 TEST_F(LoaderTest, GpuPathMatchesTheHostReferenceBitForBitInEveryFormat) {
   if (!HaveGpu()) GTEST_SKIP() << "no GPU here";
   cudaStream_t stream;
@@ -397,15 +414,8 @@ TEST_F(LoaderTest, GpuPathMatchesTheHostReferenceBitForBitInEveryFormat) {
         const LoadedBatch& b = d->batch;
         const BatchView& v = b.view();
         ASSERT_EQ(v.device, 0);
-        const size_t bytes = ElementCount(v) * DTypeSize(dtype);
-        std::vector<uint8_t> expected(bytes);
-        ConvertOnHost(b.host_pixels(), 8, 32, 32, o.output, expected.data());
-        ASSERT_EQ(ToHost(v.data, bytes, stream), expected) << DTypeName(dtype) << " " << LayoutName(layout)
-                                                           << " batch " << b.position();
-        auto labels = ToHost(v.labels, 8 * sizeof(int64_t), stream);
-        auto ids = ToHost(v.sample_ids, 8 * sizeof(uint64_t), stream);
-        EXPECT_EQ(std::memcmp(labels.data(), b.labels().data(), labels.size()), 0);
-        EXPECT_EQ(std::memcmp(ids.data(), b.sample_ids().data(), ids.size()), 0);
+        ASSERT_EQ(v.shape, (std::array<int64_t, 4>{8, 3, 32, 32}));
+        ExpectDeviceBatchMatchesHost(b, o.output, stream);
         exact.Add(b);
       }
       exact.ExpectEpochs(1, 64, data_->samples);
@@ -443,14 +453,7 @@ TEST_F(LoaderTest, GpuOddImageSizesKeepLabelsAlignedAndRight) {
     ASSERT_EQ(v.shape, (std::array<int64_t, 4>{7, 3, 33, 35}));
     EXPECT_EQ(reinterpret_cast<uintptr_t>(v.labels) % 16, 0u);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(v.sample_ids) % 8, 0u);
-    auto labels = ToHost(v.labels, 7 * sizeof(int64_t), stream);
-    auto ids = ToHost(v.sample_ids, 7 * sizeof(uint64_t), stream);
-    EXPECT_EQ(std::memcmp(labels.data(), b.labels().data(), labels.size()), 0) << "batch " << b.position();
-    EXPECT_EQ(std::memcmp(ids.data(), b.sample_ids().data(), ids.size()), 0) << "batch " << b.position();
-    const size_t bytes = ElementCount(v) * sizeof(float);
-    std::vector<uint8_t> expected(bytes);
-    ConvertOnHost(b.host_pixels(), 7, 33, 35, o.output, expected.data());
-    ASSERT_EQ(ToHost(v.data, bytes, stream), expected) << "batch " << b.position();
+    ExpectDeviceBatchMatchesHost(b, o.output, stream);
     ++batches;
   }
   EXPECT_EQ(batches, 70u / 7);

@@ -5,6 +5,8 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <array>
+#include <functional>
 #include <future>
 #include <thread>
 #include <vector>
@@ -109,31 +111,44 @@ class CollectiveTest : public ::testing::Test {
     return o;
   }
 
+  // Opens a Loader for each of two members (each on its own thread and device, as two processes would), as a
+  // tensor-parallel pair or as two data-parallel ranks with agreement, and runs `body` with it. Returns what each
+  // member saw; an Open that failed is its status.
+  std::array<Seen, 2> RunMembers(const std::string& job, bool tensor_parallel,
+                                 const std::function<Seen(uint32_t member, Loader& loader)>& body) {
+    auto id = NcclUniqueIdHex();
+    if (!id.ok()) return {Failed(id.status()), Failed(id.status())};
+    auto member = [&](uint32_t m) {
+      LoaderOptions o = tensor_parallel ? Options(job, 1, 0, static_cast<int>(m))
+                                        : Options(job, 2, m, static_cast<int>(m));
+      (tensor_parallel ? o.tensor_parallel : o.agreement) = {*id, 2, m, std::chrono::seconds(60)};
+      auto loader = Loader::Open(o);
+      if (!loader.ok()) return Failed(loader.status());
+      cudaSetDevice(static_cast<int>(m));
+      return body(m, **loader);
+    };
+    auto first = std::async(std::launch::async, member, 0);
+    auto second = std::async(std::launch::async, member, 1);
+    return {first.get(), second.get()};
+  }
+
+  static Seen Failed(Status status) {
+    Seen seen;
+    seen.status = std::move(status);
+    return seen;
+  }
+
   TempDir dir_;
   testing::TestDataset data_;
   std::unique_ptr<LocalCluster> cluster_;
 };
 
 TEST_F(CollectiveTest, TensorParallelFollowerGetsEveryBatchOfItsLeaderBitForBit) {
-  auto id = NcclUniqueIdHex();
-  ASSERT_TRUE(id.ok()) << id.status().ToString();
-  auto member = [&](uint32_t tp_rank) {
-    LoaderOptions o = Options("tp", 1, 0, static_cast<int>(tp_rank));
-    o.tensor_parallel = {*id, 2, tp_rank, std::chrono::seconds(60)};
-    auto loader = Loader::Open(o);
-    Seen seen;
-    if (!loader.ok()) {
-      seen.status = loader.status();
-      return seen;
-    }
-    seen = Consume(**loader, o.device);
-    LoaderStats s = (*loader)->Stats();
-    EXPECT_GT(s.broadcast_bytes, 0u);
+  auto [l, f] = RunMembers("tp", /*tensor_parallel=*/true, [](uint32_t m, Loader& loader) {
+    Seen seen = Consume(loader, static_cast<int>(m));
+    EXPECT_GT(loader.Stats().broadcast_bytes, 0u);
     return seen;
-  };
-  auto leader = std::async(std::launch::async, member, 0);
-  auto follower = std::async(std::launch::async, member, 1);
-  Seen l = leader.get(), f = follower.get();
+  });
   ASSERT_TRUE(l.status.ok()) << l.status.ToString();
   ASSERT_TRUE(f.status.ok()) << f.status.ToString();
   EXPECT_EQ(l.kinds.size(), 2u * 8 + 2 + 1);  // 8 batches and an end of epoch, twice, then the end
@@ -149,24 +164,11 @@ TEST_F(CollectiveTest, TensorParallelFollowerGetsEveryBatchOfItsLeaderBitForBit)
 }
 
 TEST_F(CollectiveTest, OneRankAskingToStopStopsBothBeforeTheSameBatch) {
-  auto id = NcclUniqueIdHex();
-  ASSERT_TRUE(id.ok()) << id.status().ToString();
-  auto rank = [&](uint32_t r) {
-    LoaderOptions o = Options("agree", 2, r, static_cast<int>(r));
-    o.agreement = {*id, 2, r, std::chrono::seconds(60)};
-    auto loader = Loader::Open(o);
-    Seen seen;
-    if (!loader.ok()) {
-      seen.status = loader.status();
-      return seen;
-    }
-    seen = Consume(**loader, o.device, r == 0 ? 5 : -1);  // only rank 0 is asked
-    EXPECT_EQ((*loader)->Stats().agreements, seen.kinds.size());
+  auto [a, b] = RunMembers("agree", /*tensor_parallel=*/false, [](uint32_t r, Loader& loader) {
+    Seen seen = Consume(loader, static_cast<int>(r), r == 0 ? 5 : -1);  // only rank 0 is asked
+    EXPECT_EQ(loader.Stats().agreements, seen.kinds.size());
     return seen;
-  };
-  auto r0 = std::async(std::launch::async, rank, 0);
-  auto r1 = std::async(std::launch::async, rank, 1);
-  Seen a = r0.get(), b = r1.get();
+  });
   ASSERT_TRUE(a.status.ok()) << a.status.ToString();
   ASSERT_TRUE(b.status.ok()) << b.status.ToString();
   EXPECT_EQ(a.kinds, (std::vector<std::string>{"b0", "b1", "b2", "b3", "e0", "b4", "stop"}));  // 4 steps an epoch
@@ -178,88 +180,49 @@ TEST_F(CollectiveTest, OneRankAskingToStopStopsBothBeforeTheSameBatch) {
   EXPECT_EQ(tb->position, 5u);
 }
 
+// Takes `depth` batches, keeping them all if `hold`, then asks for one more: what that answered ("delivered" or
+// its status code) follows the batches in the kinds; then the member lets go and consumes to the end.
+Seen HoldEverySlotThenConsume(Loader& loader, int device, uint32_t depth, bool hold) {
+  Seen seen;
+  std::vector<LoadedBatch> held;
+  for (uint32_t i = 0; i < depth; ++i) {
+    auto d = loader.Next(nullptr, kTimeout);
+    if (!d.ok() || d->kind != LoaderDelivery::Kind::kBatch) {
+      seen.status = d.ok() ? InternalError("not a batch") : d.status();
+      return seen;
+    }
+    seen.kinds.push_back("b" + std::to_string(d->batch.position()));
+    if (hold) held.push_back(std::move(d->batch));
+  }
+  auto refused = loader.Next(nullptr, kTimeout);
+  seen.kinds.push_back(refused.ok() ? "delivered" : std::string(StatusCodeName(refused.status().code())));
+  held.clear();
+  Seen rest = Consume(loader, device);
+  seen.status = rest.status;
+  seen.kinds.insert(seen.kinds.end(), rest.kinds.begin(), rest.kinds.end());
+  return seen;
+}
+
 // A follower whose consumer holds every slot is told so before anything is received, so the group's broadcasts
 // stay in step: once it releases one, it gets the very batch its leader sent, and both go on to the end.
 TEST_F(CollectiveTest, TensorParallelFollowerHoldingEverySlotIsToldAndStaysInStep) {
-  auto id = NcclUniqueIdHex();
-  ASSERT_TRUE(id.ok()) << id.status().ToString();
-  auto open = [&](uint32_t tp_rank) {
-    LoaderOptions o = Options("tp-held", 1, 0, static_cast<int>(tp_rank));
-    o.tensor_parallel = {*id, 2, tp_rank, std::chrono::seconds(60)};
-    return Loader::Open(o);
-  };
-  auto leader_open = std::async(std::launch::async, open, 0);
-  auto follower_open = std::async(std::launch::async, open, 1);
-  auto leader = leader_open.get();
-  auto follower = follower_open.get();
-  ASSERT_TRUE(leader.ok()) << leader.status().ToString();
-  ASSERT_TRUE(follower.ok()) << follower.status().ToString();
-  auto leader_seen = std::async(std::launch::async, [&] { return Consume(**leader, 0); });
-  cudaSetDevice(1);
-  std::vector<LoadedBatch> held;
-  for (int i = 0; i < 3; ++i) {  // depth 3
-    auto d = (*follower)->Next(nullptr, kTimeout);
-    ASSERT_TRUE(d.ok()) << d.status().ToString();
-    ASSERT_EQ(d->kind, LoaderDelivery::Kind::kBatch);
-    held.push_back(std::move(d->batch));
-  }
-  auto refused = (*follower)->Next(nullptr, kTimeout);
-  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted) << refused.status().ToString();
-  held.erase(held.begin());
-  std::vector<std::string> kinds = {"b0", "b1", "b2"};
-  held.clear();
-  while (true) {
-    auto d = (*follower)->Next(nullptr, kTimeout);
-    ASSERT_TRUE(d.ok()) << d.status().ToString();
-    if (d->kind == LoaderDelivery::Kind::kEndOfJob) {
-      kinds.push_back("end");
-      break;
-    }
-    kinds.push_back(d->kind == LoaderDelivery::Kind::kEndOfEpoch ? "e" + std::to_string(d->epoch)
-                                                                  : "b" + std::to_string(d->batch.position()));
-  }
-  Seen l = leader_seen.get();
+  auto [l, f] = RunMembers("tp-held", /*tensor_parallel=*/true, [](uint32_t m, Loader& loader) {
+    return m == 0 ? Consume(loader, 0) : HoldEverySlotThenConsume(loader, 1, /*depth=*/3, /*hold=*/true);
+  });
   ASSERT_TRUE(l.status.ok()) << l.status.ToString();
-  EXPECT_EQ(kinds, l.kinds);
+  ASSERT_TRUE(f.status.ok()) << f.status.ToString();
+  std::vector<std::string> expected = l.kinds;
+  expected.insert(expected.begin() + 3, "RESOURCE_EXHAUSTED");  // after the three it held
+  EXPECT_EQ(f.kinds, expected);
 }
 
 // With agreement, one rank's retryable error is every rank's: rank 0's consumer holds every slot, so its fetch
 // is refused (ResourceExhausted); rank 1, which had its batch, puts it back and is told to retry
 // (DeadlineExceeded). Once rank 0 lets go, both go on in step to the end, nothing skipped.
 TEST_F(CollectiveTest, OneRankThatCannotTakeABatchMakesEveryRankRetryTheSameBatch) {
-  auto id = NcclUniqueIdHex();
-  ASSERT_TRUE(id.ok()) << id.status().ToString();
-  auto rank = [&](uint32_t r) {
-    LoaderOptions o = Options("agree-retry", 2, r, static_cast<int>(r));
-    o.agreement = {*id, 2, r, std::chrono::seconds(60)};
-    auto loader = Loader::Open(o);
-    Seen seen;
-    if (!loader.ok()) {
-      seen.status = loader.status();
-      return seen;
-    }
-    cudaSetDevice(static_cast<int>(r));
-    std::vector<LoadedBatch> held;
-    for (uint32_t i = 0; i < o.depth; ++i) {
-      auto d = (*loader)->Next(nullptr, kTimeout);
-      if (!d.ok() || d->kind != LoaderDelivery::Kind::kBatch) {
-        seen.status = d.ok() ? InternalError("not a batch") : d.status();
-        return seen;
-      }
-      seen.kinds.push_back("b" + std::to_string(d->batch.position()));
-      if (r == 0) held.push_back(std::move(d->batch));  // rank 0 keeps every slot
-    }
-    auto refused = (*loader)->Next(nullptr, kTimeout);
-    seen.kinds.push_back(refused.ok() ? "delivered" : std::string(StatusCodeName(refused.status().code())));
-    held.clear();
-    Seen rest = Consume(**loader, o.device);
-    seen.status = rest.status;
-    seen.kinds.insert(seen.kinds.end(), rest.kinds.begin(), rest.kinds.end());
-    return seen;
-  };
-  auto r0 = std::async(std::launch::async, rank, 0);
-  auto r1 = std::async(std::launch::async, rank, 1);
-  Seen a = r0.get(), b = r1.get();
+  auto [a, b] = RunMembers("agree-retry", /*tensor_parallel=*/false, [](uint32_t r, Loader& loader) {
+    return HoldEverySlotThenConsume(loader, static_cast<int>(r), /*depth=*/3, /*hold=*/r == 0);
+  });
   ASSERT_TRUE(a.status.ok()) << a.status.ToString();
   ASSERT_TRUE(b.status.ok()) << b.status.ToString();
   const std::vector<std::string> expected_rest = {"b3", "e0", "b4", "b5", "b6", "b7", "e1", "end"};

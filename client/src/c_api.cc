@@ -117,29 +117,27 @@ int stoker_batch_get_info(const stoker_batch* batch, stoker_batch_info* info) {
     const size_t room = std::min<size_t>(info->struct_size, sizeof(stoker_batch_info));
     const stoker::LoadedBatch& b = batch->batch;
     const stoker::BatchView& v = b.view();
-    stoker_batch_info full{};
-    stoker_batch_info* out = info;
-    info = &full;
-    info->struct_size = static_cast<uint32_t>(room);
-    info->epoch = b.epoch();
-    info->index = b.index();
-    info->position = b.position();
-    info->count = b.size();
-    info->device = v.device;
-    info->dtype = static_cast<int32_t>(v.dtype);
-    info->layout = v.layout == stoker::Layout::kNCHW ? STOKER_NCHW : STOKER_NHWC;
-    info->data = v.data;
+    stoker_batch_info full{};  // filled whole, then copied as far as the caller's struct reaches
+    full.struct_size = static_cast<uint32_t>(room);
+    full.epoch = b.epoch();
+    full.index = b.index();
+    full.position = b.position();
+    full.count = b.size();
+    full.device = v.device;
+    full.dtype = static_cast<int32_t>(v.dtype);
+    full.layout = v.layout == stoker::Layout::kNCHW ? STOKER_NCHW : STOKER_NHWC;
+    full.data = v.data;
     for (int i = 0; i < 4; ++i) {
-      info->shape[i] = v.shape[i];
-      info->strides[i] = v.strides[i];
+      full.shape[i] = v.shape[i];
+      full.strides[i] = v.strides[i];
     }
-    info->labels = v.labels;
-    info->sample_ids = v.sample_ids;
-    info->host_labels = b.labels().data();
-    info->host_sample_ids = b.sample_ids().data();
-    info->host_flags = b.flags().data();
-    info->host_pixels = b.host_pixels();
-    std::memcpy(out, &full, room);
+    full.labels = v.labels;
+    full.sample_ids = v.sample_ids;
+    full.host_labels = b.labels().data();
+    full.host_sample_ids = b.sample_ids().data();
+    full.host_flags = b.flags().data();
+    full.host_pixels = b.host_pixels();
+    std::memcpy(info, &full, room);
     return stoker::Status::Ok();
   });
 }

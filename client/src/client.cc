@@ -7,6 +7,7 @@
 // hands out only staged batches.
 #include "stoker/client.h"
 
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -17,7 +18,6 @@
 #include <map>
 #include <mutex>
 #include <set>
-#include <pthread.h>
 #include <thread>
 #include <vector>
 #include <zmq.hpp>
