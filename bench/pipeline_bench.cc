@@ -16,7 +16,7 @@
 #endif
 
 #include "common/flags.h"
-#include "tools/synthetic_dataset.h"
+#include "datagen/synthetic_dataset.h"
 #include "worker/crop_geometry.h"
 #include "worker/image_pipeline.h"
 #include "worker/jpeg_decoder.h"

@@ -14,12 +14,12 @@
 #include <vector>
 
 #include "bench/consume_rate.h"
-#include "common/dataset_index.h"
+#include "tools/dataset_index.h"
 #include "common/flags.h"
 #include "common/manifest.h"
 #include "stoker/client.h"
 #include "tools/local_cluster.h"
-#include "tools/synthetic_dataset.h"
+#include "datagen/synthetic_dataset.h"
 
 namespace stoker {
 namespace {

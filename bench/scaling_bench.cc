@@ -16,10 +16,10 @@
 
 #include "bench/consume_rate.h"
 #include "tools/local_cluster.h"
-#include "common/dataset_index.h"
+#include "tools/dataset_index.h"
 #include "common/flags.h"
 #include "common/manifest.h"
-#include "tools/synthetic_dataset.h"
+#include "datagen/synthetic_dataset.h"
 #include "worker/crop_geometry.h"
 #include "worker/image_pipeline.h"
 #include "worker/jpeg_decoder.h"

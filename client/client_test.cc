@@ -11,7 +11,7 @@
 
 #include "common/control_codec.h"
 #include "client/src/client_metrics.h"
-#include "common/http_client.h"
+#include "tests/support/http_client.h"
 #include "common/manifest.h"
 #include "common/wire.h"
 #include "coordinator/impl.h"

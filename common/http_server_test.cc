@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "common/admin_server.h"
-#include "common/http_client.h"
+#include "tests/support/http_client.h"
 
 namespace stoker {
 namespace {

@@ -1,7 +1,7 @@
 // stoker check: judges consumption logs against the plan with the DeliveryChecker, epoch by epoch.
 #include <cstdio>
 
-#include "common/delivery_check.h"
+#include "tools/delivery_check.h"
 #include "common/flags.h"
 #include "common/manifest.h"
 #include "tools/commands.h"

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "common/delivery_check.h"
+#include "tools/delivery_check.h"
 #include "common/env.h"
 #include "common/status.h"
 

@@ -13,19 +13,19 @@
 #include <mutex>
 #include <thread>
 
-#include "common/delivery_check.h"
+#include "tools/delivery_check.h"
 #include "common/flags.h"
 #include "common/json_writer.h"
 #include "common/logging.h"
 #include "common/manifest.h"
-#include "common/dataset_index.h"
+#include "tools/dataset_index.h"
 #include "stoker/client.h"
 #include "tools/chaos.h"
 #include "tools/commands.h"
 #include "tools/local_cluster.h"
 #include "tools/progress.h"
 #include "tools/subprocess.h"
-#include "tools/synthetic_dataset.h"
+#include "datagen/synthetic_dataset.h"
 
 namespace stoker {
 namespace {

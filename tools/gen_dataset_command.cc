@@ -1,10 +1,10 @@
-// stoker gen-dataset DIR: writes ImageNet-like JPEG tar shards (tools/synthetic_dataset.h) with live progress.
+// stoker gen-dataset DIR: writes ImageNet-like JPEG tar shards (datagen/synthetic_dataset.h) with live progress.
 #include <cstdio>
 
 #include "common/flags.h"
 #include "tools/commands.h"
 #include "tools/progress.h"
-#include "tools/synthetic_dataset.h"
+#include "datagen/synthetic_dataset.h"
 
 namespace stoker {
 

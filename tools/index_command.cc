@@ -1,8 +1,8 @@
-// stoker index PATH -o MANIFEST: builds a dataset manifest (common/dataset_index.h) with live progress, and
+// stoker index PATH -o MANIFEST: builds a dataset manifest (tools/dataset_index.h) with live progress, and
 // reports what it found, including every sample it had to mark unusable.
 #include <cstdio>
 
-#include "common/dataset_index.h"
+#include "tools/dataset_index.h"
 #include "common/flags.h"
 #include "tools/commands.h"
 #include "tools/progress.h"

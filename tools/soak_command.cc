@@ -13,8 +13,8 @@
 #include <thread>
 
 #include "common/checkpoint.h"
-#include "common/dataset_index.h"
-#include "common/delivery_check.h"
+#include "tools/dataset_index.h"
+#include "tools/delivery_check.h"
 #include "common/flags.h"
 #include "common/json_writer.h"
 #include "common/manifest.h"
@@ -22,7 +22,7 @@
 #include "tools/commands.h"
 #include "tools/delivery_log.h"
 #include "tools/local_cluster.h"
-#include "tools/synthetic_dataset.h"
+#include "datagen/synthetic_dataset.h"
 
 namespace stoker {
 namespace {

@@ -8,7 +8,7 @@
 #include <opencv2/imgcodecs.hpp>
 #endif
 
-#include "tools/synthetic_dataset.h"
+#include "datagen/synthetic_dataset.h"
 
 namespace stoker {
 namespace {

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "tools/synthetic_dataset.h"
+#include "datagen/synthetic_dataset.h"
 
 namespace stoker {
 namespace {

@@ -1,9 +1,11 @@
+// The sample reader: reads by manifest offset, keeps a bounded cache of open shards, and reports every failure by
+// reason (index defects, shards changed or gone since indexing).
 #include "worker/sample_reader.h"
 
 #include <gtest/gtest.h>
 
-#include "common/dataset_index.h"
 #include "common/tar.h"
+#include "tests/support/fixtures.h"
 #include "tests/support/temp_dir.h"
 
 namespace stoker {
@@ -27,7 +29,7 @@ TEST(SampleReader, ReadsByOffsetAndReportsEveryFailureByReason) {
   c.Add("k3.cls", "3");
   dir.Write("d/c.tar", c.Finish());
   PosixEnv env;
-  ASSERT_TRUE(IndexDataset(env, dir.Join("d"), dir.Join("m"), IndexOptions{}).ok());
+  ASSERT_TRUE(testing::IndexForTest(dir.Join("d"), dir.Join("m")).ok());
   auto manifest = Manifest::Open(dir.Join("m"));
   ASSERT_TRUE(manifest.ok());
 

@@ -9,10 +9,10 @@
 #include <sstream>
 
 #include "common/checkpoint.h"
-#include "common/dataset_index.h"
+#include "tools/dataset_index.h"
 #include "common/manifest.h"
 #include "common/tar.h"
-#include "tools/synthetic_dataset.h"
+#include "datagen/synthetic_dataset.h"
 #include "tests/support/checker.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/test_cluster.h"

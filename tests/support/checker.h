@@ -1,5 +1,5 @@
 // The checker as the tests use it: read every consumer's delivery log, judge each epoch against the plan with
-// the DeliveryChecker (common/delivery_check.h), and collect per-batch pixel hashes to compare runs.
+// the DeliveryChecker (tools/delivery_check.h), and collect per-batch pixel hashes to compare runs.
 #pragma once
 
 #include <map>
@@ -7,7 +7,7 @@
 #include <tuple>
 #include <vector>
 
-#include "common/delivery_check.h"
+#include "tools/delivery_check.h"
 #include "common/job_spec.h"
 #include "common/status.h"
 #include "tools/delivery_log.h"

@@ -2,15 +2,14 @@
 
 #include <cstdio>
 
-#include "common/dataset_index.h"
+#include "tools/dataset_index.h"
 #include "common/manifest.h"
 #include "common/tar.h"
-#include "tools/synthetic_dataset.h"
+#include "datagen/synthetic_dataset.h"
 
 namespace stoker::testing {
-namespace {
 
-StatusOr<TestDataset> Index(const std::string& data, const std::string& manifest_path) {
+StatusOr<TestDataset> IndexForTest(const std::string& data, const std::string& manifest_path) {
   PosixEnv env;
   IndexOptions options;
   STOKER_ASSIGN_OR_RETURN(IndexReport report, IndexDataset(env, data, manifest_path, options));
@@ -22,8 +21,6 @@ StatusOr<TestDataset> Index(const std::string& data, const std::string& manifest
   return out;
 }
 
-}  // namespace
-
 StatusOr<TestDataset> MakeJpegDataset(const std::string& dir, const std::string& name, uint64_t images,
                                       uint32_t per_shard) {
   PosixEnv env;
@@ -32,7 +29,7 @@ StatusOr<TestDataset> MakeJpegDataset(const std::string& dir, const std::string&
   options.per_shard = per_shard;
   options.classes = 10;
   STOKER_RETURN_IF_ERROR(GenerateTarDataset(env, JoinPath(dir, name), options));
-  return Index(JoinPath(dir, name), JoinPath(dir, name + ".stoker"));
+  return IndexForTest(JoinPath(dir, name), JoinPath(dir, name + ".stoker"));
 }
 
 StatusOr<TestDataset> MakeDamagedDataset(const std::string& dir, uint64_t good_images) {
@@ -76,7 +73,7 @@ StatusOr<TestDataset> MakeDamagedDataset(const std::string& dir, uint64_t good_i
   std::string shard_b = b.Finish();
   size_t cut_at = 512 + (before_cut.size() + 511) / 512 * 512 + 512 + 512 + 512 + cut.size() / 2;
   STOKER_RETURN_IF_ERROR(env.WriteFileAtomically(JoinPath(data, "b.tar"), shard_b.data(), cut_at));
-  return Index(data, JoinPath(dir, "damaged.stoker"));
+  return IndexForTest(data, JoinPath(dir, "damaged.stoker"));
 }
 
 }  // namespace stoker::testing

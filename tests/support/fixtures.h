@@ -17,6 +17,9 @@ struct TestDataset {
   std::map<std::string, uint64_t> id_by_key;  // tar member key -> sample id
 };
 
+// Indexes the dataset at `data` (tar shards or an ImageFolder tree, as `stoker index` does) into manifest_path.
+StatusOr<TestDataset> IndexForTest(const std::string& data, const std::string& manifest_path);
+
 // `images` good JPEG samples in shards of `per_shard` under dir/name, indexed to dir/name.stoker.
 StatusOr<TestDataset> MakeJpegDataset(const std::string& dir, const std::string& name, uint64_t images,
                                       uint32_t per_shard);

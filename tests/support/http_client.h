@@ -1,5 +1,5 @@
-// HttpGet: a minimal HTTP/1.1 client for stoker's own admin endpoints (common/admin_server.h) — what the tests,
-// `stoker demo` and LocalCluster use to read /metrics, /readyz and /state. IPv4 "host:port" only; the server
+// HttpGet: a minimal HTTP/1.1 client for stoker's own admin endpoints (common/admin_server.h), with which tests
+// read /metrics, /readyz and /state. IPv4 "host:port" only; the server
 // closes each connection after its response, so the reply is everything read until then.
 //
 // Thread safety: free functions, no shared state.

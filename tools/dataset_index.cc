@@ -1,4 +1,4 @@
-#include "common/dataset_index.h"
+#include "tools/dataset_index.h"
 
 #include <cctype>
 #include <climits>

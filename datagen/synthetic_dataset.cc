@@ -1,4 +1,4 @@
-#include "tools/synthetic_dataset.h"
+#include "datagen/synthetic_dataset.h"
 
 #include <jpeglib.h>
 

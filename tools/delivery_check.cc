@@ -1,4 +1,4 @@
-#include "common/delivery_check.h"
+#include "tools/delivery_check.h"
 
 #include <algorithm>
 #include <set>
