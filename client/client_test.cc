@@ -10,13 +10,13 @@
 #include <thread>
 
 #include "common/control_codec.h"
+#include "common/data_codec.h"
 #include "client/src/client_metrics.h"
 #include "tests/support/http_client.h"
 #include "common/manifest.h"
 #include "common/wire.h"
 #include "coordinator/impl.h"
 #include "coordinator/service.h"
-#include "stoker/schema/data.capnp.h"
 #include "tests/support/temp_dir.h"
 
 namespace stoker {
@@ -52,9 +52,9 @@ class ScriptedWorker {
     ASSERT_TRUE(data_.recv(id, zmq::recv_flags::dontwait));
     ASSERT_TRUE(data_.recv(credit, zmq::recv_flags::dontwait));
     client_ = id.to_string();
-    auto parsed = ParsedFrame::Parse(std::move(credit), ControlReaderOptions());
-    ASSERT_TRUE(parsed.ok());
-    asked_frame_bytes = (*parsed)->Root<wire::DataMessage>().getCredit().getMaxFrameBytes();
+    auto decoded = DecodeCredit(std::move(credit));
+    ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+    asked_frame_bytes = decoded->max_frame_bytes;
   }
 
   // With wait_ms the coordinator parks the request until work is leasable (or the wait runs out).
@@ -63,30 +63,25 @@ class ScriptedWorker {
     return std::get<LeaseResponse>(r.body).leases;
   }
 
-  zmq::message_t Header(uint64_t index, uint64_t attempt, uint32_t count_override = 0, uint32_t frames = 0) {
-    capnp::MallocMessageBuilder message;
-    auto msg = message.initRoot<wire::DataMessage>();
-    msg.setProtocolVersion(wire::PROTOCOL_VERSION);
-    auto h = msg.initBatch();
-    h.setJob(spec_.name);
-    h.setEpoch(static_cast<uint32_t>(index / steps));
-    h.setRank(0);
-    h.setIndex(index % steps);
-    h.setUnit(index);
-    h.setAttempt(attempt);
-    h.setWorkerId("w-scripted");
-    uint32_t count = count_override ? count_override : spec_.batch_size;
-    h.setCount(count);
-    h.setHeight(spec_.pipeline.output_height);
-    h.setWidth(spec_.pipeline.output_width);
-    h.setChannels(3);
-    auto ids = h.initSampleIds(count);
-    for (uint32_t i = 0; i < count; ++i) ids.set(i, index * 100 + i);
-    h.initLabels(count);
-    h.initFlags(count);
-    h.setPayloadBytes(spec_.BatchBytes());
-    h.setPayloadFrames(frames);
-    return ToFrame(message);
+  zmq::message_t Header(uint64_t index, uint64_t attempt, uint32_t count_override = 0, uint32_t frames = 1) {
+    BatchHeader h;
+    h.job = spec_.name;
+    h.epoch = static_cast<uint32_t>(index / steps);
+    h.rank = 0;
+    h.index = index % steps;
+    h.unit = index;
+    h.attempt = attempt;
+    h.worker_id = "w-scripted";
+    h.count = count_override ? count_override : spec_.batch_size;
+    h.height = spec_.pipeline.output_height;
+    h.width = spec_.pipeline.output_width;
+    h.channels = 3;
+    for (uint32_t i = 0; i < h.count; ++i) h.sample_ids.push_back(index * 100 + i);
+    h.labels.assign(h.count, 0);
+    h.flags.assign(h.count, 0);
+    h.payload_bytes = spec_.BatchBytes();
+    h.payload_frames = frames;
+    return EncodeBatchHeader(h);
   }
 
   void SendFrames(std::vector<zmq::message_t> frames) {

@@ -114,6 +114,19 @@ std::string MetricsHub::Exposition() const {
   return out.str();
 }
 
+void CollectTransportErrors(const std::string& component, const std::map<std::string, uint64_t>& by_site,
+                            const MetricLabels& labels, MetricFamilies& out) {
+  FamilyBuilder family("stoker_" + component + "_transport_errors_total",
+                       "ZeroMQ failures survived (a send to a vanished peer, a broken receive), by call site.",
+                       prometheus::MetricType::Counter);
+  for (const auto& [site, n] : by_site) {
+    MetricLabels with = labels;
+    with.emplace_back("site", site);
+    family.Add(with, static_cast<double>(n));
+  }
+  out.push_back(family.Build());
+}
+
 void CollectProcessMetrics(MetricFamilies& out) {
   const double ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
   const double page = static_cast<double>(::sysconf(_SC_PAGESIZE));

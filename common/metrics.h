@@ -71,6 +71,11 @@ class MetricsHub {
   std::map<uint64_t, Collector> collectors_;  // guarded by mu_
 };
 
+// stoker_<component>_transport_errors_total{site}: the ZeroMQ failures a component survived (TransportErrors),
+// one series per site seen, with `labels` added (a client's pipeline and rank).
+void CollectTransportErrors(const std::string& component, const std::map<std::string, uint64_t>& by_site,
+                            const MetricLabels& labels, MetricFamilies& out);
+
 // process_cpu_seconds_total, process_resident_memory_bytes, process_virtual_memory_bytes, process_open_fds,
 // process_max_fds, process_start_time_seconds, read from /proc/self (names as the official clients use).
 void CollectProcessMetrics(MetricFamilies& out);

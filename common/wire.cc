@@ -1,5 +1,6 @@
 #include "common/wire.h"
 
+#include <cerrno>
 #include <cstring>
 #include <random>
 
@@ -83,6 +84,17 @@ StatusOr<std::string> BindSocket(zmq::socket_t& socket, const std::string& endpo
     std::string message = "cannot bind " + endpoint + ": " + e.what();
     if (e.num() == EINVAL || e.num() == EPROTONOSUPPORT) return InvalidArgumentError(message);
     return UnavailableError(message);
+  }
+}
+
+Status PollOnce(std::span<zmq::pollitem_t> items, std::chrono::milliseconds timeout) {
+  try {
+    zmq::poll(items.data(), items.size(), timeout);
+    return Status::Ok();
+  } catch (const zmq::error_t& e) {
+    for (zmq::pollitem_t& item : items) item.revents = 0;
+    if (e.num() == EINTR) return Status::Ok();
+    return UnavailableError(std::string("poll failed: ") + e.what());
   }
 }
 

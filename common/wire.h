@@ -11,10 +11,12 @@
 #include <capnp/serialize.h>
 #include <kj/exception.h>
 
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <zmq.hpp>
 
@@ -91,6 +93,11 @@ StatusOr<std::string> BindSocket(zmq::socket_t& socket, const std::string& endpo
 
 // The endpoint peers should connect to: `bound` with a wildcard host (*, 0.0.0.0) replaced by advertise_host.
 std::string AdvertisedEndpoint(const std::string& bound, const std::string& advertise_host);
+
+// One zmq_poll of `items` for at most `timeout`. A poll interrupted by a signal (EINTR: SIGTERM asking a worker to
+// drain, say) returns OK with nothing ready, so the caller's loop goes round and looks at the signal's flag; any
+// other failure (a closed socket, a terminated context) is Unavailable with ZeroMQ's words.
+Status PollOnce(std::span<zmq::pollitem_t> items, std::chrono::milliseconds timeout);
 
 // A fresh peer id: the prefix, '-', and 16 random hex digits ("w-3f09a1c2b4d5e6f7").
 std::string NewPeerId(const std::string& prefix);

@@ -4,7 +4,7 @@
 #include <set>
 #include <sstream>
 
-#include "stoker/schema/data.capnp.h"
+#include "common/data_messages.h"
 
 namespace stoker {
 namespace {
@@ -65,8 +65,8 @@ void DeliveryChecker::Record(const ConsumedBatch& batch) {
   plan_.BatchSamples(batch.epoch, batch.rank, batch.index, planned);
   size_t base = (batch.index * plan_.world_size() + batch.rank) * plan_.batch_size();
   for (uint32_t slot = 0; slot < plan_.batch_size(); ++slot) {
-    bool padding = (batch.flags[slot] & wire::SAMPLE_FLAG_PADDING) != 0;
-    bool quarantined = (batch.flags[slot] & wire::SAMPLE_FLAG_QUARANTINED) != 0;
+    bool padding = (batch.flags[slot] & kSampleFlagPadding) != 0;
+    bool quarantined = (batch.flags[slot] & kSampleFlagQuarantined) != 0;
     if (planned[slot].sample_id != batch.sample_ids[slot] || planned[slot].padding != padding) {
       ++log.corrupt;
       if (log.examples.size() < kMaxExamples) {

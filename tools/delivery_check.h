@@ -29,7 +29,7 @@ struct ConsumedBatch {
   uint32_t rank = 0;
   uint64_t index = 0;
   std::vector<uint64_t> sample_ids;
-  std::vector<uint8_t> flags;  // wire::SAMPLE_FLAG_* bits
+  std::vector<uint8_t> flags;  // kSampleFlag* bits (common/data_messages.h)
 };
 
 struct SamplePosition {

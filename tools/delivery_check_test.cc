@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "stoker/schema/data.capnp.h"
+#include "common/data_messages.h"
 
 namespace stoker {
 namespace {
@@ -23,7 +23,7 @@ ConsumedBatch AsPlanned(const Plan& plan, uint32_t epoch, uint32_t rank, uint64_
   for (uint32_t s = 0; s < plan.batch_size(); ++s) {
     PlannedSample p = plan.Sample(epoch, rank, index, s);
     b.sample_ids.push_back(p.sample_id);
-    b.flags.push_back(p.padding ? wire::SAMPLE_FLAG_PADDING : 0);
+    b.flags.push_back(p.padding ? kSampleFlagPadding : 0);
   }
   return b;
 }
@@ -57,7 +57,7 @@ TEST(DeliveryChecker, FindsLostDuplicatedCorruptUnexpectedAndQuarantined) {
     for (uint64_t k = 0; k < plan.steps_per_epoch(); ++k) {
       if (r == 1 && k == 2) continue;  // lost: 4 samples
       ConsumedBatch b = AsPlanned(plan, 0, r, k);
-      if (r == 0 && k == 1) b.flags[3] |= wire::SAMPLE_FLAG_QUARANTINED;
+      if (r == 0 && k == 1) b.flags[3] |= kSampleFlagQuarantined;
       if (r == 0 && k == 3) b.sample_ids[0] ^= 1;  // corrupt: wrong sample at a position
       checker.Record(b);
     }

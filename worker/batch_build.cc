@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "common/checkpoint.h"
-#include "stoker/schema/data.capnp.h"
+#include "common/data_messages.h"
 #include "worker/crop_geometry.h"
 
 namespace stoker {
@@ -89,8 +89,8 @@ void BuildSample(BatchBuild& build, uint32_t slot, ThreadContext& context, bool 
   bool ok = !problem.has_value();
   if (!ok) build.quarantine[slot] = std::move(*problem);
   build.labels[slot] = ok ? info.label : -1;
-  build.flags[slot] = static_cast<uint8_t>((planned.padding ? wire::SAMPLE_FLAG_PADDING : 0) |
-                                           (ok ? 0 : wire::SAMPLE_FLAG_QUARANTINED));
+  build.flags[slot] = static_cast<uint8_t>((planned.padding ? kSampleFlagPadding : 0) |
+                                           (ok ? 0 : kSampleFlagQuarantined));
   auto end = std::chrono::steady_clock::now();
   // Read: until the bytes are in memory. Augment: what the pipeline says it spent resizing and flipping. Decode:
   // the rest of the pipeline's time (header, crop geometry, the decode itself).

@@ -57,6 +57,8 @@ Collector WorkerCollector(const Worker& worker) {
         .Add({{"outcome", "undeliverable"}}, static_cast<double>(s.units_undeliverable));
     out.push_back(units.Build());
 
+    CollectTransportErrors("worker", s.transport_errors, {}, out);
+
     FamilyBuilder stages("stoker_worker_stage_seconds",
                          "Per batch: thread seconds its samples spent reading, decoding and augmenting; seconds "
                          "building its header (collate); seconds until ZeroMQ had written it out (send).",

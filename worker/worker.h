@@ -1,6 +1,7 @@
 // Worker: the CPU pod's service. One I/O thread owns both sockets — a DEALER to the coordinator (register,
 // heartbeat, lease, unit done) and the ROUTER clients connect to (credits in, batches out) — and a pool of
-// pipeline threads reads, decodes and augments samples straight into batch buffers.
+// pipeline threads reads, decodes and augments samples straight into batch buffers. The decisions are
+// WorkerImpl's (worker/impl.h, tested on a fake clock); this class is its transport adapter (worker/worker.cc).
 //
 // The loop, per (job, rank) a client has given credit for:
 //   credit c  ->  lease up to c - (batches in hand) from the coordinator  ->  one pool task per sample  ->
@@ -73,6 +74,7 @@ struct WorkerStats {
   bool draining = false;
   uint64_t streams = 0;         // (job, rank, client) streams with credit
   std::map<std::string, uint64_t> quarantine_reasons;
+  std::map<std::string, uint64_t> transport_errors;  // ZeroMQ failures survived, by site (common/transport_errors.h)
 };
 
 // Per-batch latencies, observed as batches leave (prometheus::Histogram is thread-safe).
@@ -103,8 +105,8 @@ class Worker {
   const std::string& id() const;
 
  private:
-  class Impl;
-  std::unique_ptr<Impl> impl_;
+  class Adapter;
+  std::unique_ptr<Adapter> adapter_;
 };
 
 }  // namespace stoker

@@ -1,6 +1,7 @@
 #include "client/src/client_metrics.h"
 
 #include "client/cuda/gpu_probe.h"
+#include "client/src/client_core.h"
 #include "client/src/nvml.h"
 #include "common/json_writer.h"
 #include "common/logging.h"
@@ -19,7 +20,7 @@ ClientProcess::ClientProcess() {
 uint64_t ClientProcess::Join(Member member) {
   // The hub first, outside mu_: a scrape holds the hub's lock while CollectGpus takes mu_.
   uint64_t collector = hub_.Add(member.collect);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   uint64_t id = next_id_++;
   members_[id] = std::move(member);
   collectors_[id] = collector;
@@ -29,7 +30,7 @@ uint64_t ClientProcess::Join(Member member) {
 void ClientProcess::Leave(uint64_t id) {
   uint64_t collector = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = collectors_.find(id);
     if (it == collectors_.end()) return;
     collector = it->second;
@@ -40,7 +41,7 @@ void ClientProcess::Leave(uint64_t id) {
 }
 
 StatusOr<std::string> ClientProcess::Serve(const std::string& listen) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (admin_) return admin_->address();
   AdminHandlers handlers;
   handlers.live = [this] { return Live(); };
@@ -52,7 +53,7 @@ StatusOr<std::string> ClientProcess::Serve(const std::string& listen) {
 }
 
 Status ClientProcess::Live() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (const auto& [id, m] : members_) {
     if (m.live) STOKER_RETURN_IF_ERROR(m.live());
   }
@@ -60,7 +61,7 @@ Status ClientProcess::Live() const {
 }
 
 Status ClientProcess::Ready() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (members_.empty()) return UnavailableError("no client connected in this process");
   for (const auto& [id, m] : members_) {
     if (m.ready) STOKER_RETURN_IF_ERROR(m.ready());
@@ -69,7 +70,7 @@ Status ClientProcess::Ready() const {
 }
 
 std::string ClientProcess::State() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::string out = "{\"component\": \"client\", \"clients\": [";
   bool first = true;
   for (const auto& [id, m] : members_) {
@@ -83,7 +84,7 @@ std::string ClientProcess::State() const {
 void ClientProcess::CollectGpus(MetricFamilies& out) const {
   std::map<std::string, int> gpus;  // uuid -> ordinal
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& [id, m] : members_) {
       if (m.gpu >= 0 && !m.gpu_uuid.empty()) gpus.emplace(m.gpu_uuid, m.gpu);
     }
@@ -122,6 +123,118 @@ std::string GpuUuidForOrdinal(int ordinal) {
     STOKER_LOG(kWarning) << "GPU " << ordinal << ": " << uuid.status().message();
   }
   return "";
+}
+
+ClientProcess::Member MemberFor(const std::shared_ptr<ClientCore>& core, int gpu, const std::string& gpu_uuid) {
+  std::weak_ptr<ClientCore> weak = core;
+  ClientProcess::Member member;
+  member.collect = [weak](MetricFamilies& out) {
+    if (auto c = weak.lock()) CollectClient(*c, out);
+  };
+  member.live = [weak]() -> Status {
+    auto c = weak.lock();
+    return c ? c->Live() : Status::Ok();
+  };
+  member.ready = [weak]() -> Status {
+    auto c = weak.lock();
+    return c ? c->Ready() : UnavailableError("closed");
+  };
+  member.state = [weak]() -> std::string {
+    auto c = weak.lock();
+    return c ? ClientStateJson(*c) : std::string("{}");
+  };
+  member.gpu = gpu;
+  member.gpu_uuid = gpu_uuid;
+  return member;
+}
+
+// Runs on the scraping thread.
+void CollectClient(const ClientCore& c, MetricFamilies& out) {
+  using prometheus::MetricType;
+  ClientStats s = c.Stats();
+  uint64_t h2d_bytes = 0;
+  {
+    MutexLock lock(c.mu);
+    h2d_bytes = c.h2d_bytes;
+  }
+  const MetricLabels& l = c.labels;
+  auto one = [&](const char* name, const char* help, MetricType type, double value) {
+    out.push_back(FamilyBuilder(name, help, type).Add(l, value).Build());
+  };
+  auto histogram = [&](const char* name, const char* help, const prometheus::Histogram& h) {
+    out.push_back(FamilyBuilder(name, help, MetricType::Histogram).Add(l, h).Build());
+  };
+  one("stoker_client_info",
+      "1 per client: its pipeline, rank and GPU (join dcgm-exporter's UUID on gpu_uuid, or anything on pod).",
+      MetricType::Gauge, 1);
+  one("stoker_client_batches_total", "Batches next() delivered.", MetricType::Counter,
+      static_cast<double>(s.batches_delivered));
+  one("stoker_client_samples_total", "Samples next() delivered (padding included).", MetricType::Counter,
+      static_cast<double>(s.samples_delivered));
+  histogram("stoker_client_input_wait_seconds", "Per batch after the first: host seconds next() blocked waiting for it.",
+            c.wait_histogram);
+  histogram("stoker_client_step_seconds",
+            "Seconds between consecutive batches next() returned: the training step as the input side sees it (the "
+            "denominator of the stall ratio).",
+            c.step_histogram);
+  one("stoker_client_input_stall_seconds_total",
+      "Of the waits in next() after the first batch, the seconds during which the consumer had nothing left to run: "
+      "the GPU idle for lack of input. The primary starvation signal.",
+      MetricType::Counter, s.stall_seconds);
+  one("stoker_client_startup_wait_seconds_total", "Seconds next() waited for this client's first batch.",
+      MetricType::Counter, s.startup_seconds);
+  one("stoker_client_h2d_bytes_total", "Bytes copied host to device (0 on the host path).", MetricType::Counter,
+      static_cast<double>(h2d_bytes));
+  histogram("stoker_client_h2d_seconds",
+            "Per batch: seconds its host-to-device copy took, from CUDA events (none on the host path).",
+            c.h2d_histogram);
+  one("stoker_client_prefetch_batches", "Batches received and ready, not yet handed out by next().",
+      MetricType::Gauge, s.prefetched);
+  one("stoker_client_prefetch_capacity_batches", "Configured prefetch depth.", MetricType::Gauge, c.window_size);
+  one("stoker_client_last_batch_timestamp_seconds",
+      "Unix time next() last returned a batch (connect time before the first).", MetricType::Gauge,
+      s.last_batch_unix_seconds);
+  one("stoker_client_end_of_job", "1 once every batch of every epoch was delivered.", MetricType::Gauge,
+      s.end_of_job ? 1 : 0);
+  one("stoker_client_received_bytes_total", "Pixel bytes received from workers.", MetricType::Counter,
+      static_cast<double>(s.bytes_received));
+  one("stoker_client_connected_workers", "Workers this client holds a data connection to.", MetricType::Gauge,
+      s.connected_workers);
+  one("stoker_client_position_batches", "Global index of the next batch next() returns.", MetricType::Gauge,
+      static_cast<double>(s.position));
+  FamilyBuilder dropped("stoker_client_dropped_batches_total", "Batches received and not delivered, by reason.",
+                        MetricType::Counter);
+  const std::pair<const char*, uint64_t> reasons[] = {{"duplicate", s.dropped_duplicate},
+                                                      {"stale_attempt", s.dropped_stale_attempt},
+                                                      {"bad_frame", s.dropped_bad_frame},
+                                                      {"out_of_window", s.dropped_out_of_window}};
+  for (const auto& [reason, n] : reasons) {
+    MetricLabels with = l;
+    with.emplace_back("reason", reason);
+    dropped.Add(with, static_cast<double>(n));
+  }
+  out.push_back(dropped.Build());
+  one("stoker_client_worker_errors_total", "Error messages received from workers.", MetricType::Counter,
+      static_cast<double>(s.worker_errors));
+  CollectTransportErrors("client", c.transport_errors.Counts(), l, out);
+}
+
+std::string ClientStateJson(const ClientCore& c) {
+  MutexLock lock(c.mu);
+  JsonWriter j;
+  j.BeginObject();
+  j.Key("client_id").Value(c.client_id);
+  for (const auto& [key, value] : c.labels) j.Key(key).Value(value);
+  j.Key("total").Value(c.total).Key("steps_per_epoch").Value(c.steps);
+  if (c.window) c.window->WriteState(j);
+  j.Key("workers").BeginArray();
+  for (const std::string& w : c.worker_endpoints) j.Value(w);
+  j.EndArray();
+  j.Key("fatal").Value(c.fatal.ok() ? std::string() : c.fatal.ToString());
+  j.Key("wait_seconds").Value(c.stats.wait_seconds).Key("stall_seconds").Value(c.stats.stall_seconds);
+  j.Key("step_seconds").Value(c.stats.step_seconds).Key("end_of_job").Value(c.stats.end_of_job);
+  j.EndObject();
+  return j.str();
 }
 
 }  // namespace stoker::internal

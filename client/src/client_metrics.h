@@ -1,7 +1,8 @@
-// ClientProcess: the training process's side of observability. Every Client in the process shares one MetricsHub
+// The training process's side of observability. ClientProcess: every Client in the process shares one MetricsHub
 // and at most one admin HTTP server (/metrics, /healthz, /readyz, /state): a trainer with several ranks in one
-// process exposes one endpoint, as a PodMonitor expects. Each Client joins with its collector, its readiness
-// (connected) and its state; GPU readings from NVML are taken once per distinct GPU the members feed.
+// process exposes one endpoint, as a PodMonitor expects. Each Client joins with a Member (MemberFor): its collector
+// of stoker_client_* families, its liveness (the I/O thread turns), readiness (connected) and /state JSON; GPU
+// readings from NVML are taken once per distinct GPU the members feed.
 //
 // The instance lives as long as the process (it is never destroyed: its server thread must not outlive statics).
 // Thread safety: all methods may be called from any thread.
@@ -11,12 +12,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "common/admin_server.h"
 #include "common/metrics.h"
 #include "common/status.h"
+#include "common/sync.h"
 
 namespace stoker::internal {
 
@@ -47,12 +48,22 @@ class ClientProcess {
   std::string State() const;
 
   MetricsHub hub_{"client"};
-  mutable std::mutex mu_;
-  uint64_t next_id_ = 1;
-  std::map<uint64_t, Member> members_;     // guarded by mu_
-  std::map<uint64_t, uint64_t> collectors_;  // member id -> hub collector id; guarded by mu_
-  std::unique_ptr<AdminServer> admin_;     // guarded by mu_
+  mutable Mutex mu_;
+  uint64_t next_id_ STOKER_GUARDED_BY(mu_) = 1;
+  std::map<uint64_t, Member> members_ STOKER_GUARDED_BY(mu_);
+  std::map<uint64_t, uint64_t> collectors_ STOKER_GUARDED_BY(mu_);  // member id -> hub collector id
+  std::unique_ptr<AdminServer> admin_ STOKER_GUARDED_BY(mu_);
 };
+
+struct ClientCore;
+
+// A client's membership of the process's endpoint. Holds the core weakly: a scrape after the client is gone
+// finds nothing rather than a dangling core.
+ClientProcess::Member MemberFor(const std::shared_ptr<ClientCore>& core, int gpu, const std::string& gpu_uuid);
+
+// The stoker_client_* families of one client (docs/observability.md), and its /state JSON.
+void CollectClient(const ClientCore& core, MetricFamilies& out);
+std::string ClientStateJson(const ClientCore& core);
 
 // The UUID of the GPU a CUDA ordinal names (from CUDA when built with it, else NVML), or "" if unknown.
 std::string GpuUuidForOrdinal(int ordinal);

@@ -10,7 +10,7 @@
 #include "common/control_codec.h"
 #include "common/wire.h"
 #include "stoker/schema/control.capnp.h"
-#include "stoker/schema/data.capnp.h"
+#include "common/data_codec.h"
 #include "tests/support/checker.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/test_cluster.h"
@@ -217,23 +217,14 @@ TEST(BadInput, ServersRejectGarbageAndUnknownJobsOnTheWire) {
   data.set(zmq::sockopt::linger, 0);
   data.connect(cluster.worker_endpoint(0));
   data.send(zmq::str_buffer("garbage!"), zmq::send_flags::none);
-  capnp::MallocMessageBuilder credit_message;
-  auto msg = credit_message.initRoot<wire::DataMessage>();
-  msg.setProtocolVersion(wire::PROTOCOL_VERSION);
-  auto credit = msg.initCredit();
-  credit.setJob("nope");
-  credit.setRank(0);
-  credit.setClientId("c-test");
-  credit.setCredits(2);
-  zmq::message_t credit_frame = ToFrame(credit_message);
+  zmq::message_t credit_frame = EncodeCredit(Credit{"nope", 0, "c-test", 2, 0});
   data.send(credit_frame, zmq::send_flags::none);
   auto error = receive(data, std::chrono::seconds(10));
   ASSERT_TRUE(error.has_value()) << cluster.ReadLog("worker-0");
-  auto parsed = ParsedFrame::Parse(std::move(*error), ControlReaderOptions());
-  ASSERT_TRUE(parsed.ok());
-  auto reply = (*parsed)->Root<wire::DataMessage>();
-  ASSERT_EQ(reply.which(), wire::DataMessage::ERROR);
-  Status status = FromWire(reply.getError().getStatus());
+  auto reply = DecodeDataMessage(std::move(*error), ControlReaderOptions());
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  ASSERT_TRUE(std::holds_alternative<DataError>(*reply));
+  Status status = std::get<DataError>(*reply).status;
   EXPECT_EQ(status.code(), StatusCode::kNotFound);
   EXPECT_NE(status.message().find("unknown job 'nope'"), std::string::npos) << status.message();
   EXPECT_TRUE(cluster.worker(0).running());

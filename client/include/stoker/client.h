@@ -30,6 +30,7 @@
 #include <string>
 #include <thread>
 
+#include "common/clock.h"
 #include "common/job_spec.h"
 #include "common/status.h"
 
@@ -69,12 +70,16 @@ struct ClientOptions {
   // batches out of glibc's per-allocation mmap (above 32 MiB), whose page faults cost a core at 1.7 GB/s.
   uint64_t payload_frame_bytes = 0;
   std::shared_ptr<StallProbe> stall_probe;  // null: every wait in Next() is a stall (host path)
+  // Every time the client reads (timeouts, heartbeats, waits, steps) comes from this clock; null: the process's
+  // steady clock. Tests pass a FakeClock.
+  std::shared_ptr<const Clock> clock;
 };
 
 namespace internal {
 struct ClientCore;
 struct ReceivedBatch;
 class BatchStager;
+class IoThread;
 }  // namespace internal
 
 // One batch of one rank: `size()` samples, uint8 RGB pixels in NHWC order, int64 labels, sample ids and flags.
@@ -177,10 +182,9 @@ class Client {
   Status PutBack(Batch batch);
 
   Client() = default;
-  class IoThread;
   uint32_t rank_ = 0;
   std::shared_ptr<internal::ClientCore> core_;
-  std::unique_ptr<IoThread> io_;
+  std::unique_ptr<internal::IoThread> io_;
   std::thread stage_thread_;  // with a stager only
   void JoinMetrics(const ClientOptions& options);
   uint64_t metrics_member_ = 0;  // in the process's ClientProcess, 0 if none

@@ -1,0 +1,169 @@
+// ClientCore on a fake clock, with no sockets: the test inserts batches as the I/O thread would and takes them as
+// the application does. Waits, steps and stalls are measured on the clock the test moves, so they are exact.
+#include "client/src/client_core.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+namespace stoker::internal {
+namespace {
+
+class ClientCoreTest : public ::testing::Test {
+ protected:
+  ClientCoreTest() : clock_(std::make_shared<FakeClock>()), core_(std::make_shared<ClientCore>(clock_, "c-1")) {
+    spec_.name = "j";
+    spec_.manifest_path = "/m.stoker";
+    spec_.batch_size = 2;
+    spec_.epochs = 2;
+    spec_.pipeline.output_height = spec_.pipeline.output_width = 2;
+    auto plan = Plan::Make(spec_, 6);  // 3 steps per epoch
+    EXPECT_TRUE(plan.ok());
+    core_->Start(spec_, *plan, 3, /*window=*/4, /*start=*/0);
+  }
+
+  PrefetchWindow::Outcome Arrive(uint64_t g, uint64_t attempt = 1) {
+    BatchHeader h;
+    h.epoch = static_cast<uint32_t>(g / 3);
+    h.index = g % 3;
+    h.unit = g;
+    h.attempt = attempt;
+    h.count = 2;
+    h.labels = {0, 1};
+    h.sample_ids = {2 * g, 2 * g + 1};
+    h.flags = {0, 0};
+    h.payload_bytes = spec_.BatchBytes();
+    std::vector<zmq::message_t> payload;
+    payload.emplace_back(spec_.BatchBytes());
+    return core_->Accept(MakeReceivedBatch(std::move(h), 3, std::move(payload), true));
+  }
+
+  std::unique_ptr<ReceivedBatch> TakeBatch() {
+    auto taken = core_->Next(std::chrono::seconds(5));
+    EXPECT_TRUE(taken.ok()) << taken.status().ToString();
+    if (!taken.ok()) return nullptr;
+    EXPECT_EQ(taken->kind, Delivery::Kind::kBatch);
+    return std::move(taken->batch);
+  }
+
+  JobSpec spec_;
+  std::shared_ptr<FakeClock> clock_;
+  std::shared_ptr<ClientCore> core_;
+};
+
+TEST_F(ClientCoreTest, StepsAreMeasuredOnTheClientsClock) {
+  for (uint64_t g = 0; g < 3; ++g) ASSERT_EQ(Arrive(g), PrefetchWindow::Outcome::kAccepted);
+  auto b0 = TakeBatch();
+  clock_->Advance(Millis(40));  // the training step
+  auto b1 = TakeBatch();
+  clock_->Advance(Millis(60));
+  auto b2 = TakeBatch();
+  ClientStats s = core_->Stats();
+  EXPECT_DOUBLE_EQ(s.step_seconds, 0.1);
+  EXPECT_DOUBLE_EQ(s.wait_seconds, 0.0);  // every batch was there already: no wait, no stall
+  EXPECT_DOUBLE_EQ(s.stall_seconds, 0.0);
+  EXPECT_EQ(s.batches_delivered, 3u);
+  EXPECT_EQ(s.samples_delivered, 6u);
+  EXPECT_EQ(s.position, 3u);
+}
+
+TEST_F(ClientCoreTest, EpochsEndBetweenTheirBatchesAndTheJobAfterTheLast) {
+  std::vector<std::string> seen;
+  for (uint64_t g = 0; g < 6; ++g) {
+    ASSERT_EQ(Arrive(g), PrefetchWindow::Outcome::kAccepted);
+    while (true) {
+      auto taken = core_->Next(std::chrono::milliseconds(1));
+      if (!taken.ok()) break;  // batch g+1 has not arrived: DeadlineExceeded
+      if (taken->kind == Delivery::Kind::kBatch) {
+        seen.push_back(std::to_string(taken->batch->global));
+        core_->Release(taken->batch->global);
+      } else {
+        seen.push_back(taken->kind == Delivery::Kind::kEndOfEpoch ? "end" + std::to_string(taken->epoch) : "job");
+        if (taken->kind == Delivery::Kind::kEndOfJob) break;
+      }
+    }
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{"0", "1", "2", "end0", "3", "4", "5", "end1", "job"}));
+  EXPECT_TRUE(core_->Stats().end_of_job);
+}
+
+TEST_F(ClientCoreTest, ATimeoutIsRetryableAndSkipsNothing) {
+  auto late = core_->Next(std::chrono::milliseconds(1));
+  EXPECT_EQ(late.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_NE(late.status().message().find("no batch 0 of epoch 0"), std::string::npos) << late.status().message();
+  ASSERT_EQ(Arrive(0), PrefetchWindow::Outcome::kAccepted);
+  auto b0 = TakeBatch();
+  ASSERT_NE(b0, nullptr);
+  EXPECT_EQ(b0->global, 0u);
+}
+
+TEST_F(ClientCoreTest, AWaitForABatchIsAStallOnTheHostPath) {
+  ASSERT_EQ(Arrive(0), PrefetchWindow::Outcome::kAccepted);
+  auto b0 = TakeBatch();
+  // The application waits for batch 1; the I/O thread delivers it once 25 ms have passed on the client's clock.
+  std::thread io([&] {
+    clock_->Advance(Millis(25));
+    Arrive(1);
+  });
+  auto b1 = TakeBatch();
+  io.join();
+  ClientStats s = core_->Stats();
+  // Whether Next() was already waiting when the batch came or not, the client's clock says how long it was.
+  EXPECT_DOUBLE_EQ(s.step_seconds, 0.025);
+  EXPECT_LE(s.stall_seconds, 0.025);
+  EXPECT_DOUBLE_EQ(s.stall_seconds, s.wait_seconds - s.startup_seconds);
+}
+
+TEST_F(ClientCoreTest, RefusedBatchesAreCountedByReasonAndNeverHandedOut) {
+  ASSERT_EQ(Arrive(0), PrefetchWindow::Outcome::kAccepted);
+  EXPECT_EQ(Arrive(0), PrefetchWindow::Outcome::kDuplicate);
+  EXPECT_EQ(Arrive(4), PrefetchWindow::Outcome::kOutOfWindow);
+  core_->CountBadFrame();
+  ClientStats s = core_->Stats();
+  EXPECT_EQ(s.batches_received, 1u);
+  EXPECT_EQ(s.dropped_duplicate, 1u);
+  EXPECT_EQ(s.dropped_out_of_window, 1u);
+  EXPECT_EQ(s.dropped_bad_frame, 1u);
+  EXPECT_EQ(s.prefetched, 1u);
+}
+
+TEST_F(ClientCoreTest, APutBackBatchComesAgainAndSoDoesItsEndOfEpoch) {
+  for (uint64_t g = 0; g < 3; ++g) ASSERT_EQ(Arrive(g), PrefetchWindow::Outcome::kAccepted);
+  auto b0 = TakeBatch();
+  auto b1 = TakeBatch();
+  auto b2 = TakeBatch();
+  ASSERT_TRUE(core_->PutBack(b2).ok());
+  EXPECT_EQ(core_->Stats().batches_delivered, 2u);
+  EXPECT_EQ(core_->PutBack(b0).code(), StatusCode::kFailedPrecondition);
+  auto again = TakeBatch();
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(again->global, 2u);
+  auto end = core_->Next(std::chrono::milliseconds(1));
+  ASSERT_TRUE(end.ok());
+  EXPECT_EQ(end->kind, Delivery::Kind::kEndOfEpoch);
+}
+
+TEST_F(ClientCoreTest, AFatalErrorEndsTheStreamForTheApplication) {
+  core_->Fail(AbortedError("this client lost its rank"));
+  ASSERT_EQ(Arrive(0), PrefetchWindow::Outcome::kAccepted);
+  auto taken = core_->Next(std::chrono::seconds(5));
+  EXPECT_EQ(taken.status().code(), StatusCode::kAborted);
+  EXPECT_EQ(core_->Ready().code(), StatusCode::kAborted);
+}
+
+TEST_F(ClientCoreTest, ReadinessFollowsTheCoordinatorsLastReplyOnTheClientsClock) {
+  EXPECT_TRUE(core_->Ready().ok());
+  clock_->Advance(Millis(2000));  // 4 heartbeats of 250 ms, or 2 s: the larger
+  EXPECT_TRUE(core_->Ready().ok());
+  clock_->Advance(Millis(1));
+  Status silent = core_->Ready();
+  EXPECT_EQ(silent.code(), StatusCode::kUnavailable);
+  EXPECT_NE(silent.message().find("no reply from the coordinator for 2001 ms"), std::string::npos) << silent.message();
+  core_->MarkIoTurn();
+  EXPECT_TRUE(core_->Live().ok());
+  clock_->Advance(Millis(10001));
+  EXPECT_EQ(core_->Live().code(), StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace stoker::internal

@@ -1,0 +1,105 @@
+#include "worker/batch_sender.h"
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/data_codec.h"
+
+namespace stoker {
+namespace {
+
+// One batch's payload on its way out, shared by its frames: the buffer returns to the pool with the last one.
+struct PayloadHint {
+  std::shared_ptr<BatchBufferPool> pool;
+  BatchBufferPool::Buffer buffer;
+  std::shared_ptr<std::atomic<int64_t>> in_flight;  // payloads ZeroMQ has not finished sending
+  std::shared_ptr<prometheus::Histogram> send_seconds;
+  std::chrono::steady_clock::time_point queued;
+  std::atomic<uint32_t> frames{1};                  // frames of this payload ZeroMQ still holds
+};
+
+// Runs on a ZeroMQ I/O thread once a payload frame has been written to the connection (or dropped with it).
+void FreePayload(void* /*data*/, void* hint) {
+  auto* h = static_cast<PayloadHint*>(hint);
+  if (h->frames.fetch_sub(1) != 1) return;
+  h->send_seconds->Observe(ToSeconds(std::chrono::steady_clock::now() - h->queued));
+  h->pool->Release(h->buffer);
+  h->in_flight->fetch_sub(1);
+  delete h;
+}
+
+}  // namespace
+
+BatchHeader HeaderOf(const BatchBuild& build, const std::string& worker_id) {
+  const JobSpec& spec = build.job->spec;
+  BatchHeader h;
+  h.job = spec.name;
+  h.epoch = build.epoch;
+  h.rank = std::get<1>(build.unit);
+  h.index = build.index;
+  h.unit = std::get<2>(build.unit);
+  h.attempt = build.attempt;
+  h.worker_id = worker_id;
+  h.count = spec.batch_size;
+  h.height = spec.pipeline.output_height;
+  h.width = spec.pipeline.output_width;
+  h.channels = 3;
+  h.labels = build.labels;
+  h.flags = build.flags;
+  h.sample_ids.reserve(build.samples.size());
+  for (const PlannedSample& s : build.samples) h.sample_ids.push_back(s.sample_id);
+  h.payload_bytes = spec.BatchBytes();
+  return h;
+}
+
+BatchSender::BatchSender(zmq::socket_t& socket, std::shared_ptr<BatchBufferPool> pool, std::string worker_id,
+                         std::shared_ptr<prometheus::Histogram> collate_seconds,
+                         std::shared_ptr<prometheus::Histogram> send_seconds, TransportErrors& errors)
+    : socket_(socket),
+      pool_(std::move(pool)),
+      worker_id_(std::move(worker_id)),
+      collate_seconds_(std::move(collate_seconds)),
+      send_seconds_(std::move(send_seconds)),
+      errors_(errors) {}
+
+bool BatchSender::Send(const std::string& peer, uint64_t max_frame_bytes, BatchBuild& build) {
+  const auto collate_start = std::chrono::steady_clock::now();
+  BatchHeader h = HeaderOf(build, worker_id_);
+  const size_t payload_bytes = h.payload_bytes;
+  const size_t frame_bytes = max_frame_bytes == 0 ? payload_bytes : std::min<size_t>(max_frame_bytes, payload_bytes);
+  const uint32_t frames = static_cast<uint32_t>((payload_bytes + frame_bytes - 1) / frame_bytes);
+  h.payload_frames = frames;
+  zmq::message_t header = EncodeBatchHeader(h);
+  const auto queued = std::chrono::steady_clock::now();
+  collate_seconds_->Observe(ToSeconds(queued - collate_start));
+  try {
+    zmq::message_t id(peer.data(), peer.size());
+    if (!socket_.send(id, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) return false;
+    socket_.send(header, zmq::send_flags::sndmore);
+    // The payload leaves from the batch buffer itself, in `frames` slices of it; ZeroMQ returns the buffer to the
+    // pool when the last is sent. Every slice's message exists before the first is sent, so each one's release is
+    // counted however the sending ends.
+    auto* hint = new PayloadHint{pool_, build.buffer, in_flight_, send_seconds_, queued};
+    hint->frames.store(frames);
+    in_flight_->fetch_add(1);
+    build.buffer_owned = false;
+    std::vector<zmq::message_t> slices;
+    slices.reserve(frames);
+    for (uint32_t f = 0; f < frames; ++f) {
+      const size_t offset = size_t{f} * frame_bytes;
+      slices.emplace_back(build.buffer.data + offset, std::min(frame_bytes, payload_bytes - offset), &FreePayload,
+                          hint);
+    }
+    for (uint32_t f = 0; f < frames; ++f) {
+      socket_.send(slices[f], f + 1 < frames ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    }
+  } catch (const zmq::error_t& e) {
+    errors_.Note("send_batch", e);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace stoker

@@ -1,0 +1,50 @@
+// BatchSender: puts a finished batch on the worker's data socket — its header (common/data_codec.h), then its
+// pixels straight from the batch buffer without a copy (zmq_msg_init_data), in frames of at most the size its
+// client asked for. ZeroMQ returns the buffer to the pool once the last frame has been written to the connection
+// (or dropped with it); until then the batch counts as in flight, which a draining worker waits for.
+//
+// Thread safety: Send on the I/O thread that owns the socket; in_flight() from any thread.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <prometheus/histogram.h>
+#include <string>
+#include <zmq.hpp>
+
+#include "common/data_messages.h"
+#include "common/transport_errors.h"
+#include "worker/batch_buffer.h"
+#include "worker/batch_build.h"
+
+namespace stoker {
+
+class BatchSender {
+ public:
+  // `send_seconds` observes, per batch, the time from handing it to ZeroMQ until ZeroMQ released its buffer;
+  // `collate_seconds` the time spent building its header.
+  BatchSender(zmq::socket_t& socket, std::shared_ptr<BatchBufferPool> pool, std::string worker_id,
+              std::shared_ptr<prometheus::Histogram> collate_seconds,
+              std::shared_ptr<prometheus::Histogram> send_seconds, TransportErrors& errors);
+
+  // Sends `build` to the client connection `peer`; false if the connection is gone (EHOSTUNREACH: the ROUTER is
+  // mandatory) or ZeroMQ refused the message. On success the buffer belongs to ZeroMQ until it is written.
+  bool Send(const std::string& peer, uint64_t max_frame_bytes, BatchBuild& build);
+
+  // Batches handed to ZeroMQ whose buffers it still holds.
+  int64_t in_flight() const { return in_flight_->load(); }
+
+ private:
+  zmq::socket_t& socket_;
+  std::shared_ptr<BatchBufferPool> pool_;
+  const std::string worker_id_;
+  std::shared_ptr<prometheus::Histogram> collate_seconds_;
+  std::shared_ptr<prometheus::Histogram> send_seconds_;
+  TransportErrors& errors_;
+  std::shared_ptr<std::atomic<int64_t>> in_flight_ = std::make_shared<std::atomic<int64_t>>(0);
+};
+
+// The header of `build` as it goes on the wire.
+BatchHeader HeaderOf(const BatchBuild& build, const std::string& worker_id);
+
+}  // namespace stoker

@@ -1,0 +1,343 @@
+#include "worker/impl.h"
+
+#include <algorithm>
+
+#include "common/metrics.h"
+#include "common/wire.h"
+#include "common/logging.h"
+
+namespace stoker {
+
+WorkerImpl::WorkerImpl(const WorkerOptions& options, std::string id, uint32_t threads, const Clock& clock,
+                       const BuildCounters& counters)
+    : options_(options),
+      id_(std::move(id)),
+      threads_(threads),
+      clock_(clock),
+      counters_(counters),
+      tracker_(clock, options.request_timeout) {}
+
+WorkerImpl::Outbox WorkerImpl::TakeOutbox() {
+  Outbox out;
+  std::swap(out, outbox_);
+  return out;
+}
+
+uint64_t WorkerImpl::Send(RequestBody body) {
+  const RequestTracker::Pending& request = tracker_.Add(std::move(body));
+  outbox_.requests.push_back(request);
+  return request.id;
+}
+
+// ---- the coordinator -------------------------------------------------------------------------------------------
+
+void WorkerImpl::Register(const std::string& advertised_endpoint) {
+  advertised_ = advertised_endpoint;
+  SendRegister();
+}
+
+void WorkerImpl::SendRegister() { Send(RegisterWorkerRequest{id_, advertised_, threads_, GetBuildInfo().version}); }
+
+void WorkerImpl::SendHeartbeat() {
+  WorkerHeartbeatRequest hb{id_, {}, draining_, counters_.busy_ns.load() * 1e-9, counters_.samples.load()};
+  for (const auto& [key, unit] : units_) {
+    hb.leases.push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key), unit.lease.attempt});
+  }
+  Send(std::move(hb));
+  next_heartbeat_ = clock_.Now() + heartbeat_interval_;
+}
+
+void WorkerImpl::HandleReply(const DecodedReply& reply) {
+  std::optional<RequestTracker::Pending> request = tracker_.Answer(reply.request_id);
+  if (!request) return;  // answered already, or given up on
+  const RequestBody& body = request->body;
+  const bool heartbeat_or_lease =
+      std::holds_alternative<WorkerHeartbeatRequest>(body) || std::holds_alternative<LeaseRequest>(body);
+  if (reply.status.code() == StatusCode::kFailedPrecondition && heartbeat_or_lease) {
+    // The coordinator does not know us (it lost its journal, or we were silent too long): register again.
+    if (registered_) STOKER_LOG(kWarning) << "coordinator forgot this worker: " << reply.status.message();
+    registered_ = false;
+    if (std::holds_alternative<LeaseRequest>(body)) LeaseAnswered(request->id, {});
+    SendRegister();
+    return;
+  }
+  if (std::holds_alternative<RegisterWorkerRequest>(body)) {
+    RegisterReplied(reply);
+  } else if (std::holds_alternative<WorkerHeartbeatRequest>(body)) {
+    HeartbeatReplied(*request, reply);
+  } else if (std::holds_alternative<LeaseRequest>(body)) {
+    LeaseReplied(*request, reply);
+  } else if (std::holds_alternative<UnitDoneRequest>(body)) {
+    if (!reply.status.ok() && reply.status.code() != StatusCode::kAborted) {
+      STOKER_LOG(kWarning) << "unit done not accepted: " << reply.status.ToString();
+    }
+  } else if (auto* get = std::get_if<GetJobRequest>(&body)) {
+    JobReplied(get->job, reply);
+  } else if (std::holds_alternative<DeregisterRequest>(body)) {
+    deregistered_ = true;
+  }
+}
+
+void WorkerImpl::RegisterReplied(const DecodedReply& reply) {
+  if (!reply.status.ok()) {
+    STOKER_LOG(kError) << "registration refused: " << reply.status.ToString();
+    return;
+  }
+  auto* r = std::get_if<RegisterWorkerResponse>(&reply.body);
+  if (r == nullptr) return;
+  heartbeat_interval_ = Millis(std::max<uint32_t>(50, r->heartbeat_interval_ms));
+  if (!registered_) STOKER_LOG(kInfo) << "registered with " << options_.coordinator << " as " << id_;
+  registered_ = true;
+  next_heartbeat_ = clock_.Now();
+}
+
+void WorkerImpl::HeartbeatReplied(const RequestTracker::Pending& request, const DecodedReply& reply) {
+  auto* r = std::get_if<WorkerHeartbeatResponse>(&reply.body);
+  if (r == nullptr) return;
+  for (const LeaseRef& ref : r->revoked) Revoke({ref.job, ref.rank, ref.unit}, ref.attempt);
+  // Renewed: every lease the heartbeat named that the coordinator did not revoke, counted from when the heartbeat
+  // left (the coordinator's own expiry runs from when it arrived, which is later).
+  for (const LeaseRef& ref : std::get<WorkerHeartbeatRequest>(request.body).leases) {
+    auto it = units_.find({ref.job, ref.rank, ref.unit});
+    if (it != units_.end() && it->second.lease.attempt == ref.attempt) {
+      it->second.expires = std::max(it->second.expires, request.sent + Millis(it->second.lease.ttl_ms));
+    }
+  }
+}
+
+void WorkerImpl::LeaseReplied(const RequestTracker::Pending& request, const DecodedReply& reply) {
+  const auto& lease = std::get<LeaseRequest>(request.body);
+  if (!reply.status.ok()) {
+    STOKER_LOG(kWarning) << "lease for " << lease.job << " rank " << lease.rank
+                         << " refused: " << reply.status.ToString();
+    LeaseAnswered(request.id, {});
+    if (reply.status.code() == StatusCode::kNotFound) FailJob(lease.job, reply.status);
+    return;
+  }
+  auto* r = std::get_if<LeaseResponse>(&reply.body);
+  LeaseResponse response = r ? *r : LeaseResponse{};
+  for (const LeaseGrant& grant : response.leases) StartUnit(grant);
+  LeaseAnswered(request.id, response);
+}
+
+void WorkerImpl::JobReplied(const std::string& job, const DecodedReply& reply) {
+  if (!reply.status.ok()) {
+    FailJob(job, reply.status);
+  } else if (auto* spec = std::get_if<JobSpec>(&reply.body)) {
+    // Opening a manifest reads all of it: the adapter does it off its I/O thread and answers with JobLoaded.
+    outbox_.loads.push_back(*spec);
+  }
+}
+
+void WorkerImpl::RequestExpired(RequestTracker::Pending& request) {
+  if (std::holds_alternative<RegisterWorkerRequest>(request.body)) {
+    SendRegister();
+  } else if (std::holds_alternative<LeaseRequest>(request.body)) {
+    LeaseAnswered(request.id, {});
+  } else if (auto* get = std::get_if<GetJobRequest>(&request.body)) {
+    fetching_.erase(get->job);
+    FetchJob(get->job);
+  } else if (std::holds_alternative<UnitDoneRequest>(request.body)) {
+    Send(std::move(request.body));  // the coordinator must hear it: try again
+  }
+}
+
+// ---- jobs ------------------------------------------------------------------------------------------------------
+
+void WorkerImpl::FetchJob(const std::string& name) {
+  if (jobs_.count(name) != 0 || fetching_.count(name) != 0) return;
+  fetching_.insert(name);
+  Send(GetJobRequest{id_, name});
+}
+
+void WorkerImpl::JobLoaded(const std::string& name, StatusOr<std::shared_ptr<const JobContext>> job) {
+  fetching_.erase(name);
+  if (!job.ok()) {
+    FailJob(name, job.status());
+    return;
+  }
+  jobs_[name] = *job;
+  failed_jobs_.erase(name);
+  STOKER_LOG(kInfo) << "job " << name << " loaded: " << (*job)->plan.num_samples() << " samples";
+}
+
+// The job cannot be served here: tell its clients, hand back its units, and refuse it for a while.
+void WorkerImpl::FailJob(const std::string& name, const Status& status) {
+  STOKER_LOG(kWarning) << "job " << name << " unavailable on this worker: " << status.ToString();
+  fetching_.erase(name);
+  failed_jobs_[name] = {status, clock_.Now() + kFailedJobRetry};
+  jobs_.erase(name);
+  for (auto it = units_.begin(); it != units_.end();) {
+    auto next = std::next(it);
+    if (std::get<0>(it->first) == name) GiveBack(it, UnitOutcome::kAbandoned);
+    it = next;
+  }
+  for (auto it = streams_.begin(); it != streams_.end();) {
+    if (std::get<0>(it->first) == name) {
+      outbox_.errors.push_back({it->second.peer, DataError{name, std::get<1>(it->first), status}});
+      it = streams_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+// A job no client has asked this worker for in a while releases what it holds (the manifest mapping, open shards):
+// a long-running worker serves many jobs over its life.
+void WorkerImpl::ForgetIdleJobs(TimePoint now) {
+  std::set<std::string> active;
+  for (const auto& [key, stream] : streams_) active.insert(std::get<0>(key));
+  for (const auto& [key, unit] : units_) active.insert(std::get<0>(key));
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    if (active.count(it->first) != 0) {
+      job_last_active_[it->first] = now;
+      ++it;
+    } else if (now - job_last_active_[it->first] > kJobIdleRelease) {
+      STOKER_LOG(kInfo) << "job " << it->first << " idle: released";
+      job_last_active_.erase(it->first);
+      it = jobs_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+// ---- clients' streams ------------------------------------------------------------------------------------------
+
+void WorkerImpl::HandleCredit(const std::string& peer, const Credit& credit) {
+  auto failed = failed_jobs_.find(credit.job);
+  if (failed != failed_jobs_.end()) {
+    if (clock_.Now() < failed->second.retry_at) {
+      outbox_.errors.push_back({peer, DataError{credit.job, credit.rank, failed->second.status}});
+      return;
+    }
+    failed_jobs_.erase(failed);
+  }
+  StreamKey key{credit.job, credit.rank, credit.client_id};
+  if (credit.credits == 0) {  // withdrawn: the client is leaving
+    DropStream(key);
+    return;
+  }
+  Stream& stream = streams_[key];
+  stream.peer = peer;
+  stream.credits = std::min<uint32_t>(credit.credits, 1024);
+  stream.max_frame_bytes =
+      credit.max_frame_bytes == 0 ? 0 : std::max<uint64_t>(credit.max_frame_bytes, kMinPayloadFrameBytes);
+  stream.refreshed = clock_.Now();
+  FetchJob(credit.job);
+}
+
+// The client of `key` is gone: its batches cannot be delivered. Hand its units back for re-leasing.
+void WorkerImpl::DropStream(const StreamKey& key) {
+  for (auto it = units_.begin(); it != units_.end();) {
+    auto next = std::next(it);
+    if (StreamOf(it->second) == key) GiveBack(it, UnitOutcome::kUndeliverable);
+    it = next;
+  }
+  streams_.erase(key);
+}
+
+void WorkerImpl::DropSilentStreams(TimePoint now) {
+  std::vector<StreamKey> silent;
+  for (const auto& [key, stream] : streams_) {
+    if (now - stream.refreshed > options_.credit_ttl) silent.push_back(key);
+  }
+  for (const auto& key : silent) {
+    STOKER_LOG(kInfo) << "client " << std::get<2>(key) << " of " << std::get<0>(key) << " rank " << std::get<1>(key)
+                      << " stopped refreshing its credit";
+    DropStream(key);
+  }
+}
+
+WorkerImpl::StreamKey WorkerImpl::StreamOf(const UnitWork& work) {
+  return {work.lease.job, work.lease.rank, work.lease.client_id};
+}
+
+// Batches leased for this stream's client and not yet sent: what its credit is spent on.
+uint32_t WorkerImpl::InHand(const StreamKey& key) const {
+  uint32_t n = 0;
+  for (const auto& [unit_key, work] : units_) {
+    if (StreamOf(work) == key) n += work.to_send - work.sent;
+  }
+  return n;
+}
+
+bool WorkerImpl::serving() const {
+  for (const auto& [key, stream] : streams_) {
+    if (!stream.job_done) return true;
+  }
+  return false;
+}
+
+// ---- time ------------------------------------------------------------------------------------------------------
+
+void WorkerImpl::Tick() {
+  const TimePoint now = clock_.Now();
+  if (registered_ && now >= next_heartbeat_) SendHeartbeat();
+  for (RequestTracker::Pending& p : tracker_.TakeExpired()) RequestExpired(p);
+  for (auto it = units_.begin(); it != units_.end();) {
+    auto next = std::next(it);
+    if (now > it->second.expires) Fence(it);
+    it = next;
+  }
+  DropSilentStreams(now);
+  ForgetIdleJobs(now);
+  if (registered_ && !draining_) RequestLeases();
+}
+
+// ---- draining --------------------------------------------------------------------------------------------------
+
+void WorkerImpl::StartDrain() {
+  if (draining_) return;
+  draining_ = true;
+  drain_deadline_ = clock_.Now() + options_.drain_grace;
+  STOKER_LOG(kInfo) << "draining: " << units_.size() << " units in hand, grace " << ToMillis(options_.drain_grace)
+                    << " ms";
+  SendHeartbeat();  // says `draining`: the coordinator leases nothing new here
+}
+
+bool WorkerImpl::DrainDue() const { return draining_ && (units_.empty() || clock_.Now() >= drain_deadline_); }
+
+void WorkerImpl::AbandonAll() {
+  if (!units_.empty()) STOKER_LOG(kWarning) << "grace period over: handing back " << units_.size() << " units";
+  while (!units_.empty()) GiveBack(units_.begin(), UnitOutcome::kAbandoned);
+}
+
+uint64_t WorkerImpl::Deregister() { return Send(DeregisterRequest{id_, "", 0}); }
+
+// ---- state -----------------------------------------------------------------------------------------------------
+
+void WorkerImpl::WriteState(JsonWriter& j) const {
+  const TimePoint now = clock_.Now();
+  j.Key("jobs").BeginArray();
+  for (const auto& [name, job] : jobs_) j.Value(name);
+  j.EndArray().Key("failed_jobs").BeginObject();
+  for (const auto& [name, failed] : failed_jobs_) j.Key(name).Value(failed.status.ToString());
+  j.EndObject().Key("streams").BeginArray();
+  for (const auto& [key, stream] : streams_) {
+    j.BeginObject()
+        .Key("job").Value(std::get<0>(key))
+        .Key("rank").Value(std::get<1>(key))
+        .Key("client").Value(std::get<2>(key))
+        .Key("credits").Value(stream.credits)
+        .Key("in_hand").Value(InHand(key))
+        .Key("lease_request_pending").Value(stream.lease_request != 0)
+        .Key("job_done").Value(stream.job_done)
+        .EndObject();
+  }
+  j.EndArray().Key("units").BeginArray();
+  for (const auto& [key, unit] : units_) {
+    j.BeginObject()
+        .Key("job").Value(std::get<0>(key))
+        .Key("rank").Value(std::get<1>(key))
+        .Key("unit").Value(std::get<2>(key))
+        .Key("attempt").Value(unit.lease.attempt)
+        .Key("sent").Value(unit.sent)
+        .Key("to_send").Value(unit.to_send)
+        .Key("expires_in_ms").Value(static_cast<int64_t>(ToMillis(unit.expires - now)))
+        .EndObject();
+  }
+  j.EndArray();
+}
+
+}  // namespace stoker

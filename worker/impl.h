@@ -1,0 +1,186 @@
+// WorkerImpl: every decision a worker makes, with no sockets and no threads, on an injected Clock — which clients
+// it serves (streams: one per (job, rank, client) with credit), what it asks the coordinator for (registration,
+// heartbeats, leases within each stream's credit, jobs), which batches it makes (one BatchBuild per leased batch),
+// where each finished batch goes and whether it may still go at all (a revoked, fenced or undeliverable unit's
+// batches never leave), what it reports (UnitDone: sent, undeliverable, abandoned), and how it drains.
+//
+// Its adapter (worker/worker.cc) owns the sockets, the pipeline threads and the doorbell. It feeds the Impl what
+// arrives (replies, credits, loaded jobs, finished batches, the passing of time) and drains what the Impl wants
+// done from TakeOutbox(), as the coordinator's service drains its Impl's deferred replies. worker/impl_test.cc
+// drives it on a FakeClock.
+//
+// A lease's local expiry runs from when the heartbeat that last renewed it left (or three quarters of its TTL after
+// the grant arrived), so it always passes before the coordinator's own: a worker cut off from the coordinator stops
+// sending a unit before the unit can be re-leased elsewhere (self-fencing).
+//
+// Thread safety: none; it belongs to the worker's I/O thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/control_codec.h"
+#include "common/data_messages.h"
+#include "common/json_writer.h"
+#include "common/request_tracker.h"
+#include "worker/batch_build.h"
+#include "worker/worker.h"
+
+namespace stoker {
+
+// Where a finished batch goes: the client connection of its stream, in frames of at most max_frame_bytes (0: one).
+struct BatchRoute {
+  std::string peer;
+  uint64_t max_frame_bytes = 0;
+};
+
+// What happened to units, cumulative (the worker's stats and metrics).
+struct UnitCounts {
+  uint64_t done = 0;
+  uint64_t revoked = 0;
+  uint64_t fenced = 0;
+  uint64_t abandoned = 0;
+  uint64_t undeliverable = 0;
+};
+
+class WorkerImpl {
+ public:
+  // What the Impl asks its adapter to do, in the order it asked.
+  struct Outbox {
+    std::vector<RequestTracker::Pending> requests;            // to the coordinator
+    std::vector<std::pair<std::string, DataError>> errors;    // to a client connection (peer, error)
+    std::vector<std::shared_ptr<BatchBuild>> builds;          // batches to make, in lease order
+    std::vector<JobSpec> loads;                               // jobs to load off the I/O thread (JobLoaded)
+  };
+
+  // `counters` (the pipeline's) give the heartbeat its telemetry.
+  WorkerImpl(const WorkerOptions& options, std::string id, uint32_t threads, const Clock& clock,
+             const BuildCounters& counters);
+
+  // ---- what arrives -------------------------------------------------------------------------------------------
+  void Register(const std::string& advertised_endpoint);
+  void HandleReply(const DecodedReply& reply);
+  void HandleCredit(const std::string& peer, const Credit& credit);
+  void JobLoaded(const std::string& name, StatusOr<std::shared_ptr<const JobContext>> job);
+  // A batch's last sample is done: where to send it, or nullopt if it must not leave (its unit was revoked, fenced,
+  // handed back, or its client is gone). After a route, the adapter says whether the send succeeded.
+  std::optional<BatchRoute> RouteBatch(const BatchBuild& build);
+  void BatchSent(BatchBuild& build, bool delivered);
+  // Heartbeats, requests past their deadline, fencing, credits not refreshed, idle jobs, and leasing.
+  void Tick();
+
+  // ---- draining -----------------------------------------------------------------------------------------------
+  void StartDrain();
+  // Draining and nothing left to finish, or the grace period is over.
+  bool DrainDue() const;
+  TimePoint drain_deadline() const { return drain_deadline_; }
+  // Hands back every unit still held (UnitDone abandoned).
+  void AbandonAll();
+  // Sends the Deregister request; returns its id (IsPending tells when it is answered or given up on).
+  uint64_t Deregister();
+  bool IsPending(uint64_t request_id) const { return tracker_.IsPending(request_id); }
+  bool deregistered() const { return deregistered_; }
+
+  Outbox TakeOutbox();
+
+  // ---- what it looks like -------------------------------------------------------------------------------------
+  const std::string& id() const { return id_; }
+  bool registered() const { return registered_; }
+  bool draining() const { return draining_; }
+  // Serving a client whose job is not finished: idle pipeline threads are then held back by credits or windows.
+  bool serving() const;
+  size_t units_held() const { return units_.size(); }
+  size_t streams() const { return streams_.size(); }
+  const UnitCounts& unit_counts() const { return unit_counts_; }
+  // Jobs, failed jobs, streams and units, as members of the object `j` is writing (the adapter's /state).
+  void WriteState(JsonWriter& j) const;
+
+ private:
+  // A client's stream of one rank: (job, rank, client id). Streams of a rank whose holder changed (a restarted
+  // training process) coexist until the old one's credit expires; each lease names the client it is for.
+  using StreamKey = std::tuple<std::string, uint32_t, std::string>;
+  struct Stream {
+    std::string peer;
+    uint32_t credits = 0;
+    uint64_t max_frame_bytes = 0;  // 0: each payload in one frame
+    TimePoint refreshed;
+    uint64_t lease_request = 0;    // id of the lease request in flight for this stream, 0 if none
+    bool job_done = false;
+  };
+  struct UnitWork {
+    LeaseGrant lease;   // names the client the batches are for
+    TimePoint expires;  // self-fencing: past this without a renewal, nothing more of the unit is sent
+    uint32_t to_send = 0;
+    uint32_t sent = 0;
+    std::vector<QuarantineReport> quarantined;
+    std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
+  };
+  struct FailedJob {
+    Status status;
+    TimePoint retry_at;
+  };
+  using UnitIt = std::map<UnitKey, UnitWork>::iterator;
+
+  uint64_t Send(RequestBody body);
+  void SendRegister();
+  void SendHeartbeat();
+  void RegisterReplied(const DecodedReply& reply);
+  void HeartbeatReplied(const RequestTracker::Pending& request, const DecodedReply& reply);
+  void LeaseReplied(const RequestTracker::Pending& request, const DecodedReply& reply);
+  void JobReplied(const std::string& job, const DecodedReply& reply);
+  void RequestExpired(RequestTracker::Pending& request);
+
+  void FetchJob(const std::string& name);
+  void FailJob(const std::string& name, const Status& status);
+  void ForgetIdleJobs(TimePoint now);
+
+  void DropStream(const StreamKey& key);
+  void DropSilentStreams(TimePoint now);
+  static StreamKey StreamOf(const UnitWork& work);
+  uint32_t InHand(const StreamKey& key) const;
+
+  void RequestLeases();
+  void LeaseAnswered(uint64_t request_id, const LeaseResponse& response);
+  void StartUnit(const LeaseGrant& grant);
+  void QueueBuilds(const std::shared_ptr<const JobContext>& job, const UnitKey& key, UnitWork& work);
+  void Fence(UnitIt it);
+  void Revoke(const UnitKey& key, uint64_t attempt);
+  void ReportUnit(const UnitKey& key, const UnitWork& work, UnitOutcome outcome);
+  void GiveBack(UnitIt it, UnitOutcome outcome);
+
+  const WorkerOptions options_;
+  const std::string id_;
+  const uint32_t threads_;
+  const Clock& clock_;
+  const BuildCounters& counters_;
+  RequestTracker tracker_;
+  Outbox outbox_;
+  std::string advertised_;
+
+  bool registered_ = false;
+  bool draining_ = false;
+  bool deregistered_ = false;
+  TimePoint drain_deadline_;
+  Duration heartbeat_interval_ = Millis(250);
+  TimePoint next_heartbeat_;
+  static constexpr Duration kJobIdleRelease = Millis(60000);
+  static constexpr Duration kFailedJobRetry = Millis(5000);
+
+  std::map<std::string, std::shared_ptr<const JobContext>> jobs_;
+  std::map<std::string, TimePoint> job_last_active_;
+  std::set<std::string> fetching_;  // GetJob in flight or the job loading
+  std::map<std::string, FailedJob> failed_jobs_;
+  std::map<StreamKey, Stream> streams_;
+  std::map<uint64_t, StreamKey> lease_requests_;  // lease request id -> the stream it spends credit of
+  std::map<UnitKey, UnitWork> units_;
+  UnitCounts unit_counts_;
+};
+
+}  // namespace stoker

@@ -1,0 +1,372 @@
+// WorkerImpl on a fake clock, with no sockets and no pipeline threads: the test plays the coordinator (answering
+// the requests the Impl asks its adapter to send) and the client (credits), and finishes batches itself.
+#include "worker/impl.h"
+
+#include <gtest/gtest.h>
+
+#include "common/checkpoint.h"
+
+namespace stoker {
+namespace {
+
+class WorkerImplTest : public ::testing::Test {
+ protected:
+  WorkerImplTest() {
+    spec_.name = "job";
+    spec_.manifest_path = "/nowhere/m.stoker";
+    spec_.batch_size = 2;
+    spec_.epochs = 1;
+    spec_.shuffle = false;
+    spec_.pipeline.output_height = spec_.pipeline.output_width = 4;
+    options_.credit_ttl = Millis(3000);
+    options_.drain_grace = Millis(10000);
+    options_.request_timeout = Millis(3000);
+    impl_ = std::make_unique<WorkerImpl>(options_, "w-test", 2, clock_, counters_);
+  }
+
+  std::shared_ptr<const JobContext> Job(const JobSpec& spec) {
+    auto plan = Plan::Make(spec, 40);
+    EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+    return std::make_shared<JobContext>(JobContext{spec, SpecFingerprint(spec), *plan, nullptr, nullptr});
+  }
+
+  // Registers, gives the client's credit and loads the job: the worker is then ready to lease for rank 0.
+  void Ready(uint32_t credits) {
+    impl_->Register("tcp://w:1");
+    Reply(Take<RegisterWorkerRequest>(), RegisterWorkerResponse{250, 1500});
+    impl_->HandleCredit("peer-c", Credit{"job", 0, "c-1", credits, 0});
+    Reply(Take<GetJobRequest>(), spec_);
+    Collect();
+    ASSERT_EQ(outbox_.loads.size(), 1u);
+    impl_->JobLoaded("job", Job(spec_));
+  }
+
+  // The latest request of type T the Impl asked to send; earlier ones of that type stay unanswered, requests of
+  // other types are kept for later.
+  template <typename T>
+  RequestTracker::Pending Take() {
+    Collect();
+    std::optional<RequestTracker::Pending> latest;
+    for (auto it = outbox_.requests.begin(); it != outbox_.requests.end();) {
+      if (std::holds_alternative<T>(it->body)) {
+        latest = *it;
+        it = outbox_.requests.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (!latest) ADD_FAILURE() << "no request of the expected kind was sent";
+    return latest.value_or(RequestTracker::Pending{});
+  }
+  template <typename T>
+  size_t Count() {
+    Collect();
+    size_t n = 0;
+    for (const auto& r : outbox_.requests) n += std::holds_alternative<T>(r.body);
+    return n;
+  }
+
+  void Collect() {
+    WorkerImpl::Outbox out = impl_->TakeOutbox();
+    for (auto& r : out.requests) outbox_.requests.push_back(std::move(r));
+    for (auto& e : out.errors) outbox_.errors.push_back(std::move(e));
+    for (auto& b : out.builds) outbox_.builds.push_back(std::move(b));
+    for (auto& l : out.loads) outbox_.loads.push_back(std::move(l));
+  }
+
+  void Reply(const RequestTracker::Pending& request, ReplyBody body, Status status = Status::Ok()) {
+    impl_->HandleReply(DecodedReply{request.id, std::move(status), std::move(body)});
+  }
+
+  LeaseGrant Grant(uint64_t unit, uint64_t attempt, const JobSpec& spec) {
+    LeaseGrant g;
+    g.job = "job";
+    g.rank = 0;
+    g.unit = unit;
+    g.epoch = 0;
+    g.first_batch = unit;  // one batch per unit
+    g.batch_count = 1;
+    g.attempt = attempt;
+    g.ttl_ms = 1500;
+    g.client_id = "c-1";
+    g.spec_fingerprint = SpecFingerprint(spec);
+    return g;
+  }
+
+  // Answers the pending lease request with `grants`.
+  void Lease(std::vector<LeaseGrant> grants) {
+    LeaseResponse response;
+    response.leases = std::move(grants);
+    Reply(Take<LeaseRequest>(), response);
+    Collect();
+  }
+
+  std::vector<UnitDoneRequest> UnitsDone() {
+    Collect();
+    std::vector<UnitDoneRequest> done;
+    for (auto it = outbox_.requests.begin(); it != outbox_.requests.end();) {
+      if (auto* d = std::get_if<UnitDoneRequest>(&it->body)) {
+        done.push_back(*d);
+        it = outbox_.requests.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    return done;
+  }
+
+  WorkerOptions options_;
+  JobSpec spec_;
+  FakeClock clock_;
+  BuildCounters counters_;
+  std::unique_ptr<WorkerImpl> impl_;
+  WorkerImpl::Outbox outbox_;
+};
+
+TEST_F(WorkerImplTest, CreditCapsLeases) {
+  Ready(/*credits=*/2);
+  impl_->Tick();
+  RequestTracker::Pending ask = Take<LeaseRequest>();
+  EXPECT_EQ(std::get<LeaseRequest>(ask.body).max_batches, 2u);
+  LeaseResponse response;
+  response.leases = {Grant(0, 1, spec_), Grant(1, 1, spec_)};
+  Reply(ask, response);
+  Collect();
+  ASSERT_EQ(outbox_.builds.size(), 2u);
+  EXPECT_EQ(outbox_.builds[0]->index, 0u);
+  EXPECT_EQ(outbox_.builds[1]->index, 1u);
+
+  impl_->Tick();  // both credits are spent on batches in hand: nothing more is asked for
+  EXPECT_EQ(Count<LeaseRequest>(), 0u);
+
+  auto first = outbox_.builds[0];
+  std::optional<BatchRoute> route = impl_->RouteBatch(*first);
+  ASSERT_TRUE(route.has_value());
+  EXPECT_EQ(route->peer, "peer-c");
+  impl_->BatchSent(*first, /*delivered=*/true);
+  std::vector<UnitDoneRequest> done = UnitsDone();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].outcome, UnitOutcome::kSent);
+  EXPECT_EQ(done[0].unit, 0u);
+
+  impl_->Tick();  // one batch left the worker: one credit is free again
+  RequestTracker::Pending again = Take<LeaseRequest>();
+  EXPECT_EQ(std::get<LeaseRequest>(again.body).max_batches, 1u);
+  EXPECT_EQ(impl_->unit_counts().done, 1u);
+}
+
+TEST_F(WorkerImplTest, ARevokeCancelsTheUnitsBatches) {
+  Ready(2);
+  impl_->Tick();
+  Lease({Grant(0, 7, spec_)});
+  ASSERT_EQ(outbox_.builds.size(), 1u);
+  auto build = outbox_.builds[0];
+
+  clock_.Advance(Millis(300));
+  impl_->Tick();  // a heartbeat naming the lease
+  RequestTracker::Pending hb = Take<WorkerHeartbeatRequest>();
+  ASSERT_EQ(std::get<WorkerHeartbeatRequest>(hb.body).leases.size(), 1u);
+  WorkerHeartbeatResponse revoke;
+  revoke.revoked = {LeaseRef{"job", 0, 0, 7}};
+  Reply(hb, revoke);
+
+  EXPECT_TRUE(build->cancelled->load());  // the pipeline threads skip its samples
+  EXPECT_FALSE(impl_->RouteBatch(*build).has_value());
+  EXPECT_EQ(impl_->unit_counts().revoked, 1u);
+  EXPECT_EQ(impl_->units_held(), 0u);
+  EXPECT_TRUE(UnitsDone().empty());  // the coordinator revoked it: nothing to report
+}
+
+TEST_F(WorkerImplTest, ARevokeOfAnOlderAttemptChangesNothing) {
+  Ready(2);
+  impl_->Tick();
+  Lease({Grant(0, 7, spec_)});
+  clock_.Advance(Millis(300));
+  impl_->Tick();
+  WorkerHeartbeatResponse revoke;
+  revoke.revoked = {LeaseRef{"job", 0, 0, 6}};
+  Reply(Take<WorkerHeartbeatRequest>(), revoke);
+  EXPECT_FALSE(outbox_.builds[0]->cancelled->load());
+  EXPECT_TRUE(impl_->RouteBatch(*outbox_.builds[0]).has_value());
+}
+
+TEST_F(WorkerImplTest, AnUnrenewedLeaseFences) {
+  Ready(2);
+  impl_->Tick();
+  Lease({Grant(0, 1, spec_)});
+  auto build = outbox_.builds[0];
+  // Heartbeats go unanswered (the coordinator is cut off): past three quarters of the TTL from the grant, the
+  // worker stops sending the unit, before the coordinator could lease it elsewhere.
+  clock_.Advance(Millis(1100));
+  impl_->Tick();
+  EXPECT_EQ(impl_->units_held(), 1u);
+  clock_.Advance(Millis(100));  // 1200 ms > 1500 - 1500/4
+  impl_->Tick();
+  EXPECT_TRUE(build->cancelled->load());
+  EXPECT_FALSE(impl_->RouteBatch(*build).has_value());
+  EXPECT_EQ(impl_->unit_counts().fenced, 1u);
+}
+
+TEST_F(WorkerImplTest, ARenewalCountsFromWhenTheHeartbeatLeft) {
+  Ready(2);
+  impl_->Tick();
+  Lease({Grant(0, 1, spec_)});
+  clock_.Advance(Millis(1000));
+  impl_->Tick();
+  RequestTracker::Pending hb = Take<WorkerHeartbeatRequest>();  // leaves at t = 1000
+  clock_.Advance(Millis(400));
+  Reply(hb, WorkerHeartbeatResponse{});  // renewed until 1000 + 1500
+  clock_.Advance(Millis(1000));          // t = 2400: past the grant's local expiry, before the renewal's
+  impl_->Tick();
+  EXPECT_EQ(impl_->units_held(), 1u);
+  clock_.Advance(Millis(200));  // t = 2600
+  impl_->Tick();
+  EXPECT_EQ(impl_->unit_counts().fenced, 1u);
+}
+
+TEST_F(WorkerImplTest, AVanishedClientMakesItsUnitsUndeliverable) {
+  Ready(2);
+  impl_->Tick();
+  Lease({Grant(0, 1, spec_), Grant(1, 1, spec_)});
+  // The client stops refreshing its credit: after the TTL its stream is dropped and its units go back at once.
+  for (int i = 0; i < 4; ++i) {
+    clock_.Advance(Millis(900));
+    impl_->Tick();
+    Reply(Take<WorkerHeartbeatRequest>(), WorkerHeartbeatResponse{});  // leases renewed: only the client is gone
+  }
+  std::vector<UnitDoneRequest> done = UnitsDone();
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(done[0].outcome, UnitOutcome::kUndeliverable);
+  EXPECT_EQ(done[1].outcome, UnitOutcome::kUndeliverable);
+  EXPECT_EQ(impl_->unit_counts().undeliverable, 2u);
+  EXPECT_FALSE(impl_->RouteBatch(*outbox_.builds[0]).has_value());
+  EXPECT_EQ(impl_->streams(), 0u);
+}
+
+TEST_F(WorkerImplTest, AFailedSendHandsTheUnitBack) {
+  Ready(2);
+  impl_->Tick();
+  Lease({Grant(0, 1, spec_)});
+  auto build = outbox_.builds[0];
+  ASSERT_TRUE(impl_->RouteBatch(*build).has_value());
+  impl_->BatchSent(*build, /*delivered=*/false);  // EHOSTUNREACH: the connection is gone
+  std::vector<UnitDoneRequest> done = UnitsDone();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].outcome, UnitOutcome::kUndeliverable);
+  EXPECT_TRUE(build->cancelled->load());
+}
+
+TEST_F(WorkerImplTest, AChangedSpecReloadsTheJob) {
+  Ready(2);
+  impl_->Tick();
+  JobSpec recreated = spec_;
+  recreated.seed = 99;  // the coordinator lost the job and it was created again, differently
+  Lease({Grant(0, 1, recreated)});
+  EXPECT_TRUE(outbox_.builds.empty());  // nothing is made under the stale spec
+  std::vector<UnitDoneRequest> done = UnitsDone();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].outcome, UnitOutcome::kAbandoned);
+  RequestTracker::Pending get = Take<GetJobRequest>();  // and the job is fetched again
+  Reply(get, recreated);
+  Collect();
+  ASSERT_EQ(outbox_.loads.size(), 2u);
+  EXPECT_EQ(outbox_.loads[1].seed, 99u);
+  impl_->JobLoaded("job", Job(recreated));
+  impl_->Tick();
+  Lease({Grant(0, 2, recreated)});
+  ASSERT_EQ(outbox_.builds.size(), 1u);
+  EXPECT_EQ(outbox_.builds[0]->job->spec.seed, 99u);
+}
+
+TEST_F(WorkerImplTest, DrainHandsBackWhatItCannotFinish) {
+  Ready(2);
+  impl_->Tick();
+  Lease({Grant(0, 1, spec_), Grant(1, 1, spec_)});
+  impl_->BatchSent(*outbox_.builds[0], true);  // unit 0 is done
+  UnitsDone();
+  impl_->StartDrain();
+  RequestTracker::Pending hb = Take<WorkerHeartbeatRequest>();
+  EXPECT_TRUE(std::get<WorkerHeartbeatRequest>(hb.body).draining);
+  impl_->Tick();
+  EXPECT_EQ(Count<LeaseRequest>(), 0u);  // nothing new while draining
+  EXPECT_FALSE(impl_->DrainDue());        // unit 1 may still finish within the grace
+  clock_.Advance(options_.drain_grace);
+  EXPECT_TRUE(impl_->DrainDue());
+  impl_->AbandonAll();
+  std::vector<UnitDoneRequest> done = UnitsDone();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].unit, 1u);
+  EXPECT_EQ(done[0].outcome, UnitOutcome::kAbandoned);
+  EXPECT_EQ(impl_->unit_counts().abandoned, 1u);
+  uint64_t id = impl_->Deregister();
+  RequestTracker::Pending dereg = Take<DeregisterRequest>();
+  EXPECT_EQ(dereg.id, id);
+  Reply(dereg, std::monostate{});
+  EXPECT_TRUE(impl_->deregistered());
+  EXPECT_FALSE(impl_->IsPending(id));
+}
+
+TEST_F(WorkerImplTest, ADrainWithNothingInHandIsDueAtOnce) {
+  Ready(2);
+  impl_->StartDrain();
+  EXPECT_TRUE(impl_->DrainDue());
+}
+
+TEST_F(WorkerImplTest, AGrantArrivingWhileDrainingGoesStraightBack) {
+  Ready(2);
+  impl_->Tick();
+  RequestTracker::Pending ask = Take<LeaseRequest>();
+  impl_->StartDrain();
+  LeaseResponse response;
+  response.leases = {Grant(0, 1, spec_)};
+  Reply(ask, response);
+  std::vector<UnitDoneRequest> done = UnitsDone();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].outcome, UnitOutcome::kAbandoned);
+  EXPECT_TRUE(outbox_.builds.empty());
+}
+
+TEST_F(WorkerImplTest, AJobThatCannotLoadIsRefusedToItsClientsForAWhile) {
+  impl_->Register("tcp://w:1");
+  Reply(Take<RegisterWorkerRequest>(), RegisterWorkerResponse{250, 1500});
+  impl_->HandleCredit("peer-c", Credit{"job", 0, "c-1", 2, 0});
+  Reply(Take<GetJobRequest>(), spec_);
+  impl_->JobLoaded("job", Status(StatusCode::kNotFound, "no manifest"));
+  Collect();
+  ASSERT_EQ(outbox_.errors.size(), 1u);
+  EXPECT_EQ(outbox_.errors[0].first, "peer-c");
+  EXPECT_EQ(outbox_.errors[0].second.status.code(), StatusCode::kNotFound);
+  impl_->HandleCredit("peer-c", Credit{"job", 0, "c-1", 2, 0});  // refused again at once, not refetched
+  Collect();
+  EXPECT_EQ(outbox_.errors.size(), 2u);
+  EXPECT_EQ(Count<GetJobRequest>(), 0u);
+  clock_.Advance(Millis(5001));  // after the back-off the job is tried again
+  impl_->HandleCredit("peer-c", Credit{"job", 0, "c-1", 2, 0});
+  EXPECT_EQ(Count<GetJobRequest>(), 1u);
+}
+
+TEST_F(WorkerImplTest, ACoordinatorThatForgotUsIsRegisteredWithAgain) {
+  Ready(2);
+  clock_.Advance(Millis(300));
+  impl_->Tick();
+  Reply(Take<WorkerHeartbeatRequest>(), std::monostate{}, FailedPreconditionError("unknown worker"));
+  EXPECT_FALSE(impl_->registered());
+  Reply(Take<RegisterWorkerRequest>(), RegisterWorkerResponse{250, 1500});
+  EXPECT_TRUE(impl_->registered());
+}
+
+TEST_F(WorkerImplTest, AnUnansweredUnitDoneIsSentAgain) {
+  Ready(2);
+  impl_->Tick();
+  Lease({Grant(0, 1, spec_)});
+  impl_->BatchSent(*outbox_.builds[0], true);
+  ASSERT_EQ(UnitsDone().size(), 1u);
+  clock_.Advance(options_.request_timeout);
+  impl_->Tick();
+  std::vector<UnitDoneRequest> again = UnitsDone();
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].unit, 0u);
+}
+
+}  // namespace
+}  // namespace stoker
