@@ -9,12 +9,18 @@
 // new attempt number; attempts only grow, so the client can fence stale copies.
 //
 // A lease request that finds nothing leasable is parked (up to its wait) and answered as soon as an ack, a
-// release or a new client makes work leasable; parked answers are collected with TakeDeferredReplies().
+// release or a new client makes work leasable; parked answers are collected with TakeDeferredReplies(), each under
+// the opaque RequestHandle the service gave the request (the Impl knows nothing of who sent it over which socket).
 //
 // Durability: every change to CoordinatorState goes through ApplyLocked, which also appends it to the journal
-// (if any). After a restart, Restore() replays the journal; then for one reconcile window nothing new is leased
-// while workers report the leases they still hold, which are adopted rather than redone; clients that held
-// ranks resume their sessions with their next heartbeat.
+// (if any). A rank's durable fields (its client, window, received and consumed positions) are read from the state;
+// the Impl keeps beside them only soft state (leases, liveness, parked requests). After a restart, Restore()
+// replays the journal; then for one reconcile window nothing new is leased while workers report the leases they
+// still hold, which are adopted rather than redone; clients that held ranks resume their sessions with their next
+// heartbeat.
+//
+// The methods live in impl.cc (restart, workers, time), impl_leases.cc (leasing, unit reports), impl_clients.cc
+// (jobs, ranks, acks) and impl_state.cc (stats, /state).
 //
 // Thread safety: all public methods may be called from any thread.
 #pragma once
@@ -23,7 +29,6 @@
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -34,6 +39,8 @@
 #include "common/plan.h"
 #include "common/status.h"
 #include "common/control_messages.h"
+#include "common/json_writer.h"
+#include "common/sync.h"
 #include "coordinator/capacity.h"
 #include "coordinator/state.h"
 
@@ -51,10 +58,12 @@ struct CoordinatorOptions {
   std::string manifest_root;                  // overrides the manifests' recorded dataset root
 };
 
+// Names a request the service handed the Impl, for an answer that comes later. The service alone knows the
+// transport address and request id behind it.
+using RequestHandle = uint64_t;
+
 struct DeferredLeaseReply {
-  std::string peer;  // the transport's address of the worker (a ZeroMQ routing id)
-  std::string worker_id;
-  uint64_t request_id = 0;
+  RequestHandle handle = 0;
   LeaseResponse response;
 };
 
@@ -122,8 +131,7 @@ class CoordinatorImpl {
   StatusOr<RegisterWorkerResponse> RegisterWorker(const RegisterWorkerRequest& request);
   StatusOr<WorkerHeartbeatResponse> WorkerHeartbeat(const WorkerHeartbeatRequest& request);
   // A response now, or nullopt when the request was parked (its answer comes from TakeDeferredReplies()).
-  StatusOr<std::optional<LeaseResponse>> RequestLease(const std::string& peer, uint64_t request_id,
-                                                      const LeaseRequest& request);
+  StatusOr<std::optional<LeaseResponse>> RequestLease(RequestHandle handle, const LeaseRequest& request);
   Status UnitDone(const UnitDoneRequest& request);
   StatusOr<RegisterClientResponse> RegisterClient(const RegisterClientRequest& request);
   StatusOr<ClientHeartbeatResponse> ClientHeartbeat(const ClientHeartbeatRequest& request);
@@ -150,20 +158,16 @@ class CoordinatorImpl {
     TimePoint sent_at;
   };
   struct ParkedRequest {
-    std::string peer;
-    uint64_t request_id = 0;
+    RequestHandle handle = 0;
     std::string worker_id;
     uint32_t max_batches = 0;
     TimePoint deadline;
   };
+  // What the Impl keeps of a rank beside its durable RankRecord (client, window, received, consumed).
   struct RankRuntime {
     bool session_live = false;
-    std::string client_id;
     TimePoint last_heard;
-    uint32_t window = 0;
-    uint64_t consumed = 0;
-    uint64_t received_watermark = 0;
-    std::set<uint64_t> received_above;
+    std::set<uint64_t> received_above;  // the client's last ack above its watermark
     uint64_t next_unit = 0;                  // units below it were leased in this session (or precede its start)
     std::map<uint64_t, ActiveLease> active;  // unit -> its current lease (leased or sent, not yet committed)
     std::set<uint64_t> pending;              // units handed back, re-leased before next_unit
@@ -172,6 +176,7 @@ class CoordinatorImpl {
   };
   struct JobRuntime {
     Plan plan;
+    const JobRecord* record = nullptr;  // its durable part, in state_ (a map node: stable until the job is removed)
     std::vector<RankRuntime> ranks;
     std::map<uint32_t, std::map<uint64_t, QuarantineReport>> quarantined;  // epoch -> sample -> report
     uint64_t spec_fingerprint = 0;
@@ -185,35 +190,58 @@ class CoordinatorImpl {
     bool draining = false;
   };
 
-  StatusOr<JobRuntime*> CreateJobLocked(const JobSpec& requested);
-  JobRuntime& AddJobRuntimeLocked(const JobSpec& spec, uint64_t num_samples);
-  void EndReconcileLocked();
-  JobRuntime* FindJobLocked(const std::string& name);
+  // The durable view of a rank: its last client, window and positions (received and consumed, clamped to the
+  // plan so a damaged record can never lease past the job's end).
+  struct RankView {
+    const std::string& client_id;
+    uint32_t window;
+    uint64_t received;
+    uint64_t consumed;
+  };
+  RankView ViewLocked(const JobRuntime& job, uint32_t rank) const STOKER_REQUIRES(mu_);
+
+  StatusOr<JobRuntime*> CreateJobLocked(const JobSpec& requested) STOKER_REQUIRES(mu_);
+  JobRuntime& AddJobRuntimeLocked(const JobSpec& spec, uint64_t num_samples) STOKER_REQUIRES(mu_);
+  void EndReconcileLocked() STOKER_REQUIRES(mu_);
+  JobRuntime* FindJobLocked(const std::string& name) STOKER_REQUIRES(mu_);
   std::vector<LeaseGrant> TryLeaseLocked(const std::string& job_name, JobRuntime& job, uint32_t rank,
-                                         const std::string& worker_id, uint32_t max_batches);
-  std::vector<uint64_t> ReceivedInUnitLocked(const JobRuntime& job, const RankRuntime& r, uint64_t unit) const;
-  bool CommitIfCompleteLocked(const JobRuntime& job, RankRuntime& r, uint64_t unit);
-  void ReleaseLocked(RankRuntime& r, uint64_t unit, uint64_t* counter);
-  void ServeParkedLocked(const std::string& job_name, JobRuntime& job, uint32_t rank);
-  void AnswerParkedEmptyLocked(RankRuntime& r, bool job_done);
-  std::vector<WorkerInfo> WorkerListLocked() const;
-  void RemoveWorkerLocked(const std::string& worker_id, uint64_t* counter);
-  void ApplyLocked(const Update& update);
+                                         const std::string& worker_id, uint32_t max_batches) STOKER_REQUIRES(mu_);
+  LeaseGrant GrantLocked(const std::string& job_name, JobRuntime& job, uint32_t rank, uint64_t unit,
+                         std::vector<uint64_t> skip, const std::string& worker_id) STOKER_REQUIRES(mu_);
+  std::vector<uint64_t> ReceivedInUnitLocked(const JobRuntime& job, uint32_t rank, uint64_t unit) const
+      STOKER_REQUIRES(mu_);
+  bool CommitIfCompleteLocked(JobRuntime& job, uint32_t rank, uint64_t unit) STOKER_REQUIRES(mu_);
+  void ReleaseLocked(RankRuntime& r, uint64_t unit, uint64_t* counter) STOKER_REQUIRES(mu_);
+  void ServeParkedLocked(const std::string& job_name, JobRuntime& job, uint32_t rank) STOKER_REQUIRES(mu_);
+  void AnswerParkedEmptyLocked(RankRuntime& r, bool job_done) STOKER_REQUIRES(mu_);
+  void ExpireParkedLocked(RankRuntime& r, TimePoint now) STOKER_REQUIRES(mu_);
+  std::vector<WorkerInfo> WorkerListLocked() const STOKER_REQUIRES(mu_);
+  void RemoveWorkerLocked(const std::string& worker_id, uint64_t* counter) STOKER_REQUIRES(mu_);
+  bool AdoptLocked(const LeaseRef& ref, const std::string& worker_id, TimePoint now) STOKER_REQUIRES(mu_);
+  Status CheckRegistrationLocked(const RegisterClientRequest& request, const JobRuntime& job) const
+      STOKER_REQUIRES(mu_);
+  void StartSessionLocked(const RegisterClientRequest& request, JobRuntime& job) STOKER_REQUIRES(mu_);
+  void ExpireWorkersLocked(TimePoint now) STOKER_REQUIRES(mu_);
+  void ForgetIdleJobsLocked(TimePoint now) STOKER_REQUIRES(mu_);
+  void ExpireLeasesAndClientsLocked(TimePoint now) STOKER_REQUIRES(mu_);
+  void WriteWorkersLocked(JsonWriter& j, TimePoint now) const STOKER_REQUIRES(mu_);
+  void WriteJobsLocked(JsonWriter& j, const CoordinatorStats& stats) const STOKER_REQUIRES(mu_);
+  void ApplyLocked(const Update& update) STOKER_REQUIRES(mu_);
 
   const CoordinatorOptions options_;
   Clock& clock_;
   Journal* const journal_;
-  mutable std::mutex mu_;
-  CoordinatorState state_;                                // guarded by mu_
-  std::map<std::string, JobRuntime> jobs_;                // guarded by mu_
-  std::map<std::string, WorkerRuntime> workers_;          // guarded by mu_
-  uint64_t membership_version_ = 1;                       // guarded by mu_
-  bool reconciling_ = false;                              // guarded by mu_
-  TimePoint reconcile_until_;                             // guarded by mu_
-  std::vector<DeferredLeaseReply> deferred_;              // guarded by mu_
-  CoordinatorStats stats_;                                // guarded by mu_ (counters only)
-  CapacityEstimator capacity_;                            // guarded by mu_
-  TimePoint next_capacity_prune_;                         // guarded by mu_
+  mutable Mutex mu_;
+  CoordinatorState state_ STOKER_GUARDED_BY(mu_);
+  std::map<std::string, JobRuntime> jobs_ STOKER_GUARDED_BY(mu_);
+  std::map<std::string, WorkerRuntime> workers_ STOKER_GUARDED_BY(mu_);
+  uint64_t membership_version_ STOKER_GUARDED_BY(mu_) = 1;
+  bool reconciling_ STOKER_GUARDED_BY(mu_) = false;
+  TimePoint reconcile_until_ STOKER_GUARDED_BY(mu_);
+  std::vector<DeferredLeaseReply> deferred_ STOKER_GUARDED_BY(mu_);
+  CoordinatorStats stats_ STOKER_GUARDED_BY(mu_);  // counters only
+  CapacityEstimator capacity_ STOKER_GUARDED_BY(mu_);
+  TimePoint next_capacity_prune_ STOKER_GUARDED_BY(mu_);
 };
 
 }  // namespace stoker::coordinator

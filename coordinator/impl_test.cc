@@ -40,7 +40,7 @@ class CoordinatorImplTest : public ::testing::Test {
   }
   void AddWorker(const std::string& id) { ASSERT_TRUE(impl_->RegisterWorker({id, "tcp://" + id + ":1", 2, "t"}).ok()); }
   std::vector<LeaseGrant> Lease(const std::string& worker, uint32_t rank, uint32_t max, uint32_t wait_ms = 0) {
-    auto r = impl_->RequestLease("peer-" + worker, 1, {worker, "job", rank, max, wait_ms});
+    auto r = impl_->RequestLease(1, {worker, "job", rank, max, wait_ms});
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     if (!r.ok() || !r->has_value()) return {};
     return (*r)->leases;
@@ -101,7 +101,7 @@ TEST_F(CoordinatorImplTest, LeasesStayInsideTheClientWindowAndParkedRequestsWake
   EXPECT_EQ(first[0].first_batch, 0u);
   EXPECT_EQ(first[2].first_batch, 2u);
   EXPECT_LT(first[0].attempt, first[1].attempt);
-  auto parked = impl_->RequestLease("peer-w-1", 42, {"w-1", "job", 0, 10, 1000});
+  auto parked = impl_->RequestLease(42, {"w-1", "job", 0, 10, 1000});
   ASSERT_TRUE(parked.ok());
   EXPECT_FALSE(parked->has_value());
   EXPECT_TRUE(impl_->TakeDeferredReplies().empty());
@@ -112,8 +112,7 @@ TEST_F(CoordinatorImplTest, LeasesStayInsideTheClientWindowAndParkedRequestsWake
   ASSERT_TRUE(Ack("c-a", 0, 2, 3).ok());
   auto woken = impl_->TakeDeferredReplies();
   ASSERT_EQ(woken.size(), 1u);
-  EXPECT_EQ(woken[0].request_id, 42u);
-  EXPECT_EQ(woken[0].peer, "peer-w-1");
+  EXPECT_EQ(woken[0].handle, 42u);
   ASSERT_EQ(woken[0].response.leases.size(), 2u);
   EXPECT_EQ(woken[0].response.leases[0].first_batch, 3u);
   EXPECT_EQ(impl_->Stats().units_committed, 3u);
@@ -123,7 +122,7 @@ TEST_F(CoordinatorImplTest, ParkedRequestsExpireEmpty) {
   Register("c-a", 0, 1);
   AddWorker("w-1");
   ASSERT_EQ(Lease("w-1", 0, 5).size(), 1u);
-  auto parked = impl_->RequestLease("p", 7, {"w-1", "job", 0, 5, 200});
+  auto parked = impl_->RequestLease(7, {"w-1", "job", 0, 5, 200});
   ASSERT_FALSE(parked->has_value());
   clock_.Advance(Millis(199));
   impl_->Tick();
@@ -242,7 +241,7 @@ TEST_F(CoordinatorImplTest, EpochsContinueAndTheRankEventuallyReportsDone) {
   EXPECT_EQ(all[5].first_batch, 0u);
   for (const auto& l : all) ASSERT_TRUE(Sent("w-1", l).ok());
   ASSERT_TRUE(Ack("c-a", 0, 10, 10).ok());
-  auto done = impl_->RequestLease("p", 1, {"w-1", "job", 0, 4, 100});
+  auto done = impl_->RequestLease(1, {"w-1", "job", 0, 4, 100});
   ASSERT_TRUE(done.ok() && done->has_value());
   EXPECT_TRUE((*done)->job_done);
 }
@@ -279,9 +278,9 @@ TEST_F(CoordinatorImplTest, AParkedRequestThatCannotBeServedDoesNotBlockOthers) 
   AddWorker("w-1");
   AddWorker("w-2");
   // w-1 asks for 1 batch: smaller than a unit, so it is parked; w-2 asking for 2 must still be served at once.
-  auto small = impl_->RequestLease("p1", 1, {"w-1", "job", 0, 1, 1000});
+  auto small = impl_->RequestLease(1, {"w-1", "job", 0, 1, 1000});
   ASSERT_TRUE(small.ok() && !small->has_value());
-  auto big = impl_->RequestLease("p2", 2, {"w-2", "job", 0, 2, 1000});
+  auto big = impl_->RequestLease(2, {"w-2", "job", 0, 2, 1000});
   ASSERT_TRUE(big.ok());
   ASSERT_TRUE(big->has_value());
   EXPECT_EQ((*big)->leases.size(), 1u);
@@ -343,7 +342,7 @@ TEST_F(CoordinatorImplTest, RestartReplaysTheJournalAdoptsHeldLeasesAndRedoesThe
   EXPECT_TRUE(hb->revoked.empty());
   EXPECT_EQ(impl_->Stats().leases_adopted, 2u);
   // Nothing new is leased while reconciling: the request parks.
-  auto parked = impl_->RequestLease("p", 9, {"w-1", "job", 0, 4, 5000});
+  auto parked = impl_->RequestLease(9, {"w-1", "job", 0, 4, 5000});
   ASSERT_TRUE(parked.ok() && !parked->has_value());
   // The client's heartbeat continues its session without registering again.
   ASSERT_TRUE(Ack("c-a", 0, 0, 0).ok());

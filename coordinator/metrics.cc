@@ -122,6 +122,7 @@ Collector CoordinatorCollector(const CoordinatorImpl& impl, const CoordinatorSer
                                 MetricType::Counter)
                       .Add({}, static_cast<double>(service_stats.bad_frames))
                       .Build());
+    CollectTransportErrors("coordinator", service_stats.transport_errors, {}, out);
     out.push_back(FamilyBuilder("stoker_coordinator_retries_answered_total",
                                 "Retried lease requests answered from the reply cache (not applied twice).",
                                 MetricType::Counter)

@@ -43,14 +43,19 @@ CoordinatorService::CoordinatorService(CoordinatorImpl& impl, Journal* journal, 
 StatusOr<std::string> CoordinatorService::Bind() { return BindSocket(socket_, options_.listen); }
 
 void CoordinatorService::Count(const char* method, StatusCode code) {
-  std::lock_guard<std::mutex> lock(stats_mu_);
+  MutexLock lock(stats_mu_);
   ++stats_.requests;
   ++stats_.by_method_code[std::string(method) + "/" + std::string(StatusCodeName(code))];
 }
 
 ServiceStats CoordinatorService::Stats() const {
-  std::lock_guard<std::mutex> lock(stats_mu_);
-  return stats_;
+  ServiceStats s;
+  {
+    MutexLock lock(stats_mu_);
+    s = stats_;
+  }
+  s.transport_errors = transport_errors_.Counts();
+  return s;
 }
 
 void CoordinatorService::MaybeCrash(const char* point) {
@@ -74,10 +79,14 @@ void CoordinatorService::Remember(const std::string& sender, uint64_t request_id
 
 void CoordinatorService::QueueDeferred() {
   for (DeferredLeaseReply& d : impl_.TakeDeferredReplies()) {
-    parked_.erase({d.worker_id, d.request_id});
-    zmq::message_t frame = EncodeReply(d.request_id, Status::Ok(), std::move(d.response));
-    Remember(d.worker_id, d.request_id, frame);
-    Queue(d.peer, d.worker_id, d.request_id, std::move(frame));
+    auto asker = askers_.find(d.handle);
+    STOKER_CHECK(asker != askers_.end(), "a deferred reply for a request nobody parked");
+    const Asker a = std::move(asker->second);
+    askers_.erase(asker);
+    parked_.erase({a.sender, a.request_id});
+    zmq::message_t frame = EncodeReply(a.request_id, Status::Ok(), std::move(d.response));
+    Remember(a.sender, a.request_id, frame);
+    Queue(a.peer, a.sender, a.request_id, std::move(frame));
   }
 }
 
@@ -93,7 +102,7 @@ Status CoordinatorService::Flush() {
     Status synced = journal_->Sync([this] { return impl_.Snapshot(); });
     if (!synced.ok()) return synced.WithContext("journal");
     histograms_.journal_sync_seconds->Observe(ToSeconds(std::chrono::steady_clock::now() - sync_start));
-    std::lock_guard<std::mutex> lock(stats_mu_);
+    MutexLock lock(stats_mu_);
     ++stats_.journal_syncs;
   }
   MaybeCrash("synced");
@@ -106,7 +115,7 @@ Status CoordinatorService::Flush() {
       if (out.latency != nullptr) out.latency->Observe(ToSeconds(std::chrono::steady_clock::now() - out.received));
     } catch (const zmq::error_t& e) {
       // EHOSTUNREACH: the peer disconnected; it re-sends its request when it reconnects.
-      STOKER_LOG(kDebug) << "reply not sent: " << e.what();
+      transport_errors_.Note("send_reply", e);
     }
   }
   bool sent = !outbox_.empty();
@@ -121,7 +130,7 @@ void CoordinatorService::HandleMessage(const std::string& peer, zmq::message_t& 
   auto decoded = DecodeRequest(std::move(frame), &request_id);
   if (!decoded.ok()) {
     {
-      std::lock_guard<std::mutex> lock(stats_mu_);
+      MutexLock lock(stats_mu_);
       ++stats_.bad_frames;
     }
     STOKER_LOG(kWarning) << "rejected a request: " << decoded.status().ToString();
@@ -129,7 +138,6 @@ void CoordinatorService::HandleMessage(const std::string& peer, zmq::message_t& 
     return;
   }
   const std::string& sender = decoded->sender_id;
-  const char* method = MethodName(decoded->body);
   if (std::holds_alternative<LeaseRequest>(decoded->body)) {
     // A retried lease request: answer with what the first one got, or wait for the parked one's answer.
     if (parked_.count({sender, decoded->request_id}) != 0) return;
@@ -138,61 +146,84 @@ void CoordinatorService::HandleMessage(const std::string& peer, zmq::message_t& 
       for (const auto& [id, reply] : cached->second.replies) {
         if (id != decoded->request_id) continue;
         outbox_.push_back({peer, sender, id, reply});
-        std::lock_guard<std::mutex> lock(stats_mu_);
+        MutexLock lock(stats_mu_);
         ++stats_.retries_answered_from_cache;
         return;
       }
     }
   }
-  Status status;
-  ReplyBody body = std::monostate{};
   bool parked = false;
-  std::visit(
-      [&](auto& request) {
-        using T = std::decay_t<decltype(request)>;
-        auto take = [&](auto result) {
-          if (result.ok()) {
-            body = std::move(*result);
-          } else {
-            status = result.status();
-          }
-        };
-        if constexpr (std::is_same_v<T, RegisterWorkerRequest>) {
-          take(impl_.RegisterWorker(request));
-        } else if constexpr (std::is_same_v<T, WorkerHeartbeatRequest>) {
-          take(impl_.WorkerHeartbeat(request));
-        } else if constexpr (std::is_same_v<T, LeaseRequest>) {
-          auto result = impl_.RequestLease(peer, decoded->request_id, request);
-          if (!result.ok()) {
-            status = result.status();
-          } else if (result->has_value()) {
-            body = std::move(**result);
-          } else {
-            parked = true;
-          }
-        } else if constexpr (std::is_same_v<T, UnitDoneRequest>) {
-          status = impl_.UnitDone(request);
-        } else if constexpr (std::is_same_v<T, RegisterClientRequest>) {
-          take(impl_.RegisterClient(request));
-        } else if constexpr (std::is_same_v<T, ClientHeartbeatRequest>) {
-          take(impl_.ClientHeartbeat(request));
-        } else if constexpr (std::is_same_v<T, GetJobRequest>) {
-          take(impl_.GetJob(request.job));
-        } else if constexpr (std::is_same_v<T, DeregisterRequest>) {
-          status = impl_.Deregister(request);
-        }
-      },
-      decoded->body);
-  Count(method, status.code());
-  if (parked) {
-    parked_.insert({sender, decoded->request_id});
-    return;
-  }
-  if (!status.ok()) body = std::monostate{};
-  zmq::message_t reply = EncodeReply(decoded->request_id, status, body);
+  StatusOr<ReplyBody> result = Dispatch(peer, *decoded, &parked);
+  const Status status = result.ok() ? Status::Ok() : result.status();
+  Count(MethodName(decoded->body), status.code());
+  if (parked) return;
+  zmq::message_t reply = EncodeReply(decoded->request_id, status, result.ok() ? *result : ReplyBody{});
   if (std::holds_alternative<LeaseRequest>(decoded->body)) Remember(sender, decoded->request_id, reply);
   Queue(peer, sender, decoded->request_id, std::move(reply), histograms_.request_seconds[decoded->body.index()].get(),
         received);
+}
+
+// Calls the Impl's method for the request. A lease request the Impl parks gets a handle the Impl answers under
+// later (QueueDeferred); *parked says so and the reply is not sent now.
+StatusOr<ReplyBody> CoordinatorService::Dispatch(const std::string& peer, const DecodedRequest& request, bool* parked) {
+  auto body = [](auto result) -> StatusOr<ReplyBody> {
+    if (!result.ok()) return result.status();
+    return ReplyBody(std::move(*result));
+  };
+  auto none = [](const Status& status) -> StatusOr<ReplyBody> {
+    if (!status.ok()) return status;
+    return ReplyBody(std::monostate{});
+  };
+  return std::visit(
+      [&](const auto& r) -> StatusOr<ReplyBody> {
+        using T = std::decay_t<decltype(r)>;
+        if constexpr (std::is_same_v<T, RegisterWorkerRequest>) return body(impl_.RegisterWorker(r));
+        if constexpr (std::is_same_v<T, WorkerHeartbeatRequest>) return body(impl_.WorkerHeartbeat(r));
+        if constexpr (std::is_same_v<T, UnitDoneRequest>) return none(impl_.UnitDone(r));
+        if constexpr (std::is_same_v<T, RegisterClientRequest>) return body(impl_.RegisterClient(r));
+        if constexpr (std::is_same_v<T, ClientHeartbeatRequest>) return body(impl_.ClientHeartbeat(r));
+        if constexpr (std::is_same_v<T, GetJobRequest>) return body(impl_.GetJob(r.job));
+        if constexpr (std::is_same_v<T, DeregisterRequest>) return none(impl_.Deregister(r));
+        if constexpr (std::is_same_v<T, LeaseRequest>) {
+          const RequestHandle handle = next_handle_++;
+          auto result = impl_.RequestLease(handle, r);
+          if (!result.ok()) return result.status();
+          if (result->has_value()) return ReplyBody(std::move(**result));
+          askers_[handle] = Asker{peer, request.sender_id, request.request_id};
+          parked_.insert({request.sender_id, request.request_id});
+          *parked = true;
+          return ReplyBody(std::monostate{});
+        }
+      },
+      request.body);
+}
+
+// One request off the socket: [routing id][frame]. A message of more frames is discarded whole and counted.
+StatusOr<bool> CoordinatorService::ReceiveOne() {
+  zmq::message_t routing_id, frame;
+  try {
+    if (!socket_.recv(routing_id, zmq::recv_flags::dontwait)) return false;
+    if (!routing_id.more()) return true;
+    if (!socket_.recv(frame, zmq::recv_flags::dontwait)) return true;
+    bool extra = false;
+    while (frame.more()) {  // a request is exactly one frame: discard the rest
+      zmq::message_t discard;
+      if (!socket_.recv(discard, zmq::recv_flags::dontwait)) break;
+      extra = true;
+      if (!discard.more()) break;
+    }
+    if (extra) {
+      MutexLock lock(stats_mu_);
+      ++stats_.bad_frames;
+      return true;
+    }
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EINTR) return true;
+    return UnavailableError(std::string("coordinator socket receive failed: ") + e.what());
+  }
+  HandleMessage(routing_id.to_string(), frame);
+  QueueDeferred();
+  return true;
 }
 
 Status CoordinatorService::Run(const std::atomic<bool>& stop) {
@@ -201,39 +232,14 @@ Status CoordinatorService::Run(const std::atomic<bool>& stop) {
   while (!stop.load()) {
     watch_.Beat();
     zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}};
-    try {
-      zmq::poll(items, 1, std::chrono::duration_cast<std::chrono::milliseconds>(options_.tick));
-    } catch (const zmq::error_t& e) {
-      if (e.num() == EINTR) continue;
-      return UnavailableError(std::string("coordinator socket poll failed: ") + e.what());
-    }
+    STOKER_RETURN_IF_ERROR(
+        PollOnce(items, std::chrono::duration_cast<std::chrono::milliseconds>(options_.tick)).WithContext("coordinator"));
     // Everything queued is handled as one batch: one journal sync, then all the replies.
     for (int i = 0; i < 4096 && (items[0].revents & ZMQ_POLLIN); ++i) {
-      zmq::message_t routing_id, frame;
-      try {
-        if (!socket_.recv(routing_id, zmq::recv_flags::dontwait)) break;
-        if (!routing_id.more()) continue;
-        if (!socket_.recv(frame, zmq::recv_flags::dontwait)) continue;
-        bool extra = false;
-        while (frame.more()) {  // a request is exactly one frame: discard the rest
-          zmq::message_t discard;
-          if (!socket_.recv(discard, zmq::recv_flags::dontwait)) break;
-          extra = true;
-          if (!discard.more()) break;
-        }
-        if (extra) {
-          std::lock_guard<std::mutex> lock(stats_mu_);
-          ++stats_.bad_frames;
-          continue;
-        }
-      } catch (const zmq::error_t& e) {
-        if (e.num() == EINTR) continue;
-        return UnavailableError(std::string("coordinator socket receive failed: ") + e.what());
-      }
-      HandleMessage(routing_id.to_string(), frame);
-      QueueDeferred();
+      STOKER_ASSIGN_OR_RETURN(bool more, ReceiveOne());
+      if (!more) break;
     }
-    TimePoint now = std::chrono::steady_clock::now();
+    const TimePoint now = std::chrono::steady_clock::now();
     if (now >= next_tick) {
       impl_.Tick();
       QueueDeferred();

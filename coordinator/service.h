@@ -24,7 +24,10 @@
 #include <zmq.hpp>
 
 #include "common/admin_server.h"
+#include "common/control_codec.h"
 #include "common/status.h"
+#include "common/sync.h"
+#include "common/transport_errors.h"
 #include "coordinator/impl.h"
 #include "coordinator/journal.h"
 
@@ -55,6 +58,7 @@ struct ServiceStats {
   uint64_t retries_answered_from_cache = 0;
   uint64_t journal_syncs = 0;
   std::map<std::string, uint64_t> by_method_code;  // "lease_request/OK" -> count
+  std::map<std::string, uint64_t> transport_errors;  // ZeroMQ failures survived, by site
 };
 
 // Latencies, observed as they happen (prometheus::Histogram is thread-safe to read while observed).
@@ -81,6 +85,12 @@ class CoordinatorService {
   const LoopWatch& watch() const { return watch_; }
 
  private:
+  // Who asked, for a request the Impl answers later (it knows the request only by its handle).
+  struct Asker {
+    std::string peer;
+    std::string sender;
+    uint64_t request_id = 0;
+  };
   struct Outgoing {
     std::string peer;
     std::string sender;
@@ -94,6 +104,9 @@ class CoordinatorService {
              prometheus::Histogram* latency = nullptr, TimePoint received = {});
   void QueueDeferred();
   Status Flush();  // sync the journal, then send every queued reply
+  // One request off the socket: [routing id][frame]. False when none is waiting; an error if the socket failed.
+  StatusOr<bool> ReceiveOne();
+  StatusOr<ReplyBody> Dispatch(const std::string& peer, const DecodedRequest& request, bool* parked);
   void MaybeCrash(const char* point);
   void Count(const char* method, StatusCode code);
 
@@ -110,9 +123,12 @@ class CoordinatorService {
   void Remember(const std::string& sender, uint64_t request_id, const zmq::message_t& reply);
   std::unordered_map<std::string, CachedReplies> reply_cache_;
   std::set<std::pair<std::string, uint64_t>> parked_;  // (sender, request id) of parked lease requests
+  std::unordered_map<RequestHandle, Asker> askers_;    // parked lease requests by the handle the Impl knows
+  RequestHandle next_handle_ = 1;
   uint64_t crash_seen_ = 0;
-  mutable std::mutex stats_mu_;
-  ServiceStats stats_;  // guarded by stats_mu_
+  TransportErrors transport_errors_;
+  mutable Mutex stats_mu_;
+  ServiceStats stats_ STOKER_GUARDED_BY(stats_mu_);
   ServiceHistograms histograms_;
   RealClock clock_;
   LoopWatch watch_{clock_};

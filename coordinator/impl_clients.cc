@@ -1,0 +1,209 @@
+// CoordinatorImpl, clients: creating a job from the first client's spec, who holds each rank (sessions, takeovers
+// from a checkpoint), and the acks that commit units.
+#include "coordinator/impl.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "common/checkpoint.h"
+#include "common/logging.h"
+#include "common/manifest.h"
+
+namespace stoker::coordinator {
+namespace {
+
+std::string SecondsAgo(Duration d) {
+  std::ostringstream out;
+  out.precision(1);
+  out << std::fixed << ToSeconds(d) << " s ago";
+  return out.str();
+}
+
+}  // namespace
+
+StatusOr<CoordinatorImpl::JobRuntime*> CoordinatorImpl::CreateJobLocked(const JobSpec& requested) {
+  STOKER_RETURN_IF_ERROR(requested.Validate());
+  auto manifest = Manifest::Open(requested.manifest_path, options_.manifest_root);
+  if (!manifest.ok()) {
+    return Status(manifest.status().code() == StatusCode::kNotFound ? StatusCode::kFailedPrecondition
+                                                                     : manifest.status().code(),
+                  "job '" + requested.name + "': the coordinator cannot use the manifest: " +
+                      manifest.status().message());
+  }
+  JobSpec spec = requested;
+  if (spec.manifest_fingerprint != 0 && spec.manifest_fingerprint != (*manifest)->fingerprint()) {
+    return FailedPreconditionError("job '" + spec.name + "': manifest " + spec.manifest_path +
+                                   " is not the one the job was created with (fingerprint differs)");
+  }
+  spec.manifest_fingerprint = (*manifest)->fingerprint();
+  STOKER_ASSIGN_OR_RETURN(Plan plan, Plan::Make(spec, (*manifest)->num_samples()));
+  ApplyLocked(JobCreated{spec, (*manifest)->num_samples()});
+  JobRuntime& runtime = AddJobRuntimeLocked(spec, (*manifest)->num_samples());
+  STOKER_LOG(kInfo) << "job " << spec.name << " created: " << (*manifest)->num_samples() << " samples, "
+                    << spec.world_size << " ranks x batch " << spec.batch_size << ", " << plan.steps_per_epoch()
+                    << " steps per epoch, " << spec.epochs << " epochs";
+  return &runtime;
+}
+
+// Everything that refuses a registration of an existing job: another spec, a rank or window that cannot be, a
+// checkpoint of another job or past its end, a rank a live client holds.
+Status CoordinatorImpl::CheckRegistrationLocked(const RegisterClientRequest& request, const JobRuntime& job) const {
+  const JobSpec& spec = job.record->spec;
+  if (request.spec.has_value()) {
+    std::vector<std::string> diff = request.spec->Differences(spec);
+    if (!diff.empty()) {
+      std::string message = "job '" + request.job + "' already exists with a different spec:";
+      for (const auto& d : diff) message += " " + d + ";";
+      return FailedPreconditionError(message);
+    }
+  }
+  if (request.rank >= job.ranks.size()) {
+    return InvalidArgumentError("job '" + request.job + "' has ranks 0.." + std::to_string(job.ranks.size() - 1) +
+                                "; rank " + std::to_string(request.rank) + " does not exist");
+  }
+  if (request.window < spec.batches_per_unit) {
+    return InvalidArgumentError("a client window of " + std::to_string(request.window) +
+                                " batches cannot hold one unit of " + std::to_string(spec.batches_per_unit));
+  }
+  if (request.resume.has_value()) {
+    const uint64_t expected = SpecFingerprint(spec);
+    if (request.resume->spec_fingerprint != expected) {
+      return FailedPreconditionError("the checkpoint was taken in a different job spec or dataset than job '" +
+                                     request.job + "' now has (spec fingerprint " +
+                                     std::to_string(request.resume->spec_fingerprint) + ", the job's is " +
+                                     std::to_string(expected) + "): resuming would deliver different data");
+    }
+    if (request.resume->position > job.plan.total_batches()) {
+      return InvalidArgumentError("checkpoint position " + std::to_string(request.resume->position) +
+                                  " is past the job's end (" + std::to_string(job.plan.total_batches()) +
+                                  " batches per rank)");
+    }
+  }
+  const RankRuntime& r = job.ranks[request.rank];
+  const std::string& holder = ViewLocked(job, request.rank).client_id;
+  if (r.session_live && holder != request.client_id && !request.resume.has_value()) {
+    return AlreadyExistsError("rank " + std::to_string(request.rank) + " of job '" + request.job +
+                              "' is held by client " + holder + " (last heard " +
+                              SecondsAgo(clock_.Now() - r.last_heard) + ")");
+  }
+  return Status::Ok();
+}
+
+// A new session starts at the checkpoint, or where the rank's last client had consumed to; every lease of the old
+// session is void (new leases get higher attempts, so stale copies are fenced).
+void CoordinatorImpl::StartSessionLocked(const RegisterClientRequest& request, JobRuntime& job) {
+  RankRuntime& r = job.ranks[request.rank];
+  const RankView before = ViewLocked(job, request.rank);
+  if (r.session_live && before.client_id != request.client_id) {
+    STOKER_LOG(kWarning) << "client " << request.client_id << " resumes rank " << request.rank << " of job "
+                         << request.job << " from a checkpoint, taking it over from client " << before.client_id;
+  }
+  const uint64_t total = job.plan.total_batches();
+  const uint64_t start = request.resume.has_value() ? request.resume->position : std::min(before.consumed, total);
+  ApplyLocked(RankSessionStarted{request.job, request.rank, request.client_id, start, request.window});
+  stats_.releases.session_reset += r.active.size() + r.pending.size();
+  AnswerParkedEmptyLocked(r, false);
+  r.active.clear();
+  r.pending.clear();
+  r.received_above.clear();
+  r.next_unit = start < total ? job.plan.UnitOf(start) : job.plan.total_units();
+  r.next_attempt = std::max(r.next_attempt, job.record->ranks[request.rank].attempts_reserved);
+  r.session_live = true;
+  STOKER_LOG(kInfo) << "client " << request.client_id << " holds rank " << request.rank << " of job " << request.job
+                    << " from batch " << start;
+}
+
+StatusOr<RegisterClientResponse> CoordinatorImpl::RegisterClient(const RegisterClientRequest& request) {
+  MutexLock lock(mu_);
+  JobRuntime* job = FindJobLocked(request.job);
+  if (job == nullptr) {
+    if (!request.spec.has_value()) {
+      return NotFoundError("unknown job '" + request.job + "' (the first client of a job must send its spec)");
+    }
+    if (request.spec->name != request.job) {
+      return InvalidArgumentError("job name '" + request.job + "' differs from the spec's '" + request.spec->name + "'");
+    }
+    STOKER_ASSIGN_OR_RETURN(job, CreateJobLocked(*request.spec));
+  }
+  STOKER_RETURN_IF_ERROR(CheckRegistrationLocked(request, *job));
+  RankRuntime& r = job->ranks[request.rank];
+  const RankView view = ViewLocked(*job, request.rank);
+  // A retry of this client's registration, or the client coming back after a coordinator restart or a pause: its
+  // session goes on where it was. (The same id with another window is a new process reusing the id: a new session.)
+  const bool continues =
+      view.client_id == request.client_id && !request.resume.has_value() && view.window == request.window;
+  if (!continues) {
+    StartSessionLocked(request, *job);
+  } else if (!r.session_live) {
+    r.session_live = true;
+    ++stats_.sessions_resumed;
+    STOKER_LOG(kInfo) << "client " << request.client_id << " resumed its session of rank " << request.rank
+                      << " of job " << request.job;
+  }
+  r.last_heard = clock_.Now();
+  RegisterClientResponse response;
+  response.spec = job->record->spec;
+  response.steps_per_epoch = job->plan.steps_per_epoch();
+  response.samples_per_epoch = job->plan.num_samples();
+  response.start_batch = job->record->ranks[request.rank].start_batch;
+  response.heartbeat_interval_ms = static_cast<uint32_t>(ToMillis(options_.heartbeat_interval));
+  response.workers = WorkerListLocked();
+  response.membership_version = membership_version_;
+  ServeParkedLocked(request.job, *job, request.rank);
+  return response;
+}
+
+StatusOr<ClientHeartbeatResponse> CoordinatorImpl::ClientHeartbeat(const ClientHeartbeatRequest& request) {
+  MutexLock lock(mu_);
+  JobRuntime* job = FindJobLocked(request.job);
+  if (job == nullptr) return NotFoundError("unknown job '" + request.job + "'");
+  if (request.rank >= job->ranks.size()) return InvalidArgumentError("rank out of range");
+  RankRuntime& r = job->ranks[request.rank];
+  const RankView view = ViewLocked(*job, request.rank);
+  if (view.client_id != request.client_id) {
+    return AbortedError("client " + request.client_id + " does not hold rank " + std::to_string(request.rank) +
+                        " of job '" + request.job + "' (another client took it): register again");
+  }
+  if (!r.session_live) {
+    // Its last holder, heard again after the coordinator restarted or after a pause: the session goes on.
+    r.session_live = true;
+    ++stats_.sessions_resumed;
+    STOKER_LOG(kInfo) << "client " << request.client_id << " is back on rank " << request.rank << " of job "
+                      << request.job;
+  }
+  const uint64_t total = job->plan.total_batches();
+  if (request.received_above.size() > view.window + 1u || request.received_watermark > total ||
+      request.consumed > request.received_watermark) {
+    return InvalidArgumentError("inconsistent ack from " + request.client_id);
+  }
+  r.last_heard = clock_.Now();
+  capacity_.Client(request.job, request.rank, request.client_id, request.step_seconds, request.stall_seconds,
+                   request.samples_delivered, r.last_heard);
+  const bool consumed_advanced = request.consumed > view.consumed;
+  const bool received_advanced = request.received_watermark > view.received;
+  if (consumed_advanced || received_advanced) {
+    ApplyLocked(RankProgress{request.job, request.rank, std::max(view.received, request.received_watermark),
+                             std::max(view.consumed, request.consumed)});
+  }
+  const uint64_t watermark = ViewLocked(*job, request.rank).received;
+  r.received_above.clear();
+  for (uint64_t g : request.received_above) {
+    if (g > watermark && g < total) r.received_above.insert(g);
+  }
+  std::vector<uint64_t> units;
+  for (const auto& [unit, lease] : r.active) units.push_back(unit);
+  for (uint64_t unit : units) CommitIfCompleteLocked(*job, request.rank, unit);
+  if (consumed_advanced) ServeParkedLocked(request.job, *job, request.rank);
+  if (watermark >= total) AnswerParkedEmptyLocked(r, true);
+
+  ClientHeartbeatResponse response;
+  response.membership_version = membership_version_;
+  if (request.membership_version != membership_version_) {
+    response.workers_changed = true;
+    response.workers = WorkerListLocked();
+  }
+  for (const auto& [unit, lease] : r.active) response.leases.push_back({request.job, request.rank, unit, lease.attempt});
+  return response;
+}
+
+}  // namespace stoker::coordinator

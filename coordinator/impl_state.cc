@@ -1,0 +1,142 @@
+// CoordinatorImpl, what it looks like: counters and per-job progress for the metrics, the /state JSON a person
+// debugging reads, and the quarantined samples per epoch.
+#include "coordinator/impl.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace stoker::coordinator {
+
+CoordinatorStats CoordinatorImpl::Stats() const {
+  MutexLock lock(mu_);
+  CoordinatorStats s = stats_;
+  s.workers = workers_.size();
+  s.jobs = jobs_.size();
+  s.live_clients = 0;
+  s.units_leased = s.units_sent = s.units_pending = 0;
+  for (const auto& [id, w] : workers_) s.workers_draining += w.draining;
+  for (const auto& [name, job] : jobs_) {
+    JobStats js;
+    js.name = name;
+    js.ranks = static_cast<uint32_t>(job.ranks.size());
+    const Plan& plan = job.plan;
+    uint64_t slowest = plan.total_batches();
+    for (uint32_t rank = 0; rank < job.ranks.size(); ++rank) {
+      const RankRuntime& r = job.ranks[rank];
+      const RankView view = ViewLocked(job, rank);
+      s.live_clients += r.session_live;
+      js.ranks_held += r.session_live;
+      s.units_pending += r.pending.size();
+      for (const auto& [unit, lease] : r.active) {
+        (lease.sent ? s.units_sent : s.units_leased)++;
+        (lease.sent ? js.units_sent : js.units_leased)++;
+      }
+      js.units_committed += view.received >= plan.total_batches() ? plan.total_units() : plan.UnitOf(view.received);
+      slowest = std::min(slowest, view.consumed);
+    }
+    const uint64_t all = plan.total_units() * job.ranks.size();
+    js.units_pending = all - std::min(all, js.units_committed + js.units_leased + js.units_sent);
+    if (plan.steps_per_epoch() > 0 && plan.epochs() > 0) {
+      js.epoch = std::min(plan.EpochOf(slowest), plan.epochs() - 1);
+      const double done = static_cast<double>(slowest) - static_cast<double>(js.epoch) * plan.steps_per_epoch();
+      js.epoch_progress = std::clamp(done / static_cast<double>(plan.steps_per_epoch()), 0.0, 1.0);
+    }
+    s.job_stats.push_back(std::move(js));
+  }
+  s.advice = capacity_.Advise(workers_.size() - s.workers_draining, clock_.Now());
+  s.reconciling = reconciling_;
+  return s;
+}
+
+std::string CoordinatorImpl::StateJson() const {
+  const CoordinatorStats stats = Stats();
+  MutexLock lock(mu_);
+  JsonWriter j;
+  j.BeginObject()
+      .Key("component").Value("coordinator")
+      .Key("reconciling").Value(reconciling_)
+      .Key("membership_version").Value(membership_version_)
+      .Key("advice").BeginObject()
+      .Key("recommended_workers").Value(stats.advice.recommended)
+      .Key("demand_samples_per_second").Value(stats.advice.demand < 0 ? NAN : stats.advice.demand)
+      .Key("worker_capacity_samples_per_second").Value(stats.advice.per_worker < 0 ? NAN : stats.advice.per_worker)
+      .EndObject();
+  WriteWorkersLocked(j, clock_.Now());
+  WriteJobsLocked(j, stats);
+  j.EndObject();
+  return j.str();
+}
+
+void CoordinatorImpl::WriteWorkersLocked(JsonWriter& j, TimePoint now) const {
+  std::map<std::string, size_t> leases_by_worker;
+  for (const auto& [name, job] : jobs_) {
+    for (const RankRuntime& r : job.ranks) {
+      for (const auto& [unit, lease] : r.active) ++leases_by_worker[lease.worker_id];
+    }
+  }
+  j.Key("workers").BeginArray();
+  for (const auto& [id, w] : workers_) {
+    j.BeginObject()
+        .Key("id").Value(id)
+        .Key("endpoint").Value(w.data_endpoint)
+        .Key("threads").Value(w.threads)
+        .Key("version").Value(w.version)
+        .Key("draining").Value(w.draining)
+        .Key("last_heard_ms_ago").Value(static_cast<int64_t>(ToMillis(now - w.last_heard)))
+        .Key("leases").Value(static_cast<uint64_t>(leases_by_worker[id]))
+        .EndObject();
+  }
+  j.EndArray();
+}
+
+void CoordinatorImpl::WriteJobsLocked(JsonWriter& j, const CoordinatorStats& stats) const {
+  j.Key("jobs").BeginArray();
+  for (const JobStats& js : stats.job_stats) {
+    auto it = jobs_.find(js.name);
+    if (it == jobs_.end()) continue;  // forgotten between the two locks
+    const JobRuntime& job = it->second;
+    j.BeginObject()
+        .Key("name").Value(js.name)
+        .Key("epochs").Value(job.plan.epochs())
+        .Key("steps_per_epoch").Value(job.plan.steps_per_epoch())
+        .Key("batches_per_unit").Value(job.plan.batches_per_unit())
+        .Key("epoch").Value(js.epoch)
+        .Key("epoch_progress").Value(js.epoch_progress)
+        .Key("units").BeginObject()
+        .Key("pending").Value(js.units_pending)
+        .Key("leased").Value(js.units_leased)
+        .Key("sent").Value(js.units_sent)
+        .Key("committed").Value(js.units_committed)
+        .EndObject()
+        .Key("ranks").BeginArray();
+    for (uint32_t rank = 0; rank < job.ranks.size(); ++rank) {
+      const RankRuntime& r = job.ranks[rank];
+      const RankView view = ViewLocked(job, rank);
+      j.BeginObject()
+          .Key("client").Value(view.client_id)
+          .Key("live").Value(r.session_live)
+          .Key("consumed").Value(view.consumed)
+          .Key("received_watermark").Value(view.received)
+          .Key("window").Value(view.window)
+          .Key("active_leases").Value(static_cast<uint64_t>(r.active.size()))
+          .Key("pending_units").Value(static_cast<uint64_t>(r.pending.size()))
+          .Key("parked_requests").Value(static_cast<uint64_t>(r.parked.size()))
+          .EndObject();
+    }
+    j.EndArray().EndObject();
+  }
+  j.EndArray();
+}
+
+std::vector<uint64_t> CoordinatorImpl::QuarantinedSamples(const std::string& job_name, uint32_t epoch) const {
+  MutexLock lock(mu_);
+  std::vector<uint64_t> ids;
+  auto job = jobs_.find(job_name);
+  if (job == jobs_.end()) return ids;
+  auto epoch_it = job->second.quarantined.find(epoch);
+  if (epoch_it == job->second.quarantined.end()) return ids;
+  for (const auto& [id, report] : epoch_it->second) ids.push_back(id);
+  return ids;
+}
+
+}  // namespace stoker::coordinator
