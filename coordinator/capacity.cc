@@ -1,3 +1,4 @@
+// CapacityEstimator (capacity.h): rates from the cumulative counters peers report, and the worker count advised.
 #include "coordinator/capacity.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Journal (journal.h): the append-only file of state updates — framing, group-commit sync, replay, compaction.
 #include "coordinator/journal.h"
 
 #include <capnp/message.h>

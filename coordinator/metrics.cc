@@ -1,3 +1,4 @@
+// The coordinator's Prometheus families (metrics.h), built at scrape time from the Impl's and the service's stats.
 #include "coordinator/metrics.h"
 
 #include "common/control_codec.h"
@@ -6,137 +7,132 @@ namespace stoker::coordinator {
 
 using prometheus::MetricType;
 
+namespace {
+
+// A family of one series without labels.
+void Single(MetricFamilies& out, const char* name, const char* help, MetricType type, double value) {
+  out.push_back(FamilyBuilder(name, help, type).Add({}, value).Build());
+}
+
+// Per pipeline: units by state, the slowest rank's epoch and progress, ranks held, demand.
+void CollectJobs(const CoordinatorStats& s, MetricFamilies& out) {
+  FamilyBuilder units("stoker_coordinator_units", "Units of each pipeline (all epochs and ranks) by state.",
+                      MetricType::Gauge);
+  FamilyBuilder epoch("stoker_coordinator_epoch", "Epoch (0-based) of the pipeline's slowest rank.", MetricType::Gauge);
+  FamilyBuilder progress("stoker_coordinator_epoch_progress_ratio",
+                         "Fraction of its current epoch the pipeline's slowest rank has consumed.", MetricType::Gauge);
+  FamilyBuilder ranks("stoker_coordinator_ranks", "Ranks of each pipeline, by whether a client holds them.",
+                      MetricType::Gauge);
+  FamilyBuilder demand("stoker_coordinator_demand_samples_per_second",
+                       "Samples per second the pipeline's training loops would consume if input never stalled.",
+                       MetricType::Gauge);
+  for (const JobStats& j : s.job_stats) {
+    for (auto [state, n] : {std::pair{"pending", j.units_pending}, std::pair{"leased", j.units_leased},
+                            std::pair{"sent", j.units_sent}, std::pair{"committed", j.units_committed}}) {
+      units.Add({{"pipeline", j.name}, {"state", state}}, static_cast<double>(n));
+    }
+    epoch.Add({{"pipeline", j.name}}, j.epoch);
+    progress.Add({{"pipeline", j.name}}, j.epoch_progress);
+    ranks.Add({{"pipeline", j.name}, {"state", "held"}}, j.ranks_held);
+    ranks.Add({{"pipeline", j.name}, {"state", "free"}}, j.ranks - j.ranks_held);
+    auto d = s.advice.demand_by_job.find(j.name);
+    if (d != s.advice.demand_by_job.end()) demand.Add({{"pipeline", j.name}}, d->second);
+  }
+  out.push_back(units.Build());
+  out.push_back(epoch.Build());
+  out.push_back(progress.Build());
+  out.push_back(ranks.Build());
+  out.push_back(demand.Build());
+}
+
+// Workers, clients and jobs known; leasing counters; the capacity advice.
+void CollectLeasing(const CoordinatorStats& s, uint32_t max_workers, MetricFamilies& out) {
+  const ReleaseCounts& r = s.releases;
+  FamilyBuilder releases("stoker_coordinator_releases_total", "Units handed back to pending for re-leasing, by reason.",
+                         MetricType::Counter);
+  for (auto [reason, n] : {std::pair{"worker_lost", r.worker_lost}, std::pair{"lease_expired", r.lease_expired},
+                           std::pair{"unacked", r.unacked}, std::pair{"undeliverable", r.undeliverable},
+                           std::pair{"abandoned", r.abandoned}, std::pair{"drain", r.drain},
+                           std::pair{"session_reset", r.session_reset}, std::pair{"not_adopted", r.not_adopted}}) {
+    releases.Add({{"reason", reason}}, static_cast<double>(n));
+  }
+  out.push_back(releases.Build());
+  out.push_back(FamilyBuilder("stoker_coordinator_workers", "Registered workers by state.", MetricType::Gauge)
+                    .Add({{"state", "active"}}, static_cast<double>(s.workers - s.workers_draining))
+                    .Add({{"state", "draining"}}, static_cast<double>(s.workers_draining))
+                    .Build());
+  out.push_back(FamilyBuilder("stoker_coordinator_clients", "Client sessions holding a rank.", MetricType::Gauge)
+                    .Add({{"state", "live"}}, static_cast<double>(s.live_clients))
+                    .Build());
+  Single(out, "stoker_coordinator_jobs", "Jobs the coordinator knows.", MetricType::Gauge, static_cast<double>(s.jobs));
+  Single(out, "stoker_coordinator_reconciling", "1 while, after a restart, workers report the leases they still hold.",
+         MetricType::Gauge, s.reconciling ? 1 : 0);
+  Single(out, "stoker_coordinator_recommended_workers",
+         "Workers the running pipelines need: demand over one worker's rate at full busy (at most a doubling per "
+         "estimate).",
+         MetricType::Gauge, s.advice.recommended);
+  if (s.advice.per_worker > 0) {
+    Single(out, "stoker_coordinator_worker_capacity_samples_per_second",
+           "Samples per second one worker makes when fully busy (mean over workers).", MetricType::Gauge,
+           s.advice.per_worker);
+  }
+  if (max_workers > 0) {
+    Single(out, "stoker_coordinator_max_workers", "The most workers the autoscaler may run (--max-workers).",
+           MetricType::Gauge, max_workers);
+  }
+  Single(out, "stoker_coordinator_leases_granted_total", "Leases granted.", MetricType::Counter,
+         static_cast<double>(s.leases_granted));
+  Single(out, "stoker_coordinator_units_committed_total", "Units whose batches were all acked.", MetricType::Counter,
+         static_cast<double>(s.units_committed));
+  Single(out, "stoker_coordinator_quarantined_samples_total",
+         "Samples workers reported unreadable (distinct per epoch).", MetricType::Counter,
+         static_cast<double>(s.quarantined_samples));
+}
+
+// Requests by method and status, their latency, rejected frames, transport errors, the journal.
+void CollectService(const CoordinatorService& service, const Journal* journal, MetricFamilies& out) {
+  const ServiceStats stats = service.Stats();
+  FamilyBuilder requests("stoker_coordinator_requests_total", "Control requests answered, by method and status.",
+                         MetricType::Counter);
+  std::map<std::string, uint64_t> by = stats.by_method_code;
+  for (const std::string& method : MethodNames()) by.try_emplace(method + "/OK", 0);
+  for (const auto& [key, n] : by) {
+    size_t slash = key.find('/');
+    requests.Add({{"code", key.substr(slash + 1)}, {"method", key.substr(0, slash)}}, static_cast<double>(n));
+  }
+  out.push_back(requests.Build());
+  FamilyBuilder latency("stoker_coordinator_request_seconds",
+                        "From a request's receipt to its reply leaving, journal sync included.", MetricType::Histogram);
+  const ServiceHistograms& h = service.histograms();
+  for (size_t i = 0; i < h.request_seconds.size(); ++i) {
+    latency.Add({{"method", MethodNames()[i]}}, *h.request_seconds[i]);
+  }
+  out.push_back(latency.Build());
+  Single(out, "stoker_coordinator_rejected_frames_total",
+         "Control frames rejected: unparseable, wrong frame count or protocol version.", MetricType::Counter,
+         static_cast<double>(stats.bad_frames));
+  CollectTransportErrors("coordinator", stats.transport_errors, {}, out);
+  Single(out, "stoker_coordinator_retries_answered_total",
+         "Retried lease requests answered from the reply cache (not applied twice).", MetricType::Counter,
+         static_cast<double>(stats.retries_answered_from_cache));
+  if (journal == nullptr) return;
+  out.push_back(FamilyBuilder("stoker_coordinator_journal_append_seconds",
+                              "One group commit of the journal: write and fdatasync.", MetricType::Histogram)
+                    .Add({}, *h.journal_sync_seconds)
+                    .Build());
+  Single(out, "stoker_coordinator_journal_bytes", "Size of the journal file.", MetricType::Gauge,
+         static_cast<double>(journal->size_bytes()));
+}
+
+}  // namespace
+
 Collector CoordinatorCollector(const CoordinatorImpl& impl, const CoordinatorService& service,
                                const Journal* journal, uint32_t max_workers) {
   return [&impl, &service, journal, max_workers](MetricFamilies& out) {
     const CoordinatorStats s = impl.Stats();
-    const ServiceStats service_stats = service.Stats();
-
-    FamilyBuilder units("stoker_coordinator_units", "Units of each pipeline (all epochs and ranks) by state.",
-                        MetricType::Gauge);
-    FamilyBuilder epoch("stoker_coordinator_epoch", "Epoch (0-based) of the pipeline's slowest rank.",
-                        MetricType::Gauge);
-    FamilyBuilder progress("stoker_coordinator_epoch_progress_ratio",
-                           "Fraction of its current epoch the pipeline's slowest rank has consumed.",
-                           MetricType::Gauge);
-    FamilyBuilder ranks("stoker_coordinator_ranks", "Ranks of each pipeline, by whether a client holds them.",
-                        MetricType::Gauge);
-    FamilyBuilder demand("stoker_coordinator_demand_samples_per_second",
-                         "Samples per second the pipeline's training loops would consume if input never stalled.",
-                         MetricType::Gauge);
-    for (const JobStats& j : s.job_stats) {
-      for (auto [state, n] : {std::pair{"pending", j.units_pending}, std::pair{"leased", j.units_leased},
-                              std::pair{"sent", j.units_sent}, std::pair{"committed", j.units_committed}}) {
-        units.Add({{"pipeline", j.name}, {"state", state}}, static_cast<double>(n));
-      }
-      epoch.Add({{"pipeline", j.name}}, j.epoch);
-      progress.Add({{"pipeline", j.name}}, j.epoch_progress);
-      ranks.Add({{"pipeline", j.name}, {"state", "held"}}, j.ranks_held);
-      ranks.Add({{"pipeline", j.name}, {"state", "free"}}, j.ranks - j.ranks_held);
-      auto d = s.advice.demand_by_job.find(j.name);
-      if (d != s.advice.demand_by_job.end()) demand.Add({{"pipeline", j.name}}, d->second);
-    }
-    out.push_back(units.Build());
-    out.push_back(epoch.Build());
-    out.push_back(progress.Build());
-    out.push_back(ranks.Build());
-    out.push_back(demand.Build());
-
-    const ReleaseCounts& r = s.releases;
-    FamilyBuilder releases("stoker_coordinator_releases_total",
-                           "Units handed back to pending for re-leasing, by reason.", MetricType::Counter);
-    for (auto [reason, n] : {std::pair{"worker_lost", r.worker_lost}, std::pair{"lease_expired", r.lease_expired},
-                             std::pair{"unacked", r.unacked}, std::pair{"undeliverable", r.undeliverable},
-                             std::pair{"abandoned", r.abandoned}, std::pair{"drain", r.drain},
-                             std::pair{"session_reset", r.session_reset}, std::pair{"not_adopted", r.not_adopted}}) {
-      releases.Add({{"reason", reason}}, static_cast<double>(n));
-    }
-    out.push_back(releases.Build());
-
-    const double active_workers = static_cast<double>(s.workers - s.workers_draining);
-    out.push_back(FamilyBuilder("stoker_coordinator_workers", "Registered workers by state.", MetricType::Gauge)
-                      .Add({{"state", "active"}}, active_workers)
-                      .Add({{"state", "draining"}}, static_cast<double>(s.workers_draining))
-                      .Build());
-    out.push_back(FamilyBuilder("stoker_coordinator_clients", "Client sessions holding a rank.", MetricType::Gauge)
-                      .Add({{"state", "live"}}, static_cast<double>(s.live_clients))
-                      .Build());
-    out.push_back(FamilyBuilder("stoker_coordinator_jobs", "Jobs the coordinator knows.", MetricType::Gauge)
-                      .Add({}, static_cast<double>(s.jobs))
-                      .Build());
-    out.push_back(FamilyBuilder("stoker_coordinator_reconciling",
-                                "1 while, after a restart, workers report the leases they still hold.",
-                                MetricType::Gauge)
-                      .Add({}, s.reconciling ? 1 : 0)
-                      .Build());
-    out.push_back(FamilyBuilder("stoker_coordinator_recommended_workers",
-                                "Workers the running pipelines need: demand over one worker's rate at full "
-                                "busy (at most a doubling per estimate).",
-                                MetricType::Gauge)
-                      .Add({}, s.advice.recommended)
-                      .Build());
-    if (s.advice.per_worker > 0) {
-      out.push_back(FamilyBuilder("stoker_coordinator_worker_capacity_samples_per_second",
-                                  "Samples per second one worker makes when fully busy (mean over workers).",
-                                  MetricType::Gauge)
-                        .Add({}, s.advice.per_worker)
-                        .Build());
-    }
-    if (max_workers > 0) {
-      out.push_back(FamilyBuilder("stoker_coordinator_max_workers",
-                                  "The most workers the autoscaler may run (--max-workers).", MetricType::Gauge)
-                        .Add({}, max_workers)
-                        .Build());
-    }
-    out.push_back(FamilyBuilder("stoker_coordinator_leases_granted_total", "Leases granted.", MetricType::Counter)
-                      .Add({}, static_cast<double>(s.leases_granted))
-                      .Build());
-    out.push_back(FamilyBuilder("stoker_coordinator_units_committed_total", "Units whose batches were all acked.",
-                                MetricType::Counter)
-                      .Add({}, static_cast<double>(s.units_committed))
-                      .Build());
-    out.push_back(FamilyBuilder("stoker_coordinator_quarantined_samples_total",
-                                "Samples workers reported unreadable (distinct per epoch).", MetricType::Counter)
-                      .Add({}, static_cast<double>(s.quarantined_samples))
-                      .Build());
-
-    FamilyBuilder requests("stoker_coordinator_requests_total", "Control requests answered, by method and status.",
-                           MetricType::Counter);
-    std::map<std::string, uint64_t> by = service_stats.by_method_code;
-    for (const std::string& method : MethodNames()) by.try_emplace(method + "/OK", 0);
-    for (const auto& [key, n] : by) {
-      size_t slash = key.find('/');
-      requests.Add({{"code", key.substr(slash + 1)}, {"method", key.substr(0, slash)}}, static_cast<double>(n));
-    }
-    out.push_back(requests.Build());
-    FamilyBuilder latency("stoker_coordinator_request_seconds",
-                          "From a request's receipt to its reply leaving, journal sync included.",
-                          MetricType::Histogram);
-    const ServiceHistograms& h = service.histograms();
-    for (size_t i = 0; i < h.request_seconds.size(); ++i) {
-      latency.Add({{"method", MethodNames()[i]}}, *h.request_seconds[i]);
-    }
-    out.push_back(latency.Build());
-    out.push_back(FamilyBuilder("stoker_coordinator_rejected_frames_total",
-                                "Control frames rejected: unparseable, wrong frame count or protocol version.",
-                                MetricType::Counter)
-                      .Add({}, static_cast<double>(service_stats.bad_frames))
-                      .Build());
-    CollectTransportErrors("coordinator", service_stats.transport_errors, {}, out);
-    out.push_back(FamilyBuilder("stoker_coordinator_retries_answered_total",
-                                "Retried lease requests answered from the reply cache (not applied twice).",
-                                MetricType::Counter)
-                      .Add({}, static_cast<double>(service_stats.retries_answered_from_cache))
-                      .Build());
-    if (journal != nullptr) {
-      out.push_back(FamilyBuilder("stoker_coordinator_journal_append_seconds",
-                                  "One group commit of the journal: write and fdatasync.", MetricType::Histogram)
-                        .Add({}, *h.journal_sync_seconds)
-                        .Build());
-      out.push_back(FamilyBuilder("stoker_coordinator_journal_bytes", "Size of the journal file.", MetricType::Gauge)
-                        .Add({}, static_cast<double>(journal->size_bytes()))
-                        .Build());
-    }
+    CollectJobs(s, out);
+    CollectLeasing(s, max_workers, out);
+    CollectService(service, journal, out);
   };
 }
 

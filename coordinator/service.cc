@@ -1,3 +1,4 @@
+// CoordinatorService (service.h): the ZeroMQ adapter — receive, decode, dispatch to the Impl, group commit, reply.
 #include "coordinator/service.h"
 
 #include <signal.h>

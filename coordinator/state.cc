@@ -1,3 +1,4 @@
+// CoordinatorState (state.h): applying journalled updates to the durable state, and the snapshot that rebuilds it.
 #include "coordinator/state.h"
 
 #include <algorithm>

@@ -1,3 +1,5 @@
+// The pipeline threads' work (batch_build.h): loading a job's context, and reading, decoding and augmenting one
+// sample into its slot of a batch, or quarantining it with the reason.
 #include "worker/batch_build.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// BatchSender (batch_sender.h): a finished batch's header and zero-copy payload frames onto the data socket.
 #include "worker/batch_sender.h"
 
 #include <algorithm>

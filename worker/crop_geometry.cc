@@ -1,3 +1,4 @@
+// Crop geometry (crop_geometry.h): torchvision's RandomResizedCrop and Resize + CenterCrop as source rectangles.
 #include "worker/crop_geometry.h"
 
 #include <algorithm>

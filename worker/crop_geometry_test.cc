@@ -1,3 +1,5 @@
+// Crop geometry against a transcription of torchvision's get_params (bounds, fallback), the centre crop mapped
+// back to the source, and augmentation as a function of the sample's seed.
 #include "worker/crop_geometry.h"
 
 #include <gtest/gtest.h>

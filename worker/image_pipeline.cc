@@ -1,3 +1,4 @@
+// ImagePipeline (image_pipeline.h): decode the crop region, resize straight into the batch slot, flip.
 #include "worker/image_pipeline.h"
 
 #include <chrono>

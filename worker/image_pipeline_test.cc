@@ -1,3 +1,5 @@
+// The image pipeline: the same seed gives the same bytes, flips mirror, eval equals resize + centre crop, PNG
+// through OpenCV, and corrupt or unknown bytes are quarantined with the reason.
 #include "worker/image_pipeline.h"
 
 #include <gtest/gtest.h>

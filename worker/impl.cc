@@ -1,3 +1,5 @@
+// WorkerImpl (impl.h): the coordinator's replies, jobs, clients' streams, time and draining. The life of a unit
+// (leases, builds, routes, reports) is in impl_units.cc.
 #include "worker/impl.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// JpegDecoder (jpeg_decoder.h): libjpeg-turbo's libjpeg API, decoding only the crop's region, DCT-scaled.
 #include "worker/jpeg_decoder.h"
 
 #include <jerror.h>

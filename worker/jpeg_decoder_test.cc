@@ -1,3 +1,5 @@
+// The region decoder against full decoding (4:4:4 and 4:2:0), DCT-domain reduction, damaged input as DATA_LOSS,
+// and images claiming too many pixels refused.
 #include "worker/jpeg_decoder.h"
 
 #include <gtest/gtest.h>

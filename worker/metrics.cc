@@ -1,3 +1,4 @@
+// The worker's Prometheus families (metrics.h), built at scrape time from Worker::Stats() and its histograms.
 #include "worker/metrics.h"
 
 #include <chrono>

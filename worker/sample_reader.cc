@@ -1,3 +1,4 @@
+// SampleReader (sample_reader.h): pread at the manifest's offsets through a bounded cache of open shards.
 #include "worker/sample_reader.h"
 
 namespace stoker {

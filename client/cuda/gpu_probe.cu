@@ -1,3 +1,4 @@
+// GPU discovery and the CUDA stall probe (gpu_probe.h): devices and UUIDs from the runtime, idle time from events.
 #include <cuda_runtime.h>
 
 #include <cstdio>

@@ -1,3 +1,5 @@
+// ClientCore (client_core.h): the window's insertions and hand-outs, waits and steps on the client's Clock, the
+// staging loop, and health.
 #include "client/src/client_core.h"
 
 #include <pthread.h>

@@ -1,3 +1,4 @@
+// The process's metrics endpoint shared by its clients (ClientProcess), each client's families and its /state.
 #include "client/src/client_metrics.h"
 
 #include "client/cuda/gpu_probe.h"

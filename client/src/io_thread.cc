@@ -1,3 +1,4 @@
+// IoThread (io_thread.h): registration, heartbeats and acks, credits, worker membership, and batch frames.
 #include "client/src/io_thread.h"
 
 #include <pthread.h>

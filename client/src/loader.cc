@@ -14,96 +14,20 @@
 #include "stoker/loader.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
-#include <mutex>
 #include <vector>
 
-#include "client/cuda/device_stage.h"
-#include "client/cuda/gpu_probe.h"
-#include "client/nccl/collective.h"
 #include "client/src/convert_host.h"
+#include "client/src/loader_impl.h"
 #include "client/src/received_batch.h"
 #include "common/logging.h"
 
 namespace stoker {
 
-namespace {
-
+using namespace internal;  // the Loader's private parts (client/src/loader_impl.h)
 using SteadyClock = std::chrono::steady_clock;
 
-// Host path: converted batches live in `depth` buffers, position % depth, each held until its batch is released.
-struct HostBuffers {
-  std::mutex mu;
-  std::vector<std::vector<uint8_t>> buffers;
-  std::vector<bool> held;  // guarded by mu
-};
-
-// A follower's slots: held from Next() until the consumer releases the batch.
-struct FollowerSlots {
-  std::mutex mu;
-  std::vector<bool> held;  // guarded by mu
-};
-
-// What the leader broadcasts before each delivery (and once, at open, as the hello). Fixed layout; both ends are
-// the same build. kRetry: this Next() failed with a retryable error (the followers return it too, and go on).
-enum class MetaKind : uint32_t { kHello = 1, kBatch, kEndOfEpoch, kEndOfJob, kStopped, kError, kRetry };
-
-constexpr uint64_t kStagedFrameBytes = 8 << 20;
-
-bool Retryable(const Status& s) {
-  return s.code() == StatusCode::kDeadlineExceeded || s.code() == StatusCode::kResourceExhausted;
-}
-
-// The agreement step's votes, reduced to their maximum: the strongest wins.
-enum Vote : uint32_t {
-  kGo = 0,        // a delivery in hand
-  kRetry = 1,     // a retryable error here: every rank puts its batch back and returns it
-  kStop = 2,      // asked to stop (RequestStop)
-  kCannotGoOn = 3 // a final error here
-};
-struct MetaHeader {
-  uint32_t magic;
-  MetaKind kind;
-  uint32_t epoch;
-  uint32_t count;
-  uint64_t index;
-  uint64_t position;
-  int32_t status_code;
-  uint32_t message_bytes;
-  // The hello's: the job as the followers need it.
-  uint32_t batch_size, height, width, epochs;
-  uint64_t steps_per_epoch;
-};
-constexpr uint32_t kMetaMagic = 0x5354504d;  // "STPM"
-constexpr size_t kMetaHeaderBytes = 128;
-constexpr size_t kMetaMessageBytes = 256;
-constexpr size_t kHelloBytes = kMetaHeaderBytes + kMetaMessageBytes;
-static_assert(sizeof(MetaHeader) <= kMetaHeaderBytes);
-
-size_t MetaBytes(uint32_t batch) {
-  size_t bytes = kHelloBytes + size_t{batch} * (sizeof(int64_t) + sizeof(uint64_t) + 1);
-  return (bytes + 15) & ~size_t{15};
-}
-
-}  // namespace
-
 // ---- LoadedBatch ----------------------------------------------------------------------------------------------
-
-struct LoadedBatch::State {
-  Batch batch;                          // the client's (invalid on a follower)
-  std::shared_ptr<DeviceStage> stage;   // null on the host path
-  size_t slot = 0;
-  void* stream = nullptr;               // the consumer's stream at Next()
-  BatchView view;
-  uint32_t epoch = 0, count = 0;
-  uint64_t index = 0, position = 0;
-  std::vector<int64_t> labels;          // a follower's host copies (the leader's come from `batch`)
-  std::vector<uint64_t> sample_ids;
-  std::vector<uint8_t> flags;
-  std::shared_ptr<HostBuffers> host_buffers;      // host path with a conversion: buffer `slot` is ours
-  std::shared_ptr<FollowerSlots> follower_slots;  // a follower: slot `slot` is ours
-};
 
 LoadedBatch::LoadedBatch(std::unique_ptr<State> state) : state_(std::move(state)) {}
 LoadedBatch::LoadedBatch(LoadedBatch&&) noexcept = default;
@@ -125,11 +49,11 @@ void LoadedBatch::Release() {
     if (!recorded.ok()) STOKER_LOG(kError) << "releasing a batch: " << recorded.ToString();
   }
   if (s.host_buffers) {
-    std::lock_guard<std::mutex> lock(s.host_buffers->mu);
+    MutexLock lock(s.host_buffers->mu);
     s.host_buffers->held[s.slot] = false;
   }
   if (s.follower_slots) {
-    std::lock_guard<std::mutex> lock(s.follower_slots->mu);
+    MutexLock lock(s.follower_slots->mu);
     s.follower_slots->held[s.slot] = false;
   }
   s.batch.Release();  // then the host slot: the staging thread may now reuse the device slot
@@ -155,52 +79,6 @@ const uint8_t* LoadedBatch::host_pixels() const {
 }
 
 // ---- Loader::Impl ---------------------------------------------------------------------------------------------
-
-class Loader::Impl {
- public:
-  explicit Impl(const LoaderOptions& options) : options_(options) {}
-
-  Status Open();
-  StatusOr<LoaderDelivery> Next(void* stream, std::chrono::milliseconds timeout);
-  void RequestStop() { stop_requested_.store(true); }
-  std::string Checkpoint() const { return client_ ? client_->Checkpoint() : std::string(); }
-  LoaderStats Stats() const;
-  const JobSpec& spec() const { return spec_; }
-  uint64_t steps() const { return steps_; }
-  bool on_device() const { return stage_ != nullptr; }
-
- private:
-  bool follower() const { return options_.tensor_parallel.size > 1 && options_.tensor_parallel.rank > 0; }
-  bool leader() const { return options_.tensor_parallel.size > 1 && options_.tensor_parallel.rank == 0; }
-
-  StatusOr<LoaderDelivery> FetchAndAgree(void* stream, std::chrono::milliseconds timeout);
-  StatusOr<LoaderDelivery> Deliver(Delivery d, void* stream);
-  StatusOr<LoaderDelivery> FollowerNext(void* stream);
-  Status OpenLeaderMeta();
-  Status OpenFollower();
-  // Leader: tells the followers what this Next() returns (and sends the batch's bytes after it).
-  Status BroadcastMeta(MetaKind kind, uint32_t epoch, const Status& error, const Batch* batch);
-  Status BroadcastHello();
-
-  const LoaderOptions options_;
-  std::unique_ptr<Client> client_;          // not on a follower
-  std::shared_ptr<StallProbe> probe_;       // GPU path
-  std::shared_ptr<DeviceStage> stage_;      // GPU path
-  std::shared_ptr<HostBuffers> host_buffers_;     // host path, converting
-  std::shared_ptr<FollowerSlots> follower_slots_;
-  uint64_t follower_batches_ = 0;           // a follower's batches so far: its slot is this % depth
-  std::unique_ptr<Collective> tensor_parallel_, agreement_;
-  std::unique_ptr<CollectiveBuffers> meta_;  // tensor parallel: one per depth, metadata of one delivery
-  uint64_t meta_sequence_ = 0;
-  JobSpec spec_;
-  uint64_t steps_ = 0;
-  std::atomic<bool> stop_requested_{false};
-  bool stopped_ = false;
-  uint32_t last_epoch_ = 0;
-
-  mutable std::mutex stats_mu_;
-  LoaderStats stats_;  // guarded by stats_mu_ (the counters the Loader itself keeps)
-};
 
 Status Loader::Impl::Open() {
   const LoaderOptions& o = options_;
@@ -261,62 +139,13 @@ Status Loader::Impl::Open() {
   return Status::Ok();
 }
 
-Status Loader::Impl::BroadcastHello() {
-  STOKER_ASSIGN_OR_RETURN(auto hello, CollectiveBuffers::Allocate(options_.device, kHelloBytes, 1));
-  MetaHeader h{};
-  h.magic = kMetaMagic;
-  h.kind = MetaKind::kHello;
-  h.batch_size = spec_.batch_size;
-  h.height = spec_.pipeline.output_height;
-  h.width = spec_.pipeline.output_width;
-  h.epochs = spec_.epochs;
-  h.steps_per_epoch = steps_;
-  std::memcpy(hello->host(0), &h, sizeof(h));
-  const std::string name = spec_.name.substr(0, kMetaMessageBytes - 1);
-  std::memcpy(hello->host(0) + kMetaHeaderBytes, name.c_str(), name.size() + 1);
-  STOKER_RETURN_IF_ERROR(tensor_parallel_->CopyToDevice(hello->device(0), hello->host(0), kHelloBytes));
-  STOKER_RETURN_IF_ERROR(tensor_parallel_->Broadcast(hello->device(0), kHelloBytes));
-  return tensor_parallel_->WaitQueued();
-}
-
-Status Loader::Impl::OpenFollower() {
-  const LoaderOptions& o = options_;
-  STOKER_ASSIGN_OR_RETURN(tensor_parallel_, Collective::Join(o.tensor_parallel, o.device));
-  STOKER_ASSIGN_OR_RETURN(auto hello, CollectiveBuffers::Allocate(o.device, kHelloBytes, 1));
-  STOKER_RETURN_IF_ERROR(tensor_parallel_->Broadcast(hello->device(0), kHelloBytes));
-  STOKER_RETURN_IF_ERROR(tensor_parallel_->CopyToHost(hello->host(0), hello->device(0), kHelloBytes));
-  STOKER_RETURN_IF_ERROR(tensor_parallel_->WaitQueued());
-  MetaHeader h;
-  std::memcpy(&h, hello->host(0), sizeof(h));
-  if (h.magic != kMetaMagic || h.kind != MetaKind::kHello) {
-    return InternalError("the tensor-parallel leader's hello is malformed (a different stoker build?)");
-  }
-  const std::string leader_job(reinterpret_cast<const char*>(hello->host(0) + kMetaHeaderBytes));
-  if (!o.client.job.empty() && leader_job != o.client.job) {
-    return InvalidArgumentError("this follower names job '" + o.client.job + "' but its group's leader feeds '" +
-                                leader_job + "'");
-  }
-  spec_.name = leader_job;
-  spec_.batch_size = h.batch_size;
-  spec_.pipeline.output_height = h.height;
-  spec_.pipeline.output_width = h.width;
-  spec_.epochs = h.epochs;
-  steps_ = h.steps_per_epoch;
-  DeviceStage::Shape shape{h.batch_size, h.height, h.width};
-  STOKER_ASSIGN_OR_RETURN(stage_, DeviceStage::Create(o.device, shape, o.depth, o.output));
-  STOKER_ASSIGN_OR_RETURN(meta_, CollectiveBuffers::Allocate(o.device, MetaBytes(h.batch_size), o.depth));
-  follower_slots_ = std::make_shared<FollowerSlots>();
-  follower_slots_->held.assign(o.depth, false);
-  return Status::Ok();
-}
-
 StatusOr<LoaderDelivery> Loader::Impl::Next(void* stream, std::chrono::milliseconds timeout) {
   if (stage_ != nullptr) STOKER_RETURN_IF_ERROR(CheckConsumerStream(options_.device, stream));
   const auto start = SteadyClock::now();
   StatusOr<LoaderDelivery> result =
       stopped_ ? StatusOr<LoaderDelivery>(LoaderDelivery{LoaderDelivery::Kind::kStopped, last_epoch_, {}})
                : (follower() ? FollowerNext(stream) : FetchAndAgree(stream, timeout));
-  std::lock_guard<std::mutex> lock(stats_mu_);
+  MutexLock lock(stats_mu_);
   stats_.wait_seconds += std::chrono::duration<double>(SteadyClock::now() - start).count();
   if (result.ok() && result->kind == LoaderDelivery::Kind::kBatch) {
     ++stats_.batches;
@@ -343,7 +172,7 @@ StatusOr<LoaderDelivery> Loader::Impl::FetchAndAgree(void* stream, std::chrono::
     const auto begin = SteadyClock::now();
     StatusOr<uint32_t> max = agreement_->AgreeMax(vote);
     {
-      std::lock_guard<std::mutex> lock(stats_mu_);
+      MutexLock lock(stats_mu_);
       stats_.agreement_seconds += std::chrono::duration<double>(SteadyClock::now() - begin).count();
       ++stats_.agreements;
     }
@@ -430,7 +259,7 @@ StatusOr<LoaderDelivery> Loader::Impl::Deliver(Delivery d, void* stream) {
         stopped_ = true;
         return sent.WithContext("broadcasting a batch to the tensor-parallel group");
       }
-      std::lock_guard<std::mutex> lock(stats_mu_);
+      MutexLock lock(stats_mu_);
       stats_.broadcast_bytes += stage_->slot_bytes();
     }
     state->view = stage_->View(state->slot);
@@ -450,7 +279,7 @@ StatusOr<LoaderDelivery> Loader::Impl::Deliver(Delivery d, void* stream) {
       v.data = const_cast<uint8_t*>(batch.pixels());  // the received message itself: no copy
     } else {
       {
-        std::lock_guard<std::mutex> lock(host_buffers_->mu);
+        MutexLock lock(host_buffers_->mu);
         if (host_buffers_->held[state->slot]) {
           STOKER_RETURN_IF_ERROR(client_->PutBack(std::move(batch)));
           return ResourceExhaustedError("the consumer holds " + std::to_string(options_.depth) +
@@ -468,123 +297,10 @@ StatusOr<LoaderDelivery> Loader::Impl::Deliver(Delivery d, void* stream) {
   return LoaderDelivery{LoaderDelivery::Kind::kBatch, state->epoch, LoadedBatch(std::move(state))};
 }
 
-Status Loader::Impl::BroadcastMeta(MetaKind kind, uint32_t epoch, const Status& error, const Batch* batch) {
-  const uint32_t i = static_cast<uint32_t>(meta_sequence_++ % options_.depth);
-  STOKER_RETURN_IF_ERROR(meta_->WaitUnused(i, *tensor_parallel_));  // its last broadcast is long done, normally
-  uint8_t* host = meta_->host(i);
-  MetaHeader h{};
-  h.magic = kMetaMagic;
-  h.kind = kind;
-  h.epoch = epoch;
-  h.status_code = static_cast<int32_t>(error.code());
-  const std::string message = error.message().substr(0, kMetaMessageBytes - 1);
-  h.message_bytes = static_cast<uint32_t>(message.size());
-  std::memcpy(host + kMetaHeaderBytes, message.data(), message.size());
-  if (batch != nullptr) {
-    h.index = batch->index();
-    h.position = batch->position();
-    h.count = batch->size();
-    uint8_t* p = host + kHelloBytes;
-    std::memcpy(p, batch->labels().data(), batch->labels().size_bytes());
-    p += batch->labels().size_bytes();
-    std::memcpy(p, batch->sample_ids().data(), batch->sample_ids().size_bytes());
-    p += batch->sample_ids().size_bytes();
-    std::memcpy(p, batch->flags().data(), batch->flags().size_bytes());
-  }
-  std::memcpy(host, &h, sizeof(h));
-  STOKER_RETURN_IF_ERROR(tensor_parallel_->CopyToDevice(meta_->device(i), host, meta_->bytes()));
-  STOKER_RETURN_IF_ERROR(tensor_parallel_->Broadcast(meta_->device(i), meta_->bytes()));
-  return meta_->MarkUsed(i, tensor_parallel_->stream());
-}
-
-StatusOr<LoaderDelivery> Loader::Impl::FollowerNext(void* stream) {
-  // The slot the next batch would take, checked before anything is received: once the leader's metadata is in,
-  // the batch's bytes must be received too, or the group's broadcasts fall out of step.
-  const size_t slot = follower_batches_ % options_.depth;
-  {
-    std::lock_guard<std::mutex> lock(follower_slots_->mu);
-    if (follower_slots_->held[slot]) {
-      return ResourceExhaustedError("the consumer holds " + std::to_string(options_.depth) +
-                                    " batches, every device slot (the depth): release one first");
-    }
-  }
-  const uint32_t i = static_cast<uint32_t>(meta_sequence_++ % options_.depth);
-  uint8_t* host = meta_->host(i);
-  STOKER_RETURN_IF_ERROR(tensor_parallel_->Broadcast(meta_->device(i), meta_->bytes()));
-  STOKER_RETURN_IF_ERROR(tensor_parallel_->CopyToHost(host, meta_->device(i), meta_->bytes()));
-  STOKER_RETURN_IF_ERROR(tensor_parallel_->WaitQueued());  // the leader's next delivery, whatever it is
-  MetaHeader h;
-  std::memcpy(&h, host, sizeof(h));
-  if (h.magic != kMetaMagic) {
-    tensor_parallel_->Abort();
-    stopped_ = true;
-    return InternalError("malformed metadata from the tensor-parallel leader");
-  }
-  const std::string message(reinterpret_cast<const char*>(host + kMetaHeaderBytes),
-                            std::min<size_t>(h.message_bytes, kMetaMessageBytes));
-  switch (h.kind) {
-    case MetaKind::kBatch: break;
-    case MetaKind::kEndOfEpoch: return LoaderDelivery{LoaderDelivery::Kind::kEndOfEpoch, h.epoch, {}};
-    case MetaKind::kEndOfJob: return LoaderDelivery{LoaderDelivery::Kind::kEndOfJob, h.epoch, {}};
-    case MetaKind::kStopped:
-      stopped_ = true;
-      return LoaderDelivery{LoaderDelivery::Kind::kStopped, h.epoch, {}};
-    case MetaKind::kRetry:
-      return Status(static_cast<StatusCode>(h.status_code), "the tensor-parallel leader: " + message);
-    case MetaKind::kError:
-      stopped_ = true;
-      return Status(static_cast<StatusCode>(h.status_code), "the tensor-parallel leader failed: " + message);
-    default:
-      tensor_parallel_->Abort();
-      stopped_ = true;
-      return InternalError("unknown metadata kind from the tensor-parallel leader");
-  }
-  auto state = std::make_unique<LoadedBatch::State>();
-  state->slot = slot;
-  {
-    std::lock_guard<std::mutex> lock(follower_slots_->mu);
-    follower_slots_->held[slot] = true;  // checked free above; only this thread takes slots
-  }
-  ++follower_batches_;
-  state->follower_slots = follower_slots_;
-  void* tp_stream = tensor_parallel_->stream();
-  Status received = stage_->StreamWaitsReleased(slot, tp_stream);
-  if (received.ok()) received = tensor_parallel_->Broadcast(stage_->DeviceRaw(slot), stage_->slot_bytes());
-  if (received.ok()) received = stage_->ConvertAfter(slot, tp_stream);
-  if (received.ok()) received = stage_->ConsumerWaitsFor(slot, stream);
-  if (!received.ok()) {
-    tensor_parallel_->Abort();
-    stopped_ = true;
-    return received.WithContext("receiving a batch from the tensor-parallel leader");
-  }
-  {
-    std::lock_guard<std::mutex> lock(stats_mu_);
-    stats_.broadcast_bytes += stage_->slot_bytes();
-  }
-  const uint32_t n = h.count;
-  const uint8_t* p = host + kHelloBytes;
-  state->labels.resize(n);
-  state->sample_ids.resize(n);
-  state->flags.resize(n);
-  std::memcpy(state->labels.data(), p, n * sizeof(int64_t));
-  p += n * sizeof(int64_t);
-  std::memcpy(state->sample_ids.data(), p, n * sizeof(uint64_t));
-  p += n * sizeof(uint64_t);
-  std::memcpy(state->flags.data(), p, n);
-  state->stream = stream;
-  state->epoch = h.epoch;
-  state->index = h.index;
-  state->position = h.position;
-  state->count = n;
-  state->view = stage_->View(state->slot);
-  state->stage = stage_;
-  return LoaderDelivery{LoaderDelivery::Kind::kBatch, h.epoch, LoadedBatch(std::move(state))};
-}
-
 LoaderStats Loader::Impl::Stats() const {
   LoaderStats s;
   {
-    std::lock_guard<std::mutex> lock(stats_mu_);
+    MutexLock lock(stats_mu_);
     s = stats_;
   }
   if (client_) s.client = client_->Stats();

@@ -1,3 +1,4 @@
+// Nvml (nvml.h): libnvidia-ml.so.1 loaded at run time, no header needed; readings by GPU UUID.
 #include "client/src/nvml.h"
 
 #include <dlfcn.h>

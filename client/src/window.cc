@@ -1,3 +1,4 @@
+// PrefetchWindow (window.h): slots, positions and the attempts that fence stale copies.
 #include "client/src/window.h"
 
 #include "common/check.h"
