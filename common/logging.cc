@@ -1,4 +1,5 @@
 #include "common/logging.h"
+#include "common/sync.h"
 
 #include <unistd.h>
 
@@ -11,8 +12,8 @@
 namespace stoker {
 namespace {
 std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
-std::mutex g_component_mu;
-std::string g_component = "stoker";  // guarded by g_component_mu
+Mutex g_component_mu;
+std::string g_component STOKER_GUARDED_BY(g_component_mu) = "stoker";
 
 char LevelLetter(LogLevel level) {
   switch (level) {
@@ -38,7 +39,7 @@ bool SetLogLevelFromString(std::string_view name) {
 }
 
 void SetLogComponent(std::string_view component) {
-  std::lock_guard<std::mutex> lock(g_component_mu);
+  MutexLock lock(g_component_mu);
   g_component = std::string(component);
 }
 
@@ -54,7 +55,7 @@ LogMessage::~LogMessage() {
   std::strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &utc);
   std::string component;
   {
-    std::lock_guard<std::mutex> lock(g_component_mu);
+    MutexLock lock(g_component_mu);
     component = g_component;
   }
   char prefix[96];

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "stoker/build_revision.h"
+#include "common/sync.h"
 
 namespace stoker {
 
@@ -70,21 +71,21 @@ const BuildInfo& GetBuildInfo() {
 MetricsHub::MetricsHub(std::string component) : component_(std::move(component)) {}
 
 uint64_t MetricsHub::Add(Collector collector) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   uint64_t id = next_id_++;
   collectors_[id] = std::move(collector);
   return id;
 }
 
 void MetricsHub::Remove(uint64_t id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   collectors_.erase(id);
 }
 
 MetricFamilies MetricsHub::Collect() const {
   MetricFamilies raw;
   {
-    std::lock_guard<std::mutex> lock(mu_);  // held while collecting: Remove() waits for a running collector
+    MutexLock lock(mu_);  // held while collecting: Remove() waits for a running collector
     for (const auto& [id, collect] : collectors_) collect(raw);
   }
   CollectProcessMetrics(raw);

@@ -21,6 +21,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/sync.h"
+
 namespace stoker {
 
 using MetricLabels = std::vector<std::pair<std::string, std::string>>;
@@ -66,9 +68,9 @@ class MetricsHub {
 
  private:
   const std::string component_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   uint64_t next_id_ = 1;
-  std::map<uint64_t, Collector> collectors_;  // guarded by mu_
+  std::map<uint64_t, Collector> collectors_ STOKER_GUARDED_BY(mu_);
 };
 
 // stoker_<component>_transport_errors_total{site}: the ZeroMQ failures a component survived (TransportErrors),

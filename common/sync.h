@@ -93,6 +93,12 @@ class CondVar {
   void Wait(Mutex& mu, Predicate ready) STOKER_REQUIRES(mu) {
     while (!ready()) Wait(mu);
   }
+  // Waits for a notification or `deadline` (steady clock), whichever comes first; the caller looks again.
+  void WaitUntil(Mutex& mu, std::chrono::steady_clock::time_point deadline) STOKER_REQUIRES(mu) {
+    std::unique_lock<std::mutex> lock(mu.mu_, std::adopt_lock);
+    cv_.wait_until(lock, deadline);
+    lock.release();
+  }
   // Waits until `ready` or `deadline` (steady clock); returns ready().
   template <typename Predicate>
   bool WaitUntil(Mutex& mu, std::chrono::steady_clock::time_point deadline, Predicate ready) STOKER_REQUIRES(mu) {

@@ -10,6 +10,7 @@
 #include "common/logging.h"
 #include "common/wire.h"
 #include "stoker/schema/journal.capnp.h"
+#include "common/sync.h"
 
 namespace stoker::coordinator {
 namespace {
@@ -200,7 +201,7 @@ StatusOr<std::unique_ptr<Journal>> Journal::Open(Env& env, const std::string& pa
 }
 
 void Journal::Append(const Update& update) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (const auto* p = std::get_if<RankProgress>(&update)) {
     auto key = std::make_pair(p->job, p->rank);
     auto it = progress_index_.find(key);
@@ -221,7 +222,7 @@ std::string Journal::EncodePendingLocked() {
 
 Status Journal::Sync(const std::function<std::vector<Update>()>& snapshot) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (pending_.empty()) return Status::Ok();
     std::string bytes = EncodePendingLocked();
     STOKER_RETURN_IF_ERROR(file_->Append(bytes.data(), bytes.size()));
@@ -233,7 +234,7 @@ Status Journal::Sync(const std::function<std::vector<Update>()>& snapshot) {
   }
   // The snapshot is taken without our lock (it locks the coordinator, which appends under its own lock).
   std::vector<Update> state = snapshot();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   // An update appended meanwhile is already in `state` and would be replayed twice: compact at the next sync.
   if (!pending_.empty()) return Status::Ok();
   return CompactLocked(state);
@@ -251,22 +252,22 @@ Status Journal::CompactLocked(const std::vector<Update>& snapshot) {
 }
 
 bool Journal::HasUnsynced() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return !pending_.empty();
 }
 
 uint64_t Journal::size_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return file_->Size();
 }
 
 uint64_t Journal::records_written() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return records_written_;
 }
 
 Status Journal::TEST_WriteTorn(double fraction) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::string bytes = EncodePendingLocked();
   size_t cut = static_cast<size_t>(bytes.size() * fraction);
   if (cut == 0 && !bytes.empty()) cut = 1;

@@ -24,6 +24,7 @@
 #include "common/env.h"
 #include "common/status.h"
 #include "coordinator/state.h"
+#include "common/sync.h"
 
 namespace stoker::coordinator {
 
@@ -56,17 +57,17 @@ class Journal {
 
  private:
   Journal(Env& env, std::string path, const JournalOptions& options, std::unique_ptr<WritableFile> file);
-  std::string EncodePendingLocked();
-  Status CompactLocked(const std::vector<Update>& snapshot);
+  std::string EncodePendingLocked() STOKER_REQUIRES(mu_);
+  Status CompactLocked(const std::vector<Update>& snapshot) STOKER_REQUIRES(mu_);
 
   Env& env_;
   const std::string path_;
   const JournalOptions options_;
-  mutable std::mutex mu_;
-  std::unique_ptr<WritableFile> file_;                        // guarded by mu_
-  std::vector<Update> pending_;                               // guarded by mu_
-  std::map<std::pair<std::string, uint32_t>, size_t> progress_index_;  // guarded by mu_: coalescing
-  uint64_t records_written_ = 0;                              // guarded by mu_
+  mutable Mutex mu_;
+  std::unique_ptr<WritableFile> file_ STOKER_GUARDED_BY(mu_);
+  std::vector<Update> pending_ STOKER_GUARDED_BY(mu_);
+  std::map<std::pair<std::string, uint32_t>, size_t> progress_index_ STOKER_GUARDED_BY(mu_);  // coalescing
+  uint64_t records_written_ STOKER_GUARDED_BY(mu_) = 0;
 };
 
 // The record encoding, exposed for tests and tools.

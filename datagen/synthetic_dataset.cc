@@ -15,6 +15,7 @@
 
 #include "common/rng.h"
 #include "common/tar.h"
+#include "common/sync.h"
 
 namespace stoker {
 namespace {
@@ -136,8 +137,8 @@ Status GenerateTarDataset(Env& env, const std::string& directory, const Generate
   unsigned threads = options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency());
   std::atomic<uint64_t> next_shard{0};
   std::atomic<uint64_t> done{0};
-  std::mutex mu;
-  Status first_error;  // guarded by mu
+  Mutex mu;
+  Status first_error;  // under mu
   auto work = [&]() {
     for (uint64_t s = next_shard++; s < shards; s = next_shard++) {
       TarWriter tar;
@@ -146,7 +147,7 @@ Status GenerateTarDataset(Env& env, const std::string& directory, const Generate
       for (uint64_t i = begin; i < end; ++i) {
         auto jpeg = SyntheticJpeg(i, options.jpeg);
         if (!jpeg.ok()) {
-          std::lock_guard<std::mutex> lock(mu);
+          MutexLock lock(mu);
           if (first_error.ok()) first_error = jpeg.status();
           return;
         }
@@ -156,7 +157,7 @@ Status GenerateTarDataset(Env& env, const std::string& directory, const Generate
         tar.Add(std::string(key) + ".cls", std::to_string(i % options.classes));
         uint64_t total_done = ++done;
         if (options.progress && (total_done % 64 == 0 || total_done == options.images)) {
-          std::lock_guard<std::mutex> lock(mu);
+          MutexLock lock(mu);
           options.progress(total_done, options.images);
         }
       }
@@ -165,7 +166,7 @@ Status GenerateTarDataset(Env& env, const std::string& directory, const Generate
       std::string image = tar.Finish();
       Status written = env.WriteFileAtomically(JoinPath(directory, name), image.data(), image.size());
       if (!written.ok()) {
-        std::lock_guard<std::mutex> lock(mu);
+        MutexLock lock(mu);
         if (first_error.ok()) first_error = written;
         return;
       }

@@ -21,6 +21,7 @@ BUILD_PACKAGES=(
 TEST_PACKAGES=(
   prometheus
   python3 python3-yaml python3-matplotlib
+  clang-14                        # -Wthread-safety over the lock annotations (scripts/check-thread-safety.py)
 )
 if [ "${STOKER_DEPS:-all}" = "all" ]; then
   BUILD_PACKAGES+=("${TEST_PACKAGES[@]}")

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "common/data_messages.h"
+#include "common/sync.h"
 
 namespace stoker {
 namespace {
@@ -43,7 +44,7 @@ DeliveryChecker::EpochLog& DeliveryChecker::LogFor(uint32_t epoch) {
 }
 
 void DeliveryChecker::Record(const ConsumedBatch& batch) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (batch.epoch >= plan_.epochs()) {
     // Nothing to attribute it to: count it against the last epoch so it is not silently ignored.
     ++LogFor(plan_.epochs() - 1).unexpected;
@@ -81,7 +82,7 @@ void DeliveryChecker::Record(const ConsumedBatch& batch) {
 }
 
 EpochVerdict DeliveryChecker::Check(uint32_t epoch) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   EpochVerdict v;
   v.epoch = epoch;
   v.batches_per_rank.assign(plan_.world_size(), 0);

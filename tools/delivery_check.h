@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/plan.h"
+#include "common/sync.h"
 
 namespace stoker {
 
@@ -76,11 +77,11 @@ class DeliveryChecker {
     uint64_t corrupt = 0;
     std::vector<SamplePosition> examples;
   };
-  EpochLog& LogFor(uint32_t epoch);
+  EpochLog& LogFor(uint32_t epoch) STOKER_REQUIRES(mu_);
 
   const Plan plan_;
-  mutable std::mutex mu_;
-  std::map<uint32_t, EpochLog> epochs_;  // guarded by mu_
+  mutable Mutex mu_;
+  std::map<uint32_t, EpochLog> epochs_ STOKER_GUARDED_BY(mu_);
 };
 
 }  // namespace stoker

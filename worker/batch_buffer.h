@@ -15,6 +15,8 @@
 #include <mutex>
 #include <vector>
 
+#include "common/sync.h"
+
 namespace stoker {
 
 class BatchBufferPool : public std::enable_shared_from_this<BatchBufferPool> {
@@ -31,7 +33,7 @@ class BatchBufferPool : public std::enable_shared_from_this<BatchBufferPool> {
 
   Buffer Acquire(size_t size) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       for (size_t i = 0; i < idle_.size(); ++i) {
         if (idle_[i].size == size) {
           Buffer b = idle_[i];
@@ -52,7 +54,7 @@ class BatchBufferPool : public std::enable_shared_from_this<BatchBufferPool> {
   }
 
   void Release(Buffer b) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     --outstanding_;
     if (idle_bytes_ + b.size > max_idle_bytes_) {
       std::free(b.data);
@@ -63,16 +65,16 @@ class BatchBufferPool : public std::enable_shared_from_this<BatchBufferPool> {
   }
 
   size_t outstanding() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return outstanding_;
   }
 
  private:
   const size_t max_idle_bytes_;
-  mutable std::mutex mu_;
-  std::vector<Buffer> idle_;  // guarded by mu_
-  size_t idle_bytes_ = 0;     // guarded by mu_
-  size_t outstanding_ = 0;    // guarded by mu_
+  mutable Mutex mu_;
+  std::vector<Buffer> idle_ STOKER_GUARDED_BY(mu_);
+  size_t idle_bytes_ STOKER_GUARDED_BY(mu_) = 0;
+  size_t outstanding_ STOKER_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace stoker

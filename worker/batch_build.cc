@@ -8,6 +8,7 @@
 #include "common/checkpoint.h"
 #include "common/data_messages.h"
 #include "worker/crop_geometry.h"
+#include "common/sync.h"
 
 namespace stoker {
 namespace {
@@ -54,12 +55,12 @@ StatusOr<std::shared_ptr<const JobContext>> LoadJobContext(Env& env, const JobSp
 }
 
 void BuildCounters::CountQuarantine(const std::string& reason) {
-  std::lock_guard<std::mutex> lock(reasons_mu_);
+  MutexLock lock(reasons_mu_);
   ++reasons_[reason];
 }
 
 std::map<std::string, uint64_t> BuildCounters::QuarantineReasons() const {
-  std::lock_guard<std::mutex> lock(reasons_mu_);
+  MutexLock lock(reasons_mu_);
   return reasons_;
 }
 

@@ -20,6 +20,7 @@
 #include "worker/batch_buffer.h"
 #include "worker/image_pipeline.h"
 #include "worker/sample_reader.h"
+#include "common/sync.h"
 
 namespace stoker {
 
@@ -82,8 +83,8 @@ struct BuildCounters {
   std::map<std::string, uint64_t> QuarantineReasons() const;
 
  private:
-  mutable std::mutex reasons_mu_;
-  std::map<std::string, uint64_t> reasons_;  // guarded by reasons_mu_
+  mutable Mutex reasons_mu_;
+  std::map<std::string, uint64_t> reasons_ STOKER_GUARDED_BY(reasons_mu_);
 };
 
 // Fills slot `slot` of `build`: reads the sample, decodes and augments it into the batch buffer, or quarantines

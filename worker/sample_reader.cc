@@ -1,5 +1,6 @@
 // SampleReader (sample_reader.h): pread at the manifest's offsets through a bounded cache of open shards.
 #include "worker/sample_reader.h"
+#include "common/sync.h"
 
 namespace stoker {
 
@@ -8,7 +9,7 @@ SampleReader::SampleReader(Env& env, std::shared_ptr<const Manifest> manifest, s
 
 StatusOr<std::shared_ptr<RandomAccessFile>> SampleReader::OpenShard(uint32_t shard) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = open_.find(shard);
     if (it != open_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second.position);
@@ -24,7 +25,7 @@ StatusOr<std::shared_ptr<RandomAccessFile>> SampleReader::OpenShard(uint32_t sha
                                    " when indexed: it changed since `stoker index`");
   }
   std::shared_ptr<RandomAccessFile> shared = std::move(file);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = open_.find(shard);
   if (it != open_.end()) return it->second.file;  // another thread won the race
   lru_.push_front(shard);

@@ -15,6 +15,7 @@
 
 #include "common/env.h"
 #include "common/manifest.h"
+#include "common/sync.h"
 
 namespace stoker {
 
@@ -38,13 +39,13 @@ class SampleReader {
   Env& env_;
   std::shared_ptr<const Manifest> manifest_;
   const size_t max_open_;
-  std::mutex mu_;
-  std::list<uint32_t> lru_;  // guarded by mu_; front = most recent
+  Mutex mu_;
+  std::list<uint32_t> lru_ STOKER_GUARDED_BY(mu_);  // front = most recent
   struct Open {
     std::shared_ptr<RandomAccessFile> file;
     std::list<uint32_t>::iterator position;
   };
-  std::unordered_map<uint32_t, Open> open_;  // guarded by mu_
+  std::unordered_map<uint32_t, Open> open_ STOKER_GUARDED_BY(mu_);
 };
 
 }  // namespace stoker

@@ -5,12 +5,12 @@
 // Thread safety: Push may be called from any thread; the destructor drains nothing (pending tasks are dropped).
 #pragma once
 
-#include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "common/sync.h"
 
 namespace stoker {
 
@@ -26,8 +26,11 @@ class TaskPool {
         while (true) {
           Task task;
           {
-            std::unique_lock<std::mutex> lock(mu_);
-            ready_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
+            MutexLock lock(mu_);
+            ready_.Wait(mu_, [this] {
+              mu_.AssertHeld();
+              return stopping_ || !tasks_.empty();
+            });
             if (stopping_) return;
             task = std::move(tasks_.front());
             tasks_.pop_front();
@@ -40,10 +43,10 @@ class TaskPool {
 
   ~TaskPool() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       stopping_ = true;
     }
-    ready_.notify_all();
+    ready_.NotifyAll();
     for (auto& t : threads_) t.join();
   }
 
@@ -52,23 +55,23 @@ class TaskPool {
 
   void Push(Task task) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       tasks_.push_back(std::move(task));
     }
-    ready_.notify_one();
+    ready_.NotifyOne();
   }
 
   size_t queued() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return tasks_.size();
   }
   unsigned threads() const { return static_cast<unsigned>(threads_.size()); }
 
  private:
-  mutable std::mutex mu_;
-  std::condition_variable ready_;
-  std::deque<Task> tasks_;  // guarded by mu_
-  bool stopping_ = false;   // guarded by mu_
+  mutable Mutex mu_;
+  CondVar ready_;
+  std::deque<Task> tasks_ STOKER_GUARDED_BY(mu_);
+  bool stopping_ STOKER_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };
 

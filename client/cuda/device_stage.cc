@@ -9,6 +9,7 @@
 #include "client/cuda/cuda_handles.h"
 #include "client/cuda/normalize.h"
 #include "client/src/convert_host.h"
+#include "common/sync.h"
 
 namespace stoker {
 
@@ -32,14 +33,14 @@ class CudaStallProbe final : public StallProbe {
   explicit CudaStallProbe(int device) : device_(device) {}
 
   Status Arm(cudaStream_t stream) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stream_ = stream;
     armed_ = true;
     return CudaStatus(cudaEventRecord(drained_.get(), stream), "cudaEventRecord(drained)");
   }
 
   double StalledSeconds(std::chrono::steady_clock::time_point, std::chrono::steady_clock::time_point) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!armed_) return 0;
     armed_ = false;
     // Still running what was queued before the wait: the GPU had work the whole time.
@@ -63,12 +64,12 @@ class CudaStallProbe final : public StallProbe {
   }
 
  private:
-  std::mutex mu_;
+  Mutex mu_;
   cuda::Event drained_;
   cuda::Event wait_end_;
   const int device_;
-  cudaStream_t stream_ = nullptr;
-  bool armed_ = false;
+  cudaStream_t stream_ STOKER_GUARDED_BY(mu_) = nullptr;
+  bool armed_ STOKER_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace

@@ -125,6 +125,7 @@ Status Loader::Impl::Open() {
   if (o.device < 0 && !o.output.IsIdentity()) {
     host_buffers_ = std::make_shared<HostBuffers>();
     host_buffers_->buffers.resize(o.depth);
+    MutexLock lock(host_buffers_->mu);
     host_buffers_->held.assign(o.depth, false);
     for (auto& b : host_buffers_->buffers) b.resize(spec_.BatchBytes() * DTypeSize(o.output.dtype));
   }

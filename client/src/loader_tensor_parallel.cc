@@ -57,6 +57,7 @@ Status Loader::Impl::OpenFollower() {
   STOKER_ASSIGN_OR_RETURN(stage_, DeviceStage::Create(o.device, shape, o.depth, o.output));
   STOKER_ASSIGN_OR_RETURN(meta_, CollectiveBuffers::Allocate(o.device, MetaBytes(h.batch_size), o.depth));
   follower_slots_ = std::make_shared<FollowerSlots>();
+  MutexLock lock(follower_slots_->mu);
   follower_slots_->held.assign(o.depth, false);
   return Status::Ok();
 }
