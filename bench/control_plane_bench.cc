@@ -24,6 +24,7 @@
 
 #include "bench/consume_rate.h"
 #include "common/control_codec.h"
+#include "common/wire.h"
 #include "common/flags.h"
 #include "common/manifest.h"
 #include "common/plan.h"
@@ -102,7 +103,7 @@ void Drive(const std::string& endpoint, const std::vector<JobSpec>& jobs, const 
   }
   while (!stop.load()) {
     zmq::pollitem_t items[] = {{s.handle(), 0, ZMQ_POLLIN, 0}};
-    zmq::poll(items, 1, std::chrono::milliseconds(50));
+    (void)PollOnce(items, std::chrono::milliseconds(50));  // a failed poll shows as nothing received
     if (!(items[0].revents & ZMQ_POLLIN)) continue;
     for (int k = 0; k < 256; ++k) {
       zmq::message_t frame;

@@ -176,7 +176,7 @@ TEST(BadInput, ServersRejectGarbageAndUnknownJobsOnTheWire) {
   zmq::context_t context;
   auto receive = [](zmq::socket_t& s, std::chrono::milliseconds timeout) -> std::optional<zmq::message_t> {
     zmq::pollitem_t items[] = {{s.handle(), 0, ZMQ_POLLIN, 0}};
-    zmq::poll(items, 1, timeout);
+    (void)PollOnce(items, timeout);  // a failed poll shows as nothing received
     if (!(items[0].revents & ZMQ_POLLIN)) return std::nullopt;
     zmq::message_t m;
     if (!s.recv(m, zmq::recv_flags::dontwait)) return std::nullopt;
