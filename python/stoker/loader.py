@@ -90,8 +90,8 @@ class Loader:
     StokerError(ALREADY_EXISTS). A resumed rank takes over at once. tensor_parallel, agreement: (nccl_id, size,
     rank) for a group sharing this rank over NCCL, and for the data-parallel ranks' agreement step (see
     stoker/loader.h). framework: "torch" (default when importable) or "numpy". delivery_log: a file to append one
-    line per batch taken to, for `stoker check` (stoker.delivery_log). Any other flag of stoker::LoaderFlags by
-    name: prefetch=8, resume_token=..., metrics_listen=...
+    line per batch taken to, for `stoker check` (stoker.delivery_log); "{rank}" in it becomes the rank. Any other
+    flag of stoker::LoaderFlags by name: prefetch=8, resume_token=..., metrics_listen=...
     """
 
     def __init__(self, coordinator, job, *, manifest=None, batch_size=None, ranks=None, rank=None, epochs=None,
@@ -271,7 +271,8 @@ class Loader:
         if self._delivery_log_path is None:
             return
         if self._delivery_log is None:
-            self._delivery_log = open(self._delivery_log_path, "a", buffering=1)  # a line at a time: crashes lose none
+            path = self._delivery_log_path.replace("{rank}", str(self._job_info["rank"]))
+            self._delivery_log = open(path, "a", buffering=1)  # a line at a time: a crash loses none
         self._delivery_log.write(format_line(batch, self._job_info["rank"]) + "\n")
 
     def _stream(self):

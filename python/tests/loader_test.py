@@ -18,13 +18,11 @@ channels_last, labels on the device, the consumer being PyTorch's current stream
 
     PYTHONPATH=build/python /usr/bin/python3 python/tests/loader_test.py --bin-dir build/bin
 """
-import argparse
 import gc
 import itertools
 import json
 import os
 import pickle
-import signal
 import subprocess
 import sys
 import time
@@ -347,18 +345,5 @@ class LoaderTest(unittest.TestCase):
                 self.assertTrue(torch.equal(batch.labels.cpu(), torch.from_numpy(batch.host_labels)))
 
 
-def main():
-    global BIN, SERVER_ENV
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--bin-dir", required=True)
-    parser.add_argument("--server-lib-dir", help="LD_LIBRARY_PATH for the coordinator, workers and CLI only (a "
-                        "bundle's libraries, kept away from this process's PyTorch)")
-    args, rest = parser.parse_known_args()
-    BIN = os.path.abspath(args.bin_dir)
-    if args.server_lib_dir:
-        SERVER_ENV = dict(os.environ, LD_LIBRARY_PATH=os.path.abspath(args.server_lib_dir))
-    unittest.main(argv=[sys.argv[0], "-v"] + rest)
-
-
 if __name__ == "__main__":
-    main()
+    support.run_tests(sys.modules[__name__])

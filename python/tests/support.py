@@ -1,15 +1,20 @@
 """What the Python package's tests (and bench/lightning_bench.py) share: a coordinator and workers as separate
 processes on loopback, a generated tar dataset indexed into a manifest, the delivery checker (`stoker check`) over
 the logs of processes of which some were resumed from checkpoints, and the numpy reference of the conversion."""
+import argparse
+import json
 import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
+import unittest
 
 import numpy as np
 
+from stoker import _state as stoker_state
 from stoker import delivery_log
 
 MEAN = np.array([123.675, 116.28, 103.53], np.float32)  # the Loader's defaults, ImageNet's, in pixel units
@@ -126,3 +131,74 @@ def resumed_logs(first, second, state):
     return (delivery_log.before(first, state["position"], state["steps_per_epoch"])
             + [line for _, _, _, line in delivery_log.read(second)])
 
+
+
+def find_state(checkpoint):
+    """The stoker.Loader state inside a training checkpoint, wherever the framework keeps it (Lightning: deep in
+    its loops' state), or None."""
+    if isinstance(checkpoint, dict):
+        if checkpoint.get("format") == stoker_state.FORMAT:
+            return checkpoint
+        checkpoint = list(checkpoint.values())
+    if isinstance(checkpoint, (list, tuple)):
+        for value in checkpoint:
+            found = find_state(value)
+            if found is not None:
+                return found
+    return None
+
+
+def train_and_resume(cluster, launcher, args, ranks, checkpoint_every, stop_after, work, env=None, timeout=240,
+                     **check_flags):
+    """Runs a training script (launcher + args: examples/train_ddp.py under torchrun, or train_lightning.py) as a
+    crashed and resumed job would run: first to `stop_after` steps with a checkpoint every `checkpoint_every` (so
+    the steps after the last one are lost), then a new run resumed from the checkpoint at `checkpoint_every`, to the
+    end. Proves with `stoker check` over the ranks' delivery logs, cut at the checkpoint, that every planned sample
+    was trained on exactly once. Returns {"first": summaries, "second": summaries, "state": the loader state,
+    "check": the checker's output}; raises AssertionError (with the output) when a run or the check fails."""
+    import torch  # only the resume tests need it
+
+    def run(name, extra):
+        cmd = launcher + args + [f"--delivery-log={work}/{name}-{{rank}}.log", f"--summary={work}/{name}-{{rank}}.json",
+                                 *extra]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        if r.returncode != 0:
+            raise AssertionError(f"{' '.join(cmd)} exited with {r.returncode}:\n{r.stdout[-4000:]}{r.stderr[-4000:]}")
+        summaries = []
+        for rank in range(ranks):
+            with open(f"{work}/{name}-{rank}.json") as f:
+                summaries.append(json.load(f))
+        return summaries
+
+    checkpoints = os.path.join(work, "checkpoints")
+    first = run("first", [f"--checkpoint-dir={checkpoints}", f"--checkpoint-every={checkpoint_every}",
+                          f"--max-steps={stop_after}"])
+    checkpoint = os.path.join(checkpoints, f"step={checkpoint_every}.ckpt")
+    state = find_state(torch.load(checkpoint, map_location="cpu", weights_only=False))
+    if state is None:
+        raise AssertionError(f"{checkpoint} holds no stoker.Loader state")
+    second = run("second", [f"--resume={checkpoint}"])
+    logs = [resumed_logs(f"{work}/first-{r}.log", f"{work}/second-{r}.log", state) for r in range(ranks)]
+    code, out = cluster.check(logs, ranks=ranks, **check_flags)
+    if code != 0:
+        raise AssertionError(f"the resumed run did not deliver every sample exactly once:\n{out}")
+    # Uncut, the steps run after the checkpoint count twice: the check above can see a resume that went wrong.
+    code, uncut = cluster.check([f"{work}/{n}-{r}.log" for n in ("first", "second") for r in range(ranks)],
+                                ranks=ranks, **check_flags)
+    if code == 0:
+        raise AssertionError(f"no batch was taken after the checkpoint, so the resume proved nothing:\n{uncut}")
+    return {"first": first, "second": second, "state": state, "check": out}
+
+
+def run_tests(module):
+    """A test file's main: --bin-dir (the stoker binaries) and --server-lib-dir (LD_LIBRARY_PATH for the coordinator,
+    workers and CLI only: a bundle's libraries, kept away from this process's PyTorch) become the module's BIN and
+    SERVER_ENV; the other arguments go to unittest."""
+    parser = argparse.ArgumentParser(description=module.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bin-dir", required=True)
+    parser.add_argument("--server-lib-dir")
+    args, rest = parser.parse_known_args()
+    module.BIN = os.path.abspath(args.bin_dir)
+    if args.server_lib_dir:
+        module.SERVER_ENV = dict(os.environ, LD_LIBRARY_PATH=os.path.abspath(args.server_lib_dir))
+    unittest.main(module=module, argv=[sys.argv[0], "-v"] + rest)
