@@ -8,8 +8,8 @@ every rank resumes from it at the same position, since ranks step together.
         --epochs 2 --checkpoint-dir ckpt --checkpoint-every 100
     torchrun --nproc-per-node 2 examples/train_ddp.py ... --resume ckpt/step=100.ckpt      # after a crash
 
-On GPUs: NCCL, each rank on its LOCAL_RANK device; without: gloo on the CPU. Quarantined samples have label -1,
-which the loss ignores.
+With a GPU per rank: NCCL, each rank on its LOCAL_RANK device; otherwise gloo on the CPU. Quarantined samples have
+label -1, which the loss ignores.
 """
 import argparse
 import json
@@ -45,15 +45,17 @@ def parse_args():
 
 def main():
     args = parse_args()
-    cuda = torch.cuda.is_available()
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    # NCCL needs a GPU per rank; with fewer, this trains on the CPU over gloo.
+    cuda = torch.cuda.device_count() >= int(os.environ.get("LOCAL_WORLD_SIZE", 1))
     if cuda:
-        torch.cuda.set_device(local_rank)  # the Loader delivers on the current device
+        torch.cuda.set_device(local_rank)
     dist.init_process_group("nccl" if cuda else "gloo")
     rank = dist.get_rank()
     loader = stoker.Loader(args.coordinator, args.job, manifest=args.manifest, batch_size=args.batch_size,
                            epochs=args.epochs, seed=args.seed, image_height=args.image_size,
-                           image_width=args.image_size, delivery_log=args.delivery_log)
+                           image_width=args.image_size, device=local_rank if cuda else -1,
+                           delivery_log=args.delivery_log)
     model = getattr(torchvision.models, args.model)(num_classes=args.classes).to("cuda" if cuda else "cpu")
     model = DistributedDataParallel(model, device_ids=[local_rank] if cuda else None)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)

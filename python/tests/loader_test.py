@@ -283,7 +283,8 @@ class LoaderTest(unittest.TestCase):
         """A separate process that opens `spec`'s Loader, its rank from torchrun's variables (env), then runs `then`.
         Prints one JSON line: {"ok": true} or the error's code and message."""
         options = {k: v for k, v in spec.items() if k not in ("rank", "ranks")}
-        script = (f"import json, sys, stoker\ntry:\n    loader = stoker.Loader({self.cluster.endpoint!r}, **{options!r}).open()\n"
+        script = (f"import json, sys, stoker\ntry:\n"
+                  f"    loader = stoker.Loader({self.cluster.endpoint!r}, **{options!r}).open()\n"
                   f"    print(json.dumps({{'ok': True}}), flush=True)\n{then}\n"
                   "except stoker.StokerError as e:\n    print(json.dumps({'code': e.code, 'message': str(e)}))\n")
         return subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stdin=subprocess.PIPE,

@@ -76,7 +76,7 @@ class TorchTest(unittest.TestCase):
     def test_host_path_yields_torch_tensors(self):
         import stoker
         common = dict(manifest=self.cluster.manifest, batch_size=BATCH, epochs=1, seed=3, image_height=32,
-                      image_width=32, timeout=60)
+                      image_width=32, device=-1, timeout=60)
         with stoker.Loader(self.cluster.endpoint, self.job_name(), **common) as loader:  # framework: torch
             n = 0
             for batch in loader.batches():
