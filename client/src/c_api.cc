@@ -251,10 +251,12 @@ int stoker_checkpoint_decode(const char* token, char* buf, size_t capacity, size
   });
 }
 
-int stoker_checkpoint_for_rank(const char* token, uint32_t rank, char* buf, size_t capacity, size_t* needed) {
+int stoker_checkpoint_at(const char* token, uint32_t rank, uint64_t position, char* buf, size_t capacity,
+                         size_t* needed) {
   return GuardText(buf, capacity, needed, [&]() -> stoker::StatusOr<std::string> {
     STOKER_ASSIGN_OR_RETURN(stoker::CheckpointToken t, DecodeToken(token));
     t.rank = rank;
+    t.position = position;
     return stoker::EncodeCheckpointToken(t);
   });
 }

@@ -76,4 +76,9 @@ def token_for(state, job, rank, ranks=None, batch_size=None):
                               f"{name}={mine}: a state of job {job!r} as it was, not as it is asked for now")
     if t["rank"] == rank:
         return token
-    return _capi.read_string(_capi.lib().stoker_checkpoint_for_rank, token.encode(), rank)
+    return moved(token, rank, t["position"])
+
+
+def moved(token, rank, position):
+    """The token of the same job at another rank and position (stoker_checkpoint_at)."""
+    return _capi.read_string(_capi.lib().stoker_checkpoint_at, token.encode(), rank, position)

@@ -10,7 +10,8 @@ DataLoader would be.
 
 As a DataLoader: ``len(loader)`` is this rank's steps per epoch; each ``for`` is one epoch (after a ``break``, or a
 resume, the rest of it); ``state_dict()`` and ``load_state_dict()`` save and restore the position, so Lightning and
-any loop that checkpoints them resume exactly the batches not yet taken. The rank and world size come from
+any loop that checkpoints them resume exactly the batches not yet taken; ``loader.sampler.set_epoch(e)`` moves to
+epoch e's start unless the rank is in it already. The rank and world size come from
 ``torch.distributed`` once it is initialised, else from torchrun's RANK and WORLD_SIZE: under torchrun or Lightning
 every process opens the same Loader. The job is created by the first rank to connect; the others join it, and
 the coordinator checks their specs are identical.
@@ -301,11 +302,34 @@ class Loader:
         if self._follower:  # the group's leader resumes; its followers receive what it fetches
             _state.check_format(state, self._job)
             return
-        token = _state.token_for(state, self._job, self.rank, self.ranks, self._batch_size)
+        self._reconnect(_state.token_for(state, self._job, self.rank, self.ranks, self._batch_size))
+
+    def _reconnect(self, token):
         self._disconnect()
         self._resume_token = token
         self.epoch, self.finished, self.stopped, self._epoch_end_pending = None, False, False, False
         self.open()  # now, so that a token the coordinator refuses (another spec or dataset) fails here
+
+    @property
+    def sampler(self):
+        """What Lightning (and DistributedSampler code) calls set_epoch() on at each epoch's start: the Loader."""
+        return self
+
+    def set_epoch(self, epoch):
+        """The next batches are epoch `epoch`'s: nothing changes when this rank is already in it (its start, or
+        mid-epoch after load_state_dict()), else the Loader moves to that epoch's start. Lightning calls it at
+        every epoch's start; when it resumes from an epoch-end checkpoint it gives no state back, only this, and the
+        rank, which the coordinator continues where its last process stopped, must go back to that epoch."""
+        if self._follower:  # the group's leader moves; its followers receive what it fetches
+            return
+        self._handle()
+        steps, epochs = self._job_info["steps_per_epoch"], self._job_info["epochs"]
+        token = self.checkpoint()
+        position = _state.decode_token(token)["position"]
+        start = min(epoch, epochs) * steps
+        if start <= position < start + steps or position == start:
+            return
+        self._reconnect(_state.moved(token, self._job_info["rank"], start))
 
     def checkpoint(self):
         """A token that resumes this rank exactly after the last batch taken: Loader(..., resume_token=token)."""

@@ -10,6 +10,7 @@ and stoker.Loader in this process (through libstoker_c.so). Proves, on the host 
   - as a DataLoader: len() is the epoch's steps; a `for` after exactly len() batches starts the next epoch;
     state_dict() mid-epoch, pickled, given to a new Loader after len() (Lightning's order) resumes exactly the
     batches not taken (the checker on the delivery logs); rank 0's state resumes rank 1 at the same position;
+    set_epoch() (Lightning's call at each epoch's start) moves a rank that is elsewhere to that epoch's start;
   - bad input: an unknown flag, a bad dtype, an unknown job, an unreachable coordinator, a state of another job,
     world size or a damaged one, two processes claiming one rank (their rank from torchrun's RANK): StokerError,
     with its code; a killed process's rank is claimed once the coordinator frees it.
@@ -48,7 +49,7 @@ class LoaderTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         # A short client timeout: a killed process's rank is free again within seconds (the claim test waits for it).
-        cls.cluster = support.Cluster(BIN, IMAGES, coordinator_flags=["--client-timeout=3s"], server_env=SERVER_ENV)
+        cls.cluster = support.Cluster(BIN, IMAGES, coordinator_flags=["--client-timeout=5s"], server_env=SERVER_ENV)
         cls.manifest = cls.cluster.manifest
 
     @classmethod
@@ -230,6 +231,22 @@ class LoaderTest(unittest.TestCase):
         # Uncut, the two batches taken after the checkpoint are there twice: the checker sees what a wrong resume does.
         code, out = self.cluster.check([first_log, second_log], **self.check_flags(spec))
         self.assertNotEqual(code, 0, out)
+
+    def test_set_epoch_moves_the_rank_to_that_epochs_start_unless_it_is_in_it(self):
+        steps = IMAGES // 8
+        with self.open(self.job(epochs=3)) as loader:
+            # Lightning resuming from an epoch-end checkpoint gives no state back, only the epoch it starts.
+            loader.sampler.set_epoch(1)
+            self.assertEqual(loader.state_dict()["position"], steps)
+            self.assertEqual([(b.epoch, b.index) for b in itertools.islice(loader.batches(), 3)],
+                             [(1, 0), (1, 1), (1, 2)])
+            loader.set_epoch(1)  # in it already, as after a mid-epoch load_state_dict(): nothing moves
+            self.assertEqual([b.index for b in loader.batches()], list(range(3, steps)))
+            loader.set_epoch(2)  # the epoch the last one ended into: nothing moves either
+            self.assertEqual(loader.state_dict()["position"], 2 * steps)
+            # A rank the coordinator continued past the checkpoint (its last process ran on) goes back.
+            loader.set_epoch(0)
+            self.assertEqual([(b.epoch, b.index) for b in loader.batches()], [(0, i) for i in range(steps)])
 
     def test_a_state_of_rank_0_resumes_rank_1_at_the_same_position(self):
         spec = self.job(ranks=2)

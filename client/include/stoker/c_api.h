@@ -98,10 +98,12 @@ STOKER_C_EXPORT uint64_t stoker_loader_steps_per_epoch(const stoker_loader* load
 STOKER_C_EXPORT int stoker_loader_job_json(stoker_loader* loader, char* buf, size_t capacity, size_t* needed);
 /* A checkpoint token's fields as JSON (job, rank, position, spec_fingerprint); 3 for a damaged or foreign token. */
 STOKER_C_EXPORT int stoker_checkpoint_decode(const char* token, char* buf, size_t capacity, size_t* needed);
-/* The token for the same job and position at another rank. Data-parallel ranks step together, so a framework that
- * saves one rank's state (Lightning writes rank 0's checkpoint) can resume every rank from it. */
-STOKER_C_EXPORT int stoker_checkpoint_for_rank(const char* token, uint32_t rank, char* buf, size_t capacity,
-                                               size_t* needed);
+/* The token for the same job at another rank and position. Data-parallel ranks step together, so a framework that
+ * saves one rank's state (Lightning writes rank 0's checkpoint) can resume every rank from it; and one that
+ * resumes at an epoch's start without giving the state back (Lightning, from an epoch-end checkpoint) says only
+ * the epoch. The coordinator checks the position against the job. */
+STOKER_C_EXPORT int stoker_checkpoint_at(const char* token, uint32_t rank, uint64_t position, char* buf,
+                                         size_t capacity, size_t* needed);
 STOKER_C_EXPORT void stoker_loader_request_stop(stoker_loader* loader);
 STOKER_C_EXPORT void stoker_loader_close(stoker_loader* loader); /* NULL is fine; batches still out stay valid until released */
 /* A new NCCL unique id as 256 hex digits and a NUL (buf: at least 257 bytes). */
