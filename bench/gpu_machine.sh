@@ -6,7 +6,9 @@
 # Sections: machine pipeline scaling transport recovery control peers observability (the default set), and the GPU
 # client's: client (its GPU tests, under compute-sanitizer memcheck and racecheck too, and the Python package's test
 # with PyTorch), feed (gpu_feed_bench), headline (bench/resnet_headline.py), nccl (two GPUs: CollectiveTest and
-# nccl_bench). Results: $OUT/*.json, $OUT/gpu_machine.log.
+# nccl_bench), lightning (the package's PyTorch tests with Lightning installed, then bench/lightning_bench.py: the
+# Lightning example vs synthetic input, and a mid-epoch checkpoint resumed through Lightning's checkpointing).
+# Results: $OUT/*.json, $OUT/gpu_machine.log.
 # LD_LIBRARY_PATH is set for our binaries only: PyTorch on that machine must keep its own libraries.
 set -uo pipefail
 BUNDLE=$(cd "$(dirname "$0")" && pwd)
@@ -113,6 +115,18 @@ if want headline; then
     --workers "${HEADLINE_WORKERS:-12,14}" --out "$OUT"
 fi
 
+if want lightning; then
+  section "Lightning: the PyTorch tests, then ResNet-50 on stoker vs synthetic input and a resumed mid-epoch checkpoint"
+  python3 -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision", torchvision.__version__)'
+  python3 -c 'import lightning; print("lightning", lightning.__version__)' 2>/dev/null \
+    || python3 -c 'import pytorch_lightning; print("pytorch_lightning", pytorch_lightning.__version__)' \
+    || echo "no Lightning on this machine: the Lightning test skips and the benchmark cannot run"
+  PYTHONPATH="$BUNDLE/python" timeout 300 python3 "$BUNDLE/tests/torch_test.py" \
+    --bin-dir "$BUNDLE/bin" --server-lib-dir "$BUNDLE/lib" 2>&1 | tail -12
+  timeout 480 python3 "$BUNDLE/lightning_bench.py" --bundle "$BUNDLE" --out "$OUT" \
+    --workers "${LIGHTNING_WORKERS:-14}" 2>&1 | grep -vE "^(generating|indexing):"
+fi
+
 if want nccl; then
   section "two GPUs: CollectiveTest, then nccl_bench"
   ours "$BUNDLE/bin/client_test" --gtest_filter='Collective*:LoaderTest.GpuConsumerStreamOfAnotherDevice*' 2>&1 | tail -24
@@ -160,4 +174,5 @@ fi
 
 section done
 # Logs (only a few files come back from the machine): one archive.
-tar czf "$OUT/logs.tgz" -C /tmp stoker-logs $(cd /tmp && ls -d stoker-headline 2>/dev/null) 2>/dev/null
+tar czf "$OUT/logs.tgz" -C /tmp stoker-logs $(cd /tmp && ls -d stoker-headline stoker-lightning/*.{log,json} 2>/dev/null) \
+  2>/dev/null

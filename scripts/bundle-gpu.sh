@@ -17,22 +17,17 @@ for b in $BINARIES; do
   strip --strip-debug ".bundle/bin/$b"
 done
 # Every shared library the binaries load, except the C/C++ runtime the GPU machine's own (newer) system provides.
-ldd .bundle/bin/* | awk '/=> \// {print $3}' | sort -u | \
-  grep -vE '/(libc|libm|libpthread|libdl|librt|libresolv|ld-linux[^/]*|libstdc\+\+|libgcc_s)\.so' | \
-  while read -r lib; do cp -L "$lib" .bundle/lib/; done
-# The Python package, its libstoker_c.so inside and the libraries that library loads vendored next to it (the
-# package preloads them): the trainer needs no LD_LIBRARY_PATH, so PyTorch keeps its own copies of everything.
+python/vendor_libs.sh .bundle/lib .bundle/bin/*
+# The Python package as the build made it: libstoker_c.so inside with the libraries it loads vendored next to it
+# (the package preloads them), so the trainer needs no LD_LIBRARY_PATH and PyTorch keeps its own copies of all.
 mkdir -p .bundle/python
 cp -r build-bundle/python/stoker .bundle/python/
 cp build-bundle/bin/libfake_nvml.so .bundle/bin/   # client_test's stand-in NVML (STOKER_TEST_FAKE_NVML)
 strip --strip-debug .bundle/python/stoker/lib/libstoker_c.so
-ldd .bundle/python/stoker/lib/libstoker_c.so | awk '/=> \// {print $3}' | sort -u | \
-  grep -vE '/(libc|libm|libpthread|libdl|librt|libresolv|ld-linux[^/]*|libstdc\+\+|libgcc_s)\.so' | \
-  while read -r lib; do cp -L "$lib" .bundle/python/stoker/lib/; done
 mkdir -p .bundle/examples .bundle/tests
-cp examples/train_resnet50.py .bundle/examples/
-cp python/tests/loader_test.py .bundle/tests/
-cp bench/gpu_machine.sh bench/resnet_headline.py .bundle/
+cp examples/*.py .bundle/examples/
+cp python/tests/*.py .bundle/tests/
+cp bench/gpu_machine.sh bench/resnet_headline.py bench/lightning_bench.py .bundle/
 # The peers' benchmark scripts (../shared/bench), when this checkout has them beside it.
 if [ -d ../shared/bench ]; then mkdir -p .bundle/peers && cp ../shared/bench/*.py .bundle/peers/; fi
 du -sh .bundle

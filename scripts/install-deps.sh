@@ -16,11 +16,14 @@ BUILD_PACKAGES=(
   libjpeg62-turbo-dev             # libjpeg-turbo's libjpeg API: crop-region and DCT-scaled decode
   libgtest-dev libgmock-dev libbenchmark-dev
 )
-# The observability tests: a real Prometheus server and promtool, the rule file's YAML, the panel renderer.
+# The observability tests: a real Prometheus server and promtool, the rule file's YAML, the panel renderer; the
+# Python package's tests: Debian's PyTorch and torchvision (CPU builds) for the host path, DDP over gloo and the
+# examples, and pip, venv and wheel to build the package's wheel and install it in a clean environment.
 # STOKER_DEPS=build skips them (images that only build need none of them).
 TEST_PACKAGES=(
   prometheus
   python3 python3-yaml python3-matplotlib
+  python3-torch python3-torchvision python3-pip python3-venv python3-wheel   # the Python package's tests
   clang-14                        # -Wthread-safety over the lock annotations (scripts/check-thread-safety.py)
 )
 if [ "${STOKER_DEPS:-all}" = "all" ]; then

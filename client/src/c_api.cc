@@ -3,17 +3,21 @@
 #include "stoker/c_api.h"
 
 #include <algorithm>
+#include <cinttypes>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "common/checkpoint.h"
 #include "common/flags.h"
 #include "common/json_writer.h"
 #include "stoker/loader.h"
 
 struct stoker_loader {
   std::unique_ptr<stoker::Loader> loader;
+  uint32_t rank = 0;  // the Loader does not say which rank it claimed; job_json does
 };
 
 struct stoker_batch {
@@ -58,6 +62,42 @@ int CopyOut(const std::string& text, char* buf, size_t capacity, size_t* needed)
   return 0;
 }
 
+// An entry point that returns text: body's string, or its error, through Guard; then copied out as CopyOut says.
+template <typename Body>
+int GuardText(char* buf, size_t capacity, size_t* needed, Body body) {
+  std::string text;
+  int code = Guard([&]() -> stoker::Status {
+    STOKER_ASSIGN_OR_RETURN(text, body());
+    return stoker::Status::Ok();
+  });
+  return code != 0 ? code : CopyOut(text, buf, capacity, needed);
+}
+
+// The same flags stoker_loader_open and stoker_loader_validate take, parsed and checked.
+stoker::StatusOr<stoker::LoaderOptions> ParseLoaderFlags(int argc, const char* const* argv) {
+  // FlagSet reads argv from index 1 and never writes to it.
+  std::vector<char*> args{const_cast<char*>("stoker_loader_open")};
+  for (int i = 0; i < argc; ++i) args.push_back(const_cast<char*>(argv[i]));
+  // The twins are STOKER_LOADER_<FLAG>: the library must not pick up the CLI's STOKER_<FLAG> settings by surprise.
+  stoker::FlagSet flags("stoker_loader_open(flags)", "Opens a stoker Loader.", "STOKER_LOADER_");
+  stoker::LoaderFlags loader_flags(flags);
+  stoker::Status parsed = flags.Parse(static_cast<int>(args.size()), args.data());
+  if (parsed.code() == stoker::StatusCode::kCancelled) return stoker::InvalidArgumentError(flags.Usage());
+  STOKER_RETURN_IF_ERROR(parsed);
+  return loader_flags.Finish();
+}
+
+std::string Hex16(uint64_t v) {
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016" PRIx64, v);
+  return text;
+}
+
+stoker::StatusOr<stoker::CheckpointToken> DecodeToken(const char* token) {
+  if (token == nullptr) return stoker::InvalidArgumentError("token is NULL");
+  return stoker::DecodeCheckpointToken(token);
+}
+
 }  // namespace
 
 extern "C" {
@@ -69,20 +109,15 @@ int stoker_loader_open(int argc, const char* const* argv, stoker_loader** out) {
   return Guard([&]() -> stoker::Status {
     if (out == nullptr) return stoker::InvalidArgumentError("out is NULL");
     *out = nullptr;
-    // FlagSet reads argv from index 1 and never writes to it.
-    std::vector<char*> args{const_cast<char*>("stoker_loader_open")};
-    for (int i = 0; i < argc; ++i) args.push_back(const_cast<char*>(argv[i]));
-    // The twins are STOKER_LOADER_<FLAG>: the library must not pick up the CLI's STOKER_<FLAG> settings by surprise.
-    stoker::FlagSet flags("stoker_loader_open(flags)", "Opens a stoker Loader.", "STOKER_LOADER_");
-    stoker::LoaderFlags loader_flags(flags);
-    stoker::Status parsed = flags.Parse(static_cast<int>(args.size()), args.data());
-    if (parsed.code() == stoker::StatusCode::kCancelled) return stoker::InvalidArgumentError(flags.Usage());
-    STOKER_RETURN_IF_ERROR(parsed);
-    STOKER_ASSIGN_OR_RETURN(stoker::LoaderOptions options, loader_flags.Finish());
+    STOKER_ASSIGN_OR_RETURN(stoker::LoaderOptions options, ParseLoaderFlags(argc, argv));
     STOKER_ASSIGN_OR_RETURN(std::unique_ptr<stoker::Loader> loader, stoker::Loader::Open(options));
-    *out = new stoker_loader{std::move(loader)};
+    *out = new stoker_loader{std::move(loader), options.client.rank};
     return stoker::Status::Ok();
   });
+}
+
+int stoker_loader_validate(int argc, const char* const* argv) {
+  return Guard([&]() -> stoker::Status { return ParseLoaderFlags(argc, argv).status(); });
 }
 
 int stoker_loader_next(stoker_loader* loader, void* stream, int64_t timeout_ms, int* kind, uint32_t* epoch,
@@ -150,19 +185,15 @@ void stoker_batch_release(stoker_batch* batch) {
 }
 
 int stoker_loader_checkpoint(stoker_loader* loader, char* buf, size_t capacity, size_t* needed) {
-  if (loader == nullptr) return Fail(stoker::InvalidArgumentError("loader is NULL"));
-  try {
-    return CopyOut(loader->loader->Checkpoint(), buf, capacity, needed);
-  } catch (const std::exception& e) {
-    return Fail(stoker::InternalError(e.what()));
-  } catch (...) {
-    return Fail(stoker::InternalError("unexpected exception"));
-  }
+  return GuardText(buf, capacity, needed, [&]() -> stoker::StatusOr<std::string> {
+    if (loader == nullptr) return stoker::InvalidArgumentError("loader is NULL");
+    return loader->loader->Checkpoint();
+  });
 }
 
 int stoker_loader_stats_json(stoker_loader* loader, char* buf, size_t capacity, size_t* needed) {
-  if (loader == nullptr) return Fail(stoker::InvalidArgumentError("loader is NULL"));
-  try {
+  return GuardText(buf, capacity, needed, [&]() -> stoker::StatusOr<std::string> {
+    if (loader == nullptr) return stoker::InvalidArgumentError("loader is NULL");
     const stoker::LoaderStats s = loader->loader->Stats();
     stoker::JsonWriter j;
     j.BeginObject();
@@ -184,16 +215,50 @@ int stoker_loader_stats_json(stoker_loader* loader, char* buf, size_t capacity, 
     j.Key("connected_workers").Value(uint64_t{s.client.connected_workers});
     j.Key("metrics_address").Value(s.client.metrics_address);
     j.EndObject();
-    return CopyOut(j.str(), buf, capacity, needed);
-  } catch (const std::exception& e) {
-    return Fail(stoker::InternalError(e.what()));
-  } catch (...) {
-    return Fail(stoker::InternalError("unexpected exception"));
-  }
+    return j.str();
+  });
 }
 
 uint64_t stoker_loader_steps_per_epoch(const stoker_loader* loader) {
   return loader == nullptr ? 0 : loader->loader->steps_per_epoch();
+}
+
+int stoker_loader_job_json(stoker_loader* loader, char* buf, size_t capacity, size_t* needed) {
+  return GuardText(buf, capacity, needed, [&]() -> stoker::StatusOr<std::string> {
+    if (loader == nullptr) return stoker::InvalidArgumentError("loader is NULL");
+    const stoker::JobSpec& spec = loader->loader->spec();
+    stoker::JsonWriter j;
+    j.BeginObject();
+    j.Key("job").Value(spec.name).Key("rank").Value(loader->rank).Key("ranks").Value(spec.world_size);
+    j.Key("batch_size").Value(spec.batch_size).Key("epochs").Value(spec.epochs).Key("seed").Value(spec.seed);
+    j.Key("remainder").Value(stoker::RemainderName(spec.remainder));
+    j.Key("steps_per_epoch").Value(loader->loader->steps_per_epoch());
+    j.Key("spec_fingerprint").Value(Hex16(stoker::SpecFingerprint(spec)));
+    j.EndObject();
+    return j.str();
+  });
+}
+
+int stoker_checkpoint_decode(const char* token, char* buf, size_t capacity, size_t* needed) {
+  return GuardText(buf, capacity, needed, [&]() -> stoker::StatusOr<std::string> {
+    STOKER_ASSIGN_OR_RETURN(stoker::CheckpointToken t, DecodeToken(token));
+    stoker::JsonWriter j;
+    j.BeginObject();
+    j.Key("job").Value(t.job).Key("rank").Value(t.rank).Key("position").Value(t.position);
+    j.Key("spec_fingerprint").Value(Hex16(t.spec_fingerprint));
+    j.EndObject();
+    return j.str();
+  });
+}
+
+int stoker_checkpoint_at(const char* token, uint32_t rank, uint64_t position, char* buf, size_t capacity,
+                         size_t* needed) {
+  return GuardText(buf, capacity, needed, [&]() -> stoker::StatusOr<std::string> {
+    STOKER_ASSIGN_OR_RETURN(stoker::CheckpointToken t, DecodeToken(token));
+    t.rank = rank;
+    t.position = position;
+    return stoker::EncodeCheckpointToken(t);
+  });
 }
 
 void stoker_loader_request_stop(stoker_loader* loader) {

@@ -4,7 +4,7 @@ import ctypes
 import ctypes.util
 import os
 
-API_VERSION = 1
+API_VERSION = 2  # stoker_loader_validate, stoker_loader_job_json, stoker_checkpoint_decode and _at
 
 BATCH, END_OF_EPOCH, END_OF_JOB, STOPPED = 0, 1, 2, 3
 UINT8, FLOAT32, FLOAT16, BFLOAT16 = 0, 1, 2, 3
@@ -63,6 +63,7 @@ def _declare(lib):
         "stoker_c_api_version": (c.c_int, []),
         "stoker_last_error": (c.c_char_p, []),
         "stoker_loader_open": (c.c_int, [c.c_int, c.POINTER(c.c_char_p), c.POINTER(c.c_void_p)]),
+        "stoker_loader_validate": (c.c_int, [c.c_int, c.POINTER(c.c_char_p)]),
         "stoker_loader_next": (c.c_int, [c.c_void_p, c.c_void_p, c.c_int64, c.POINTER(c.c_int),
                                          c.POINTER(c.c_uint32), c.POINTER(c.c_void_p)]),
         "stoker_batch_get_info": (c.c_int, [c.c_void_p, c.POINTER(BatchInfo)]),
@@ -70,6 +71,10 @@ def _declare(lib):
         "stoker_loader_checkpoint": (c.c_int, [c.c_void_p, c.c_char_p, c.c_size_t, c.POINTER(c.c_size_t)]),
         "stoker_loader_stats_json": (c.c_int, [c.c_void_p, c.c_char_p, c.c_size_t, c.POINTER(c.c_size_t)]),
         "stoker_loader_steps_per_epoch": (c.c_uint64, [c.c_void_p]),
+        "stoker_loader_job_json": (c.c_int, [c.c_void_p, c.c_char_p, c.c_size_t, c.POINTER(c.c_size_t)]),
+        "stoker_checkpoint_decode": (c.c_int, [c.c_char_p, c.c_char_p, c.c_size_t, c.POINTER(c.c_size_t)]),
+        "stoker_checkpoint_at": (c.c_int, [c.c_char_p, c.c_uint32, c.c_uint64, c.c_char_p, c.c_size_t,
+                                           c.POINTER(c.c_size_t)]),
         "stoker_loader_request_stop": (None, [c.c_void_p]),
         "stoker_loader_close": (None, [c.c_void_p]),
         "stoker_nccl_unique_id": (c.c_int, [c.c_char_p, c.c_size_t]),
@@ -136,19 +141,35 @@ class StokerError(RuntimeError):
         self.code = code
 
 
+def argv(options):
+    """Keyword options -> the C ABI's flags (name_with_underscores=value -> b"--name-with-underscores=value"), as a
+    (count, char* array) pair. None leaves a flag out; lists become comma-separated."""
+    args = []
+    for name, value in options.items():
+        if value is None:
+            continue
+        flag = "--" + name.replace("_", "-")
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        elif isinstance(value, (list, tuple)):
+            value = ",".join(str(v) for v in value)
+        args.append(f"{flag}={value}".encode())
+    return len(args), (ctypes.c_char_p * len(args))(*args)
+
+
 def check(code):
     if code != 0:
         message = lib().stoker_last_error()
         raise StokerError(code, message.decode("utf-8", "replace") if message else f"stoker error {code}")
 
 
-def read_string(fn, handle):
-    """Calls a stoker_*(handle, buf, capacity, needed) function, growing the buffer once if it must."""
+def read_string(fn, *args):
+    """Calls a stoker_*(args..., buf, capacity, needed) function, growing the buffer once if it must."""
     needed = ctypes.c_size_t(0)
     capacity = 4096
     for _ in range(2):
         buf = ctypes.create_string_buffer(capacity)
-        code = fn(handle, buf, capacity, ctypes.byref(needed))
+        code = fn(*args, buf, capacity, ctypes.byref(needed))
         if code == 0 and needed.value <= capacity:
             return buf.value.decode("utf-8")
         if needed.value > capacity:

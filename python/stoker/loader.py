@@ -1,12 +1,24 @@
-"""stoker.Loader: one training rank's batches, ready for the model, from stoker workers.
+"""stoker.Loader: one training rank's batches, ready for the model, from stoker workers — where a PyTorch
+DataLoader would be.
 
     loader = stoker.Loader("tcp://stoker-coordinator:7400", "resnet50", manifest="/data/train.stoker",
-                           batch_size=256, ranks=world_size, rank=rank, epochs=90,
-                           dtype="bfloat16", layout="nhwc")        # device: PyTorch's current CUDA device
+                           batch_size=256, epochs=90, dtype="bfloat16", layout="nhwc")
     for epoch in range(90):
-        for images, labels in loader:                                # one epoch; (N, C, H, W) CUDA tensors
+        for images, labels in loader:                 # one epoch; (N, C, H, W) tensors on PyTorch's current device
             train_step(images, labels)
     loader.close()
+
+As a DataLoader: ``len(loader)`` is this rank's steps per epoch; each ``for`` is one epoch (after a ``break``, or a
+resume, the rest of it); ``state_dict()`` and ``load_state_dict()`` save and restore the position, so Lightning and
+any loop that checkpoints them resume exactly the batches not yet taken; ``loader.sampler.set_epoch(e)`` moves to
+epoch e's start unless the rank is in it already. The rank and world size come from
+``torch.distributed`` once it is initialised, else from torchrun's RANK and WORLD_SIZE: under torchrun or Lightning
+every process opens the same Loader. The job is created by the first rank to connect; the others join it, and
+the coordinator checks their specs are identical.
+
+The Loader connects at its first use (len, iteration, state_dict, load_state_dict, stats, checkpoint, or
+``open()``), not when it is made: by then a framework has set up its processes and device, and a restarted process
+has been given its checkpoint. Bad options fail at once.
 
 Each batch arrives normalised ((pixel - mean) / std per channel) in the dtype and memory order asked for, on the
 device, with no copy into PyTorch: the tensors are views of the Loader's device slot, obtained through
@@ -25,152 +37,22 @@ Threads: one thread iterates; ``close()`` belongs to it too. ``request_stop()`` 
 Without a GPU (``device=-1``, or no CUDA) the same calls give host tensors (or numpy arrays without PyTorch).
 
 Errors raise StokerError with the library's message and a status code; an unreachable coordinator, an unknown or
-mismatched job, a rank already held, bad options: each is a clear message, never a hang (``timeout``).
+mismatched job, a rank already held, a state of another job, bad options: each is a clear message, never a hang
+(``timeout``, ``claim_timeout``).
 """
 import ctypes
 import json
+import os
+import threading
 import time
 
-from . import _capi
+from . import _capi, _state
+from ._batch import Batch, _torch
 from ._capi import StokerError
+from .delivery_log import format_line
 
 _SLICE_MS = 250  # how long one C call may block, so that Ctrl-C (KeyboardInterrupt) is seen between slices
-
-_TYPESTR = {_capi.UINT8: "|u1", _capi.FLOAT32: "<f4", _capi.FLOAT16: "<f2", _capi.BFLOAT16: "<i2"}
-
-
-def _torch():
-    try:
-        import torch
-        return torch
-    except ImportError:
-        return None
-
-
-class _Handle:
-    """Owns one stoker_batch: released when the last array or tensor that views it is gone."""
-
-    __slots__ = ("ptr", "__weakref__")
-
-    def __init__(self, ptr):
-        self.ptr = ptr
-
-    def release(self):
-        ptr, self.ptr = self.ptr, None
-        if ptr:
-            _capi.lib().stoker_batch_release(ptr)
-
-    def __del__(self):
-        try:
-            self.release()
-        except Exception:  # interpreter shutdown: the library may be gone already
-            pass
-
-
-class _ArrayView:
-    """A view of batch memory with the array interface numpy (host) or PyTorch and CuPy (device) import without a
-    copy. Holds the batch handle: whatever imports it keeps it, and so the batch, alive."""
-
-    def __init__(self, handle, ptr, shape, strides_bytes, typestr, device, stream=None):
-        self._handle = handle
-        interface = {"shape": tuple(shape), "typestr": typestr, "data": (ptr, False),
-                     "strides": tuple(strides_bytes), "version": 3}
-        if device >= 0:
-            # The stream that waits for the batch: None where it is the importer's own (PyTorch's current stream,
-            # which Loader.next made wait), else 1, the legacy default stream, for CuPy or Numba to order after.
-            interface["stream"] = stream
-            self.__cuda_array_interface__ = interface
-        else:
-            self.__array_interface__ = interface
-
-
-class Batch:
-    """One batch: images (N, C, H, W) and labels as tensors (or numpy arrays), plus host copies of its sample ids
-    and flags (bit 1: padding, bit 2: quarantined, whose label is -1). Its memory returns to the Loader when the
-    Batch, its images and its labels are all gone."""
-
-    def __init__(self, ptr, framework):
-        handle = _Handle(ptr)
-        info = _capi.BatchInfo()
-        info.struct_size = ctypes.sizeof(info)
-        _capi.check(_capi.lib().stoker_batch_get_info(ptr, ctypes.byref(info)))
-        self._handle = handle
-        self.epoch = info.epoch
-        self.index = info.index          # within the epoch
-        self.position = info.position    # across epochs
-        self.device = info.device
-        self.dtype = _capi.DTYPE_NAMES[info.dtype]
-        self.layout = "nchw" if info.layout == _capi.NCHW else "nhwc"
-        n = info.count
-        self.sample_ids = _host_copy(info.host_sample_ids, n, "<u8")
-        self.flags = _host_copy(info.host_flags, n, "|u1")
-        self.host_labels = _host_copy(info.host_labels, n, "<i8")
-        size = _capi.DTYPE_SIZES[info.dtype]
-        typestr = _TYPESTR[info.dtype]
-        if info.dtype == _capi.BFLOAT16 and framework == "numpy":
-            typestr = "<u2"  # numpy has no bfloat16: its bits (PyTorch views int16 as bfloat16 instead)
-        stream = None if framework == "torch" else 1
-        images = _ArrayView(handle, info.data, list(info.shape), [s * size for s in info.strides], typestr,
-                            info.device, stream)
-        labels = _ArrayView(handle, info.labels, [n], [8], "<i8", info.device, stream)
-        self.images = _import(images, info.device, framework, bfloat16=info.dtype == _capi.BFLOAT16)
-        self.labels = _import(labels, info.device, framework, bfloat16=False)
-        # The received uint8 NHWC pixels in host memory (None on a tensor-parallel follower): for checks.
-        self.pixels = None
-        if info.host_pixels:
-            h, w = info.shape[2], info.shape[3]
-            self.pixels = _import(_ArrayView(handle, info.host_pixels, [n, h, w, 3], [h * w * 3, w * 3, 3, 1], "|u1",
-                                             -1), -1, "numpy", bfloat16=False)
-
-    @property
-    def padding(self):
-        return (self.flags & 1) != 0
-
-    def __len__(self):
-        return len(self.sample_ids)
-
-
-def _host_copy(ptr, n, typestr):
-    import numpy as np
-    if not ptr or n == 0:
-        return np.zeros(n, dtype=np.dtype(typestr))
-    return np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(_CTYPE[typestr])), shape=(n,)).copy()
-
-
-_CTYPE = {"<u8": ctypes.c_uint64, "<i8": ctypes.c_int64, "|u1": ctypes.c_uint8}
-
-
-def _import(view, device, framework, bfloat16):
-    if framework == "torch":
-        torch = _torch()
-        if device >= 0:
-            with torch.cuda.device(device):
-                t = torch.as_tensor(view, device=f"cuda:{device}")
-        else:
-            import numpy as np
-            t = torch.from_numpy(np.asarray(view))
-        return t.view(torch.bfloat16) if bfloat16 else t
-    if framework == "numpy":
-        import numpy as np
-        if device >= 0:
-            return view  # a __cuda_array_interface__ object: cupy.asarray(), numba.cuda.as_cuda_array(), ...
-        return np.asarray(view)  # bfloat16 stays its bits, as uint16 (numpy has no bfloat16)
-    raise ValueError(f"framework must be 'torch' or 'numpy', not {framework!r}")
-
-
-def _flag_args(options):
-    argv = []
-    for name, value in options.items():
-        if value is None:
-            continue
-        flag = "--" + name.replace("_", "-")
-        if isinstance(value, bool):
-            argv.append(f"{flag}={'true' if value else 'false'}")
-        elif isinstance(value, (list, tuple)):
-            argv.append(f"{flag}={','.join(str(v) for v in value)}")
-        else:
-            argv.append(f"{flag}={value}")
-    return argv
+_CLAIM_RETRY_S = 0.25  # how often a rank held by another session is asked for again
 
 
 def _collective(name, spec):
@@ -184,51 +66,148 @@ def _collective(name, spec):
     return {f"{name}_id": nccl_id, f"{name}_size": int(size), f"{name}_rank": int(rank)}
 
 
+def _process_group():
+    """(rank, world size) of this process: torch.distributed's once initialised, else torchrun's environment."""
+    torch = _torch()
+    if torch is not None and torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    rank, world = os.environ.get("RANK"), os.environ.get("WORLD_SIZE")
+    return (int(rank) if rank else None), (int(world) if world else None)
+
+
 class Loader:
     """One rank's stream of batches (see this module's text).
 
     coordinator: the coordinator's control endpoint (tcp://host:port). job: the job's name; the first rank to
     connect creates it from manifest, batch_size, ranks, epochs, seed (and the other job flags: pipeline,
     remainder, image_height, ...); ranks that join later send the same spec, or attach=True to send none.
-    device: a CUDA ordinal, -1 for host batches, "auto" (PyTorch's current device when CUDA is available, else -1).
-    dtype: uint8, float32, float16, bfloat16. layout: nchw, or nhwc (PyTorch's channels_last). mean, std: per
-    channel R,G,B in pixel units (default ImageNet's). depth: batches per device in pinned and device memory.
-    timeout: seconds one batch may take before StokerError(DEADLINE_EXCEEDED) (None: no limit; Ctrl-C still works).
-    tensor_parallel, agreement: (nccl_id, size, rank) for a group sharing this rank over NCCL, and for the
-    data-parallel ranks' agreement step (see stoker/loader.h). framework: "torch" (default when importable) or
-    "numpy". Any other flag of stoker::LoaderFlags by name: prefetch=8, resume_token=..., metrics_listen=...
+    rank, ranks: this rank and the world size; None: torch.distributed's, else RANK and WORLD_SIZE, else rank 0.
+    device: a CUDA ordinal, -1 for host batches, "auto" (PyTorch's current device when the Loader connects, if CUDA
+    is available, else -1). dtype: uint8, float32, float16, bfloat16. layout: nchw, or nhwc (PyTorch's
+    channels_last). mean, std: per channel R,G,B in pixel units (default ImageNet's). depth: batches per device in
+    pinned and device memory. timeout: seconds one batch may take before StokerError(DEADLINE_EXCEEDED) (None: no
+    limit; Ctrl-C still works). claim_timeout: seconds to wait for this rank while another session holds it (a
+    crashed process's session is released by the coordinator after its client timeout, 10 s by default); then
+    StokerError(ALREADY_EXISTS). A resumed rank takes over at once. tensor_parallel, agreement: (nccl_id, size,
+    rank) for a group sharing this rank over NCCL, and for the data-parallel ranks' agreement step (see
+    stoker/loader.h). framework: "torch" (default when importable) or "numpy". delivery_log: a file to append one
+    line per batch taken to, for `stoker check` (stoker.delivery_log); "{rank}" in it becomes the rank. Any other
+    flag of stoker::LoaderFlags by name: prefetch=8, resume_token=..., metrics_listen=...
     """
 
-    def __init__(self, coordinator, job, *, manifest=None, batch_size=None, ranks=None, rank=0, epochs=None,
+    def __init__(self, coordinator, job, *, manifest=None, batch_size=None, ranks=None, rank=None, epochs=None,
                  seed=None, device="auto", dtype="float32", layout="nchw", mean=None, std=None, depth=None,
-                 timeout=None, tensor_parallel=None, agreement=None, framework=None, **flags):
+                 timeout=None, claim_timeout=15.0, tensor_parallel=None, agreement=None, framework=None,
+                 delivery_log=None, resume_token=None, **flags):
         self._ptr = None
+        self._lock = threading.Lock()  # _ptr, against request_stop and stats from other threads
+        self._open_lock = threading.Lock()  # one connection, whichever thread's first use makes it
         torch = _torch()
         self._framework = framework or ("torch" if torch is not None else "numpy")
+        if self._framework not in ("torch", "numpy"):
+            raise ValueError(f"framework must be 'torch' or 'numpy', not {framework!r}")
         if self._framework == "torch" and torch is None:
             raise StokerError(_capi.FAILED_PRECONDITION, "framework='torch' but PyTorch cannot be imported")
-        if device == "auto":
-            device = torch.cuda.current_device() if torch is not None and torch.cuda.is_available() else -1
-        self.device = int(device)
+        self._job = job
+        self._rank, self._ranks, self._batch_size = rank, ranks, batch_size
+        self._device = device
         self._timeout = timeout
+        self._claim_timeout = claim_timeout
         self._collective = tensor_parallel is not None or agreement is not None
-        options = dict(coordinator=coordinator, job=job, manifest=manifest, batch_size=batch_size, ranks=ranks,
-                       rank=rank, epochs=epochs, seed=seed, device=self.device, dtype=dtype, layout=layout,
-                       mean=mean, std=std, depth=depth)
-        options.update(_collective("tp", tensor_parallel))
-        options.update(_collective("agree", agreement))
-        options.update(flags)
-        argv = [a.encode() for a in _flag_args(options)]
-        arr = (ctypes.c_char_p * len(argv))(*argv)
-        handle = ctypes.c_void_p()
-        lib = _capi.lib()
-        _capi.check(lib.stoker_loader_open(len(argv), arr, ctypes.byref(handle)))
-        self._ptr = handle.value
+        self._follower = _collective("tp", tensor_parallel).get("tp_rank", 0) != 0
+        self._options = dict(coordinator=coordinator, job=job, manifest=manifest, batch_size=batch_size,
+                             epochs=epochs, seed=seed, dtype=dtype, layout=layout, mean=mean, std=std, depth=depth)
+        self._options.update(_collective("tp", tensor_parallel))
+        self._options.update(_collective("agree", agreement))
+        self._options.update(flags)
+        self._resume_token = resume_token
+        self._delivery_log_path = delivery_log
+        self._delivery_log = None
+        self._job_info = None
+        self._closed = False
+        self._stop_requested = False
+        self._epoch_end_pending = False  # the last batch of an epoch was taken, its end not yet seen
         self.epoch = None        # the epoch of the last batch
         self.finished = False    # the job delivered its last epoch
         self.stopped = False     # stopped early (request_stop, or another rank's, through the agreement step)
+        # Bad options fail here, where they were written, although the Loader connects later.
+        checked_device = -1 if device == "auto" else device
+        _capi.check(_capi.lib().stoker_loader_validate(*_capi.argv(self._flags(0, ranks, checked_device))))
+
+    def _flags(self, rank, ranks, device):
+        return dict(self._options, rank=rank, ranks=ranks, device=device, resume_token=self._resume_token)
+
+    # -- connecting ---------------------------------------------------------------------------------------------
+
+    @property
+    def rank(self):
+        """This Loader's rank: as given, else torch.distributed's or RANK, else 0."""
+        if self._job_info is not None:
+            return self._job_info["rank"]
+        group_rank, _ = _process_group()
+        return self._rank if self._rank is not None else (group_rank or 0)
+
+    @property
+    def ranks(self):
+        """The world size: the job's once connected, else as given, torch.distributed's or WORLD_SIZE (or None)."""
+        if self._job_info is not None:
+            return self._job_info["ranks"]
+        return self._ranks if self._ranks is not None else _process_group()[1]
+
+    @property
+    def device(self):
+        """The CUDA ordinal batches arrive on (fixed when the Loader connects), -1 for host memory."""
+        if self._job_info is not None:
+            return self._job_info["device"]
+        if self._device != "auto":
+            return int(self._device)
+        torch = _torch()
+        return torch.cuda.current_device() if torch is not None and torch.cuda.is_available() else -1
+
+    def open(self):
+        """Connects now (otherwise the first use does): claims the rank, creating the job if it is new. Errors of
+        the coordinator (unknown job, mismatched spec, rank held) are raised here. Returns self."""
+        with self._open_lock:
+            if not self._ptr:
+                self._connect()
+        return self
+
+    def _connect(self):
+        if self._closed:
+            raise StokerError(_capi.FAILED_PRECONDITION, "the Loader is closed")
+        rank, device = self.rank, self.device
+        count, args = _capi.argv(self._flags(rank=rank, ranks=self.ranks, device=device))
+        lib = _capi.lib()
+        handle = ctypes.c_void_p()
+        deadline = time.monotonic() + (self._claim_timeout or 0)
+        while True:
+            code = lib.stoker_loader_open(count, args, ctypes.byref(handle))
+            # Another session holds the rank. A crashed process's is released by the coordinator soon; a resumed
+            # rank (token) would have taken it over, so waiting only ever helps a fresh claim.
+            if code != _capi.ALREADY_EXISTS or self._resume_token or time.monotonic() >= deadline:
+                break
+            time.sleep(_CLAIM_RETRY_S)
+        if code == _capi.ALREADY_EXISTS:
+            raise StokerError(code, f"{lib.stoker_last_error().decode('utf-8', 'replace')} (waited "
+                              f"{self._claim_timeout} s for it to be released; do two processes claim rank {rank}? "
+                              "Under torchrun each takes its rank from RANK)")
+        _capi.check(code)
+        self._job_info = dict(json.loads(_capi.read_string(lib.stoker_loader_job_json, handle.value)), device=device)
+        with self._lock:
+            self._ptr = handle.value
+            if self._stop_requested:
+                lib.stoker_loader_request_stop(self._ptr)
+
+    def _handle(self):
+        if not self._ptr:
+            self.open()
+        return self._ptr
 
     # -- iteration ------------------------------------------------------------------------------------------------
+
+    def __len__(self):
+        """Steps (batches) per epoch of this rank, the same on every rank of the job."""
+        return self.steps_per_epoch
 
     def __iter__(self):
         """The rest of the current epoch as (images, labels); the next `for` starts the next epoch. Empty once the
@@ -238,6 +217,12 @@ class Loader:
 
     def batches(self):
         """Like iterating, with Batch objects (sample ids, padding flags, epoch, index)."""
+        if self._epoch_end_pending:
+            # The previous loop took exactly the epoch's batches and stopped, as frameworks that know len() do:
+            # the end it did not ask for is the previous epoch's, not this one's.
+            kind, batch = self._next()
+            if kind == _capi.BATCH:
+                raise StokerError(_capi.INTERNAL, f"batch {batch.index} of epoch {batch.epoch} came after the last")
         while True:
             kind, batch = self._next()
             if kind != _capi.BATCH:
@@ -252,6 +237,7 @@ class Loader:
     def _next(self):
         if self.finished or self.stopped:
             return _capi.END_OF_JOB if self.finished else _capi.STOPPED, None
+        handle = self._handle()
         lib = _capi.lib()
         stream = self._stream()
         kind, epoch, batch = ctypes.c_int(), ctypes.c_uint32(), ctypes.c_void_p()
@@ -262,56 +248,128 @@ class Loader:
             else:
                 left = None if deadline is None else max(0, int((deadline - time.monotonic()) * 1000))
                 slice_ms = _SLICE_MS if left is None else min(_SLICE_MS, left)
-            code = lib.stoker_loader_next(self._handle(), stream, slice_ms, ctypes.byref(kind), ctypes.byref(epoch),
+            code = lib.stoker_loader_next(handle, stream, slice_ms, ctypes.byref(kind), ctypes.byref(epoch),
                                           ctypes.byref(batch))
             if code == _capi.DEADLINE_EXCEEDED and not self._collective and (
                     deadline is None or time.monotonic() < deadline):
                 continue
             _capi.check(code)
             break
+        self._epoch_end_pending = False
         if kind.value == _capi.BATCH:
             self.epoch = epoch.value
-            return _capi.BATCH, Batch(batch.value, self._framework)
+            taken = Batch(batch.value, self._framework)
+            self._epoch_end_pending = taken.index + 1 == self._job_info["steps_per_epoch"]
+            self._log(taken)
+            return _capi.BATCH, taken
         if kind.value == _capi.END_OF_JOB:
             self.finished = True
         elif kind.value == _capi.STOPPED:
             self.stopped = True
         return kind.value, None
 
+    def _log(self, batch):
+        if self._delivery_log_path is None:
+            return
+        if self._delivery_log is None:
+            path = self._delivery_log_path.replace("{rank}", str(self._job_info["rank"]))
+            self._delivery_log = open(path, "a", buffering=1)  # a line at a time: a crash loses none
+        self._delivery_log.write(format_line(batch, self._job_info["rank"]) + "\n")
+
     def _stream(self):
-        if self.device < 0 or self._framework != "torch":
+        if self._job_info is None or self.device < 0 or self._framework != "torch":
             return None
         return _torch().cuda.current_stream(self.device).cuda_stream
 
-    def _handle(self):
-        if not self._ptr:
-            raise StokerError(_capi.FAILED_PRECONDITION, "the Loader is closed")
-        return self._ptr
+    # -- state ----------------------------------------------------------------------------------------------------
 
-    # -- control ------------------------------------------------------------------------------------------------
+    def state_dict(self):
+        """Where this rank stands, as a small picklable dict: the checkpoint token (what resumes), the job, rank,
+        world size, batch size, the epoch and the batches of it already taken. Save it with the model; a new
+        Loader given it by load_state_dict() delivers exactly the batches not taken before this call."""
+        self._handle()
+        if self._follower:
+            return _state.follower(self._job)
+        return _state.make(self.checkpoint(), self._job_info)
+
+    def load_state_dict(self, state):
+        """Resumes from state_dict()'s dict: the next batch is the first one not taken when it was made, in this
+        process or a new one, before the first batch or after some (Lightning calls it after len(), before
+        iterating). A state of another rank of the same job resumes this rank at the same position (frameworks
+        save rank 0's). StokerError for a state of another job, world size, batch size, spec or dataset."""
+        if self._closed:
+            raise StokerError(_capi.FAILED_PRECONDITION, "the Loader is closed")
+        if self._follower:  # the group's leader resumes; its followers receive what it fetches
+            _state.check_format(state, self._job)
+            return
+        self._reconnect(_state.token_for(state, self._job, self.rank, self.ranks, self._batch_size))
+
+    def _reconnect(self, token):
+        self._disconnect()
+        self._resume_token = token
+        self.epoch, self.finished, self.stopped, self._epoch_end_pending = None, False, False, False
+        self.open()  # now, so that a token the coordinator refuses (another spec or dataset) fails here
+
+    @property
+    def sampler(self):
+        """What Lightning (and DistributedSampler code) calls set_epoch() on at each epoch's start: the Loader."""
+        return self
+
+    def set_epoch(self, epoch):
+        """The next batches are epoch `epoch`'s: nothing changes when this rank is already in it (its start, or
+        mid-epoch after load_state_dict()), else the Loader moves to that epoch's start. Lightning calls it at
+        every epoch's start; when it resumes from an epoch-end checkpoint it gives no state back, only this, and the
+        rank, which the coordinator continues where its last process stopped, must go back to that epoch."""
+        if self._follower:  # the group's leader moves; its followers receive what it fetches
+            return
+        self._handle()
+        steps, epochs = self._job_info["steps_per_epoch"], self._job_info["epochs"]
+        token = self.checkpoint()
+        position = _state.decode_token(token)["position"]
+        start = min(epoch, epochs) * steps
+        if start <= position < start + steps or position == start:
+            return
+        self._reconnect(_state.moved(token, self._job_info["rank"], start))
 
     def checkpoint(self):
         """A token that resumes this rank exactly after the last batch taken: Loader(..., resume_token=token)."""
         return _capi.read_string(_capi.lib().stoker_loader_checkpoint, self._handle())
 
+    # -- control ------------------------------------------------------------------------------------------------
+
     def request_stop(self):
         """Ask every rank (with agreement) to stop before the same batch. Safe from any thread."""
-        _capi.lib().stoker_loader_request_stop(self._handle())
+        with self._lock:
+            self._stop_requested = True
+            if self._ptr:
+                _capi.lib().stoker_loader_request_stop(self._ptr)
 
     def stats(self):
         """Counters as a dict: batches, wait_seconds, input_stall_seconds, pinned_bytes, dropped_*, ..."""
-        return json.loads(_capi.read_string(_capi.lib().stoker_loader_stats_json, self._handle()))
+        self._handle()
+        with self._lock:
+            if not self._ptr:
+                raise StokerError(_capi.FAILED_PRECONDITION, "the Loader is closed")
+            return json.loads(_capi.read_string(_capi.lib().stoker_loader_stats_json, self._ptr))
 
     @property
     def steps_per_epoch(self):
         return _capi.lib().stoker_loader_steps_per_epoch(self._handle())
 
+    def _disconnect(self):
+        with self._lock:
+            ptr, self._ptr = self._ptr, None
+            if ptr:
+                _capi.lib().stoker_loader_close(ptr)
+
     def close(self):
         """Leaves the job. Batches still held stay valid until they are freed. Call it from the iterating thread,
         never while another thread is inside next(): use request_stop() to end iteration from elsewhere."""
-        ptr, self._ptr = self._ptr, None
-        if ptr:
-            _capi.lib().stoker_loader_close(ptr)
+        self._closed = True
+        self._disconnect()
+        if self._delivery_log is not None:
+            self._delivery_log.close()
+            self._delivery_log = None
 
     def __enter__(self):
         return self

@@ -7,120 +7,55 @@ and stoker.Loader in this process (through libstoker_c.so). Proves, on the host 
     bit for bit (round to nearest even);
   - a batch's memory goes back when its last array is freed; holding `depth` batches is a clear error, not a hang;
   - checkpoint and resume in a new Loader: the epoch still delivers every sample once;
-  - bad input: an unknown flag, a bad dtype, an unknown job, an unreachable coordinator: StokerError, with its code.
+  - as a DataLoader: len() is the epoch's steps; a `for` after exactly len() batches starts the next epoch;
+    state_dict() mid-epoch, pickled, given to a new Loader after len() (Lightning's order) resumes exactly the
+    batches not taken (the checker on the delivery logs); rank 0's state resumes rank 1 at the same position;
+    set_epoch() (Lightning's call at each epoch's start) moves a rank that is elsewhere to that epoch's start;
+  - bad input: an unknown flag, a bad dtype, an unknown job, an unreachable coordinator, a state of another job,
+    world size or a damaged one, two processes claiming one rank (their rank from torchrun's RANK): StokerError,
+    with its code; a killed process's rank is claimed once the coordinator frees it.
 With PyTorch and a GPU (the GPU machine) it also checks CUDA tensors: float32 against the reference, bfloat16
 channels_last, labels on the device, the consumer being PyTorch's current stream.
 
     PYTHONPATH=build/python /usr/bin/python3 python/tests/loader_test.py --bin-dir build/bin
 """
-import argparse
 import gc
+import itertools
+import json
 import os
-import shutil
-import signal
+import pickle
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
 
 import numpy as np
 
 import stoker
+import support
 from stoker import _capi
 
 BIN = None
 SERVER_ENV = None  # the environment of the processes this test starts (--server-lib-dir)
-MEAN = np.array([123.675, 116.28, 103.53], np.float32)
-STD = np.array([58.395, 57.12, 57.375], np.float32)
-INV_STD = (np.float32(1) / STD).astype(np.float32)
 IMAGES = 96
 SIZE = 64
-
-
-def reference_float32(pixels):
-    """(pixel - mean) * (1 / std) in float32, NHWC, as the Loader computes it."""
-    return (pixels.astype(np.float32) - MEAN) * INV_STD
-
-
-def bfloat16_bits(x):
-    u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-
-
-def wait_for_file(path, proc, deadline_s=30):
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        if os.path.exists(path) and os.path.getsize(path) > 0:
-            with open(path) as f:
-                return f.read().strip()
-        if proc.poll() is not None:
-            raise RuntimeError(f"{proc.args[0]} exited with {proc.returncode} before writing {path}")
-        time.sleep(0.05)
-    raise RuntimeError(f"no {path} within {deadline_s} s")
-
-
-class Cluster:
-    """A coordinator and two workers as separate processes, on loopback ports they pick."""
-
-    def __init__(self, work):
-        self.work = work
-        self.procs = []
-        self.logs = []
-        endpoint_file = os.path.join(work, "coordinator.endpoint")
-        coordinator = self._start("coordinator", [os.path.join(BIN, "stoker-coordinator"),
-                                                  "--listen=tcp://127.0.0.1:0", f"--endpoint-file={endpoint_file}",
-                                                  "--metrics-listen=127.0.0.1:0"])
-        self.endpoint = wait_for_file(endpoint_file, coordinator)
-        for i in range(2):
-            f = os.path.join(work, f"worker{i}.endpoint")
-            w = self._start(f"worker{i}", [os.path.join(BIN, "stoker-worker"), f"--coordinator={self.endpoint}",
-                                           "--listen=tcp://127.0.0.1:0", "--threads=1", f"--endpoint-file={f}",
-                                           "--metrics-listen=127.0.0.1:0"])
-            wait_for_file(f, w)
-
-    def _start(self, name, argv):
-        log = open(os.path.join(self.work, name + ".log"), "w")
-        self.logs.append(log)
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=SERVER_ENV)
-        self.procs.append(proc)
-        return proc
-
-    def stop(self):
-        for p in reversed(self.procs):
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in reversed(self.procs):
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(timeout=10)
-        for log in self.logs:
-            log.close()
+reference_float32, bfloat16_bits = support.reference_float32, support.bfloat16_bits
 
 
 class LoaderTest(unittest.TestCase):
-    work = cluster = manifest = None
+    cluster = manifest = None
     jobs = 0
 
     @classmethod
     def setUpClass(cls):
-        cls.work = tempfile.mkdtemp(prefix="stoker-py-")
-        data = os.path.join(cls.work, "data")
-        cls.manifest = os.path.join(cls.work, "data.stoker")
-        subprocess.run([os.path.join(BIN, "stoker"), "gen-dataset", data, f"--images={IMAGES}", "--per-shard=32"],
-                       check=True, stdout=subprocess.DEVNULL, timeout=120, env=SERVER_ENV)
-        subprocess.run([os.path.join(BIN, "stoker"), "index", data, "-o", cls.manifest], check=True,
-                       stdout=subprocess.DEVNULL, timeout=120, env=SERVER_ENV)
-        cls.cluster = Cluster(cls.work)
+        # A short client timeout: a killed process's rank is free again within seconds (the claim test waits for it).
+        cls.cluster = support.Cluster(BIN, IMAGES, coordinator_flags=["--client-timeout=5s"], server_env=SERVER_ENV)
+        cls.manifest = cls.cluster.manifest
 
     @classmethod
     def tearDownClass(cls):
         if cls.cluster:
             cls.cluster.stop()
-        if os.environ.get("STOKER_KEEP") is None:
-            shutil.rmtree(cls.work, ignore_errors=True)
 
     def job(self, **overrides):
         LoaderTest.jobs += 1
@@ -239,15 +174,165 @@ class LoaderTest(unittest.TestCase):
             self.open(self.job(dtype="float64"))
         self.assertEqual(e.exception.code, _capi.INVALID_ARGUMENT)
         self.assertIn("dtype", str(e.exception))
+        # The coordinator's refusals come when the Loader connects: at its first use, or open().
+        unknown = stoker.Loader(self.cluster.endpoint, "no-such-job", attach=True, device=-1, framework="numpy",
+                                connect_timeout="10s")
         with self.assertRaises(stoker.StokerError) as e:
-            stoker.Loader(self.cluster.endpoint, "no-such-job", attach=True, device=-1, framework="numpy",
-                          connect_timeout="10s")
+            unknown.open()
         self.assertEqual(e.exception.code, _capi.NOT_FOUND, str(e.exception))
         started = time.monotonic()
+        unreachable = stoker.Loader("tcp://127.0.0.1:9", **dict(self.job(), connect_timeout="1s"))
         with self.assertRaises(stoker.StokerError) as e:
-            stoker.Loader("tcp://127.0.0.1:9", **dict(self.job(), connect_timeout="1s"))
+            len(unreachable)
         self.assertIn(e.exception.code, (_capi.UNAVAILABLE, _capi.DEADLINE_EXCEEDED), str(e.exception))
         self.assertLess(time.monotonic() - started, 30)
+
+    def check_flags(self, spec):
+        return {k: spec[k] for k in ("batch_size", "ranks", "epochs", "seed")}
+
+    def test_len_is_the_epoch_and_a_for_after_exactly_len_batches_starts_the_next(self):
+        steps = IMAGES // 8
+        with self.open(self.job(epochs=2)) as loader:
+            self.assertEqual(len(loader), steps)  # connects: the job's plan says it
+            # Frameworks that know len() take exactly that many batches and never ask for the epoch's end.
+            first = [(b.epoch, b.index) for b in itertools.islice(loader.batches(), len(loader))]
+            self.assertEqual(first, [(0, i) for i in range(steps)])
+            second = [(b.epoch, b.index) for b in loader.batches()]
+            self.assertEqual(second, [(1, i) for i in range(steps)])
+            self.assertEqual(list(loader), [])
+            self.assertTrue(loader.finished)
+
+    def test_state_dict_mid_epoch_resumes_exactly_the_batches_not_taken(self):
+        spec = self.job(epochs=2)
+        steps = IMAGES // 8
+        first_log = os.path.join(self.cluster.work, "state-first.log")
+        second_log = os.path.join(self.cluster.work, "state-second.log")
+        loader = self.open(spec, delivery_log=first_log)
+        self.assertEqual(sum(1 for _ in loader.batches()), steps)  # epoch 0
+        self.assertEqual([(b.epoch, b.index) for b in itertools.islice(loader.batches(), 3)], [(1, 0), (1, 1), (1, 2)])
+        state = pickle.loads(pickle.dumps(loader.state_dict()))  # what a checkpoint file holds
+        self.assertEqual({k: state[k] for k in ("job", "rank", "ranks", "batch_size", "steps_per_epoch", "position",
+                                                "epoch", "batches_in_epoch")},
+                         {"job": spec["job"], "rank": 0, "ranks": 1, "batch_size": 8, "steps_per_epoch": steps,
+                          "position": steps + 3, "epoch": 1, "batches_in_epoch": 3})
+        for _ in range(2):  # taken after the checkpoint: lost in a crash, so the resumed process takes them again
+            self.assertIsNotNone(loader.next())
+        loader.close()
+        with self.open(spec, delivery_log=second_log) as resumed:
+            self.assertEqual(len(resumed), steps)  # Lightning's order: len(), then load_state_dict(), then iterate
+            resumed.load_state_dict(state)
+            rest = [(b.epoch, b.index) for b in resumed.batches()]
+            self.assertEqual(rest, [(1, i) for i in range(3, steps)])
+            self.assertEqual(list(resumed), [])
+            self.assertTrue(resumed.finished)
+        code, out = self.cluster.check([support.resumed_logs(first_log, second_log, state)], **self.check_flags(spec))
+        self.assertEqual(code, 0, out)
+        self.assertEqual(out.count("ok "), 2, out)
+        # Uncut, the two batches taken after the checkpoint are there twice: the checker sees what a wrong resume does.
+        code, out = self.cluster.check([first_log, second_log], **self.check_flags(spec))
+        self.assertNotEqual(code, 0, out)
+
+    def test_set_epoch_moves_the_rank_to_that_epochs_start_unless_it_is_in_it(self):
+        steps = IMAGES // 8
+        with self.open(self.job(epochs=3)) as loader:
+            # Lightning resuming from an epoch-end checkpoint gives no state back, only the epoch it starts.
+            loader.sampler.set_epoch(1)
+            self.assertEqual(loader.state_dict()["position"], steps)
+            self.assertEqual([(b.epoch, b.index) for b in itertools.islice(loader.batches(), 3)],
+                             [(1, 0), (1, 1), (1, 2)])
+            loader.set_epoch(1)  # in it already, as after a mid-epoch load_state_dict(): nothing moves
+            self.assertEqual([b.index for b in loader.batches()], list(range(3, steps)))
+            loader.set_epoch(2)  # the epoch the last one ended into: nothing moves either
+            self.assertEqual(loader.state_dict()["position"], 2 * steps)
+            # A rank the coordinator continued past the checkpoint (its last process ran on) goes back.
+            loader.set_epoch(0)
+            self.assertEqual([(b.epoch, b.index) for b in loader.batches()], [(0, i) for i in range(steps)])
+
+    def test_a_state_of_rank_0_resumes_rank_1_at_the_same_position(self):
+        spec = self.job(ranks=2)
+        steps = IMAGES // 16
+        rank0, rank1 = self.open(spec, rank=0), self.open(spec, rank=1)
+        ids = []
+        for _ in range(2):
+            rank0.next()
+            ids.extend(rank1.next().sample_ids.tolist())
+        state = rank0.state_dict()  # what Lightning saves: rank 0's, given back to every rank
+        rank1.close()
+        with self.open(spec, rank=1) as resumed:
+            resumed.load_state_dict(state)
+            self.assertEqual(resumed.state_dict()["rank"], 1)
+            self.assertEqual(resumed.state_dict()["position"], 2)
+            rest = list(resumed.batches())
+            self.assertEqual([b.index for b in rest], list(range(2, steps)))
+            ids.extend(i for b in rest for i in b.sample_ids.tolist())
+        self.assertEqual(len(ids), steps * 8)
+        self.assertEqual(len(set(ids)), steps * 8, "rank 1 got each of its samples once")
+        rank0.close()
+
+    def test_a_state_of_another_job_or_a_damaged_one_is_refused_clearly(self):
+        spec = self.job()
+        with self.open(spec) as loader:
+            loader.next()
+            state = loader.state_dict()
+        other = self.open(self.job())
+        with self.assertRaises(stoker.StokerError) as e:
+            other.load_state_dict(state)
+        self.assertEqual(e.exception.code, _capi.FAILED_PRECONDITION)
+        self.assertIn(f"job {spec['job']!r}", str(e.exception))
+        other.close()
+        # The same job asked for with another world size: refused before it connects.
+        resized = self.open(spec, ranks=2)
+        with self.assertRaises(stoker.StokerError) as e:
+            resized.load_state_dict(state)
+        self.assertEqual(e.exception.code, _capi.FAILED_PRECONDITION)
+        self.assertIn("ranks=1", str(e.exception))
+        for bad, words in ((dict(state, position=state["position"] + 1), "edited or damaged"),
+                           (dict(state, token=state["token"][:-1] + ("1" if state["token"][-1] == "0" else "0")),
+                            "damaged"),
+                           ({"epoch": 3}, "not a stoker.Loader state")):
+            with self.assertRaises(stoker.StokerError) as e:
+                resized.load_state_dict(bad)
+            self.assertEqual(e.exception.code, _capi.INVALID_ARGUMENT, str(e.exception))
+            self.assertIn(words, str(e.exception))
+        resized.close()
+
+    def claimant(self, spec, env, then=""):
+        """A separate process that opens `spec`'s Loader, its rank from torchrun's variables (env), then runs `then`.
+        Prints one JSON line: {"ok": true} or the error's code and message."""
+        options = {k: v for k, v in spec.items() if k not in ("rank", "ranks")}
+        script = (f"import json, sys, stoker\ntry:\n"
+                  f"    loader = stoker.Loader({self.cluster.endpoint!r}, **{options!r}).open()\n"
+                  f"    print(json.dumps({{'ok': True}}), flush=True)\n{then}\n"
+                  "except stoker.StokerError as e:\n    print(json.dumps({'code': e.code, 'message': str(e)}))\n")
+        return subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stdin=subprocess.PIPE,
+                                text=True, env=dict(os.environ, **env))
+
+    def test_two_processes_claiming_one_rank_is_a_clear_error(self):
+        spec = self.job(ranks=2, claim_timeout=1)
+        with self.open(spec, rank=1) as holder:
+            holder.open()
+            second = self.claimant(spec, {"RANK": "1", "WORLD_SIZE": "2"})
+            out, _ = second.communicate(timeout=60)
+            result = json.loads(out.splitlines()[-1])
+            self.assertEqual(result.get("code"), _capi.ALREADY_EXISTS, out)
+            self.assertIn("claim rank 1", result["message"])
+            first = self.claimant(spec, {"RANK": "0", "WORLD_SIZE": "2"})  # the other rank is free
+            out, _ = first.communicate(timeout=60)
+            self.assertEqual(json.loads(out.splitlines()[-1]), {"ok": True}, out)
+
+    def test_a_killed_processs_rank_is_claimed_once_the_coordinator_frees_it(self):
+        spec = self.job(claim_timeout=30)
+        holder = self.claimant(spec, {"RANK": "0", "WORLD_SIZE": "1"},
+                               then="    loader.next()\n    print('took', flush=True)\n    sys.stdin.read()")
+        try:
+            self.assertEqual(json.loads(holder.stdout.readline()), {"ok": True})
+            self.assertEqual(holder.stdout.readline().strip(), "took")
+        finally:
+            holder.kill()  # no close: the coordinator holds the rank for it until the client timeout
+            holder.communicate(timeout=30)
+        with self.open(spec) as loader:
+            self.assertEqual(len(loader), IMAGES // 8)  # waited for the rank, did not fail
+            self.assertGreater(sum(1 for _ in loader.batches()), 0)
 
     def test_torch_cuda_tensors(self):
         try:
@@ -278,18 +363,5 @@ class LoaderTest(unittest.TestCase):
                 self.assertTrue(torch.equal(batch.labels.cpu(), torch.from_numpy(batch.host_labels)))
 
 
-def main():
-    global BIN, SERVER_ENV
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--bin-dir", required=True)
-    parser.add_argument("--server-lib-dir", help="LD_LIBRARY_PATH for the coordinator, workers and CLI only (a "
-                        "bundle's libraries, kept away from this process's PyTorch)")
-    args, rest = parser.parse_known_args()
-    BIN = os.path.abspath(args.bin_dir)
-    if args.server_lib_dir:
-        SERVER_ENV = dict(os.environ, LD_LIBRARY_PATH=os.path.abspath(args.server_lib_dir))
-    unittest.main(argv=[sys.argv[0], "-v"] + rest)
-
-
 if __name__ == "__main__":
-    main()
+    support.run_tests(sys.modules[__name__])

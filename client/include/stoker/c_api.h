@@ -39,7 +39,7 @@
 extern "C" {
 #endif
 
-#define STOKER_C_API_VERSION 1
+#define STOKER_C_API_VERSION 2  /* 2 added validate, job_json and the checkpoint functions */
 
 #if defined(__GNUC__)
 #define STOKER_C_EXPORT __attribute__((visibility("default")))
@@ -80,6 +80,9 @@ STOKER_C_EXPORT const char* stoker_last_error(void);
 
 /* Opens a Loader from flags (the same as stoker::LoaderFlags: --help lists them in the error). */
 STOKER_C_EXPORT int stoker_loader_open(int argc, const char* const* argv, stoker_loader** out);
+/* Checks flags as stoker_loader_open would, without connecting: bad flags fail where they are written, even when
+ * the connection is made later (the Python Loader connects at its first use). */
+STOKER_C_EXPORT int stoker_loader_validate(int argc, const char* const* argv);
 /* The next delivery. stream: a cudaStream_t (NULL: the legacy default stream). timeout_ms < 0: no limit. On
  * STOKER_BATCH *batch is set (release it); otherwise *batch is NULL. */
 STOKER_C_EXPORT int stoker_loader_next(stoker_loader* loader, void* stream, int64_t timeout_ms, int* kind, uint32_t* epoch,
@@ -90,6 +93,17 @@ STOKER_C_EXPORT void stoker_batch_release(stoker_batch* batch); /* NULL is fine 
 STOKER_C_EXPORT int stoker_loader_checkpoint(stoker_loader* loader, char* buf, size_t capacity, size_t* needed);
 STOKER_C_EXPORT int stoker_loader_stats_json(stoker_loader* loader, char* buf, size_t capacity, size_t* needed);
 STOKER_C_EXPORT uint64_t stoker_loader_steps_per_epoch(const stoker_loader* loader);
+/* The job this loader's rank belongs to, as JSON: job, rank, ranks, batch_size, epochs, seed, remainder,
+ * steps_per_epoch, spec_fingerprint (16 hex digits, as in checkpoint tokens). */
+STOKER_C_EXPORT int stoker_loader_job_json(stoker_loader* loader, char* buf, size_t capacity, size_t* needed);
+/* A checkpoint token's fields as JSON (job, rank, position, spec_fingerprint); 3 for a damaged or foreign token. */
+STOKER_C_EXPORT int stoker_checkpoint_decode(const char* token, char* buf, size_t capacity, size_t* needed);
+/* The token for the same job at another rank and position. Data-parallel ranks step together, so a framework that
+ * saves one rank's state (Lightning writes rank 0's checkpoint) can resume every rank from it; and one that
+ * resumes at an epoch's start without giving the state back (Lightning, from an epoch-end checkpoint) says only
+ * the epoch. The coordinator checks the position against the job. */
+STOKER_C_EXPORT int stoker_checkpoint_at(const char* token, uint32_t rank, uint64_t position, char* buf,
+                                         size_t capacity, size_t* needed);
 STOKER_C_EXPORT void stoker_loader_request_stop(stoker_loader* loader);
 STOKER_C_EXPORT void stoker_loader_close(stoker_loader* loader); /* NULL is fine; batches still out stay valid until released */
 /* A new NCCL unique id as 256 hex digits and a NUL (buf: at least 257 bytes). */

@@ -1,0 +1,31 @@
+"""Delivery logs from Python: one line per batch a training process took, in the format `stoker consume --log`
+writes and `stoker check` judges against the plan (tools/delivery_log.h), so that a Python training run can be
+proven to have seen every planned sample exactly once: Loader(..., delivery_log=path) writes one.
+
+The Python side knows neither the batch's lease attempt, its worker nor a hash of its pixels: it writes 0, "-" and
+zeros there. The checker judges sample ids and flags, which are exact.
+"""
+
+
+def format_line(batch, rank):
+    """The log line of a stoker.Batch taken by `rank`."""
+    ids = " ".join(f"{i}:{f}" for i, f in zip(batch.sample_ids.tolist(), batch.flags.tolist()))
+    return f"B {batch.epoch} {rank} {batch.index} 0 - {0:016x} {ids}"
+
+
+def read(path):
+    """The batch lines of a log as (epoch, rank, index, line)."""
+    out = []
+    with open(path) as f:
+        for line in f:
+            if line.startswith("B "):
+                epoch, rank, index = (int(v) for v in line.split()[1:4])
+                out.append((epoch, rank, index, line.rstrip("\n")))
+    return out
+
+
+def before(path, position, steps_per_epoch):
+    """The lines of batches before `position` (a global index, epoch x steps_per_epoch + index): what a process
+    counts as consumed when training is resumed from a checkpoint taken at `position`; the batches it took after
+    that checkpoint are taken again by the resumed process."""
+    return [line for epoch, _, index, line in read(path) if epoch * steps_per_epoch + index < position]

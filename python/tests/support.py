@@ -1,0 +1,204 @@
+"""What the Python package's tests (and bench/lightning_bench.py) share: a coordinator and workers as separate
+processes on loopback, a generated tar dataset indexed into a manifest, the delivery checker (`stoker check`) over
+the logs of processes of which some were resumed from checkpoints, and the numpy reference of the conversion."""
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import numpy as np
+
+from stoker import _state as stoker_state
+from stoker import delivery_log
+
+MEAN = np.array([123.675, 116.28, 103.53], np.float32)  # the Loader's defaults, ImageNet's, in pixel units
+STD = np.array([58.395, 57.12, 57.375], np.float32)
+INV_STD = (np.float32(1) / STD).astype(np.float32)
+
+
+def reference_float32(pixels):
+    """(pixel - mean) * (1 / std) in float32, NHWC, as the Loader computes it."""
+    return (pixels.astype(np.float32) - MEAN) * INV_STD
+
+
+def bfloat16_bits(x):
+    """float32 -> bfloat16 bits, rounded to nearest even, as the Loader converts."""
+    u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def wait_for_file(path, proc, deadline_s=30):
+    """The contents of `path` once written by `proc`; RuntimeError if it exits first or the deadline passes."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if os.path.exists(path) and os.path.getsize(path) > 0:
+            with open(path) as f:
+                return f.read().strip()
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args[0]} exited with {proc.returncode} before writing {path}")
+        time.sleep(0.05)
+    raise RuntimeError(f"no {path} within {deadline_s} s")
+
+
+class Cluster:
+    """A coordinator and `workers` workers as separate processes, on loopback ports they pick, with a dataset of
+    `images` generated JPEGs. bin_dir: the stoker binaries; server_env: their environment (a bundle's libraries)."""
+
+    def __init__(self, bin_dir, images, workers=2, worker_threads=1, coordinator_flags=(), server_env=None,
+                 work=None):
+        self.bin_dir = bin_dir
+        self.env = server_env
+        self.work = work or tempfile.mkdtemp(prefix="stoker-py-")
+        self.procs, self.logs = [], []
+        try:
+            self.manifest = self._dataset(images)
+            endpoint_file = os.path.join(self.work, "coordinator.endpoint")
+            coordinator = self._start("coordinator", ["stoker-coordinator", "--listen=tcp://127.0.0.1:0",
+                                                      f"--endpoint-file={endpoint_file}",
+                                                      "--metrics-listen=127.0.0.1:0", *coordinator_flags])
+            self.endpoint = wait_for_file(endpoint_file, coordinator)
+            for i in range(workers):
+                f = os.path.join(self.work, f"worker{i}.endpoint")
+                w = self._start(f"worker{i}", ["stoker-worker", f"--coordinator={self.endpoint}",
+                                               "--listen=tcp://127.0.0.1:0", f"--threads={worker_threads}",
+                                               f"--endpoint-file={f}", "--metrics-listen=127.0.0.1:0"])
+                wait_for_file(f, w)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _dataset(self, images):
+        data = os.path.join(self.work, "data")
+        manifest = os.path.join(self.work, "data.stoker")
+        cli = os.path.join(self.bin_dir, "stoker")
+        subprocess.run([cli, "gen-dataset", data, f"--images={images}", "--per-shard=32"], check=True,
+                       stdout=subprocess.DEVNULL, timeout=120, env=self.env)
+        subprocess.run([cli, "index", data, "-o", manifest], check=True, stdout=subprocess.DEVNULL, timeout=120,
+                       env=self.env)
+        return manifest
+
+    def _start(self, name, argv):
+        log = open(os.path.join(self.work, name + ".log"), "w")
+        self.logs.append(log)
+        proc = subprocess.Popen([os.path.join(self.bin_dir, argv[0])] + argv[1:], stdout=log,
+                                stderr=subprocess.STDOUT, env=self.env)
+        self.procs.append(proc)
+        return proc
+
+    def check(self, logs, **job_flags):
+        """Runs `stoker check` over delivery logs, each a path or a list of log lines, with the job's flags (ranks=2,
+        batch_size=8, ...). Returns (exit code, output): 0 when every epoch delivered every planned sample exactly
+        once and every rank the same number of batches."""
+        paths = []
+        for i, entry in enumerate(logs):
+            if isinstance(entry, str):
+                paths.append(entry)
+                continue
+            path = os.path.join(self.work, f"check-{time.monotonic_ns()}-{i}.log")
+            with open(path, "w") as f:
+                f.write("".join(line + "\n" for line in entry))
+            paths.append(path)
+        flags = [f"--{k.replace('_', '-')}={v}" for k, v in job_flags.items()]
+        r = subprocess.run([os.path.join(self.bin_dir, "stoker"), "check", f"--manifest={self.manifest}", *flags,
+                            *paths], capture_output=True, text=True, timeout=60, env=self.env)
+        return r.returncode, r.stdout + r.stderr
+
+    def stop(self):
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in reversed(self.procs):
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=10)
+        for log in self.logs:
+            log.close()
+        if os.environ.get("STOKER_KEEP") is None:
+            shutil.rmtree(self.work, ignore_errors=True)
+
+
+def resumed_logs(first, second, state):
+    """The delivery log lines of a run resumed from `state` (Loader.state_dict()): the first process's batches
+    before the state's position, then everything the resumed process took."""
+    return (delivery_log.before(first, state["position"], state["steps_per_epoch"])
+            + [line for _, _, _, line in delivery_log.read(second)])
+
+
+
+def find_state(checkpoint):
+    """The stoker.Loader state inside a training checkpoint, wherever the framework keeps it (Lightning: deep in
+    its loops' state), or None."""
+    if isinstance(checkpoint, dict):
+        if checkpoint.get("format") == stoker_state.FORMAT:
+            return checkpoint
+        checkpoint = list(checkpoint.values())
+    if isinstance(checkpoint, (list, tuple)):
+        for value in checkpoint:
+            found = find_state(value)
+            if found is not None:
+                return found
+    return None
+
+
+def train_and_resume(cluster, launcher, args, ranks, checkpoint_every, stop_after, work, env=None, timeout=240,
+                     **check_flags):
+    """Runs a training script (launcher + args: examples/train_ddp.py under torchrun, or train_lightning.py) as a
+    crashed and resumed job would run: first to `stop_after` steps with a checkpoint every `checkpoint_every` (so
+    the steps after the last one are lost), then a new run resumed from the checkpoint at `checkpoint_every`, to the
+    end. Proves with `stoker check` over the ranks' delivery logs, cut at the checkpoint, that every planned sample
+    was trained on exactly once. Returns {"first": summaries, "second": summaries, "state": the loader state,
+    "check": the checker's output}; raises AssertionError (with the output) when a run or the check fails."""
+    import torch  # only the resume tests need it
+
+    def run(name, extra):
+        cmd = launcher + args + [f"--delivery-log={work}/{name}-{{rank}}.log", f"--summary={work}/{name}-{{rank}}.json",
+                                 *extra]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        if r.returncode != 0:
+            raise AssertionError(f"{' '.join(cmd)} exited with {r.returncode}:\n{r.stdout[-4000:]}{r.stderr[-4000:]}")
+        summaries = []
+        for rank in range(ranks):
+            with open(f"{work}/{name}-{rank}.json") as f:
+                summaries.append(json.load(f))
+        return summaries
+
+    checkpoints = os.path.join(work, "checkpoints")
+    first = run("first", [f"--checkpoint-dir={checkpoints}", f"--checkpoint-every={checkpoint_every}",
+                          f"--max-steps={stop_after}"])
+    checkpoint = os.path.join(checkpoints, f"step={checkpoint_every}.ckpt")
+    state = find_state(torch.load(checkpoint, map_location="cpu", weights_only=False))
+    if state is None:
+        raise AssertionError(f"{checkpoint} holds no stoker.Loader state")
+    second = run("second", [f"--resume={checkpoint}"])
+    logs = [resumed_logs(f"{work}/first-{r}.log", f"{work}/second-{r}.log", state) for r in range(ranks)]
+    code, out = cluster.check(logs, ranks=ranks, **check_flags)
+    if code != 0:
+        raise AssertionError(f"the resumed run did not deliver every sample exactly once:\n{out}")
+    # Uncut, the steps run after the checkpoint count twice: the check above can see a resume that went wrong.
+    code, uncut = cluster.check([f"{work}/{n}-{r}.log" for n in ("first", "second") for r in range(ranks)],
+                                ranks=ranks, **check_flags)
+    if code == 0:
+        raise AssertionError(f"no batch was taken after the checkpoint, so the resume proved nothing:\n{uncut}")
+    return {"first": first, "second": second, "state": state, "check": out}
+
+
+def run_tests(module):
+    """A test file's main: --bin-dir (the stoker binaries) and --server-lib-dir (LD_LIBRARY_PATH for the coordinator,
+    workers and CLI only: a bundle's libraries, kept away from this process's PyTorch) become the module's BIN and
+    SERVER_ENV; the other arguments go to unittest."""
+    parser = argparse.ArgumentParser(description=module.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bin-dir", required=True)
+    parser.add_argument("--server-lib-dir")
+    args, rest = parser.parse_known_args()
+    module.BIN = os.path.abspath(args.bin_dir)
+    if args.server_lib_dir:
+        module.SERVER_ENV = dict(os.environ, LD_LIBRARY_PATH=os.path.abspath(args.server_lib_dir))
+    unittest.main(module=module, argv=[sys.argv[0], "-v"] + rest)
