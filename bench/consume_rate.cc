@@ -52,8 +52,10 @@ StatusOr<std::string> WriteNeverReadManifest(const std::string& dir, uint32_t sa
 }
 
 StatusOr<std::unique_ptr<LocalCluster>> StartSkipDecodeCluster(const std::string& dir, uint32_t workers,
-                                                               uint32_t threads) {
-  auto cluster = std::make_unique<LocalCluster>(LocalClusterOptions{dir, "", true, {"--log-level", "warning"}});
+                                                               uint32_t threads, bool insecure) {
+  LocalClusterOptions options{dir, "", true, {"--log-level", "warning"}};
+  options.insecure = insecure;
+  auto cluster = std::make_unique<LocalCluster>(options);
   STOKER_RETURN_IF_ERROR(cluster->StartCoordinator());
   for (uint32_t i = 0; i < workers; ++i) {
     STOKER_RETURN_IF_ERROR(cluster->StartWorker(threads, {"--bench-skip-decode", "--log-level", "warning"}).status());
@@ -65,12 +67,13 @@ double SecondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-StatusOr<Rate> ConsumeFor(const std::string& endpoint, const JobSpec& spec, uint32_t prefetch, uint32_t credits,
+StatusOr<Rate> ConsumeFor(const LocalCluster& cluster, const JobSpec& spec, uint32_t prefetch, uint32_t credits,
                           double warmup, double seconds) {
   std::vector<std::unique_ptr<Client>> clients;
   for (uint32_t r = 0; r < spec.world_size; ++r) {
     ClientOptions options;
-    options.coordinator = endpoint;
+    options.coordinator = cluster.coordinator_endpoint();
+    cluster.Secure(options);
     options.job = spec.name;
     options.spec = spec;
     options.rank = r;

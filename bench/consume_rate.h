@@ -20,17 +20,18 @@ struct Rate {
   double wait_fraction = 0;  // of the consumer's time, blocked in Next()
 };
 
-// Consumes `spec` (all ranks, one client each) from the coordinator at `endpoint` for warmup + seconds; rates over
-// the timed part.
-StatusOr<Rate> ConsumeFor(const std::string& endpoint, const JobSpec& spec, uint32_t prefetch, uint32_t credits,
+// Consumes `spec` (all ranks, one client each, with the cluster's client key) from the cluster's coordinator for
+// warmup + seconds; rates over the timed part.
+StatusOr<Rate> ConsumeFor(const LocalCluster& cluster, const JobSpec& spec, uint32_t prefetch, uint32_t credits,
                           double warmup, double seconds);
 
 // For the transport benchmarks: a manifest of `samples` JPEG samples that are never read, written as
 // dir/name.stoker (returned), and a coordinator with `workers` workers of `threads` threads each that only send
-// (--bench-skip-decode: batches hold patterns, so the feed is measured, not decoding).
+// (--bench-skip-decode: batches hold patterns, so the feed is measured, not decoding). CURVE is on unless
+// `insecure` (to measure what it costs).
 StatusOr<std::string> WriteNeverReadManifest(const std::string& dir, uint32_t samples, const std::string& name);
 StatusOr<std::unique_ptr<LocalCluster>> StartSkipDecodeCluster(const std::string& dir, uint32_t workers,
-                                                               uint32_t threads);
+                                                               uint32_t threads, bool insecure = false);
 
 // A fresh directory /tmp/stoker-<name>-XXXXXX, removed with everything in it when the object goes.
 class ScratchDir {

@@ -232,6 +232,7 @@ EndToEndResult MeasureEndToEnd(const Config& c, uint32_t workers, uint32_t worke
   Die(cluster.status(), "cluster");
   LoaderOptions o;
   o.client.coordinator = (*cluster)->coordinator_endpoint();
+  (*cluster)->Secure(o.client);
   o.client.job = "gpufeed";
   JobSpec spec;
   spec.name = "gpufeed";

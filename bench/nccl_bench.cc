@@ -246,6 +246,7 @@ int Main(int argc, char** argv) {
     spec.epochs = 1000;
     LoaderOptions o;
     o.client.coordinator = (*cluster)->coordinator_endpoint();
+    (*cluster)->Secure(o.client);
     o.client.job = job;
     o.client.spec = spec;
     o.client.rank = rank;

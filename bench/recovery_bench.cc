@@ -40,6 +40,7 @@ RunResult Run(LocalCluster& cluster, const JobSpec& spec, uint64_t batches, uint
   RunResult r;
   ClientOptions options;
   options.coordinator = cluster.coordinator_endpoint();
+  cluster.Secure(options);
   options.job = spec.name;
   options.spec = spec;
   options.prefetch = prefetch;
@@ -141,7 +142,7 @@ int Main(int argc, char** argv) {
   uint32_t prefetch = std::max<uint32_t>(16, 3 * workers);
   // Calibrate: how many batches make a `seconds`-long run on this machine.
   spec.name = "calibrate";
-  auto rate = bench::ConsumeFor(cluster.coordinator_endpoint(), spec, prefetch, 2, 2.0, 8.0);
+  auto rate = bench::ConsumeFor(cluster, spec, prefetch, 2, 2.0, 8.0);
   if (!rate.ok()) {
     std::fprintf(stderr, "%s\n", rate.status().ToString().c_str());
     return 1;

@@ -147,7 +147,7 @@ int Main(int argc, char** argv) {
     spec.manifest_path = manifest;
     spec.batch_size = batch;
     spec.epochs = 1000;
-    auto rate = bench::ConsumeFor(cluster.coordinator_endpoint(), spec, /*prefetch=*/std::max<uint32_t>(16, 3 * n),
+    auto rate = bench::ConsumeFor(cluster, spec, /*prefetch=*/std::max<uint32_t>(16, 3 * n),
                                   /*credits=*/2, 2.0, seconds);
     if (!rate.ok()) {
       std::fprintf(stderr, "%u workers: %s\n", n, rate.status().ToString().c_str());

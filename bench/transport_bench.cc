@@ -109,7 +109,7 @@ Rate MeasureStoker(const std::string& dir, uint32_t batch, double seconds, uint3
   spec.manifest_path = manifest;
   spec.batch_size = batch;
   spec.epochs = 1000;
-  auto rate = bench::ConsumeFor(cluster.coordinator_endpoint(), spec, prefetch, credits, 1.0, seconds);
+  auto rate = bench::ConsumeFor(cluster, spec, prefetch, credits, 1.0, seconds);
   if (!rate.ok()) {
     std::fprintf(stderr, "%s\n", rate.status().ToString().c_str());
     return {};

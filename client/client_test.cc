@@ -27,7 +27,10 @@ using testing::TempDir;
 class ScriptedWorker {
  public:
   ScriptedWorker(zmq::context_t& context, const std::string& coordinator, const JobSpec& spec)
-      : spec_(spec), control_(context, zmq::socket_type::dealer), data_(context, zmq::socket_type::router) {
+      : spec_(spec),
+        plan_(*Plan::Make(spec, 12)),
+        control_(context, zmq::socket_type::dealer),
+        data_(context, zmq::socket_type::router) {
     control_.set(zmq::sockopt::linger, 0);
     data_.set(zmq::sockopt::linger, 0);
     endpoint_ = *BindSocket(data_, "tcp://127.0.0.1:0");
@@ -76,7 +79,10 @@ class ScriptedWorker {
     h.height = spec_.pipeline.output_height;
     h.width = spec_.pipeline.output_width;
     h.channels = 3;
-    for (uint32_t i = 0; i < h.count; ++i) h.sample_ids.push_back(index * 100 + i);
+    // The plan's samples, as an honest worker computes them (a client checks them against its own plan).
+    std::vector<PlannedSample> planned(spec_.batch_size);
+    plan_.BatchSamples(h.epoch, 0, h.index, planned);
+    for (uint32_t i = 0; i < h.count; ++i) h.sample_ids.push_back(i < planned.size() ? planned[i].sample_id : 0);
     h.labels.assign(h.count, 0);
     h.flags.assign(h.count, 0);
     h.payload_bytes = spec_.BatchBytes();
@@ -119,9 +125,11 @@ class ScriptedWorker {
 
   uint64_t steps = 0;
   uint64_t asked_frame_bytes = 0;  // what the client's credit asked for
+  const Plan& plan() const { return plan_; }
 
  private:
   JobSpec spec_;
+  Plan plan_;
   zmq::socket_t control_;
   zmq::socket_t data_;
   std::string endpoint_;
@@ -157,6 +165,7 @@ class ClientTest : public ::testing::Test {
 
   std::unique_ptr<Client> Connect(uint32_t prefetch, ClientOptions options = {}) {
     options.coordinator = endpoint_;
+    options.insecure = true;  // the in-process coordinator here runs without CURVE
     options.job = spec_.name;
     options.spec = spec_;
     options.prefetch = prefetch;
@@ -210,7 +219,9 @@ TEST_F(ClientTest, DeliversInPlanOrderOnceAndCountsEverythingElse) {
     ASSERT_EQ(d->kind, Delivery::Kind::kBatch);
     EXPECT_EQ(d->batch.index(), index);
     EXPECT_EQ(d->batch.pixels()[0], static_cast<uint8_t>(0x11 * index));
-    EXPECT_EQ(d->batch.sample_ids()[1], index * 100 + 1);
+    std::vector<PlannedSample> planned(spec_.batch_size);
+    worker.plan().BatchSamples(0, 0, index, planned);
+    EXPECT_EQ(d->batch.sample_ids()[1], planned[1].sample_id);
     kept.push_back(std::move(d->batch));
   }
   ClientStats s = client->Stats();
@@ -261,6 +272,7 @@ TEST_F(ClientTest, PayloadFramesAreJoinedInOrderAndBadFramingIsDropped) {
 TEST_F(ClientTest, PayloadFramesBelowTheMinimumAreRefused) {
   ClientOptions options;
   options.coordinator = endpoint_;
+  options.insecure = true;
   options.job = spec_.name;
   options.spec = spec_;
   options.payload_frame_bytes = 1000;

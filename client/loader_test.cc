@@ -64,6 +64,7 @@ class LoaderTest : public ::testing::Test {
     spec.pipeline.output_width = 32;
     LoaderOptions o;
     o.client.coordinator = cluster_->coordinator_endpoint();
+    cluster_->Secure(o.client);
     o.client.job = job;
     o.client.spec = spec;
     o.client.prefetch = 8;
@@ -315,9 +316,12 @@ TEST_F(LoaderTest, CAbiDeliversTheJobAndReportsErrorsAsCodesWithMessages) {
 
   const std::string coordinator = "--coordinator=" + cluster_->coordinator_endpoint();
   const std::string manifest = "--manifest=" + data_->manifest;
+  const std::string key = "--key-file=" + cluster_->keyring().client_key;
+  const std::string trust = "--trust-file=" + cluster_->keyring().trust;
   const char* args[] = {coordinator.c_str(), "--job=c-abi", manifest.c_str(), "--batch-size=8", "--epochs=1",
-                        "--image-height=32", "--image-width=32", "--dtype=float16", "--depth=2"};
-  ASSERT_EQ(c.open(9, args, &loader), 0) << c.last_error();
+                        "--image-height=32", "--image-width=32", "--dtype=float16", "--depth=2", key.c_str(),
+                        trust.c_str()};
+  ASSERT_EQ(c.open(11, args, &loader), 0) << c.last_error();
   std::map<uint32_t, std::set<uint64_t>> ids_by_epoch;
   int kind = -1;
   uint32_t epoch = 0, batches = 0;

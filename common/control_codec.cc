@@ -27,8 +27,11 @@ LeaseRef Get(wire::LeaseRef::Reader in) { return {in.getJob().cStr(), in.getRank
 void Put(wire::WorkerInfo::Builder out, const WorkerInfo& in) {
   out.setWorkerId(in.worker_id);
   out.setDataEndpoint(in.data_endpoint);
+  out.setDataPublicKey(in.data_public_key);
 }
-WorkerInfo Get(wire::WorkerInfo::Reader in) { return {in.getWorkerId().cStr(), in.getDataEndpoint().cStr()}; }
+WorkerInfo Get(wire::WorkerInfo::Reader in) {
+  return {in.getWorkerId().cStr(), in.getDataEndpoint().cStr(), in.getDataPublicKey().cStr()};
+}
 
 std::vector<LeaseRef> GetLeaseRefs(capnp::List<wire::LeaseRef>::Reader list) {
   std::vector<LeaseRef> out;
@@ -95,6 +98,7 @@ zmq::message_t EncodeRequest(uint64_t request_id, const RequestBody& body) {
           m.setDataEndpoint(b.data_endpoint);
           m.setThreads(b.threads);
           m.setVersion(b.version);
+          m.setDataPublicKey(b.data_public_key);
         } else if constexpr (std::is_same_v<T, WorkerHeartbeatRequest>) {
           auto m = r.initWorkerHeartbeat();
           FillList(m.initLeases(static_cast<unsigned>(b.leases.size())), b.leases,
@@ -176,7 +180,8 @@ StatusOr<DecodedRequest> DecodeRequest(zmq::message_t frame, uint64_t* request_i
     switch (r.which()) {
       case wire::Request::REGISTER_WORKER: {
         auto m = r.getRegisterWorker();
-        out.body = RegisterWorkerRequest{sender, m.getDataEndpoint().cStr(), m.getThreads(), m.getVersion().cStr()};
+        out.body = RegisterWorkerRequest{sender, m.getDataEndpoint().cStr(), m.getThreads(), m.getVersion().cStr(),
+                                         m.getDataPublicKey().cStr()};
         break;
       }
       case wire::Request::WORKER_HEARTBEAT: {
@@ -293,6 +298,7 @@ zmq::message_t EncodeReply(uint64_t request_id, const Status& status, const Repl
             for (size_t i = 0; i < g.skip.size(); ++i) skip.set(static_cast<unsigned>(i), g.skip[i]);
             out.setTtlMs(g.ttl_ms);
             out.setClientId(g.client_id);
+            out.setClientIdentity(g.client_identity);
             out.setSpecFingerprint(g.spec_fingerprint);
           });
         } else if constexpr (std::is_same_v<T, RegisterClientResponse>) {
@@ -361,6 +367,7 @@ StatusOr<DecodedReply> DecodeReply(zmq::message_t frame) {
           for (uint64_t s : g.getSkip()) grant.skip.push_back(s);
           grant.ttl_ms = g.getTtlMs();
           grant.client_id = g.getClientId().cStr();
+          grant.client_identity = g.getClientIdentity().cStr();
           grant.spec_fingerprint = g.getSpecFingerprint();
           l.leases.push_back(std::move(grant));
         }

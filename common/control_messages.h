@@ -34,11 +34,13 @@ struct LeaseGrant {
   uint32_t ttl_ms = 0;
   std::string client_id;          // the session the batches are for: send them to this client only
   uint64_t spec_fingerprint = 0;  // the job's SpecFingerprint: a worker holding another spec under the name reloads
+  std::string client_identity;    // the authenticated identity holding the rank: its connections only
 };
 
 struct WorkerInfo {
   std::string worker_id;
   std::string data_endpoint;
+  std::string data_public_key;  // z85; empty without CURVE
   bool operator==(const WorkerInfo&) const = default;
 };
 
@@ -55,6 +57,7 @@ struct RegisterWorkerRequest {
   std::string data_endpoint;
   uint32_t threads = 1;
   std::string version;
+  std::string data_public_key;  // z85; empty without CURVE
 };
 struct RegisterWorkerResponse {
   uint32_t heartbeat_interval_ms = 0;
@@ -146,6 +149,12 @@ struct DeregisterRequest {
 struct GetJobRequest {
   std::string sender_id;
   std::string job;
+};
+
+// Who sent a request, as the transport authenticated it: the CURVE key's "<role>:<name>", never a field of the
+// message. Empty with CURVE off (--insecure): every caller may then do anything.
+struct Caller {
+  std::string identity;
 };
 
 using RequestBody = std::variant<RegisterWorkerRequest, WorkerHeartbeatRequest, LeaseRequest, UnitDoneRequest,

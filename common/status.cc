@@ -65,5 +65,6 @@ Status UnimplementedError(std::string m) { return Status(StatusCode::kUnimplemen
 Status AbortedError(std::string m) { return Status(StatusCode::kAborted, std::move(m)); }
 Status OutOfRangeError(std::string m) { return Status(StatusCode::kOutOfRange, std::move(m)); }
 Status CancelledError(std::string m) { return Status(StatusCode::kCancelled, std::move(m)); }
+Status PermissionDeniedError(std::string m) { return Status(StatusCode::kPermissionDenied, std::move(m)); }
 
 }  // namespace stoker

@@ -74,6 +74,7 @@ Status UnimplementedError(std::string message);
 Status AbortedError(std::string message);
 Status OutOfRangeError(std::string message);
 Status CancelledError(std::string message);
+Status PermissionDeniedError(std::string message);
 
 // Either a T or a non-OK Status. Accessing the value of an error is a bug (STOKER_CHECK).
 template <typename T>

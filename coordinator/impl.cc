@@ -21,7 +21,7 @@ void CoordinatorImpl::ApplyLocked(const Update& update) {
 CoordinatorImpl::RankView CoordinatorImpl::ViewLocked(const JobRuntime& job, uint32_t rank) const {
   const RankRecord& r = job.record->ranks[rank];
   const uint64_t received = std::min(r.received, job.plan.total_batches());
-  return RankView{r.client_id, r.window, received, std::min(r.consumed, received)};
+  return RankView{r.client_id, r.holder, r.window, received, std::min(r.consumed, received)};
 }
 
 CoordinatorImpl::JobRuntime* CoordinatorImpl::FindJobLocked(const std::string& name) {
@@ -48,7 +48,9 @@ void CoordinatorImpl::Restore(const Update& update) {
   } else if (const auto* removed = std::get_if<JobRemoved>(&update)) {
     jobs_.erase(removed->job);
   } else if (const auto* joined = std::get_if<WorkerJoined>(&update)) {
-    workers_[joined->worker_id] = {joined->data_endpoint, joined->threads, "", clock_.Now(), false};
+    workers_[joined->worker_id] = {joined->data_endpoint, joined->threads,       "",
+                                   clock_.Now(),          false,            joined->data_public_key,
+                                   joined->identity};
   } else if (const auto* left = std::get_if<WorkerLeft>(&update)) {
     workers_.erase(left->worker_id);
   }
@@ -116,19 +118,60 @@ std::vector<Update> CoordinatorImpl::Snapshot() const {
 
 // ---- workers ---------------------------------------------------------------------------------------------------
 
-StatusOr<RegisterWorkerResponse> CoordinatorImpl::RegisterWorker(const RegisterWorkerRequest& request) {
-  if (request.data_endpoint.empty()) return InvalidArgumentError("worker " + request.worker_id + ": empty data endpoint");
+namespace {
+
+// A data endpoint clients can be pointed at: tcp://host:port, short. Anything else would make every client of the
+// job try to connect to whatever a worker wrote.
+Status ValidDataEndpoint(const std::string& endpoint) {
+  if (endpoint.size() > 256) return InvalidArgumentError("data endpoint longer than 256 bytes");
+  if (endpoint.rfind("tcp://", 0) != 0) return InvalidArgumentError("data endpoint must be tcp://host:port");
+  const size_t colon = endpoint.rfind(':');
+  if (colon <= 6 || colon + 1 >= endpoint.size()) return InvalidArgumentError("data endpoint must be tcp://host:port");
+  for (size_t i = colon + 1; i < endpoint.size(); ++i) {
+    if (endpoint[i] < '0' || endpoint[i] > '9') return InvalidArgumentError("data endpoint's port is not a number");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CoordinatorImpl::CheckNewWorkerLocked(const RegisterWorkerRequest& request, const Caller& caller) const {
+  STOKER_RETURN_IF_ERROR(ValidDataEndpoint(request.data_endpoint).WithContext("worker " + request.worker_id));
+  if (!caller.identity.empty() && request.data_public_key.size() != 40) {
+    return InvalidArgumentError("worker " + request.worker_id + " registers without a data-port CURVE key");
+  }
+  auto it = workers_.find(request.worker_id);
+  if (it != workers_.end()) {
+    if (it->second.identity != caller.identity) {
+      return PermissionDeniedError("worker id " + request.worker_id + " is registered under another key");
+    }
+    return Status::Ok();
+  }
+  if (workers_.size() >= options_.max_registered_workers) {
+    return ResourceExhaustedError("the coordinator has " + std::to_string(workers_.size()) +
+                                  " workers registered, its limit (--max-registered-workers)");
+  }
+  return Status::Ok();
+}
+
+StatusOr<RegisterWorkerResponse> CoordinatorImpl::RegisterWorker(const RegisterWorkerRequest& request,
+                                                                 const Caller& caller) {
   MutexLock lock(mu_);
+  STOKER_RETURN_IF_ERROR(CheckNewWorkerLocked(request, caller));
   auto [it, inserted] = workers_.try_emplace(request.worker_id);
   WorkerRuntime& w = it->second;
   const uint32_t threads = std::max<uint32_t>(1, request.threads);
-  if (inserted || w.data_endpoint != request.data_endpoint || w.threads != threads) {
+  if (inserted || w.data_endpoint != request.data_endpoint || w.threads != threads ||
+      w.data_public_key != request.data_public_key) {
     ++membership_version_;
-    ApplyLocked(WorkerJoined{request.worker_id, request.data_endpoint, threads});
+    ApplyLocked(WorkerJoined{request.worker_id, request.data_endpoint, threads, request.data_public_key,
+                             caller.identity});
   }
   w.data_endpoint = request.data_endpoint;
   w.threads = threads;
-  w.version = request.version;
+  w.version = request.version.substr(0, 64);
+  w.data_public_key = request.data_public_key;
+  w.identity = caller.identity;
   w.last_heard = clock_.Now();
   if (inserted) {
     STOKER_LOG(kInfo) << "worker " << request.worker_id << " joined at " << request.data_endpoint << " ("
@@ -138,18 +181,34 @@ StatusOr<RegisterWorkerResponse> CoordinatorImpl::RegisterWorker(const RegisterW
                                 static_cast<uint32_t>(ToMillis(options_.lease_ttl))};
 }
 
-StatusOr<WorkerHeartbeatResponse> CoordinatorImpl::WorkerHeartbeat(const WorkerHeartbeatRequest& request) {
-  MutexLock lock(mu_);
-  auto wit = workers_.find(request.worker_id);
-  if (wit == workers_.end()) {
-    return FailedPreconditionError("worker " + request.worker_id + " is not registered (coordinator restarted or "
-                                   "it timed out): register again");
+StatusOr<CoordinatorImpl::WorkerRuntime*> CoordinatorImpl::CallingWorkerLocked(const std::string& worker_id,
+                                                                                const Caller& caller) {
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) {
+    return FailedPreconditionError("worker " + worker_id + " is not registered (coordinator restarted or it timed "
+                                   "out): register again");
   }
+  if (it->second.identity != caller.identity) {
+    return PermissionDeniedError("worker " + worker_id + " is registered under another key");
+  }
+  return &it->second;
+}
+
+bool CoordinatorImpl::IsRegisteredWorker(const std::string& worker_id, const Caller& caller) const {
+  MutexLock lock(mu_);
+  auto it = workers_.find(worker_id);
+  return it != workers_.end() && it->second.identity == caller.identity;
+}
+
+StatusOr<WorkerHeartbeatResponse> CoordinatorImpl::WorkerHeartbeat(const WorkerHeartbeatRequest& request,
+                                                                   const Caller& caller) {
+  MutexLock lock(mu_);
+  STOKER_ASSIGN_OR_RETURN(WorkerRuntime * w, CallingWorkerLocked(request.worker_id, caller));
   const TimePoint now = clock_.Now();
-  wit->second.last_heard = now;
-  if (request.draining && !wit->second.draining) STOKER_LOG(kInfo) << "worker " << request.worker_id << " is draining";
-  wit->second.draining = request.draining;
-  capacity_.Worker(request.worker_id, wit->second.threads, request.busy_seconds, request.samples_made, now);
+  w->last_heard = now;
+  if (request.draining && !w->draining) STOKER_LOG(kInfo) << "worker " << request.worker_id << " is draining";
+  w->draining = request.draining;
+  capacity_.Worker(request.worker_id, w->threads, request.busy_seconds, request.samples_made, now);
   WorkerHeartbeatResponse response;
   for (const LeaseRef& ref : request.leases) {
     JobRuntime* job = FindJobLocked(ref.job);
@@ -210,7 +269,7 @@ void CoordinatorImpl::RemoveWorkerLocked(const std::string& worker_id, uint64_t*
 
 std::vector<WorkerInfo> CoordinatorImpl::WorkerListLocked() const {
   std::vector<WorkerInfo> list;
-  for (const auto& [id, w] : workers_) list.push_back({id, w.data_endpoint});
+  for (const auto& [id, w] : workers_) list.push_back({id, w.data_endpoint, w.data_public_key});
   return list;
 }
 
@@ -221,9 +280,10 @@ StatusOr<JobSpec> CoordinatorImpl::GetJob(const std::string& name) {
   return record->spec;
 }
 
-Status CoordinatorImpl::Deregister(const DeregisterRequest& request) {
+Status CoordinatorImpl::Deregister(const DeregisterRequest& request, const Caller& caller) {
   MutexLock lock(mu_);
   if (workers_.count(request.sender_id) != 0) {
+    STOKER_RETURN_IF_ERROR(CallingWorkerLocked(request.sender_id, caller).status());
     STOKER_LOG(kInfo) << "worker " << request.sender_id << " left";
     RemoveWorkerLocked(request.sender_id, &stats_.releases.drain);
     return Status::Ok();
@@ -231,7 +291,12 @@ Status CoordinatorImpl::Deregister(const DeregisterRequest& request) {
   JobRuntime* job = FindJobLocked(request.job);
   if (job != nullptr && request.rank < job->ranks.size()) {
     RankRuntime& r = job->ranks[request.rank];
-    if (r.session_live && ViewLocked(*job, request.rank).client_id == request.sender_id) {
+    const RankView view = ViewLocked(*job, request.rank);
+    if (r.session_live && view.client_id == request.sender_id) {
+      if (view.holder != caller.identity) {
+        return PermissionDeniedError("rank " + std::to_string(request.rank) + " of job '" + request.job +
+                                     "' is held under another key");
+      }
       r.session_live = false;
       AnswerParkedEmptyLocked(r, false);
       STOKER_LOG(kInfo) << "client " << request.sender_id << " released rank " << request.rank << " of job "

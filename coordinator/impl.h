@@ -26,7 +26,6 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -56,6 +55,12 @@ struct CoordinatorOptions {
   Duration reconcile_window = Millis(1500);   // after a restart: time for workers to report held leases
   Duration job_retention = Millis(3600000);   // a job no client has held for this long is forgotten
   std::string manifest_root;                  // overrides the manifests' recorded dataset root
+  // What peers can make the coordinator hold, bounded by construction (a request past a cap is refused with
+  // RESOURCE_EXHAUSTED and counted): at about 200 bytes per rank, the defaults keep the state under 60 MB.
+  uint32_t max_jobs = 64;
+  uint32_t max_ranks_per_job = 4096;
+  uint32_t max_registered_workers = 1024;
+  uint32_t max_window = 4096;  // a client's prefetch window, in batches
 };
 
 // Names a request the service handed the Impl, for an answer that comes later. The service alone knows the
@@ -128,15 +133,21 @@ class CoordinatorImpl {
   std::vector<Update> Snapshot() const;
   bool reconciling() const;
 
-  StatusOr<RegisterWorkerResponse> RegisterWorker(const RegisterWorkerRequest& request);
-  StatusOr<WorkerHeartbeatResponse> WorkerHeartbeat(const WorkerHeartbeatRequest& request);
+  // `caller`: who the transport authenticated (empty with CURVE off). A worker id is bound to the identity that
+  // registered it and a rank to the identity that took it: requests naming them from another identity are refused
+  // with PERMISSION_DENIED, whatever ids they carry. (Which role may call which method the service checks.)
+  StatusOr<RegisterWorkerResponse> RegisterWorker(const RegisterWorkerRequest& request, const Caller& caller = {});
+  StatusOr<WorkerHeartbeatResponse> WorkerHeartbeat(const WorkerHeartbeatRequest& request, const Caller& caller = {});
   // A response now, or nullopt when the request was parked (its answer comes from TakeDeferredReplies()).
-  StatusOr<std::optional<LeaseResponse>> RequestLease(RequestHandle handle, const LeaseRequest& request);
-  Status UnitDone(const UnitDoneRequest& request);
-  StatusOr<RegisterClientResponse> RegisterClient(const RegisterClientRequest& request);
-  StatusOr<ClientHeartbeatResponse> ClientHeartbeat(const ClientHeartbeatRequest& request);
+  StatusOr<std::optional<LeaseResponse>> RequestLease(RequestHandle handle, const LeaseRequest& request,
+                                                      const Caller& caller = {});
+  Status UnitDone(const UnitDoneRequest& request, const Caller& caller = {});
+  StatusOr<RegisterClientResponse> RegisterClient(const RegisterClientRequest& request, const Caller& caller = {});
+  StatusOr<ClientHeartbeatResponse> ClientHeartbeat(const ClientHeartbeatRequest& request, const Caller& caller = {});
   StatusOr<JobSpec> GetJob(const std::string& job);
-  Status Deregister(const DeregisterRequest& request);
+  Status Deregister(const DeregisterRequest& request, const Caller& caller = {});
+  // Whether `worker_id` is registered under `caller`'s identity (the service caches replies only for them).
+  bool IsRegisteredWorker(const std::string& worker_id, const Caller& caller) const;
 
   // Expires workers, leases, unacknowledged units, silent clients and parked requests. Call every ~50 ms.
   void Tick();
@@ -172,7 +183,7 @@ class CoordinatorImpl {
     std::map<uint64_t, ActiveLease> active;  // unit -> its current lease (leased or sent, not yet committed)
     std::set<uint64_t> pending;              // units handed back, re-leased before next_unit
     uint64_t next_attempt = 1;
-    std::deque<ParkedRequest> parked;
+    std::vector<ParkedRequest> parked;  // a vector, not a deque: an empty one costs nothing (4,096 ranks x 64 jobs)
   };
   struct JobRuntime {
     Plan plan;
@@ -188,12 +199,15 @@ class CoordinatorImpl {
     std::string version;
     TimePoint last_heard;
     bool draining = false;
+    std::string data_public_key;
+    std::string identity;  // the authenticated identity it registered as
   };
 
   // The durable view of a rank: its last client, window and positions (received and consumed, clamped to the
   // plan so a damaged record can never lease past the job's end).
   struct RankView {
     const std::string& client_id;
+    const std::string& holder;  // the identity that took the rank
     uint32_t window;
     uint64_t received;
     uint64_t consumed;
@@ -218,9 +232,15 @@ class CoordinatorImpl {
   std::vector<WorkerInfo> WorkerListLocked() const STOKER_REQUIRES(mu_);
   void RemoveWorkerLocked(const std::string& worker_id, uint64_t* counter) STOKER_REQUIRES(mu_);
   bool AdoptLocked(const LeaseRef& ref, const std::string& worker_id, TimePoint now) STOKER_REQUIRES(mu_);
-  Status CheckRegistrationLocked(const RegisterClientRequest& request, const JobRuntime& job) const
+  Status CheckRegistrationLocked(const RegisterClientRequest& request, const JobRuntime& job,
+                                 const Caller& caller) const STOKER_REQUIRES(mu_);
+  void StartSessionLocked(const RegisterClientRequest& request, JobRuntime& job, const Caller& caller)
       STOKER_REQUIRES(mu_);
-  void StartSessionLocked(const RegisterClientRequest& request, JobRuntime& job) STOKER_REQUIRES(mu_);
+  // The registered worker `worker_id` if `caller` may act for it: FAILED_PRECONDITION if unknown (register
+  // again), PERMISSION_DENIED if it registered under another identity.
+  StatusOr<WorkerRuntime*> CallingWorkerLocked(const std::string& worker_id, const Caller& caller)
+      STOKER_REQUIRES(mu_);
+  Status CheckNewWorkerLocked(const RegisterWorkerRequest& request, const Caller& caller) const STOKER_REQUIRES(mu_);
   void ExpireWorkersLocked(TimePoint now) STOKER_REQUIRES(mu_);
   void ForgetIdleJobsLocked(TimePoint now) STOKER_REQUIRES(mu_);
   void ExpireLeasesAndClientsLocked(TimePoint now) STOKER_REQUIRES(mu_);

@@ -23,6 +23,15 @@ std::string SecondsAgo(Duration d) {
 
 StatusOr<CoordinatorImpl::JobRuntime*> CoordinatorImpl::CreateJobLocked(const JobSpec& requested) {
   STOKER_RETURN_IF_ERROR(requested.Validate());
+  if (jobs_.size() >= options_.max_jobs) {
+    return ResourceExhaustedError("the coordinator holds " + std::to_string(jobs_.size()) +
+                                  " jobs, its limit (--max-jobs); finished jobs are forgotten after --job-retention");
+  }
+  if (requested.world_size > options_.max_ranks_per_job) {
+    return ResourceExhaustedError("job '" + requested.name + "' asks for " + std::to_string(requested.world_size) +
+                                  " ranks; this coordinator allows " + std::to_string(options_.max_ranks_per_job) +
+                                  " (--max-ranks-per-job)");
+  }
   auto manifest = Manifest::Open(requested.manifest_path, options_.manifest_root);
   if (!manifest.ok()) {
     return Status(manifest.status().code() == StatusCode::kNotFound ? StatusCode::kFailedPrecondition
@@ -47,7 +56,8 @@ StatusOr<CoordinatorImpl::JobRuntime*> CoordinatorImpl::CreateJobLocked(const Jo
 
 // Everything that refuses a registration of an existing job: another spec, a rank or window that cannot be, a
 // checkpoint of another job or past its end, a rank a live client holds.
-Status CoordinatorImpl::CheckRegistrationLocked(const RegisterClientRequest& request, const JobRuntime& job) const {
+Status CoordinatorImpl::CheckRegistrationLocked(const RegisterClientRequest& request, const JobRuntime& job,
+                                                const Caller& caller) const {
   const JobSpec& spec = job.record->spec;
   if (request.spec.has_value()) {
     std::vector<std::string> diff = request.spec->Differences(spec);
@@ -65,6 +75,10 @@ Status CoordinatorImpl::CheckRegistrationLocked(const RegisterClientRequest& req
     return InvalidArgumentError("a client window of " + std::to_string(request.window) +
                                 " batches cannot hold one unit of " + std::to_string(spec.batches_per_unit));
   }
+  if (request.window > options_.max_window) {
+    return ResourceExhaustedError("a client window of " + std::to_string(request.window) + " batches is above " +
+                                  std::to_string(options_.max_window) + " (--max-window)");
+  }
   if (request.resume.has_value()) {
     const uint64_t expected = SpecFingerprint(spec);
     if (request.resume->spec_fingerprint != expected) {
@@ -79,28 +93,28 @@ Status CoordinatorImpl::CheckRegistrationLocked(const RegisterClientRequest& req
                                   " batches per rank)");
     }
   }
+  // A live session is its holder's alone: only the same client of the same identity continues it; nobody takes it
+  // over, with a checkpoint or without, until it ends (deregistered, or silent for --client-timeout).
   const RankRuntime& r = job.ranks[request.rank];
-  const std::string& holder = ViewLocked(job, request.rank).client_id;
-  if (r.session_live && holder != request.client_id && !request.resume.has_value()) {
+  const RankView view = ViewLocked(job, request.rank);
+  const bool same = view.client_id == request.client_id && view.holder == caller.identity;
+  if (r.session_live && (!same || request.resume.has_value())) {
     return AlreadyExistsError("rank " + std::to_string(request.rank) + " of job '" + request.job +
-                              "' is held by client " + holder + " (last heard " +
-                              SecondsAgo(clock_.Now() - r.last_heard) + ")");
+                              "' is held by a live client (" + view.client_id + ", last heard " +
+                              SecondsAgo(clock_.Now() - r.last_heard) +
+                              "); it is free once that client leaves or has been silent for the client timeout");
   }
   return Status::Ok();
 }
 
 // A new session starts at the checkpoint, or where the rank's last client had consumed to; every lease of the old
 // session is void (new leases get higher attempts, so stale copies are fenced).
-void CoordinatorImpl::StartSessionLocked(const RegisterClientRequest& request, JobRuntime& job) {
+void CoordinatorImpl::StartSessionLocked(const RegisterClientRequest& request, JobRuntime& job, const Caller& caller) {
   RankRuntime& r = job.ranks[request.rank];
   const RankView before = ViewLocked(job, request.rank);
-  if (r.session_live && before.client_id != request.client_id) {
-    STOKER_LOG(kWarning) << "client " << request.client_id << " resumes rank " << request.rank << " of job "
-                         << request.job << " from a checkpoint, taking it over from client " << before.client_id;
-  }
   const uint64_t total = job.plan.total_batches();
   const uint64_t start = request.resume.has_value() ? request.resume->position : std::min(before.consumed, total);
-  ApplyLocked(RankSessionStarted{request.job, request.rank, request.client_id, start, request.window});
+  ApplyLocked(RankSessionStarted{request.job, request.rank, request.client_id, start, request.window, caller.identity});
   stats_.releases.session_reset += r.active.size() + r.pending.size();
   AnswerParkedEmptyLocked(r, false);
   r.active.clear();
@@ -113,7 +127,8 @@ void CoordinatorImpl::StartSessionLocked(const RegisterClientRequest& request, J
                     << " from batch " << start;
 }
 
-StatusOr<RegisterClientResponse> CoordinatorImpl::RegisterClient(const RegisterClientRequest& request) {
+StatusOr<RegisterClientResponse> CoordinatorImpl::RegisterClient(const RegisterClientRequest& request,
+                                                                 const Caller& caller) {
   MutexLock lock(mu_);
   JobRuntime* job = FindJobLocked(request.job);
   if (job == nullptr) {
@@ -125,15 +140,15 @@ StatusOr<RegisterClientResponse> CoordinatorImpl::RegisterClient(const RegisterC
     }
     STOKER_ASSIGN_OR_RETURN(job, CreateJobLocked(*request.spec));
   }
-  STOKER_RETURN_IF_ERROR(CheckRegistrationLocked(request, *job));
+  STOKER_RETURN_IF_ERROR(CheckRegistrationLocked(request, *job, caller));
   RankRuntime& r = job->ranks[request.rank];
   const RankView view = ViewLocked(*job, request.rank);
   // A retry of this client's registration, or the client coming back after a coordinator restart or a pause: its
   // session goes on where it was. (The same id with another window is a new process reusing the id: a new session.)
-  const bool continues =
-      view.client_id == request.client_id && !request.resume.has_value() && view.window == request.window;
+  const bool continues = view.client_id == request.client_id && view.holder == caller.identity &&
+                         !request.resume.has_value() && view.window == request.window;
   if (!continues) {
-    StartSessionLocked(request, *job);
+    StartSessionLocked(request, *job, caller);
   } else if (!r.session_live) {
     r.session_live = true;
     ++stats_.sessions_resumed;
@@ -153,7 +168,8 @@ StatusOr<RegisterClientResponse> CoordinatorImpl::RegisterClient(const RegisterC
   return response;
 }
 
-StatusOr<ClientHeartbeatResponse> CoordinatorImpl::ClientHeartbeat(const ClientHeartbeatRequest& request) {
+StatusOr<ClientHeartbeatResponse> CoordinatorImpl::ClientHeartbeat(const ClientHeartbeatRequest& request,
+                                                                   const Caller& caller) {
   MutexLock lock(mu_);
   JobRuntime* job = FindJobLocked(request.job);
   if (job == nullptr) return NotFoundError("unknown job '" + request.job + "'");
@@ -163,6 +179,10 @@ StatusOr<ClientHeartbeatResponse> CoordinatorImpl::ClientHeartbeat(const ClientH
   if (view.client_id != request.client_id) {
     return AbortedError("client " + request.client_id + " does not hold rank " + std::to_string(request.rank) +
                         " of job '" + request.job + "' (another client took it): register again");
+  }
+  if (view.holder != caller.identity) {
+    return PermissionDeniedError("rank " + std::to_string(request.rank) + " of job '" + request.job +
+                                 "' is held under another key");
   }
   if (!r.session_live) {
     // Its last holder, heard again after the coordinator restarted or after a pause: the session goes on.

@@ -52,6 +52,7 @@ LeaseGrant CoordinatorImpl::GrantLocked(const std::string& job_name, JobRuntime&
   g.skip = std::move(skip);
   g.ttl_ms = static_cast<uint32_t>(ToMillis(options_.lease_ttl));
   g.client_id = ViewLocked(job, rank).client_id;
+  g.client_identity = ViewLocked(job, rank).holder;
   g.spec_fingerprint = job.spec_fingerprint;
   if (r.next_attempt > job.record->ranks[rank].attempts_reserved) {
     ApplyLocked(AttemptsReserved{job_name, rank, r.next_attempt + options_.attempt_block});
@@ -100,14 +101,11 @@ std::vector<LeaseGrant> CoordinatorImpl::TryLeaseLocked(const std::string& job_n
   return grants;
 }
 
-StatusOr<std::optional<LeaseResponse>> CoordinatorImpl::RequestLease(RequestHandle handle,
-                                                                      const LeaseRequest& request) {
+StatusOr<std::optional<LeaseResponse>> CoordinatorImpl::RequestLease(RequestHandle handle, const LeaseRequest& request,
+                                                                      const Caller& caller) {
   MutexLock lock(mu_);
-  auto wit = workers_.find(request.worker_id);
-  if (wit == workers_.end()) {
-    return FailedPreconditionError("worker " + request.worker_id + " is not registered: register again");
-  }
-  wit->second.last_heard = clock_.Now();
+  STOKER_ASSIGN_OR_RETURN(WorkerRuntime * w, CallingWorkerLocked(request.worker_id, caller));
+  w->last_heard = clock_.Now();
   JobRuntime* job = FindJobLocked(request.job);
   if (job == nullptr) return NotFoundError("unknown job '" + request.job + "'");
   if (request.rank >= job->ranks.size()) {
@@ -117,7 +115,7 @@ StatusOr<std::optional<LeaseResponse>> CoordinatorImpl::RequestLease(RequestHand
   RankRuntime& r = job->ranks[request.rank];
   LeaseResponse response;
   response.job_done = ViewLocked(*job, request.rank).received >= job->plan.total_batches();
-  if (wit->second.draining || response.job_done || request.max_batches == 0) return std::optional(response);
+  if (w->draining || response.job_done || request.max_batches == 0) return std::optional(response);
   ServeParkedLocked(request.job, *job, request.rank);
   response.leases = TryLeaseLocked(request.job, *job, request.rank, request.worker_id, request.max_batches);
   if (!response.leases.empty() || request.wait_ms == 0) return std::optional(response);
@@ -165,8 +163,14 @@ void CoordinatorImpl::ExpireParkedLocked(RankRuntime& r, TimePoint now) {
   }
 }
 
-Status CoordinatorImpl::UnitDone(const UnitDoneRequest& request) {
+Status CoordinatorImpl::UnitDone(const UnitDoneRequest& request, const Caller& caller) {
   MutexLock lock(mu_);
+  // A report from a worker gone meanwhile still counts (its quarantine findings, a hand-back), but only from the
+  // identity it registered as; a report naming another worker's lease is refused below by the lease check.
+  auto wit = workers_.find(request.worker_id);
+  if (wit != workers_.end() && wit->second.identity != caller.identity) {
+    return PermissionDeniedError("worker " + request.worker_id + " is registered under another key");
+  }
   JobRuntime* job = FindJobLocked(request.job);
   if (job == nullptr) return NotFoundError("unknown job '" + request.job + "'");
   if (request.rank >= job->ranks.size() || request.unit >= job->plan.total_units()) {

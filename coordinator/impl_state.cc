@@ -79,6 +79,8 @@ void CoordinatorImpl::WriteWorkersLocked(JsonWriter& j, TimePoint now) const {
     j.BeginObject()
         .Key("id").Value(id)
         .Key("endpoint").Value(w.data_endpoint)
+        .Key("data_public_key").Value(w.data_public_key)
+        .Key("identity").Value(w.identity)
         .Key("threads").Value(w.threads)
         .Key("version").Value(w.version)
         .Key("draining").Value(w.draining)
@@ -114,6 +116,7 @@ void CoordinatorImpl::WriteJobsLocked(JsonWriter& j, const CoordinatorStats& sta
       const RankView view = ViewLocked(job, rank);
       j.BeginObject()
           .Key("client").Value(view.client_id)
+          .Key("holder").Value(view.holder)
           .Key("live").Value(r.session_live)
           .Key("consumed").Value(view.consumed)
           .Key("received_watermark").Value(view.received)

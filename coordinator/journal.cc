@@ -41,6 +41,7 @@ std::string EncodeJournalRecord(const Update& update) {
           m.setClientId(u.client_id);
           m.setStartBatch(u.start_batch);
           m.setWindow(u.window);
+          m.setHolder(u.holder);
         } else if constexpr (std::is_same_v<T, RankProgress>) {
           auto m = r.initRankProgress();
           m.setJob(u.job);
@@ -57,6 +58,8 @@ std::string EncodeJournalRecord(const Update& update) {
           m.setWorkerId(u.worker_id);
           m.setDataEndpoint(u.data_endpoint);
           m.setThreads(u.threads);
+          m.setDataPublicKey(u.data_public_key);
+          m.setIdentity(u.identity);
         } else if constexpr (std::is_same_v<T, WorkerLeft>) {
           r.setWorkerLeft(u.worker_id);
         } else if constexpr (std::is_same_v<T, JobRemoved>) {
@@ -94,7 +97,7 @@ StatusOr<Update> DecodeJournalRecord(const void* data, size_t size) {
       case wire::JournalRecord::RANK_SESSION: {
         auto m = r.getRankSession();
         out = RankSessionStarted{m.getJob().cStr(), m.getRank(), m.getClientId().cStr(), m.getStartBatch(),
-                                 m.getWindow()};
+                                 m.getWindow(), m.getHolder().cStr()};
         break;
       }
       case wire::JournalRecord::RANK_PROGRESS: {
@@ -109,7 +112,8 @@ StatusOr<Update> DecodeJournalRecord(const void* data, size_t size) {
       }
       case wire::JournalRecord::WORKER_JOINED: {
         auto m = r.getWorkerJoined();
-        out = WorkerJoined{m.getWorkerId().cStr(), m.getDataEndpoint().cStr(), m.getThreads()};
+        out = WorkerJoined{m.getWorkerId().cStr(), m.getDataEndpoint().cStr(), m.getThreads(),
+                           m.getDataPublicKey().cStr(), m.getIdentity().cStr()};
         break;
       }
       case wire::JournalRecord::WORKER_LEFT:

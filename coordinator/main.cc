@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "common/admin_server.h"
+#include "common/curve.h"
 #include "common/env.h"
 #include "common/flags.h"
 #include "common/logging.h"
@@ -29,6 +30,7 @@ struct Config {
   std::string metrics_listen = ":9400";
   std::string metrics_address_file;
   uint32_t max_workers = 0;
+  KeySources keys;
 };
 
 // The flags into a Config; Cancelled after --help.
@@ -60,6 +62,18 @@ StatusOr<Config> ParseFlags(int argc, char** argv) {
   flags.AddString("metrics-address-file", &c.metrics_address_file, "write the bound metrics address here");
   flags.AddUint32("max-workers", &c.max_workers,
                   "the autoscaler's ceiling on workers, exported for the 'workers saturated' alert (0: unknown)");
+  flags.AddString("key-file", &c.keys.key_file,
+                  "this coordinator's CURVE key pair (stoker keygen --role coordinator); or $STOKER_KEY with the "
+                  "file's text");
+  flags.AddString("trust-file", &c.keys.trust_file,
+                  "the public keys of the workers and clients allowed to connect (stoker keygen writes the lines); "
+                  "or $STOKER_TRUST with the file's text");
+  flags.AddBool("insecure", &c.keys.insecure,
+                "no CURVE: anyone who reaches the port is trusted and traffic is clear text (trusted networks only)");
+  flags.AddUint32("max-jobs", &c.options.max_jobs, "jobs held at once (more are refused)");
+  flags.AddUint32("max-ranks-per-job", &c.options.max_ranks_per_job, "ranks a job may have");
+  flags.AddUint32("max-registered-workers", &c.options.max_registered_workers, "workers registered at once");
+  flags.AddUint32("max-window", &c.options.max_window, "batches a client's prefetch window may hold");
   flags.AddString("log-level", &log_level, "debug|info|warning|error");
   STOKER_RETURN_IF_ERROR(flags.Parse(argc, argv));
   const std::pair<const char*, std::pair<std::string*, Duration*>> durations[] = {
@@ -119,11 +133,29 @@ StatusOr<std::unique_ptr<Journal>> OpenJournal(Env& env, const Config& c, std::v
   return journal;
 }
 
+// CURVE: the coordinator's own key for its port, and a ZAP handler admitting the trusted workers and clients.
+StatusOr<std::unique_ptr<ZapHandler>> StartSecurity(zmq::context_t& context, const Config& c,
+                                                    ServiceOptions* service) {
+  STOKER_ASSIGN_OR_RETURN(Security security, LoadSecurity(Role::kCoordinator, c.keys));
+  if (security.insecure) return std::unique_ptr<ZapHandler>();
+  std::vector<TrustedKey> admitted = security.Trusted(Role::kWorker);
+  for (TrustedKey& k : security.Trusted(Role::kClient)) admitted.push_back(std::move(k));
+  if (admitted.empty()) STOKER_LOG(kWarning) << "the trust file lists no worker or client key: nobody can connect";
+  service->curve_public_key = security.own.public_z85;
+  service->curve_secret_key = security.own.secret_z85;
+  STOKER_LOG(kInfo) << "CURVE on: this coordinator is " << security.own.identity() << "; " << admitted.size()
+                    << " worker and client keys admitted";
+  return ZapHandler::Start(context, std::move(admitted));
+}
+
 Status Serve(const Config& c) {
   RealClock clock;
   PosixEnv env;
   MetricsHub hub("coordinator");
   Serving serving;
+  zmq::context_t context(1);
+  ServiceOptions service_options = c.service;
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<ZapHandler> zap, StartSecurity(context, c, &service_options));
   STOKER_ASSIGN_OR_RETURN(std::unique_ptr<AdminServer> admin, StartAdmin(c, hub, serving));
   std::vector<Update> replayed;
   auto journal = OpenJournal(env, c, &replayed);
@@ -131,20 +163,21 @@ Status Serve(const Config& c) {
   CoordinatorImpl impl(c.options, clock, journal->get());
   for (const Update& u : replayed) impl.Restore(u);
   impl.FinishRestore();
-  zmq::context_t context(1);
-  CoordinatorService server(impl, journal->get(), context, c.service);
+  CoordinatorService server(impl, journal->get(), context, service_options);
   STOKER_ASSIGN_OR_RETURN(std::string bound, server.Bind());
   if (!c.endpoint_file.empty()) {
     STOKER_RETURN_IF_ERROR(env.WriteFileAtomically(c.endpoint_file, bound.data(), bound.size()));
   }
   STOKER_LOG(kInfo) << "listening on " << bound;
   const uint64_t collector = hub.Add(CoordinatorCollector(impl, server, journal->get(), c.max_workers));
+  const uint64_t handshakes = hub.Add([&zap](MetricFamilies& out) { CollectHandshakes("coordinator", zap.get(), out); });
   serving.impl.store(&impl);
   serving.watch.store(&server.watch());
   serving.ready.store(true);
   Status run = server.Run(g_stop);
   admin.reset();  // joins the HTTP thread: no handler can be reading the Impl or the Service past this line
   hub.Remove(collector);
+  hub.Remove(handshakes);
   return run;
 }
 

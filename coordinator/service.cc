@@ -33,8 +33,11 @@ CoordinatorService::CoordinatorService(CoordinatorImpl& impl, Journal* journal, 
   socket_options.max_message_bytes = options.max_message_bytes;
   socket_options.router_mandatory = true;   // a reply to a vanished peer fails loudly instead of vanishing
   socket_options.send_hwm = 100000;         // one reply per request: the queue is bounded by the peers' requests
-  socket_options.receive_hwm = 100000;
+  // Per connection: past this many requests queued, libzmq stops reading that peer (nothing is dropped), so one
+  // peer can make the coordinator hold at most receive_hwm x max_message_bytes.
+  socket_options.receive_hwm = 1000;
   ConfigureSocket(socket_, socket_options);
+  if (!options.curve_secret_key.empty()) MakeCurveServer(socket_, options.curve_public_key, options.curve_secret_key);
   for (size_t i = 0; i < MethodNames().size(); ++i) {
     histograms_.request_seconds.push_back(std::make_unique<prometheus::Histogram>(LatencyBuckets()));
   }
@@ -72,6 +75,14 @@ void CoordinatorService::Queue(const std::string& peer, const std::string& sende
 }
 
 void CoordinatorService::Remember(const std::string& sender, uint64_t request_id, const zmq::message_t& reply) {
+  if (reply_cache_.size() >= options_.max_cached_senders && reply_cache_.count(sender) == 0) {
+    // Full: the sender heard from least recently gives way (a worker that went away, most likely).
+    auto oldest = reply_cache_.begin();
+    for (auto it = reply_cache_.begin(); it != reply_cache_.end(); ++it) {
+      if (it->second.last_used < oldest->second.last_used) oldest = it;
+    }
+    reply_cache_.erase(oldest);
+  }
   CachedReplies& cache = reply_cache_[sender];
   cache.replies.emplace_back(request_id, reply.to_string());
   if (cache.replies.size() > options_.replies_cached_per_sender) cache.replies.pop_front();
@@ -84,10 +95,10 @@ void CoordinatorService::QueueDeferred() {
     STOKER_CHECK(asker != askers_.end(), "a deferred reply for a request nobody parked");
     const Asker a = std::move(asker->second);
     askers_.erase(asker);
-    parked_.erase({a.sender, a.request_id});
+    parked_.erase({a.cache_key, a.request_id});
     zmq::message_t frame = EncodeReply(a.request_id, Status::Ok(), std::move(d.response));
-    Remember(a.sender, a.request_id, frame);
-    Queue(a.peer, a.sender, a.request_id, std::move(frame));
+    Remember(a.cache_key, a.request_id, frame);
+    Queue(a.peer, a.cache_key, a.request_id, std::move(frame));
   }
 }
 
@@ -125,8 +136,34 @@ Status CoordinatorService::Flush() {
   return Status::Ok();
 }
 
+namespace {
+
+// The role a method belongs to: a worker key makes worker requests only, a client key client requests only.
+std::optional<Role> RoleFor(const RequestBody& body) {
+  if (std::holds_alternative<RegisterClientRequest>(body) || std::holds_alternative<ClientHeartbeatRequest>(body)) {
+    return Role::kClient;
+  }
+  if (std::holds_alternative<DeregisterRequest>(body)) return std::nullopt;  // either: each leaves its own
+  return Role::kWorker;
+}
+
+Status CheckRole(const Caller& caller, const RequestBody& body) {
+  if (caller.identity.empty()) return Status::Ok();  // CURVE off: --insecure
+  std::optional<PeerIdentity> who = ParseIdentity(caller.identity);
+  std::optional<Role> needed = RoleFor(body);
+  if (!who) return PermissionDeniedError("an unknown identity");
+  if (needed && who->role != *needed) {
+    return PermissionDeniedError(std::string("a ") + RoleName(who->role) + " key cannot make a " + MethodName(body) +
+                                 " request");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 void CoordinatorService::HandleMessage(const std::string& peer, zmq::message_t& frame) {
   const TimePoint received = std::chrono::steady_clock::now();
+  const Caller caller{PeerIdentityOf(frame)};  // before the frame is consumed: libzmq's, not the sender's, word
   uint64_t request_id = 0;
   auto decoded = DecodeRequest(std::move(frame), &request_id);
   if (!decoded.ok()) {
@@ -138,15 +175,16 @@ void CoordinatorService::HandleMessage(const std::string& peer, zmq::message_t& 
     Queue(peer, "", request_id, EncodeReply(request_id, decoded.status(), std::monostate{}));
     return;
   }
-  const std::string& sender = decoded->sender_id;
+  // Retries are recognised per authenticated identity and sender id: another identity cannot read them.
+  const std::string cache_key = caller.identity + "/" + decoded->sender_id;
   if (std::holds_alternative<LeaseRequest>(decoded->body)) {
     // A retried lease request: answer with what the first one got, or wait for the parked one's answer.
-    if (parked_.count({sender, decoded->request_id}) != 0) return;
-    auto cached = reply_cache_.find(sender);
+    if (parked_.count({cache_key, decoded->request_id}) != 0) return;
+    auto cached = reply_cache_.find(cache_key);
     if (cached != reply_cache_.end()) {
       for (const auto& [id, reply] : cached->second.replies) {
         if (id != decoded->request_id) continue;
-        outbox_.push_back({peer, sender, id, reply});
+        outbox_.push_back({peer, cache_key, id, reply});
         MutexLock lock(stats_mu_);
         ++stats_.retries_answered_from_cache;
         return;
@@ -154,19 +192,23 @@ void CoordinatorService::HandleMessage(const std::string& peer, zmq::message_t& 
     }
   }
   bool parked = false;
-  StatusOr<ReplyBody> result = Dispatch(peer, *decoded, &parked);
+  Status role = CheckRole(caller, decoded->body);
+  StatusOr<ReplyBody> result = role.ok() ? Dispatch(peer, cache_key, caller, *decoded, &parked) : role;
   const Status status = result.ok() ? Status::Ok() : result.status();
   Count(MethodName(decoded->body), status.code());
   if (parked) return;
   zmq::message_t reply = EncodeReply(decoded->request_id, status, result.ok() ? *result : ReplyBody{});
-  if (std::holds_alternative<LeaseRequest>(decoded->body)) Remember(sender, decoded->request_id, reply);
-  Queue(peer, sender, decoded->request_id, std::move(reply), histograms_.request_seconds[decoded->body.index()].get(),
+  // Only a registered worker's granted leases are worth a cached reply: anything else is answered the same way
+  // again, and caching it would let any sender grow the cache.
+  if (status.ok() && std::holds_alternative<LeaseRequest>(decoded->body)) Remember(cache_key, decoded->request_id, reply);
+  Queue(peer, cache_key, decoded->request_id, std::move(reply), histograms_.request_seconds[decoded->body.index()].get(),
         received);
 }
 
 // Calls the Impl's method for the request. A lease request the Impl parks gets a handle the Impl answers under
 // later (QueueDeferred); *parked says so and the reply is not sent now.
-StatusOr<ReplyBody> CoordinatorService::Dispatch(const std::string& peer, const DecodedRequest& request, bool* parked) {
+StatusOr<ReplyBody> CoordinatorService::Dispatch(const std::string& peer, const std::string& cache_key,
+                                                 const Caller& caller, const DecodedRequest& request, bool* parked) {
   auto body = [](auto result) -> StatusOr<ReplyBody> {
     if (!result.ok()) return result.status();
     return ReplyBody(std::move(*result));
@@ -178,20 +220,20 @@ StatusOr<ReplyBody> CoordinatorService::Dispatch(const std::string& peer, const 
   return std::visit(
       [&](const auto& r) -> StatusOr<ReplyBody> {
         using T = std::decay_t<decltype(r)>;
-        if constexpr (std::is_same_v<T, RegisterWorkerRequest>) return body(impl_.RegisterWorker(r));
-        if constexpr (std::is_same_v<T, WorkerHeartbeatRequest>) return body(impl_.WorkerHeartbeat(r));
-        if constexpr (std::is_same_v<T, UnitDoneRequest>) return none(impl_.UnitDone(r));
-        if constexpr (std::is_same_v<T, RegisterClientRequest>) return body(impl_.RegisterClient(r));
-        if constexpr (std::is_same_v<T, ClientHeartbeatRequest>) return body(impl_.ClientHeartbeat(r));
+        if constexpr (std::is_same_v<T, RegisterWorkerRequest>) return body(impl_.RegisterWorker(r, caller));
+        if constexpr (std::is_same_v<T, WorkerHeartbeatRequest>) return body(impl_.WorkerHeartbeat(r, caller));
+        if constexpr (std::is_same_v<T, UnitDoneRequest>) return none(impl_.UnitDone(r, caller));
+        if constexpr (std::is_same_v<T, RegisterClientRequest>) return body(impl_.RegisterClient(r, caller));
+        if constexpr (std::is_same_v<T, ClientHeartbeatRequest>) return body(impl_.ClientHeartbeat(r, caller));
         if constexpr (std::is_same_v<T, GetJobRequest>) return body(impl_.GetJob(r.job));
-        if constexpr (std::is_same_v<T, DeregisterRequest>) return none(impl_.Deregister(r));
+        if constexpr (std::is_same_v<T, DeregisterRequest>) return none(impl_.Deregister(r, caller));
         if constexpr (std::is_same_v<T, LeaseRequest>) {
           const RequestHandle handle = next_handle_++;
-          auto result = impl_.RequestLease(handle, r);
+          auto result = impl_.RequestLease(handle, r, caller);
           if (!result.ok()) return result.status();
           if (result->has_value()) return ReplyBody(std::move(**result));
-          askers_[handle] = Asker{peer, request.sender_id, request.request_id};
-          parked_.insert({request.sender_id, request.request_id});
+          askers_[handle] = Asker{peer, cache_key, request.request_id};
+          parked_.insert({cache_key, request.request_id});
           *parked = true;
           return ReplyBody(std::monostate{});
         }

@@ -5,7 +5,11 @@
 // of a change the coordinator could forget. It also drives the Impl's Tick.
 //
 // Retries are answered from a small per-sender cache of recent replies, so a request the coordinator already
-// applied (its reply was lost) is not applied twice.
+// applied (its reply was lost) is not applied twice. Only granted leases are cached, keyed by the sender's
+// authenticated identity and id, and the cache holds at most max_cached_senders senders.
+//
+// With CURVE (the process's ZapHandler admits the keys), each request's Caller is the identity libzmq authenticated
+// for its connection; a key of one role cannot make another role's requests (PERMISSION_DENIED, counted).
 //
 // Thread safety: Run() is called from one thread; Stats() from any.
 #pragma once
@@ -25,6 +29,7 @@
 
 #include "common/admin_server.h"
 #include "common/control_codec.h"
+#include "common/curve.h"
 #include "common/status.h"
 #include "common/sync.h"
 #include "common/transport_errors.h"
@@ -49,7 +54,11 @@ struct ServiceOptions {
   int64_t max_message_bytes = 1 << 20;  // control messages are small; larger ones drop the connection
   Duration tick = Millis(50);
   size_t replies_cached_per_sender = 8;
+  size_t max_cached_senders = 4096;  // registered workers' reply caches held at once (least recently used go)
   CrashPoint crash;
+  // CURVE: the coordinator's key pair (empty: CURVE off, --insecure). The process's ZapHandler must be running.
+  std::string curve_public_key;
+  std::string curve_secret_key;
 };
 
 struct ServiceStats {
@@ -88,7 +97,7 @@ class CoordinatorService {
   // Who asked, for a request the Impl answers later (it knows the request only by its handle).
   struct Asker {
     std::string peer;
-    std::string sender;
+    std::string cache_key;  // "<identity>/<sender id>"
     uint64_t request_id = 0;
   };
   struct Outgoing {
@@ -106,7 +115,8 @@ class CoordinatorService {
   Status Flush();  // sync the journal, then send every queued reply
   // One request off the socket: [routing id][frame]. False when none is waiting; an error if the socket failed.
   StatusOr<bool> ReceiveOne();
-  StatusOr<ReplyBody> Dispatch(const std::string& peer, const DecodedRequest& request, bool* parked);
+  StatusOr<ReplyBody> Dispatch(const std::string& peer, const std::string& cache_key, const Caller& caller,
+                               const DecodedRequest& request, bool* parked);
   void MaybeCrash(const char* point);
   void Count(const char* method, StatusCode code);
 

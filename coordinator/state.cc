@@ -26,6 +26,7 @@ void CoordinatorState::Apply(const Update& update) {
         } else if constexpr (std::is_same_v<T, RankSessionStarted>) {
           RankRecord& r = Rank(u.job, u.rank);
           r.client_id = u.client_id;
+          r.holder = u.holder;
           ++r.session;
           r.start_batch = u.start_batch;
           r.window = u.window;
@@ -56,7 +57,9 @@ std::vector<Update> CoordinatorState::Snapshot() const {
     for (uint32_t rank = 0; rank < job.ranks.size(); ++rank) {
       const RankRecord& r = job.ranks[rank];
       if (r.session == 0 && r.attempts_reserved == 0) continue;
-      if (r.session > 0) out.push_back(RankSessionStarted{name, rank, r.client_id, r.start_batch, r.window});
+      if (r.session > 0) {
+        out.push_back(RankSessionStarted{name, rank, r.client_id, r.start_batch, r.window, r.holder});
+      }
       out.push_back(RankProgress{name, rank, r.received, r.consumed});
       out.push_back(AttemptsReserved{name, rank, r.attempts_reserved});
     }

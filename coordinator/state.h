@@ -28,6 +28,7 @@ struct RankSessionStarted {
   std::string client_id;
   uint64_t start_batch = 0;
   uint32_t window = 0;
+  std::string holder;  // the authenticated identity that took the rank (empty without CURVE)
 };
 
 // The client's acknowledged position: batches below `received` are delivered to its process, batches below
@@ -53,6 +54,8 @@ struct WorkerJoined {
   std::string worker_id;
   std::string data_endpoint;
   uint32_t threads = 1;
+  std::string data_public_key;  // its data port's CURVE key, listed to clients (empty without CURVE)
+  std::string identity;         // the authenticated identity it registered as (empty without CURVE)
 };
 struct WorkerLeft {
   std::string worker_id;
@@ -69,6 +72,7 @@ using Update = std::variant<JobCreated, RankSessionStarted, RankProgress, Attemp
 
 struct RankRecord {
   std::string client_id;     // last client to claim the rank
+  std::string holder;        // the identity it authenticated as: only it may ack, continue or release the rank
   uint64_t session = 0;      // how many sessions the rank has had
   uint64_t start_batch = 0;
   uint32_t window = 0;

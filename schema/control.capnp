@@ -13,6 +13,12 @@
 # Ids: workers are "w-<16 hex>", clients "c-<16 hex>", tools "t-<16 hex>", chosen by the peer at start (random),
 # so that a restarted process is a new peer. Jobs are named by their JobSpec.name.
 #
+# Identity: with CURVE (the default) every connection is authenticated by the key it presented, and the
+# coordinator knows each request's sender as "<role>:<name>" of that key (common/keys.h), never from a field of the
+# message. A worker key may only make worker requests, a client key only client requests; a rank is held by the
+# identity that registered it, and only that identity may acknowledge, continue or release it; a worker id is bound
+# to the identity that registered it. senderId still tells sessions of one identity apart.
+#
 # Units and leases: for each job the coordinator numbers every rank's batches of all epochs in one sequence, the
 # global batch index g = epoch * stepsPerEpoch + index. A unit is batchesPerUnit consecutive batches of one rank
 # within one epoch; global unit index q = epoch * unitsPerEpoch + u. A lease hands unit q of rank r to one worker
@@ -67,9 +73,12 @@ struct Reply {
 
 struct RegisterWorker {
   # First message of a worker. Re-sent after the coordinator restarts or forgets the worker (NOT_FOUND replies).
-  dataEndpoint @0 :Text;        # where clients connect to receive batches, e.g. tcp://10.0.0.7:7401
+  dataEndpoint @0 :Text;        # where clients connect to receive batches, e.g. tcp://10.0.0.7:7401 (tcp only,
+                                # at most 256 bytes)
   threads @1 :UInt32;           # pipeline threads: the coordinator's capacity estimate
   version @2 :Text;             # build version, for /state
+  dataPublicKey @3 :Text;       # z85 CURVE public key of the data port (made at the worker's start); clients
+                                # learn it from the worker list and talk to no other. Empty without CURVE
 }
 
 struct RegisterWorkerReply {
@@ -117,6 +126,8 @@ struct Lease {
   ttlMs @8 :UInt32;
   clientId @9 :Text;            # the client session holding the rank: send the batches to it and no other
   specFingerprint @10 :UInt64;  # of the job spec: a worker that knows the job under another spec reloads it
+  clientIdentity @11 :Text;     # the authenticated identity holding the rank ("client:<name>"): the batches go
+                                # only to a connection that authenticated as it. Empty without CURVE
 }
 
 struct LeaseReply {
@@ -151,8 +162,8 @@ struct UnitDone {
 struct RegisterClient {
   # Claim one rank of a job. With a spec, creates the job if it does not exist, or checks the spec matches it.
   # Without one, the job must exist (NOT_FOUND otherwise). A rank held by another live client: ALREADY_EXISTS,
-  # unless this registration resumes from a checkpoint (a restarted training process takes its rank back).
-  # Registering again with the same senderId is a retry of the same process: the session continues unchanged.
+  # resume or not (a restarted training process takes its rank back once the crashed one's session has timed out).
+  # Registering again with the same senderId and identity is a retry of the same process: the session continues.
   job @0 :Text;
   rank @1 :UInt32;
   spec @2 :Job.JobSpec;
@@ -166,6 +177,7 @@ struct RegisterClient {
 struct WorkerInfo {
   workerId @0 :Text;
   dataEndpoint @1 :Text;
+  dataPublicKey @2 :Text;       # the CURVE server key of its data port (empty without CURVE)
 }
 
 struct RegisterClientReply {

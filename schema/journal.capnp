@@ -38,6 +38,7 @@ struct RankSession {
   clientId @2 :Text;
   startBatch @3 :UInt64;
   window @4 :UInt32;
+  holder @5 :Text;                # the authenticated identity that took it ("client:<name>"; empty without CURVE)
 }
 
 struct RankProgress {
@@ -60,4 +61,6 @@ struct WorkerJoined {
   workerId @0 :Text;
   dataEndpoint @1 :Text;
   threads @2 :UInt32;
+  dataPublicKey @3 :Text;         # its data port's CURVE key, listed to clients (empty without CURVE)
+  identity @4 :Text;              # the authenticated identity it registered as (empty without CURVE)
 }

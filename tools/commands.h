@@ -10,6 +10,7 @@ int ConsumeCommand(int argc, char** argv);     // stoker consume --coordinator .
 int CheckCommand(int argc, char** argv);       // stoker check --manifest ... LOG...
 int DemoCommand(int argc, char** argv);        // stoker demo
 int SoakCommand(int argc, char** argv);        // stoker soak --minutes N
+int KeygenCommand(int argc, char** argv);      // stoker keygen --role ROLE
 
 // Prints `status` as "stoker <command>: <message>" and returns the exit code for it.
 int Fail(const char* command, const class Status& status);

@@ -19,6 +19,7 @@ int ConsumeCommand(int argc, char** argv) {
   JobSpec spec;
   bool attach = false;
   std::string log_path, summary_path, stall = "60s", log_level = "warning", checkpoint_file, resume_from;
+  std::string claim = "0";
   uint32_t hold_ms = 0;
   uint64_t max_batches = 0, checkpoint_every = 0, pause_after = 0;
   uint32_t pause_ms = 0;
@@ -32,6 +33,7 @@ int ConsumeCommand(int argc, char** argv) {
   flags.AddUint32("prefetch", &options.prefetch, "batches held at once (the lease window)");
   flags.AddUint32("credits", &options.credits_per_worker, "batches one worker may prepare for us at a time");
   flags.AddString("client-id", &options.client_id, "client id (default: random c-…)");
+  AddClientSecurityFlags(flags, &options);
   flags.AddString("log", &log_path, "write the delivery log here");
   flags.AddString("summary-json", &summary_path, "write a JSON summary here");
   flags.AddString("stall-timeout", &stall, "fail if no batch arrives for this long");
@@ -41,6 +43,9 @@ int ConsumeCommand(int argc, char** argv) {
   flags.AddString("checkpoint-file", &checkpoint_file, "write a checkpoint token here (atomically)");
   flags.AddUint("checkpoint-every", &checkpoint_every, "... after every this many batches (0: only at the end)");
   flags.AddString("resume-from", &resume_from, "read a checkpoint token from this file and resume from it");
+  flags.AddString("claim-timeout", &claim,
+                  "a rank a live session holds (a crashed predecessor, until the coordinator's client timeout): "
+                  "ask again this long before failing");
   flags.AddUint("pause-after", &pause_after, "stop reading after this many batches for --pause-ms (tests)");
   flags.AddUint32("pause-ms", &pause_ms, "how long to stop reading");
   std::string metrics_address_file;
@@ -54,6 +59,9 @@ int ConsumeCommand(int argc, char** argv) {
   if (!parsed.ok()) return Fail("consume", parsed);
   auto stall_ms = ParseDurationMs(stall);
   if (!stall_ms.ok()) return Fail("consume", stall_ms.status().WithContext("--stall-timeout"));
+  auto claim_ms = ParseDurationMs(claim);
+  if (!claim_ms.ok()) return Fail("consume", claim_ms.status().WithContext("--claim-timeout"));
+  options.claim_timeout = std::chrono::milliseconds(*claim_ms);
   if (!SetLogLevelFromString(log_level)) return Fail("consume", InvalidArgumentError("--log-level " + log_level));
   SetLogComponent("consume rank " + std::to_string(options.rank));
   if (gpu < -1 || gpu > 1024) return Fail("consume", InvalidArgumentError("--gpu must be -1 or a CUDA ordinal"));

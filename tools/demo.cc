@@ -136,6 +136,7 @@ void Demo::StartConsumers() {
   }
   client_options_.metrics_listen = o_.metrics_listen;
   client_options_.coordinator = cluster_->coordinator_endpoint();
+  cluster_->Secure(client_options_);
   client_options_.job = spec_.name;
   client_options_.spec = spec_;
   client_options_.prefetch = o_.prefetch;

@@ -43,7 +43,21 @@ std::string LocalCluster::ReadLog(const std::string& process) const {
   return text.str();
 }
 
+std::vector<std::string> LocalCluster::SecurityFlags(Role role) const {
+  if (options_.insecure) return {"--insecure"};
+  return keyring_.Flags(role);
+}
+
+void LocalCluster::Secure(ClientOptions& options) const {
+  options.insecure = options_.insecure;
+  options.key_file = options_.insecure ? "" : keyring_.client_key;
+  options.trust_file = options_.insecure ? "" : keyring_.trust;
+}
+
 Status LocalCluster::StartCoordinator(const std::vector<std::string>& extra_flags) {
+  if (!options_.insecure && keyring_.dir.empty()) {
+    STOKER_ASSIGN_OR_RETURN(keyring_, MakeKeyring(options_.dir + "/keys"));
+  }
   std::string endpoint_file = options_.dir + "/coordinator.endpoint";
   std::remove(endpoint_file.c_str());
   std::string metrics_file = options_.dir + "/coordinator.metrics";
@@ -60,6 +74,8 @@ Status LocalCluster::StartCoordinator(const std::vector<std::string>& extra_flag
     argv.push_back("--journal");
     argv.push_back(options_.dir + "/coordinator.journal");
   }
+  const std::vector<std::string> security = SecurityFlags(Role::kCoordinator);
+  argv.insert(argv.end(), security.begin(), security.end());
   argv.insert(argv.end(), options_.coordinator_flags.begin(), options_.coordinator_flags.end());
   argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
   STOKER_ASSIGN_OR_RETURN(coordinator_, Subprocess::Start(argv, LogPath("coordinator")));
@@ -88,6 +104,8 @@ StatusOr<size_t> LocalCluster::StartWorker(uint32_t threads, const std::vector<s
                                    "tcp://127.0.0.1:0", "--threads", std::to_string(threads), "--endpoint-file",
                                    endpoint_file, "--metrics-listen", "127.0.0.1:0", "--metrics-address-file",
                                    options_.dir + "/" + name + ".metrics"};
+  const std::vector<std::string> security = SecurityFlags(Role::kWorker);
+  argv.insert(argv.end(), security.begin(), security.end());
   argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
   // A directory reused from an earlier run still has that run's files: never read a dead process's address.
   std::remove(endpoint_file.c_str());
@@ -121,6 +139,8 @@ StatusOr<size_t> LocalCluster::StartConsumer(const std::string& name, const JobS
                                    "--metrics-address-file", options_.dir + "/consumer-" + name + ".metrics"};
   std::vector<std::string> job = JobFlags(spec);
   argv.insert(argv.end(), job.begin(), job.end());
+  const std::vector<std::string> security = SecurityFlags(Role::kClient);
+  argv.insert(argv.end(), security.begin(), security.end());
   argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
   STOKER_ASSIGN_OR_RETURN(Subprocess p, Subprocess::Start(argv, LogPath("consumer-" + name + ".stderr")));
   consumers_.push_back({name, std::move(p)});

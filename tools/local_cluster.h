@@ -4,7 +4,8 @@
 // fault tests, and the end-to-end benchmarks. Ports are ephemeral at first (each process publishes the endpoint
 // it bound in a file), so several clusters run side by side. Everything still running is killed (SIGKILL) when
 // the cluster is destroyed. Every process serves its metrics on an ephemeral loopback port too (published the
-// same way), so tests and the demo can scrape them.
+// same way), so tests and the demo can scrape them. CURVE is on: the cluster makes a keyring in dir/keys (a key for
+// the coordinator, the workers and the clients, and their trust file) and gives each process its key.
 //
 // Thread safety: none; one owner.
 #pragma once
@@ -16,6 +17,8 @@
 
 #include "common/job_spec.h"
 #include "common/status.h"
+#include "stoker/client.h"
+#include "tools/keyring.h"
 #include "tools/subprocess.h"
 
 namespace stoker {
@@ -29,6 +32,7 @@ struct LocalClusterOptions {
   bool journal = true;                    // the coordinator keeps dir/coordinator.journal
   std::vector<std::string> coordinator_flags;
   std::vector<std::string> coordinator_prefix;  // run the coordinator under this, e.g. {"taskset", "-c", "0"}
+  bool insecure = false;                  // CURVE off everywhere (--insecure): measuring what CURVE costs
 };
 
 class LocalCluster {
@@ -68,6 +72,12 @@ class LocalCluster {
   // Waits for every consumer to exit; returns their exit codes. DeadlineExceeded names the one still running.
   StatusOr<std::vector<int>> WaitForConsumers(std::chrono::milliseconds timeout);
 
+  // The cluster's keys (made when the coordinator first starts), and the flags a process of `role` needs for them.
+  const Keyring& keyring() const { return keyring_; }
+  std::vector<std::string> SecurityFlags(Role role) const;
+  // Sets a client's CURVE options to the cluster's client key (or insecure).
+  void Secure(ClientOptions& options) const;
+
   const std::string& dir() const { return options_.dir; }
   std::string LogPath(const std::string& process) const;
   std::string ReadLog(const std::string& process) const;
@@ -84,6 +94,7 @@ class LocalCluster {
     Subprocess process;
   };
   LocalClusterOptions options_;
+  Keyring keyring_;
   Subprocess coordinator_;
   std::string coordinator_endpoint_;
   std::string coordinator_metrics_;

@@ -100,9 +100,11 @@ int SoakCommand(int argc, char** argv) {
   }
   std::remove((data + "/run/coordinator.journal").c_str());
   // Jobs are forgotten soon after they end, and the journal compacts at 1 MB: over a long soak, the coordinator's
-  // memory and the journal must stay flat, not grow with the number of jobs run.
+  // memory and the journal must stay flat, not grow with the number of jobs run. A killed training client's rank
+  // is free again after the client timeout (3 s here), which its restarted process waits for (--claim-timeout).
   LocalCluster cluster({data + "/run", "", true,
-                        {"--log-level", "info", "--job-retention", "5s", "--journal-compact-bytes", "1048576"}});
+                        {"--log-level", "info", "--job-retention", "5s", "--journal-compact-bytes", "1048576",
+                         "--client-timeout", "3s"}});
   if (Status s = cluster.StartCoordinator(); !s.ok()) return Fail("soak", s);
   ChaosOptions chaos_options;
   chaos_options.min_interval = std::chrono::milliseconds(*interval_ms / 2);
@@ -142,8 +144,7 @@ int SoakCommand(int argc, char** argv) {
       std::vector<std::string> extra = {"--hold-ms", "15", "--checkpoint-every", "4", "--checkpoint-file",
                                         run.checkpoint, "--stall-timeout", "120s"};
       if (resume) {
-        extra.push_back("--resume-from");
-        extra.push_back(run.checkpoint);
+        for (const char* f : {"--resume-from", run.checkpoint.c_str(), "--claim-timeout", "60s"}) extra.push_back(f);
       }
       std::string name = spec.name + "-r" + std::to_string(r) + "-" + std::to_string(run.incarnations.size());
       STOKER_ASSIGN_OR_RETURN(size_t id, cluster.StartConsumer(name, spec, r, extra));

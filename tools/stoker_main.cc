@@ -29,7 +29,8 @@ const char kUsage[] =
     "  index         index an ImageFolder tree or .tar shards into a manifest\n"
     "  consume       receive one rank's batches and log them (a client for tests and operators)\n"
     "  check         compare consumption logs with the plan: lost, duplicated, unexpected, corrupt\n"
-    "  soak          run jobs for --minutes while injecting faults at random; check every epoch\n";
+    "  soak          run jobs for --minutes while injecting faults at random; check every epoch\n"
+    "  keygen        make CURVE key pairs for the coordinator, workers and clients (and their trust lines)\n";
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -46,6 +47,7 @@ int main(int argc, char** argv) {
   if (command == "consume") return stoker::ConsumeCommand(argc, argv);
   if (command == "check") return stoker::CheckCommand(argc, argv);
   if (command == "soak") return stoker::SoakCommand(argc, argv);
+  if (command == "keygen") return stoker::KeygenCommand(argc, argv);
   std::fprintf(stderr, "stoker: unknown command '%s'\n\n%s", command.c_str(), kUsage);
   return 2;
 }

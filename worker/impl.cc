@@ -33,12 +33,15 @@ uint64_t WorkerImpl::Send(RequestBody body) {
 
 // ---- the coordinator -------------------------------------------------------------------------------------------
 
-void WorkerImpl::Register(const std::string& advertised_endpoint) {
+void WorkerImpl::Register(const std::string& advertised_endpoint, const std::string& data_public_key) {
   advertised_ = advertised_endpoint;
+  data_public_key_ = data_public_key;
   SendRegister();
 }
 
-void WorkerImpl::SendRegister() { Send(RegisterWorkerRequest{id_, advertised_, threads_, GetBuildInfo().version}); }
+void WorkerImpl::SendRegister() {
+  Send(RegisterWorkerRequest{id_, advertised_, threads_, GetBuildInfo().version, data_public_key_});
+}
 
 void WorkerImpl::SendHeartbeat() {
   WorkerHeartbeatRequest hb{id_, {}, draining_, counters_.busy_ns.load() * 1e-9, counters_.samples.load()};
@@ -206,7 +209,7 @@ void WorkerImpl::ForgetIdleJobs(TimePoint now) {
 
 // ---- clients' streams ------------------------------------------------------------------------------------------
 
-void WorkerImpl::HandleCredit(const std::string& peer, const Credit& credit) {
+void WorkerImpl::HandleCredit(const std::string& peer, const std::string& identity, const Credit& credit) {
   auto failed = failed_jobs_.find(credit.job);
   if (failed != failed_jobs_.end()) {
     if (clock_.Now() < failed->second.retry_at) {
@@ -215,7 +218,7 @@ void WorkerImpl::HandleCredit(const std::string& peer, const Credit& credit) {
     }
     failed_jobs_.erase(failed);
   }
-  StreamKey key{credit.job, credit.rank, credit.client_id};
+  StreamKey key{credit.job, credit.rank, credit.client_id, identity};
   if (credit.credits == 0) {  // withdrawn: the client is leaving
     DropStream(key);
     return;
@@ -252,7 +255,7 @@ void WorkerImpl::DropSilentStreams(TimePoint now) {
 }
 
 WorkerImpl::StreamKey WorkerImpl::StreamOf(const UnitWork& work) {
-  return {work.lease.job, work.lease.rank, work.lease.client_id};
+  return {work.lease.job, work.lease.rank, work.lease.client_id, work.lease.client_identity};
 }
 
 // Batches leased for this stream's client and not yet sent: what its credit is spent on.
@@ -321,6 +324,7 @@ void WorkerImpl::WriteState(JsonWriter& j) const {
         .Key("job").Value(std::get<0>(key))
         .Key("rank").Value(std::get<1>(key))
         .Key("client").Value(std::get<2>(key))
+        .Key("identity").Value(std::get<3>(key))
         .Key("credits").Value(stream.credits)
         .Key("in_hand").Value(InHand(key))
         .Key("lease_request_pending").Value(stream.lease_request != 0)

@@ -65,9 +65,13 @@ class WorkerImpl {
              const BuildCounters& counters);
 
   // ---- what arrives -------------------------------------------------------------------------------------------
-  void Register(const std::string& advertised_endpoint);
+  // `data_public_key`: the data port's CURVE key, listed to clients (empty without CURVE).
+  void Register(const std::string& advertised_endpoint, const std::string& data_public_key = "");
   void HandleReply(const DecodedReply& reply);
-  void HandleCredit(const std::string& peer, const Credit& credit);
+  // `identity`: what the connection authenticated as (empty without CURVE). A stream belongs to its (job, rank,
+  // client id, identity): a credit naming another session's client id from another key opens a stream of its own,
+  // which no lease is for, and never re-points the other session's.
+  void HandleCredit(const std::string& peer, const std::string& identity, const Credit& credit);
   void JobLoaded(const std::string& name, StatusOr<std::shared_ptr<const JobContext>> job);
   // A batch's last sample is done: where to send it, or nullopt if it must not leave (its unit was revoked, fenced,
   // handed back, or its client is gone). After a route, the adapter says whether the send succeeded.
@@ -103,9 +107,10 @@ class WorkerImpl {
   void WriteState(JsonWriter& j) const;
 
  private:
-  // A client's stream of one rank: (job, rank, client id). Streams of a rank whose holder changed (a restarted
-  // training process) coexist until the old one's credit expires; each lease names the client it is for.
-  using StreamKey = std::tuple<std::string, uint32_t, std::string>;
+  // A client's stream of one rank: (job, rank, client id, authenticated identity). Streams of a rank whose holder
+  // changed (a restarted training process) coexist until the old one's credit expires; each lease names the client
+  // and identity it is for.
+  using StreamKey = std::tuple<std::string, uint32_t, std::string, std::string>;
   struct Stream {
     std::string peer;
     uint32_t credits = 0;
@@ -163,6 +168,7 @@ class WorkerImpl {
   RequestTracker tracker_;
   Outbox outbox_;
   std::string advertised_;
+  std::string data_public_key_;
 
   bool registered_ = false;
   bool draining_ = false;

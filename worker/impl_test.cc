@@ -34,7 +34,7 @@ class WorkerImplTest : public ::testing::Test {
   void Ready(uint32_t credits) {
     impl_->Register("tcp://w:1");
     Reply(Take<RegisterWorkerRequest>(), RegisterWorkerResponse{250, 1500});
-    impl_->HandleCredit("peer-c", Credit{"job", 0, "c-1", credits, 0});
+    impl_->HandleCredit("peer-c", "", Credit{"job", 0, "c-1", credits, 0});
     Reply(Take<GetJobRequest>(), spec_);
     Collect();
     ASSERT_EQ(outbox_.loads.size(), 1u);
@@ -329,19 +329,19 @@ TEST_F(WorkerImplTest, AGrantArrivingWhileDrainingGoesStraightBack) {
 TEST_F(WorkerImplTest, AJobThatCannotLoadIsRefusedToItsClientsForAWhile) {
   impl_->Register("tcp://w:1");
   Reply(Take<RegisterWorkerRequest>(), RegisterWorkerResponse{250, 1500});
-  impl_->HandleCredit("peer-c", Credit{"job", 0, "c-1", 2, 0});
+  impl_->HandleCredit("peer-c", "", Credit{"job", 0, "c-1", 2, 0});
   Reply(Take<GetJobRequest>(), spec_);
   impl_->JobLoaded("job", Status(StatusCode::kNotFound, "no manifest"));
   Collect();
   ASSERT_EQ(outbox_.errors.size(), 1u);
   EXPECT_EQ(outbox_.errors[0].first, "peer-c");
   EXPECT_EQ(outbox_.errors[0].second.status.code(), StatusCode::kNotFound);
-  impl_->HandleCredit("peer-c", Credit{"job", 0, "c-1", 2, 0});  // refused again at once, not refetched
+  impl_->HandleCredit("peer-c", "", Credit{"job", 0, "c-1", 2, 0});  // refused again at once, not refetched
   Collect();
   EXPECT_EQ(outbox_.errors.size(), 2u);
   EXPECT_EQ(Count<GetJobRequest>(), 0u);
   clock_.Advance(Millis(5001));  // after the back-off the job is tried again
-  impl_->HandleCredit("peer-c", Credit{"job", 0, "c-1", 2, 0});
+  impl_->HandleCredit("peer-c", "", Credit{"job", 0, "c-1", 2, 0});
   EXPECT_EQ(Count<GetJobRequest>(), 1u);
 }
 

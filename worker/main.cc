@@ -58,6 +58,13 @@ StatusOr<Config> ParseFlags(int argc, char** argv) {
   flags.AddBool("bench-skip-decode", &o.skip_decode,
                 "diagnostics only: send batches without reading or decoding samples (each image holds only its "
                 "sample id), to measure the transport alone");
+  KeySources keys;
+  flags.AddString("key-file", &keys.key_file,
+                  "this worker's CURVE key pair (stoker keygen --role worker); or $STOKER_KEY with the file's text");
+  flags.AddString("trust-file", &keys.trust_file,
+                  "public keys: the coordinator's, and the clients allowed on the data port; or $STOKER_TRUST");
+  flags.AddBool("insecure", &keys.insecure,
+                "no CURVE: anyone who reaches the ports is trusted and traffic is clear text (trusted networks only)");
   STOKER_RETURN_IF_ERROR(flags.Parse(argc, argv));
   auto grace = ParseDurationMs(drain_grace);
   if (!grace.ok()) return grace.status().WithContext("--drain-grace");
@@ -66,6 +73,7 @@ StatusOr<Config> ParseFlags(int argc, char** argv) {
   if (!delay.ok()) return delay.status().WithContext("--inject-sample-delay");
   o.inject_sample_delay = Millis(*delay);
   if (!SetLogLevelFromString(log_level)) return InvalidArgumentError("--log-level: " + log_level);
+  STOKER_ASSIGN_OR_RETURN(o.security, LoadSecurity(Role::kWorker, keys));
   return c;
 }
 

@@ -59,6 +59,16 @@ Collector WorkerCollector(const Worker& worker) {
     out.push_back(units.Build());
 
     CollectTransportErrors("worker", s.transport_errors, {}, out);
+    if (s.handshakes_admitted > 0 || !s.handshakes_refused.empty()) {
+      FamilyBuilder handshakes("stoker_worker_handshakes_total",
+                               "CURVE handshakes on the data port: admitted clients, or refused by reason.",
+                               MetricType::Counter);
+      handshakes.Add({{"result", "admitted"}, {"reason", ""}}, static_cast<double>(s.handshakes_admitted));
+      for (const auto& [reason, n] : s.handshakes_refused) {
+        handshakes.Add({{"result", "refused"}, {"reason", reason}}, static_cast<double>(n));
+      }
+      out.push_back(handshakes.Build());
+    }
 
     FamilyBuilder stages("stoker_worker_stage_seconds",
                          "Per batch: thread seconds its samples spent reading, decoding and augmenting; seconds "

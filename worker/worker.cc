@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/control_channel.h"
+#include "common/curve.h"
 #include "common/data_codec.h"
 #include "common/json_writer.h"
 #include "common/logging.h"
@@ -47,6 +48,7 @@ class Worker::Adapter {
         clock_(clock),
         id_(options.worker_id.empty() ? NewPeerId("w") : options.worker_id),
         threads_(options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency())),
+        context_(context),
         control_(context, zmq::socket_type::dealer),
         data_(context, zmq::socket_type::router),
         pool_(std::make_shared<BatchBufferPool>()),
@@ -74,6 +76,7 @@ class Worker::Adapter {
   const std::string& id() const { return id_; }
 
   StatusOr<std::string> Bind() {
+    STOKER_RETURN_IF_ERROR(SecureSockets());
     STOKER_ASSIGN_OR_RETURN(std::string bound, BindSocket(data_, options_.listen));
     advertised_ = options_.advertise_endpoint.empty() ? AdvertisedEndpoint(bound, options_.advertise_host)
                                                       : options_.advertise_endpoint;
@@ -86,7 +89,7 @@ class Worker::Adapter {
   }
 
   Status Run(const std::atomic<bool>& stop, const std::atomic<bool>& drain) {
-    impl_.Register(advertised_);
+    impl_.Register(advertised_, data_key_.public_z85);
     CarryOut();
     last_turn_ = clock_.Now();
     while (!stop.load()) {
@@ -128,6 +131,10 @@ class Worker::Adapter {
     s.quarantine_reasons = counters_.QuarantineReasons();
     s.transport_errors = transport_errors_.Counts();
     s.threads = threads_;
+    if (zap_) {
+      s.handshakes_admitted = zap_->admitted();
+      s.handshakes_refused = zap_->Refused();
+    }
     return s;
   }
 
@@ -147,6 +154,24 @@ class Worker::Adapter {
       }
     }
     return histograms_.stage_seconds.at(stage);
+  }
+
+  // CURVE: toward the coordinator with the worker's key; the data port a CURVE server with a key made now (clients
+  // learn it from the coordinator's worker list), admitting only the trusted client keys through a ZAP handler
+  // started before the port is bound.
+  Status SecureSockets() {
+    const Security& security = options_.security;
+    if (security.insecure) return Status::Ok();
+    std::vector<TrustedKey> coordinators = security.Trusted(Role::kCoordinator);
+    if (coordinators.empty()) return FailedPreconditionError("the trust file has no coordinator key");
+    std::vector<TrustedKey> clients = security.Trusted(Role::kClient);
+    if (clients.empty()) STOKER_LOG(kWarning) << "the trust file lists no client key: no client can connect";
+    STOKER_ASSIGN_OR_RETURN(data_key_, GenerateKeyPair(Role::kWorker, "data"));
+    STOKER_ASSIGN_OR_RETURN(zap_, ZapHandler::Start(context_, std::move(clients)));
+    MakeCurveServer(data_, data_key_.public_z85, data_key_.secret_z85);
+    MakeCurveClient(control_, security.own, coordinators.front().public_z85);
+    STOKER_LOG(kInfo) << "CURVE on: this worker is " << security.own.identity();
+    return Status::Ok();
   }
 
   // Does what the Impl asked for: requests to the coordinator, errors to clients, batches to build, jobs to load.
@@ -191,6 +216,7 @@ class Worker::Adapter {
         transport_errors_.Note("recv_credit", e);
         return;
       }
+      const std::string identity = PeerIdentityOf(frame);  // libzmq's word for the connection, not the sender's
       auto credit = DecodeCredit(std::move(frame));
       if (!credit.ok()) {
         CountBadFrame();
@@ -199,7 +225,7 @@ class Worker::Adapter {
         }
         continue;
       }
-      impl_.HandleCredit(routing_id.to_string(), *credit);
+      impl_.HandleCredit(routing_id.to_string(), identity, *credit);
     }
   }
 
@@ -359,6 +385,7 @@ class Worker::Adapter {
         .Key("component").Value("worker")
         .Key("id").Value(id_)
         .Key("advertised").Value(advertised_)
+        .Key("data_public_key").Value(data_key_.public_z85)
         .Key("coordinator").Value(options_.coordinator)
         .Key("registered").Value(impl_.registered())
         .Key("draining").Value(impl_.draining())
@@ -375,6 +402,7 @@ class Worker::Adapter {
   Clock& clock_;
   const std::string id_;
   const uint32_t threads_;
+  zmq::context_t& context_;
   zmq::socket_t control_;
   zmq::socket_t data_;
   std::shared_ptr<BatchBufferPool> pool_;
@@ -385,6 +413,8 @@ class Worker::Adapter {
   BatchSender sender_;
   int doorbell_ = -1;
   std::string advertised_;
+  KeyPair data_key_;                  // the data port's CURVE key (empty without CURVE)
+  std::unique_ptr<ZapHandler> zap_;   // admits clients to the data port (null without CURVE)
 
   // I/O thread only.
   TimePoint last_turn_;

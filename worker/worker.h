@@ -25,6 +25,7 @@
 #include "common/admin_server.h"
 #include "common/clock.h"
 #include "common/env.h"
+#include "common/keys.h"
 #include "common/status.h"
 
 namespace stoker {
@@ -47,6 +48,9 @@ struct WorkerOptions {
   bool skip_decode = false;
   // Fault injection (tests, `stoker soak`): every sample takes this much longer, making a slow worker.
   Duration inject_sample_delay = Duration(0);
+  // CURVE (common/keys.h): the worker's key toward the coordinator, the coordinator's key and the clients it admits
+  // to its data port, whose own server key it makes at start. security.insecure: no CURVE.
+  Security security;
 };
 
 struct WorkerStats {
@@ -75,6 +79,8 @@ struct WorkerStats {
   uint64_t streams = 0;         // (job, rank, client) streams with credit
   std::map<std::string, uint64_t> quarantine_reasons;
   std::map<std::string, uint64_t> transport_errors;  // ZeroMQ failures survived, by site (common/transport_errors.h)
+  uint64_t handshakes_admitted = 0;                  // CURVE handshakes on the data port (clients)
+  std::map<std::string, uint64_t> handshakes_refused;  // by reason
 };
 
 // Per-batch latencies, observed as batches leave (prometheus::Histogram is thread-safe).

@@ -101,6 +101,7 @@ class CollectiveTest : public ::testing::Test {
     spec.pipeline.output_width = 32;
     LoaderOptions o;
     o.client.coordinator = cluster_->coordinator_endpoint();
+    cluster_->Secure(o.client);
     o.client.job = job;
     o.client.spec = spec;
     o.client.rank = rank;

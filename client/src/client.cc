@@ -11,6 +11,8 @@
 #include "client/src/io_thread.h"
 #include "client/src/received_batch.h"
 #include "common/checkpoint.h"
+#include "common/flags.h"
+#include "common/keys.h"
 #include "common/logging.h"
 #include "common/wire.h"
 
@@ -65,6 +67,7 @@ Status CheckOptions(const ClientOptions& options) {
   if (options.job.empty()) return InvalidArgumentError("ClientOptions.job is empty");
   if (options.prefetch == 0) return InvalidArgumentError("ClientOptions.prefetch must be at least 1");
   if (options.credits_per_worker == 0) return InvalidArgumentError("ClientOptions.credits_per_worker must be >= 1");
+  if (options.max_workers == 0) return InvalidArgumentError("ClientOptions.max_workers must be >= 1");
   if (options.payload_frame_bytes != 0 && options.payload_frame_bytes < kMinPayloadFrameBytes) {
     return InvalidArgumentError("ClientOptions.payload_frame_bytes must be 0 (one frame) or at least " +
                                 std::to_string(kMinPayloadFrameBytes) + " bytes");
@@ -94,6 +97,8 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) 
 StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options, const StagerFactory& make_stager) {
   STOKER_RETURN_IF_ERROR(CheckOptions(options));
   STOKER_ASSIGN_OR_RETURN(std::optional<ResumePoint> resume, ResumePointOf(options));
+  STOKER_ASSIGN_OR_RETURN(Security security,
+                          LoadSecurity(Role::kClient, {options.key_file, options.trust_file, options.insecure}));
   std::shared_ptr<const Clock> clock = options.clock ? options.clock : std::make_shared<RealClock>();
   auto core = std::make_shared<ClientCore>(clock, options.client_id.empty() ? NewPeerId("c") : options.client_id);
   core->doorbell = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -101,7 +106,7 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options, 
   auto client = std::unique_ptr<Client>(new Client());
   client->core_ = core;
   client->rank_ = options.rank;
-  client->io_ = std::make_unique<internal::IoThread>(options, core);
+  client->io_ = std::make_unique<internal::IoThread>(options, std::move(security), core);
   auto registered = client->io_->Register(resume);
   if (!registered.ok()) return registered.status();
   // From here on, every failure starts the I/O thread only to give the rank back as it closes.
@@ -187,5 +192,13 @@ uint64_t Client::steps_per_epoch() const { return core_->steps; }
 uint64_t Client::start_batch() const { return core_->start; }
 const std::string& Client::client_id() const { return core_->client_id; }
 ClientStats Client::Stats() const { return core_->Stats(); }
+
+void AddClientSecurityFlags(FlagSet& flags, ClientOptions* options) {
+  flags.AddString("key-file", &options->key_file,
+                  "this client's CURVE key pair (stoker keygen --role client); or $STOKER_KEY_FILE / $STOKER_KEY");
+  flags.AddString("trust-file", &options->trust_file,
+                  "public keys, the coordinator's among them; or $STOKER_TRUST_FILE / $STOKER_TRUST");
+  flags.AddBool("insecure", &options->insecure, "no CURVE (only on a network you trust)");
+}
 
 }  // namespace stoker

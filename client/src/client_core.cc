@@ -76,15 +76,20 @@ PrefetchWindow::Outcome ClientCore::Accept(std::unique_ptr<ReceivedBatch> batch)
   PrefetchWindow::Outcome outcome;
   {
     MutexLock lock(mu);
-    outcome = window->Insert(std::move(batch));
+    outcome = window->Insert(std::move(batch), heartbeats_sent);
     switch (outcome) {
       case PrefetchWindow::Outcome::kAccepted:
         ++stats.batches_received;
         stats.bytes_received += bytes;
         ack_dirty = true;
         break;
+      case PrefetchWindow::Outcome::kUnconfirmed:
+        stats.bytes_received += bytes;
+        ack_dirty = true;  // a heartbeat soon: its reply says whether the coordinator granted that attempt
+        break;
       case PrefetchWindow::Outcome::kDuplicate: ++stats.dropped_duplicate; break;
       case PrefetchWindow::Outcome::kStaleAttempt: ++stats.dropped_stale_attempt; break;
+      case PrefetchWindow::Outcome::kUnlisted: ++stats.dropped_unlisted; break;
       case PrefetchWindow::Outcome::kOutOfWindow: ++stats.dropped_out_of_window; break;
     }
   }
@@ -93,6 +98,32 @@ PrefetchWindow::Outcome ClientCore::Accept(std::unique_ptr<ReceivedBatch> batch)
     stage_wanted.NotifyAll();
   }
   return outcome;
+}
+
+uint64_t ClientCore::HeartbeatSent() {
+  MutexLock lock(mu);
+  return ++heartbeats_sent;
+}
+
+void ClientCore::NoteLeases(const std::vector<LeaseRef>& leases, uint64_t heartbeat) {
+  PrefetchWindow::Confirmed confirmed;
+  {
+    MutexLock lock(mu);
+    confirmed = window->NoteLeases(leases, *plan, heartbeat);
+    stats.batches_received += confirmed.accepted;
+    stats.dropped_stale_attempt += confirmed.stale;
+    stats.dropped_unlisted += confirmed.unlisted;
+    if (confirmed.accepted > 0) ack_dirty = true;
+  }
+  if (confirmed.accepted > 0) {
+    ready.NotifyAll();
+    stage_wanted.NotifyAll();
+  }
+}
+
+void ClientCore::CountWrongSamples() {
+  MutexLock lock(mu);
+  ++stats.dropped_wrong_samples;
 }
 
 void ClientCore::CountBadFrame() {

@@ -49,10 +49,17 @@ struct ClientCore {
              uint64_t start_batch);
 
   // ---- the I/O thread ---------------------------------------------------------------------------------------
-  // A batch that passed every check of the codec: into its slot, or counted by the reason it was refused.
+  // A batch that passed every check of the codec and carries the plan's samples: into its slot (confirmed, or
+  // waiting for the coordinator to list its attempt), or counted by the reason it was refused.
   PrefetchWindow::Outcome Accept(std::unique_ptr<ReceivedBatch> batch);
+  // A heartbeat is leaving: returns its number (1-based), which its reply's NoteLeases names.
+  uint64_t HeartbeatSent();
+  // The coordinator's live leases, from the reply to heartbeat `heartbeat`: confirms or drops waiting batches.
+  void NoteLeases(const std::vector<LeaseRef>& leases, uint64_t heartbeat);
   // A batch refused before it reached the window (malformed, wrong shape or payload): counted, never delivered.
   void CountBadFrame();
+  // A batch whose sample ids or padding are not the plan's: counted, never delivered.
+  void CountWrongSamples();
   void CountWorkerError();
   // Ends the stream for the application: Next() returns this error from now on.
   void Fail(const Status& status);
@@ -101,6 +108,7 @@ struct ClientCore {
   CondVar stage_wanted;  // a slot filled or was released: the staging thread may have work
   std::optional<PrefetchWindow> window STOKER_GUARDED_BY(mu);
   uint64_t staged STOKER_GUARDED_BY(mu) = 0;  // with a stager, every index below is staged
+  uint64_t heartbeats_sent STOKER_GUARDED_BY(mu) = 0;
   bool end_of_epoch_pending STOKER_GUARDED_BY(mu) = false;
   uint32_t ended_epoch STOKER_GUARDED_BY(mu) = 0;
   bool ack_dirty STOKER_GUARDED_BY(mu) = false;

@@ -20,9 +20,13 @@ class ClientCoreTest : public ::testing::Test {
     auto plan = Plan::Make(spec_, 6);  // 3 steps per epoch
     EXPECT_TRUE(plan.ok());
     core_->Start(spec_, *plan, 3, /*window=*/4, /*start=*/0);
+    // The coordinator lists every unit under attempt 1 (as the reply to the first heartbeat would).
+    std::vector<LeaseRef> leases;
+    for (uint64_t u = 0; u < plan->total_units(); ++u) leases.push_back({"j", 0, u, 1});
+    core_->NoteLeases(leases, core_->HeartbeatSent());
   }
 
-  PrefetchWindow::Outcome Arrive(uint64_t g, uint64_t attempt = 1) {
+  PrefetchWindow::Outcome Arrive(uint64_t g, uint64_t attempt = 1) {  // NOLINT: a test helper
     BatchHeader h;
     h.epoch = static_cast<uint32_t>(g / 3);
     h.index = g % 3;
@@ -118,13 +122,32 @@ TEST_F(ClientCoreTest, RefusedBatchesAreCountedByReasonAndNeverHandedOut) {
   ASSERT_EQ(Arrive(0), PrefetchWindow::Outcome::kAccepted);
   EXPECT_EQ(Arrive(0), PrefetchWindow::Outcome::kDuplicate);
   EXPECT_EQ(Arrive(4), PrefetchWindow::Outcome::kOutOfWindow);
+  EXPECT_EQ(Arrive(1, /*attempt=*/7), PrefetchWindow::Outcome::kUnconfirmed);  // an attempt nobody listed
   core_->CountBadFrame();
+  core_->CountWrongSamples();
+  core_->NoteLeases({{"j", 0, 1, 1}}, core_->HeartbeatSent());  // the coordinator says unit 1 is attempt 1
   ClientStats s = core_->Stats();
   EXPECT_EQ(s.batches_received, 1u);
   EXPECT_EQ(s.dropped_duplicate, 1u);
   EXPECT_EQ(s.dropped_out_of_window, 1u);
+  EXPECT_EQ(s.dropped_stale_attempt, 1u);
   EXPECT_EQ(s.dropped_bad_frame, 1u);
+  EXPECT_EQ(s.dropped_wrong_samples, 1u);
   EXPECT_EQ(s.prefetched, 1u);
+  auto late = core_->Next(std::chrono::milliseconds(1));
+  ASSERT_TRUE(late.ok());
+  late = core_->Next(std::chrono::milliseconds(1));  // batch 1's only copy was dropped: nothing to hand out
+  EXPECT_EQ(late.status().code(), StatusCode::kDeadlineExceeded);
+}
+
+TEST_F(ClientCoreTest, ABatchWaitsForItsAttemptToBeListedBeforeItIsHandedOut) {
+  EXPECT_EQ(Arrive(0, /*attempt=*/2), PrefetchWindow::Outcome::kUnconfirmed);  // re-leased after the last reply
+  EXPECT_EQ(core_->Next(std::chrono::milliseconds(1)).status().code(), StatusCode::kDeadlineExceeded);
+  core_->NoteLeases({{"j", 0, 0, 2}}, core_->HeartbeatSent());
+  auto b0 = TakeBatch();
+  ASSERT_NE(b0, nullptr);
+  EXPECT_EQ(b0->attempt, 2u);
+  EXPECT_EQ(core_->Stats().batches_received, 1u);
 }
 
 TEST_F(ClientCoreTest, APutBackBatchComesAgainAndSoDoesItsEndOfEpoch) {

@@ -208,7 +208,9 @@ void CollectClient(const ClientCore& c, MetricFamilies& out) {
   const std::pair<const char*, uint64_t> reasons[] = {{"duplicate", s.dropped_duplicate},
                                                       {"stale_attempt", s.dropped_stale_attempt},
                                                       {"bad_frame", s.dropped_bad_frame},
-                                                      {"out_of_window", s.dropped_out_of_window}};
+                                                      {"out_of_window", s.dropped_out_of_window},
+                                                      {"unlisted", s.dropped_unlisted},
+                                                      {"wrong_samples", s.dropped_wrong_samples}};
   for (const auto& [reason, n] : reasons) {
     MetricLabels with = l;
     with.emplace_back("reason", reason);

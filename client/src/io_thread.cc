@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <set>
 
+#include "common/curve.h"
 #include "common/logging.h"
 #include "common/wire.h"
 
@@ -23,8 +24,9 @@ zmq::context_t& ProcessContext() {
   return *context;
 }
 
-IoThread::IoThread(const ClientOptions& options, std::shared_ptr<ClientCore> core)
+IoThread::IoThread(const ClientOptions& options, Security security, std::shared_ptr<ClientCore> core)
     : options_(options),
+      security_(std::move(security)),
       core_(std::move(core)),
       clock_(*core_->clock),
       channel_(ProcessContext(), *core_->clock, std::chrono::seconds(5), core_->transport_errors) {}
@@ -40,7 +42,26 @@ IoThread::~IoThread() {
 }
 
 StatusOr<RegisterClientResponse> IoThread::Register(const std::optional<ResumePoint>& resume) {
+  if (!security_.insecure) {
+    std::vector<TrustedKey> coordinators = security_.Trusted(Role::kCoordinator);
+    if (coordinators.empty()) return FailedPreconditionError("the trust file has no coordinator key");
+    MakeCurveClient(channel_.socket(), security_.own, coordinators.front().public_z85);
+  }
   STOKER_RETURN_IF_ERROR(channel_.Connect(options_.coordinator));
+  const TimePoint claim_deadline = clock_.Now() + options_.claim_timeout;
+  while (true) {
+    StatusOr<RegisterClientResponse> result = RegisterOnce(resume);
+    // The rank is held by a live session (a crashed predecessor not yet timed out): ask again until the claim
+    // timeout. The coordinator's word decides; nothing here guesses.
+    if (result.status().code() != StatusCode::kAlreadyExists || clock_.Now() >= claim_deadline) return result;
+    zmq::pollitem_t items[] = {{channel_.socket().handle(), 0, ZMQ_POLLIN, 0}};
+    STOKER_RETURN_IF_ERROR(PollOnce(items, std::chrono::milliseconds(250)));  // a pause between asks, bounded
+    channel_.Receive([](ControlChannel::Pending&, DecodedReply&) {});        // a late reply to an earlier ask
+  }
+}
+
+// One registration, retried while the coordinator does not answer (within the connect timeout).
+StatusOr<RegisterClientResponse> IoThread::RegisterOnce(const std::optional<ResumePoint>& resume) {
   RegisterClientRequest request{core_->client_id, options_.job, options_.rank, options_.spec, options_.prefetch, resume};
   const TimePoint deadline = clock_.Now() + options_.connect_timeout;
   std::optional<StatusOr<RegisterClientResponse>> result;
@@ -146,6 +167,7 @@ void IoThread::Turn(TimePoint& next_heartbeat, TimePoint& last_ack) {
   }
   for (ControlChannel::Pending& p : channel_.TakeExpired()) {
     if (std::holds_alternative<RegisterClientRequest>(p.body)) registering_ = false;
+    heartbeat_numbers_.erase(p.id);
   }
 }
 
@@ -177,7 +199,8 @@ void IoThread::SendHeartbeat() {
     hb.samples_delivered = core_->stats.samples_delivered;
     core_->ack_dirty = false;
   }
-  channel_.Send(std::move(hb));
+  const uint64_t number = core_->HeartbeatSent();
+  heartbeat_numbers_[channel_.Send(std::move(hb))] = number;
 }
 
 void IoThread::SendCredit(WorkerConnection& w, uint32_t credits) {
@@ -191,29 +214,64 @@ void IoThread::SendCredit(WorkerConnection& w, uint32_t credits) {
   w.credited = clock_.Now();
 }
 
-void IoThread::UpdateWorkers(const std::vector<WorkerInfo>& list) {
-  std::set<std::string> present;
-  for (const WorkerInfo& info : list) {
-    present.insert(info.worker_id);
-    auto it = workers_.find(info.worker_id);
-    if (it != workers_.end() && it->second.endpoint == info.data_endpoint) continue;
-    WorkerConnection w;
-    w.endpoint = info.data_endpoint;
+namespace {
+
+// A data endpoint this client will connect to: tcp://host:port, at most 256 bytes (the coordinator checks the same).
+Status ValidWorker(const WorkerInfo& info, bool curve) {
+  if (info.data_endpoint.size() > 256 || info.data_endpoint.rfind("tcp://", 0) != 0) {
+    return InvalidArgumentError("worker " + info.worker_id + " lists a data endpoint that is not tcp://, <= 256 bytes");
+  }
+  if (curve && info.data_public_key.size() != 40) {
+    return InvalidArgumentError("worker " + info.worker_id + " lists no CURVE key for its data port");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+// One DEALER to the worker's data port, as a CURVE client of the key the coordinator listed for it. Creating a
+// socket can fail (EMFILE: out of file descriptors): an error, never a crash.
+Status IoThread::ConnectWorker(const WorkerInfo& info) {
+  STOKER_RETURN_IF_ERROR(ValidWorker(info, !security_.insecure));
+  WorkerConnection w;
+  w.endpoint = info.data_endpoint;
+  try {
     w.socket = std::make_unique<zmq::socket_t>(ProcessContext(), zmq::socket_type::dealer);
     SocketOptions o;
     o.max_message_bytes = static_cast<int64_t>(core_->spec.BatchBytes()) + (1 << 20);
     o.receive_hwm = 0;  // the coordinator's window, not a message count, bounds what can arrive
     ConfigureSocket(*w.socket, o);
-    try {
-      w.socket->connect(info.data_endpoint);
-    } catch (const zmq::error_t& e) {
-      STOKER_LOG(kWarning) << "cannot connect to worker " << info.worker_id << " at " << info.data_endpoint << ": "
-                           << e.what();
+    if (!security_.insecure) MakeCurveClient(*w.socket, security_.own, info.data_public_key);
+    w.socket->connect(info.data_endpoint);
+  } catch (const zmq::error_t& e) {
+    core_->transport_errors.Note("connect_worker", e);
+    return UnavailableError("cannot connect to worker " + info.worker_id + ": " + e.what());
+  }
+  STOKER_LOG(kDebug) << "connected to worker " << info.worker_id << " at " << info.data_endpoint;
+  workers_[info.worker_id] = std::move(w);
+  SendCredit(workers_[info.worker_id], credits_);
+  return Status::Ok();
+}
+
+void IoThread::UpdateWorkers(const std::vector<WorkerInfo>& list) {
+  std::set<std::string> present;
+  uint32_t refused = 0;
+  for (const WorkerInfo& info : list) {
+    present.insert(info.worker_id);
+    auto it = workers_.find(info.worker_id);
+    if (it != workers_.end() && it->second.endpoint == info.data_endpoint) continue;
+    if (it == workers_.end() && workers_.size() >= options_.max_workers) {
+      ++refused;  // every connection is a file descriptor: a list this long would exhaust the process's
       continue;
     }
-    STOKER_LOG(kDebug) << "connected to worker " << info.worker_id << " at " << info.data_endpoint;
-    workers_[info.worker_id] = std::move(w);
-    SendCredit(workers_[info.worker_id], credits_);
+    if (Status s = ConnectWorker(info); !s.ok()) {
+      STOKER_LOG(kWarning) << s.message();
+      ++refused;
+    }
+  }
+  if (refused > 0) {
+    STOKER_LOG(kWarning) << "not connected to " << refused << " of " << list.size() << " listed workers (at most "
+                         << options_.max_workers << ", ClientOptions.max_workers)";
   }
   for (auto it = workers_.begin(); it != workers_.end();) {
     it = present.count(it->first) ? std::next(it) : workers_.erase(it);
@@ -235,7 +293,7 @@ void IoThread::DrainControl() {
     if (std::holds_alternative<RegisterClientRequest>(request.body)) {
       HandleRegisterReply(reply);
     } else if (std::holds_alternative<ClientHeartbeatRequest>(request.body)) {
-      HandleHeartbeatReply(reply);
+      HandleHeartbeatReply(request, reply);
     }
   });
 }
@@ -259,7 +317,10 @@ void IoThread::HandleRegisterReply(const DecodedReply& reply) {
   }
 }
 
-void IoThread::HandleHeartbeatReply(const DecodedReply& reply) {
+void IoThread::HandleHeartbeatReply(const ControlChannel::Pending& request, const DecodedReply& reply) {
+  auto number = heartbeat_numbers_.find(request.id);
+  const uint64_t heartbeat = number != heartbeat_numbers_.end() ? number->second : 0;
+  if (number != heartbeat_numbers_.end()) heartbeat_numbers_.erase(number);
   if (session_lost_) return;
   if (reply.status.code() == StatusCode::kAborted || reply.status.code() == StatusCode::kNotFound) {
     // The coordinator no longer counts us as the rank's holder (we were silent too long, or it restarted).
@@ -278,8 +339,7 @@ void IoThread::HandleHeartbeatReply(const DecodedReply& reply) {
     membership_version_ = r->membership_version;
     UpdateWorkers(r->workers);
   }
-  MutexLock lock(core_->mu);
-  core_->window->NoteLeases(r->leases, *core_->plan);
+  core_->NoteLeases(r->leases, heartbeat);
 }
 
 void IoThread::LoseSession(const Status& why) {
@@ -347,8 +407,25 @@ void IoThread::Accept(zmq::message_t header, std::vector<zmq::message_t> payload
     return;
   }
   first_worker_error_.reset();
+  if (!PlannedSamples(std::get<BatchHeader>(*message))) {
+    STOKER_LOG(kDebug) << "dropped a batch whose samples are not the plan's";
+    core_->CountWrongSamples();
+    return;
+  }
   core_->Accept(MakeReceivedBatch(std::move(std::get<BatchHeader>(*message)), expected_.steps_per_epoch,
                                   std::move(payload), /*join_frames=*/!core_->stager));
+}
+
+// Whether the batch carries exactly the samples the plan puts at its (epoch, rank, index), with the plan's padding:
+// the client's own check, whatever a worker claims.
+bool IoThread::PlannedSamples(const BatchHeader& h) {
+  planned_.resize(h.count);
+  core_->plan->BatchSamples(h.epoch, h.rank, h.index, planned_);
+  for (uint32_t i = 0; i < h.count; ++i) {
+    const bool padding = (h.flags[i] & kSampleFlagPadding) != 0;
+    if (planned_[i].sample_id != h.sample_ids[i] || planned_[i].padding != padding) return false;
+  }
+  return true;
 }
 
 // Workers keep saying they cannot serve the job and none has sent a batch since: tell the application rather than

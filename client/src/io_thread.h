@@ -22,6 +22,7 @@
 #include "client/src/client_core.h"
 #include "common/control_channel.h"
 #include "common/data_codec.h"
+#include "common/keys.h"
 #include "stoker/client.h"
 
 namespace stoker::internal {
@@ -33,12 +34,14 @@ zmq::context_t& ProcessContext();
 
 class IoThread {
  public:
-  IoThread(const ClientOptions& options, std::shared_ptr<ClientCore> core);
+  // `security`: the client's CURVE key and the coordinator's public key (insecure: no CURVE).
+  IoThread(const ClientOptions& options, Security security, std::shared_ptr<ClientCore> core);
   ~IoThread();
   IoThread(const IoThread&) = delete;
   IoThread& operator=(const IoThread&) = delete;
 
   // Registers the rank synchronously (Connect's caller waits), retrying while the coordinator is unreachable.
+  // A rank held by a live session is asked for again until ClientOptions::claim_timeout.
   StatusOr<RegisterClientResponse> Register(const std::optional<ResumePoint>& resume);
   // Starts the thread: connects to the workers the registration listed and gives them credit.
   void Start(const RegisterClientResponse& registered);
@@ -50,6 +53,7 @@ class IoThread {
     TimePoint credited;
   };
 
+  StatusOr<RegisterClientResponse> RegisterOnce(const std::optional<ResumePoint>& resume);
   void Run();
   void Turn(TimePoint& next_heartbeat, TimePoint& last_ack);
   void Leave();
@@ -58,7 +62,9 @@ class IoThread {
   void UpdateWorkers(const std::vector<WorkerInfo>& list);
   void DrainControl();
   void HandleRegisterReply(const DecodedReply& reply);
-  void HandleHeartbeatReply(const DecodedReply& reply);
+  void HandleHeartbeatReply(const ControlChannel::Pending& request, const DecodedReply& reply);
+  Status ConnectWorker(const WorkerInfo& info);
+  bool PlannedSamples(const BatchHeader& header);
   void DrainWorker(WorkerConnection& w);
   std::vector<zmq::message_t> ReceivePayload(WorkerConnection& w, bool more);
   void Accept(zmq::message_t header, std::vector<zmq::message_t> payload);
@@ -69,6 +75,7 @@ class IoThread {
   static constexpr std::chrono::milliseconds kWorkerErrorGrace{15000};
 
   const ClientOptions options_;
+  const Security security_;
   std::shared_ptr<ClientCore> core_;
   const Clock& clock_;
   ControlChannel channel_;
@@ -80,6 +87,8 @@ class IoThread {
   bool registering_ = false;
   bool session_lost_ = false;  // the coordinator gave the rank to another client: no more credits, no more acks
   std::optional<TimePoint> first_worker_error_;  // since the last accepted batch
+  std::map<uint64_t, uint64_t> heartbeat_numbers_;  // heartbeat request id -> its number (ClientCore::HeartbeatSent)
+  std::vector<PlannedSample> planned_;              // scratch: the plan's samples of the batch being checked
   // The most payload frames one batch may come in: 1, or with payload_frame_bytes one per 4 KiB of a batch (a
   // worker may cut finer than asked; set once the job's shape is known).
   size_t max_payload_frames_ = 1;

@@ -103,6 +103,7 @@ LoaderFlags::LoaderFlags(FlagSet& flags) {
   flags.AddString("agree-id", &options_.agreement.nccl_id, "agreement among data-parallel ranks: NCCL id (hex)");
   flags.AddUint32("agree-size", &options_.agreement.size, "data-parallel ranks that agree (1: off)");
   flags.AddUint32("agree-rank", &options_.agreement.rank, "this rank among them");
+  AddClientSecurityFlags(flags, &c);
   flags.AddString("collective-timeout", &collective_timeout_, "a collective member that never arrives: fail after");
 }
 

@@ -11,20 +11,34 @@ PrefetchWindow::PrefetchWindow(uint32_t size, uint64_t start)
       batches_(size),
       state_(size, Slot::kFree),
       index_(size, 0),
+      arrived_(size, 0),
       next_(start),
       consumed_(start),
       received_watermark_(start) {}
 
-PrefetchWindow::Outcome PrefetchWindow::Insert(std::unique_ptr<ReceivedBatch> batch) {
+PrefetchWindow::Outcome PrefetchWindow::Insert(std::unique_ptr<ReceivedBatch> batch, uint64_t heartbeats_sent) {
   auto known = attempts_.find(batch->unit);
   if (known != attempts_.end() && batch->attempt < known->second) return Outcome::kStaleAttempt;
   const uint64_t g = batch->global;
   const size_t slot = g % size_;
   if (g < next_ || g < start_ || (state_[slot] != Slot::kFree && index_[slot] == g)) return Outcome::kDuplicate;
   if (g >= consumed_ + size_ || state_[slot] != Slot::kFree) return Outcome::kOutOfWindow;
-  state_[slot] = Slot::kFilled;
+  const bool listed = known != attempts_.end() && batch->attempt == known->second;
   index_[slot] = g;
   batches_[slot] = std::move(batch);
+  if (!listed) {  // not heard of yet (or newer than we heard): wait for the coordinator's word
+    state_[slot] = Slot::kUnconfirmed;
+    arrived_[slot] = heartbeats_sent;
+    ++unconfirmed_;
+    return Outcome::kUnconfirmed;
+  }
+  Fill(slot);
+  return Outcome::kAccepted;
+}
+
+void PrefetchWindow::Fill(size_t slot) {
+  state_[slot] = Slot::kFilled;
+  const uint64_t g = index_[slot];
   if (g == received_watermark_) {
     ++received_watermark_;
     while (!received_above_.empty() && *received_above_.begin() == received_watermark_) {
@@ -34,7 +48,6 @@ PrefetchWindow::Outcome PrefetchWindow::Insert(std::unique_ptr<ReceivedBatch> ba
   } else if (g > received_watermark_) {
     received_above_.insert(g);
   }
-  return Outcome::kAccepted;
 }
 
 bool PrefetchWindow::Holds(uint64_t g) const {
@@ -73,13 +86,30 @@ bool PrefetchWindow::Release(uint64_t g) {
   return true;
 }
 
-void PrefetchWindow::NoteLeases(const std::vector<LeaseRef>& leases, const Plan& plan) {
+PrefetchWindow::Confirmed PrefetchWindow::NoteLeases(const std::vector<LeaseRef>& leases, const Plan& plan,
+                                                      uint64_t heartbeat) {
   for (const LeaseRef& lease : leases) {
     if (lease.unit >= plan.total_units() || plan.UnitEnd(lease.unit) <= next_) continue;
     // The coordinator's word is the truth: after it restarts without its journal attempts start again low.
     attempts_[lease.unit] = lease.attempt;
   }
   while (!attempts_.empty() && plan.UnitEnd(attempts_.begin()->first) <= next_) attempts_.erase(attempts_.begin());
+  Confirmed out;
+  for (size_t slot = 0; slot < size_ && unconfirmed_ > 0; ++slot) {
+    if (state_[slot] != Slot::kUnconfirmed || arrived_[slot] >= heartbeat) continue;  // the reply may predate it
+    --unconfirmed_;
+    const ReceivedBatch& b = *batches_[slot];
+    auto listed = attempts_.find(b.unit);
+    if (listed != attempts_.end() && listed->second == b.attempt) {
+      Fill(slot);
+      ++out.accepted;
+      continue;
+    }
+    (listed == attempts_.end() ? out.unlisted : out.stale) += 1;
+    batches_[slot].reset();
+    state_[slot] = Slot::kFree;
+  }
+  return out;
 }
 
 uint32_t PrefetchWindow::filled() const {
@@ -96,7 +126,10 @@ void PrefetchWindow::WriteState(JsonWriter& j) const {
   j.EndArray();
   j.Key("slots").BeginArray();
   for (size_t i = 0; i < state_.size(); ++i) {
-    const char* st = state_[i] == Slot::kFree ? "free" : state_[i] == Slot::kFilled ? "filled" : "out";
+    const char* st = state_[i] == Slot::kFree          ? "free"
+                     : state_[i] == Slot::kUnconfirmed ? "unconfirmed"
+                     : state_[i] == Slot::kFilled      ? "filled"
+                                                       : "out";
     j.BeginObject().Key("state").Value(st);
     if (state_[i] != Slot::kFree) j.Key("index").Value(index_[i]);
     j.EndObject();
@@ -112,6 +145,8 @@ void PrefetchWindow::WriteState(JsonWriter& j) const {
 const char* OutcomeName(PrefetchWindow::Outcome outcome) {
   switch (outcome) {
     case PrefetchWindow::Outcome::kAccepted: return "accepted";
+    case PrefetchWindow::Outcome::kUnconfirmed: return "unconfirmed";
+    case PrefetchWindow::Outcome::kUnlisted: return "unlisted";
     case PrefetchWindow::Outcome::kDuplicate: return "duplicate";
     case PrefetchWindow::Outcome::kStaleAttempt: return "stale_attempt";
     case PrefetchWindow::Outcome::kOutOfWindow: return "out_of_window";

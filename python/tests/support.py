@@ -48,7 +48,11 @@ def wait_for_file(path, proc, deadline_s=30):
 
 class Cluster:
     """A coordinator and `workers` workers as separate processes, on loopback ports they pick, with a dataset of
-    `images` generated JPEGs. bin_dir: the stoker binaries; server_env: their environment (a bundle's libraries)."""
+    `images` generated JPEGs. bin_dir: the stoker binaries; server_env: their environment (a bundle's libraries).
+
+    CURVE is on, as in production: the cluster makes a keyring (`stoker keygen --keyring`) and gives the servers their
+    keys; clients find theirs in STOKER_KEY_FILE / STOKER_TRUST_FILE, which the cluster sets in this process's
+    environment (and children inherit), as a Kubernetes pod would from its Secret."""
 
     def __init__(self, bin_dir, images, workers=2, worker_threads=1, coordinator_flags=(), server_env=None,
                  work=None):
@@ -58,20 +62,35 @@ class Cluster:
         self.procs, self.logs = [], []
         try:
             self.manifest = self._dataset(images)
+            self.keys = self._keyring()
             endpoint_file = os.path.join(self.work, "coordinator.endpoint")
             coordinator = self._start("coordinator", ["stoker-coordinator", "--listen=tcp://127.0.0.1:0",
                                                       f"--endpoint-file={endpoint_file}",
-                                                      "--metrics-listen=127.0.0.1:0", *coordinator_flags])
+                                                      "--metrics-listen=127.0.0.1:0", *self._keys("coordinator"),
+                                                      *coordinator_flags])
             self.endpoint = wait_for_file(endpoint_file, coordinator)
             for i in range(workers):
                 f = os.path.join(self.work, f"worker{i}.endpoint")
                 w = self._start(f"worker{i}", ["stoker-worker", f"--coordinator={self.endpoint}",
                                                "--listen=tcp://127.0.0.1:0", f"--threads={worker_threads}",
-                                               f"--endpoint-file={f}", "--metrics-listen=127.0.0.1:0"])
+                                               f"--endpoint-file={f}", "--metrics-listen=127.0.0.1:0",
+                                               *self._keys("worker")])
                 wait_for_file(f, w)
         except BaseException:
             self.stop()
             raise
+
+    def _keyring(self):
+        keys = os.path.join(self.work, "keys")
+        subprocess.run([os.path.join(self.bin_dir, "stoker"), "keygen", f"--keyring={keys}"], check=True,
+                       stdout=subprocess.DEVNULL, timeout=60, env=self.env)
+        self.client_env = {"STOKER_KEY_FILE": os.path.join(keys, "client.key"),
+                           "STOKER_TRUST_FILE": os.path.join(keys, "trust")}
+        os.environ.update(self.client_env)
+        return keys
+
+    def _keys(self, role):
+        return [f"--key-file={os.path.join(self.keys, role + '.key')}", f"--trust-file={os.path.join(self.keys, 'trust')}"]
 
     def _dataset(self, images):
         data = os.path.join(self.work, "data")

@@ -11,6 +11,8 @@
 #include "common/wire.h"
 #include "stoker/schema/control.capnp.h"
 #include "common/data_codec.h"
+#include "tests/support/curve_peer.h"
+#include "tests/support/http_client.h"
 #include "tests/support/checker.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/test_cluster.h"
@@ -115,7 +117,9 @@ TEST(BadInput, UnknownJobHeldRankAndMismatchedSpecAreRefusedClearly) {
   std::string ep = cluster.coordinator_endpoint();
 
   auto [unknown_code, unknown_out] =
-      RunCommand({stoker, "consume", "--coordinator", ep, "--job", "nope", "--attach", "--rank", "0"}, dir, "unknown");
+      RunCommand({stoker, "consume", "--coordinator", ep, "--job", "nope", "--attach", "--rank", "0", "--key-file",
+                  cluster.keyring().client_key, "--trust-file", cluster.keyring().trust},
+                 dir, "unknown");
   EXPECT_EQ(unknown_code, 1);
   EXPECT_NE(unknown_out.find("NOT_FOUND: unknown job 'nope'"), std::string::npos) << unknown_out;
 
@@ -126,17 +130,20 @@ TEST(BadInput, UnknownJobHeldRankAndMismatchedSpecAreRefusedClearly) {
   // Once the holder has logged a batch it certainly holds the rank.
   ASSERT_TRUE(WaitForFile(cluster.ConsumerLog(*holder), std::chrono::seconds(60), &cluster.consumer(*holder)).ok())
       << cluster.ReadLog("consumer-holder.stderr");
+  const std::vector<std::string> keys = cluster.SecurityFlags(Role::kClient);
   std::vector<std::string> second = {stoker, "consume", "--coordinator", ep, "--rank", "0"};
   for (const auto& f : JobFlags(spec)) second.push_back(f);
+  second.insert(second.end(), keys.begin(), keys.end());
   auto held = RunCommand(second, dir, "second");
   EXPECT_EQ(held.first, 1);
-  EXPECT_NE(held.second.find("ALREADY_EXISTS: rank 0 of job 'held' is held by client c-"), std::string::npos)
+  EXPECT_NE(held.second.find("ALREADY_EXISTS: rank 0 of job 'held' is held by a live client (c-"), std::string::npos)
       << held.second;
 
   JobSpec different = spec;
   different.batch_size = 5;
   std::vector<std::string> mismatch = {stoker, "consume", "--coordinator", ep, "--rank", "1"};
   for (const auto& f : JobFlags(different)) mismatch.push_back(f);
+  mismatch.insert(mismatch.end(), keys.begin(), keys.end());
   auto [mismatch_code, mismatch_out] = RunCommand(mismatch, dir, "mismatch");
   EXPECT_EQ(mismatch_code, 1);
   EXPECT_NE(mismatch_out.find("FAILED_PRECONDITION"), std::string::npos) << mismatch_out;
@@ -147,6 +154,7 @@ TEST(BadInput, UnknownJobHeldRankAndMismatchedSpecAreRefusedClearly) {
   nomanifest.manifest_path = dir.Join("absent.stoker");
   std::vector<std::string> missing = {stoker, "consume", "--coordinator", ep, "--rank", "0"};
   for (const auto& f : JobFlags(nomanifest)) missing.push_back(f);
+  missing.insert(missing.end(), keys.begin(), keys.end());
   auto [missing_code, missing_out] = RunCommand(missing, dir, "missing");
   EXPECT_EQ(missing_code, 1);
   EXPECT_NE(missing_out.find("absent.stoker"), std::string::npos) << missing_out;
@@ -167,13 +175,22 @@ TEST(BadInput, IndexRefusesMissingAndUnrecognisedPaths) {
   EXPECT_NE(usage_out.find("-o MANIFEST"), std::string::npos) << usage_out;
 }
 
-// Raw sockets against the real servers: malformed frames are answered or dropped, counted, and nothing breaks.
+// Raw sockets against the real servers, authenticated with the cluster's keys (what a holder of a key could send):
+// malformed frames are answered or dropped, counted, and nothing breaks.
 TEST(BadInput, ServersRejectGarbageAndUnknownJobsOnTheWire) {
   TempDir dir;
   LocalCluster cluster(ClusterIn(dir));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   ASSERT_TRUE(cluster.StartWorker().ok());
   zmq::context_t context;
+  auto worker_key = ReadKey(cluster.keyring().worker_key);
+  auto client_key = ReadKey(cluster.keyring().client_key);
+  auto coordinator_key = ReadKey(cluster.keyring().coordinator_key);
+  ASSERT_TRUE(worker_key.ok() && client_key.ok() && coordinator_key.ok());
+  auto worker_state = HttpGet(cluster.worker_metrics(0), "/state");
+  ASSERT_TRUE(worker_state.ok());
+  const std::string data_key = JsonField(worker_state->body, "data_public_key");
+  ASSERT_EQ(data_key.size(), 40u) << worker_state->body;
   auto receive = [](zmq::socket_t& s, std::chrono::milliseconds timeout) -> std::optional<zmq::message_t> {
     zmq::pollitem_t items[] = {{s.handle(), 0, ZMQ_POLLIN, 0}};
     (void)PollOnce(items, timeout);  // a failed poll shows as nothing received
@@ -183,9 +200,7 @@ TEST(BadInput, ServersRejectGarbageAndUnknownJobsOnTheWire) {
     return m;
   };
 
-  zmq::socket_t control(context, zmq::socket_type::dealer);
-  control.set(zmq::sockopt::linger, 0);
-  control.connect(cluster.coordinator_endpoint());
+  zmq::socket_t control = Dealer(context, cluster.coordinator_endpoint(), *worker_key, coordinator_key->public_z85);
   control.send(zmq::str_buffer("definitely not capnp!!"), zmq::send_flags::none);  // 22 bytes: not whole words
   auto garbage_reply = receive(control, std::chrono::seconds(10));
   ASSERT_TRUE(garbage_reply.has_value());
@@ -213,9 +228,7 @@ TEST(BadInput, ServersRejectGarbageAndUnknownJobsOnTheWire) {
   ASSERT_TRUE(get_reply.ok());
   EXPECT_EQ(get_reply->status.code(), StatusCode::kNotFound);  // and the coordinator is still serving
 
-  zmq::socket_t data(context, zmq::socket_type::dealer);
-  data.set(zmq::sockopt::linger, 0);
-  data.connect(cluster.worker_endpoint(0));
+  zmq::socket_t data = Dealer(context, cluster.worker_endpoint(0), *client_key, data_key);
   data.send(zmq::str_buffer("garbage!"), zmq::send_flags::none);
   zmq::message_t credit_frame = EncodeCredit(Credit{"nope", 0, "c-test", 2, 0});
   data.send(credit_frame, zmq::send_flags::none);

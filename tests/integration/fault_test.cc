@@ -15,6 +15,7 @@
 #include "datagen/synthetic_dataset.h"
 #include "tests/support/checker.h"
 #include "tests/support/fixtures.h"
+#include "tests/support/http_client.h"
 #include "tests/support/test_cluster.h"
 #include "tools/tcp_proxy.h"
 
@@ -126,6 +127,15 @@ TEST_F(FaultTest, ScaleUpAndDownMidEpoch) {
   auto consumers = StartConsumers(cluster, spec, "scale", 20);
   ASSERT_TRUE(WaitForLines(cluster.ConsumerLog(consumers[0]), 6, kWait, &cluster.consumer(consumers[0])).ok());
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(cluster.StartWorker().ok());
+  // The newcomers take work: wait until one of them has sent a batch (not a fixed time: a loaded machine is slow).
+  const auto deadline = std::chrono::steady_clock::now() + kWait;
+  bool newcomer_sent = false;
+  while (!newcomer_sent && std::chrono::steady_clock::now() < deadline) {
+    for (size_t i = 2; i < 6 && !newcomer_sent; ++i) {
+      newcomer_sent = WaitForMetric(cluster.worker_metrics(i), "stoker_worker_batches_total", 1, Millis(100)).ok();
+    }
+  }
+  ASSERT_TRUE(newcomer_sent) << cluster.ReadLog("coordinator");
   ASSERT_TRUE(WaitForLines(cluster.ConsumerLog(consumers[0]), 20, kWait, &cluster.consumer(consumers[0])).ok());
   for (size_t i = 2; i < 6; ++i) cluster.worker(i).Signal(SIGTERM);
   for (size_t i = 2; i < 6; ++i) EXPECT_EQ(cluster.worker(i).Wait(std::chrono::seconds(30)), 0);
@@ -240,7 +250,9 @@ TEST_F(FaultTest, WorkerStoppedPastItsLeaseThenResumed) {
 // 11. A training process crashes and resumes from its checkpoint token: the batches after the token are
 // delivered once, none before it.
 TEST_F(FaultTest, ClientRestartedFromCheckpointGetsExactlyTheRest) {
-  LocalCluster cluster(ClusterIn(dir_));
+  // The crashed process's session holds the rank until it has been silent for the client timeout: nobody takes a
+  // live rank over, not even with a checkpoint. The restarted process waits for it (--claim-timeout).
+  LocalCluster cluster(ClusterIn(dir_, {"--client-timeout", "2s"}));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   for (int i = 0; i < 2; ++i) ASSERT_TRUE(cluster.StartWorker().ok());
   JobSpec spec = Spec("resume", data_, 1, 4, 2);  // 30 steps per epoch, 60 batches
@@ -253,7 +265,7 @@ TEST_F(FaultTest, ClientRestartedFromCheckpointGetsExactlyTheRest) {
   auto token = DecodeCheckpointToken(Slurp(token_file));
   ASSERT_TRUE(token.ok()) << token.status().ToString();
   EXPECT_GE(token->position, 20u);
-  auto second = cluster.StartConsumer("second", spec, 0, {"--resume-from", token_file});
+  auto second = cluster.StartConsumer("second", spec, 0, {"--resume-from", token_file, "--claim-timeout", "30s"});
   ASSERT_TRUE(second.ok());
   ASSERT_EQ(cluster.consumer(*second).Wait(kRunTimeout), 0) << cluster.ConsumerOutput(*second);
   auto before = ReadLogs({cluster.ConsumerLog(*first)});

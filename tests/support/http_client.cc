@@ -1,5 +1,9 @@
 #include "tests/support/http_client.h"
 
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <poll.h>
@@ -99,6 +103,34 @@ StatusOr<HttpReply> HttpExchange(const std::string& address, const std::string& 
 StatusOr<HttpReply> HttpGet(const std::string& address, const std::string& path, Duration timeout) {
   return HttpExchange(address, "GET " + path + " HTTP/1.1\r\nHost: " + address + "\r\nConnection: close\r\n\r\n",
                       timeout);
+}
+
+StatusOr<double> ScrapeMetric(const std::string& address, const std::string& series) {
+  STOKER_ASSIGN_OR_RETURN(HttpReply reply, HttpGet(address, "/metrics"));
+  size_t at = 0;
+  while ((at = reply.body.find(series, at)) != std::string::npos) {
+    const bool line_start = at == 0 || reply.body[at - 1] == '\n';
+    const size_t end = at + series.size();
+    if (line_start && end < reply.body.size() && (reply.body[end] == ' ' || reply.body[end] == '{')) {
+      const size_t space = reply.body.find(' ', end);
+      if (space == std::string::npos) break;
+      return std::strtod(reply.body.c_str() + space + 1, nullptr);
+    }
+    at = end;
+  }
+  return NotFoundError(series + " is not in " + address + "'s /metrics");
+}
+
+Status WaitForMetric(const std::string& address, const std::string& series, double at_least, Duration timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string last = "never scraped";
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto value = ScrapeMetric(address, series);
+    if (value.ok() && *value >= at_least) return Status::Ok();
+    last = value.ok() ? std::to_string(*value) : value.status().message();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // polling another process, with a deadline
+  }
+  return DeadlineExceededError(series + " did not reach " + std::to_string(at_least) + " (last: " + last + ")");
 }
 
 }  // namespace stoker

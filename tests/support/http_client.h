@@ -23,4 +23,12 @@ struct HttpReply {
 StatusOr<HttpReply> HttpExchange(const std::string& address, const std::string& request, Duration timeout);
 StatusOr<HttpReply> HttpGet(const std::string& address, const std::string& path, Duration timeout = Millis(5000));
 
+// The value of the first sample in `address`'s /metrics whose line starts with `series` (a name, or a name with
+// its labels as they are printed); NotFound if there is none.
+StatusOr<double> ScrapeMetric(const std::string& address, const std::string& series);
+
+// Scrapes until ScrapeMetric(address, series) >= at_least; DeadlineExceeded (saying the last value) after
+// `timeout`. Polling is the only way to wait on another process's counter.
+Status WaitForMetric(const std::string& address, const std::string& series, double at_least, Duration timeout);
+
 }  // namespace stoker

@@ -54,10 +54,14 @@ struct ClientOptions {
   uint32_t prefetch = 16;                // batches held at once: the window the coordinator leases within
   uint32_t credits_per_worker = 2;       // batches one worker may prepare for this rank at a time
   std::chrono::milliseconds connect_timeout{30000};  // Connect() retries an unreachable coordinator this long
+  // A rank held by a live session (a crashed process's, until the coordinator's client timeout frees it) is asked
+  // for again this long before Connect() fails with ALREADY_EXISTS. 0: fail at once.
+  std::chrono::milliseconds claim_timeout{0};
   std::string client_id;                 // default: random "c-…". Must be unique per process: a registration
                                          // under a live client's id continues that client's session
   std::string resume_token;              // from Checkpoint(): start exactly after the last batch consumed then.
-                                         // Takes the rank back from the crashed process's session at once
+                                         // The rank must be free: a crashed process's session ends after the
+                                         // coordinator's client timeout (see claim_timeout)
   // Observability (docs/observability.md). The process serves /metrics, /healthz, /readyz and /state on this
   // host:port, started by the first Client that asks; the process's other Clients join that endpoint. Empty:
   // $STOKER_METRICS_LISTEN, and if that is unset too, no server (Stats() still works). A port that cannot be
@@ -73,6 +77,14 @@ struct ClientOptions {
   // Every time the client reads (timeouts, heartbeats, waits, steps) comes from this clock; null: the process's
   // steady clock. Tests pass a FakeClock.
   std::shared_ptr<const Clock> clock;
+  // CURVE (docs/operations.md, "Security"): this client's key pair (stoker keygen --role client) and the trust file
+  // holding the coordinator's public key. Empty: $STOKER_KEY or $STOKER_KEY_FILE, $STOKER_TRUST or
+  // $STOKER_TRUST_FILE. Without a key Connect() fails, unless `insecure` (or $STOKER_INSECURE=1): no CURVE, for a
+  // network you trust only.
+  std::string key_file;
+  std::string trust_file;
+  bool insecure = false;
+  uint32_t max_workers = 512;  // worker connections held at once: each is a file descriptor
 };
 
 namespace internal {
@@ -136,6 +148,8 @@ struct ClientStats {
   uint64_t dropped_stale_attempt = 0;
   uint64_t dropped_bad_frame = 0;
   uint64_t dropped_out_of_window = 0;
+  uint64_t dropped_unlisted = 0;       // an attempt the coordinator does not list for the unit (no lease it granted)
+  uint64_t dropped_wrong_samples = 0;  // sample ids or padding flags that are not the plan's for that batch
   uint64_t worker_errors = 0;          // DataError messages from workers (e.g. a job a worker cannot load)
   double wait_seconds = 0;             // time Next() spent blocked waiting for a batch (startup included)
   double startup_seconds = 0;          // of that, the wait for this client's first batch
@@ -189,5 +203,10 @@ class Client {
   void JoinMetrics(const ClientOptions& options);
   uint64_t metrics_member_ = 0;  // in the process's ClientProcess, 0 if none
 };
+
+class FlagSet;
+// --key-file, --trust-file and --insecure for a program that makes a Client (`stoker consume`, the Loader's flags),
+// writing into `options`.
+void AddClientSecurityFlags(FlagSet& flags, ClientOptions* options);
 
 }  // namespace stoker

@@ -1,0 +1,43 @@
+// Hand-made peers for the security tests: a ZeroMQ socket that authenticates with one of a test cluster's keys (or
+// none), to speak the published protocol to real servers the way an attacker on the pod network could.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <zmq.hpp>
+
+#include "common/curve.h"
+#include "common/env.h"
+#include "common/keys.h"
+#include "common/status.h"
+
+namespace stoker::testing {
+
+// The key pair in a key file `stoker keygen` wrote.
+inline StatusOr<KeyPair> ReadKey(const std::string& path) {
+  PosixEnv env;
+  STOKER_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(env, path));
+  return ParseKeyPair(text, path);
+}
+
+// A DEALER connected to `endpoint`: a CURVE client with `own` toward the server key `server_public`, or with no
+// CURVE at all when `own` is empty (such a peer is refused at the handshake by a CURVE server).
+inline zmq::socket_t Dealer(zmq::context_t& context, const std::string& endpoint, const std::optional<KeyPair>& own,
+                            const std::string& server_public = "") {
+  zmq::socket_t s(context, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::linger, 0);
+  if (own) MakeCurveClient(s, *own, server_public);
+  s.connect(endpoint);
+  return s;
+}
+
+// The first value of `"key": "..."` in a JSON text (good enough for /state's flat fields).
+inline std::string JsonField(const std::string& json, const std::string& key) {
+  const std::string open = "\"" + key + "\": \"";
+  const size_t at = json.find(open);
+  if (at == std::string::npos) return "";
+  const size_t end = json.find('"', at + open.size());
+  return json.substr(at + open.size(), end - at - open.size());
+}
+
+}  // namespace stoker::testing

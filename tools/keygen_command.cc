@@ -1,0 +1,49 @@
+// stoker keygen: CURVE key pairs for the coordinator, workers and clients (common/keys.h), written as files, and
+// their public keys as trust-file lines. See docs/operations.md, "Security", for who gets which file.
+#include <cstdio>
+
+#include "common/env.h"
+#include "common/flags.h"
+#include "common/keys.h"
+#include "tools/commands.h"
+#include "tools/keyring.h"
+
+namespace stoker {
+
+int KeygenCommand(int argc, char** argv) {
+  std::string role_text, name = "default", out = ".", trust, keyring;
+  FlagSet flags("stoker keygen --role ROLE [flags]",
+                "Makes a CURVE key pair for a coordinator, worker or client: OUT/<role>-<name>.key, readable by its "
+                "owner only (the secret: give it only to processes of that role), and prints its public key as a "
+                "trust-file line (give that to every process: servers admit the keys they trust, peers find the "
+                "coordinator's key there). --keyring DIR instead makes one key of each role and DIR/trust.");
+  flags.AddString("role", &role_text, "coordinator, worker or client");
+  flags.AddString("name", &name, "the key's name: the peer's identity is <role>:<name> (e.g. a team or job)");
+  flags.AddString("out", &out, "directory to write the key file into");
+  flags.AddString("trust", &trust, "also append the public key's line to this trust file");
+  flags.AddString("keyring", &keyring, "make a coordinator, worker and client key and their trust file here");
+  Status parsed = flags.Parse(argc, argv, 2);
+  if (!parsed.ok()) return Fail("keygen", parsed);
+  if (!keyring.empty()) {
+    auto made = MakeKeyring(keyring);
+    if (!made.ok()) return Fail("keygen", made.status());
+    std::printf("keyring in %s: coordinator.key, worker.key, client.key (secret, 0600) and trust (public)\n",
+                keyring.c_str());
+    return 0;
+  }
+  auto role = ParseRole(role_text);
+  if (!role.ok()) return Fail("keygen", role.status().WithContext("--role"));
+  auto key = GenerateKeyPair(*role, name);
+  if (!key.ok()) return Fail("keygen", key.status());
+  const std::string path = JoinPath(out, role_text + "-" + name + ".key");
+  if (Status s = WriteKeyFile(path, *key); !s.ok()) return Fail("keygen", s);
+  if (!trust.empty()) {
+    if (Status s = AppendTrustLine(trust, *key); !s.ok()) return Fail("keygen", s);
+  }
+  std::fprintf(stderr, "wrote %s (secret: keep it to %s processes)%s%s; its trust line:\n", path.c_str(),
+               role_text.c_str(), trust.empty() ? "" : "; appended to ", trust.c_str());
+  std::printf("%s", TrustLine(*key).c_str());
+  return 0;
+}
+
+}  // namespace stoker

@@ -1,0 +1,58 @@
+// Keyrings on disk (keyring.h).
+#include "tools/keyring.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include "common/env.h"
+
+namespace stoker {
+
+Status WriteKeyFile(const std::string& path, const KeyPair& key) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return FailedPreconditionError("cannot create " + path + ": " + std::strerror(errno));
+  const std::string text = FormatKeyPair(key);
+  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  const bool closed = ::close(fd) == 0;
+  if (!written || !closed) return UnavailableError("cannot write " + path + ": " + std::strerror(errno));
+  return Status::Ok();
+}
+
+Status AppendTrustLine(const std::string& path, const KeyPair& key) {
+  std::ofstream out(path, std::ios::app);
+  out << TrustLine(key);
+  out.close();
+  if (!out) return UnavailableError("cannot append to " + path);
+  return Status::Ok();
+}
+
+std::vector<std::string> Keyring::Flags(Role role) const {
+  const std::string& key = role == Role::kCoordinator ? coordinator_key : role == Role::kWorker ? worker_key : client_key;
+  return {"--key-file", key, "--trust-file", trust};
+}
+
+StatusOr<Keyring> MakeKeyring(const std::string& dir) {
+  PosixEnv env;
+  STOKER_RETURN_IF_ERROR(env.CreateDirectories(dir));
+  Keyring k{dir, JoinPath(dir, "coordinator.key"), JoinPath(dir, "worker.key"), JoinPath(dir, "client.key"),
+            JoinPath(dir, "trust")};
+  auto existing = env.Stat(k.trust);
+  if (existing.ok() && existing->exists) return k;
+  std::string trust = "# the public keys of a local stoker cluster (stoker keygen)\n";
+  for (auto [role, path] : {std::pair{Role::kCoordinator, k.coordinator_key}, std::pair{Role::kWorker, k.worker_key},
+                            std::pair{Role::kClient, k.client_key}}) {
+    STOKER_ASSIGN_OR_RETURN(KeyPair key, GenerateKeyPair(role, "local"));
+    std::remove(path.c_str());
+    STOKER_RETURN_IF_ERROR(WriteKeyFile(path, key));
+    trust += TrustLine(key);
+  }
+  STOKER_RETURN_IF_ERROR(env.WriteFileAtomically(k.trust, trust.data(), trust.size()));
+  return k;
+}
+
+}  // namespace stoker
