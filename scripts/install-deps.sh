@@ -37,7 +37,8 @@ case "${STOKER_DEPS:-all}" in
   worker)
     BUILD_PACKAGES=("${RUNTIME_CORE[@]}" "${RUNTIME_IMAGE[@]}")
     [ "${STOKER_WITH_IMGCODECS:-ON}" = "OFF" ] || BUILD_PACKAGES+=(libopencv-imgcodecs406) ;;
-  trainer) BUILD_PACKAGES=("${RUNTIME_CORE[@]}" "${RUNTIME_IMAGE[@]}") ;;  # the client library and `stoker consume`
+  # The CPU trainer image: `stoker` (consume) and the client library, and the Python package with numpy.
+  trainer) BUILD_PACKAGES=("${RUNTIME_CORE[@]}" "${RUNTIME_IMAGE[@]}" python3 python3-numpy) ;;
   all|build) ;;
   *) echo "install-deps: STOKER_DEPS must be all, build, coordinator, worker or trainer" >&2; exit 2 ;;
 esac
