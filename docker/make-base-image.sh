@@ -12,17 +12,25 @@ DOCKER=${DOCKER:-/usr/bin/docker}
 # The mirror apt uses: the first Debian URI in the deb822 sources (Debian 12's layout) or in sources.list.
 mirror=${STOKER_DEBIAN_MIRROR:-}
 if [ -z "$mirror" ]; then
-  mirror=$(grep -hoE '^URIs:\s*\S+/debian/?(\s|$)' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}' | head -n1 || true)
+  mirror=$(grep -hoE '^URIs:\s*\S+/debian/?(\s|$)' /etc/apt/sources.list.d/*.sources 2>/dev/null \
+           | awk '{print $2}' | head -n1 || true)
 fi
 if [ -z "$mirror" ] && [ -f /etc/apt/sources.list ]; then
   mirror=$(awk '$1 == "deb" && $2 ~ /\/debian\/?$/ {print $2; exit}' /etc/apt/sources.list)
 fi
-[ -n "$mirror" ] || { echo "make-base-image: no Debian mirror in apt's sources; set STOKER_DEBIAN_MIRROR" >&2; exit 1; }
+if [ -z "$mirror" ]; then
+  echo "make-base-image: no Debian mirror in apt's sources; set STOKER_DEBIAN_MIRROR" >&2
+  exit 1
+fi
 
 root=$(mktemp -d "${TMPDIR:-/tmp}/stoker-rootfs.XXXXXX")
-trap 'rm -rf "$root"' EXIT
+trap 'rm -rf "$root" "$root.log"' EXIT
 echo "make-base-image: debootstrap --variant=minbase bookworm from $mirror"
-debootstrap --variant=minbase bookworm "$root" "$mirror" > "$root.log" 2>&1 || { tail -n 30 "$root.log"; rm -f "$root.log"; exit 1; }
+if ! debootstrap --variant=minbase bookworm "$root" "$mirror" > "$root.log" 2>&1; then
+  tail -n 30 "$root.log"
+  rm -f "$root.log"
+  exit 1
+fi
 rm -f "$root.log"
 
 # Inside, apt must reach the same archives as the host (bookworm, -updates, -security): its sources, nothing else.
@@ -30,6 +38,17 @@ rm -f "$root/etc/apt/sources.list"
 for f in /etc/apt/sources.list /etc/apt/sources.list.d/debian.sources; do
   [ -f "$f" ] && cp "$f" "$root$f"
 done
+
+# debootstrap installs bookworm as it is on the mirror; the security and -updates archives' fixes come next, as in
+# the official image (no /proc is needed: nothing that debootstrap installed has a maintainer script that reads it).
+chroot "$root" apt-get update -q > /dev/null
+if ! DEBIAN_FRONTEND=noninteractive chroot "$root" apt-get -y -q upgrade > "$root.log" 2>&1; then
+  tail -n 30 "$root.log"
+  rm -f "$root.log"
+  exit 1
+fi
+echo "make-base-image: $(grep -E '^[0-9]+ upgraded' "$root.log") (bookworm-updates, bookworm-security)"
+rm -f "$root.log"
 
 # As in the official slim image: no documentation, manuals or translations from any package installed later, and
 # apt keeps no package cache (image layers would carry it).
@@ -45,15 +64,16 @@ path-exclude /usr/share/locale/*
 path-include /usr/share/locale/locale.alias
 EOF
 cat > "$root/etc/apt/apt.conf.d/docker-clean" <<'EOF'
-DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
-APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
+DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb || true"; };
+APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb || true"; };
 Dir::Cache::pkgcache "";
 Dir::Cache::srcpkgcache "";
 EOF
 find "$root/usr/share/doc" -mindepth 2 -not -name copyright -not -type d -delete
 find "$root/usr/share/doc" -mindepth 1 -type d -empty -delete
-rm -rf "$root"/usr/share/{man,groff,info,lintian,linda}/* "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/* \
-       "$root"/var/log/* "$root"/dev/* "$root"/tmp/*
+rm -rf "$root"/usr/share/{man,groff,info,lintian,linda}/* "$root"/var/log/* "$root"/dev/* "$root"/tmp/*
+# apt's lists and caches emptied, their directories kept: apt's download sandbox (user _apt) needs them as they are.
+find "$root/var/lib/apt/lists" "$root/var/cache/apt" -type f -delete
 find "$root/usr/share/locale" -mindepth 1 -maxdepth 1 -not -name locale.alias -exec rm -rf {} +
 
 tar -C "$root" --numeric-owner -c . | "$DOCKER" import \
