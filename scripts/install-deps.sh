@@ -22,6 +22,13 @@ TEST_PACKAGES=(
   prometheus
   python3 python3-yaml python3-matplotlib
 )
+# The container test (tests/containers): Debian's Docker engine, which the test starts itself, and debootstrap for
+# the base image (no registry is reachable from CI). Not with STOKER_SKIP_CONTAINERS=1, the developer's opt-out;
+# a machine that already has a dockerd (Docker's own packages) keeps it.
+if [ "${STOKER_SKIP_CONTAINERS:-0}" != 1 ]; then
+  TEST_PACKAGES+=(debootstrap)
+  command -v dockerd >/dev/null || [ -x /usr/sbin/dockerd ] || TEST_PACKAGES+=(docker.io)
+fi
 if [ "${STOKER_DEPS:-all}" = "all" ]; then
   BUILD_PACKAGES+=("${TEST_PACKAGES[@]}")
 fi
