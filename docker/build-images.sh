@@ -32,7 +32,10 @@ args=(--network=host --progress=plain -f "$repo/docker/Dockerfile")
 context=$repo
 if [ -n "$prebuilt" ]; then
   built=$(sed -n 's/^STOKER_WITH_IMGCODECS:BOOL=//p' "$prebuilt/CMakeCache.txt")
-  [ "$imgcodecs" = OFF ] || [ "$built" = ON ] || { echo "build-images: --imgcodecs, but $prebuilt has imgcodecs $built" >&2; exit 2; }
+  if [ "$imgcodecs" = ON ] && [ "$built" != ON ]; then
+    echo "build-images: --imgcodecs, but $prebuilt is built with imgcodecs $built" >&2
+    exit 2
+  fi
   imgcodecs=$built
   context=$(mktemp -d "${TMPDIR:-/tmp}/stoker-image-context.XXXXXX")
   trap 'rm -rf "$context"' EXIT

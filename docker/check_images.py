@@ -101,8 +101,9 @@ class Checker:
             binary = f"/usr/local/bin/stoker-{role.split('-')[0]}"
             self.expect(config.get("Entrypoint") == [binary], f"{role}: ENTRYPOINT {config.get('Entrypoint')}")
             r = self.run(tag, binary, "--help")
-            self.expect(r.returncode == 0, f"{role}: {binary} --help under the chart's securityContext "
-                                           f"(exit {r.returncode}{': ' + r.stderr.strip()[-300:] if r.returncode else ''})")
+            detail = f": {r.stderr.strip()[-300:]}" if r.returncode else ""
+            self.expect(r.returncode == 0,
+                        f"{role}: {binary} --help under the chart's securityContext (exit {r.returncode}{detail})")
         if role.startswith("worker") or role == "trainer":
             r = self.run(tag, "stoker", "--help")  # resolved on the image's PATH, as the Job's command is
             self.expect(r.returncode == 0, f"{role}: stoker --help on PATH (exit {r.returncode})")

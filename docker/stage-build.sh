@@ -4,7 +4,8 @@
 # or outside it (STOKER_BINARIES=prebuilt: a Debian 12 build made on the host, as CI does with the build it tests).
 #   docker/stage-build.sh [--bundle-libs] BUILD_DIR DEST
 # DEST/bin             stoker, stoker-coordinator, stoker-worker (debug info stripped)
-# DEST/lib             the client's static libraries (libclient.a, libclient_cuda.a where built, libcommon.a, libschema.a)
+# DEST/lib             the client's static libraries: libclient.a (libclient_cuda.a where built), libcommon.a,
+#                      libschema.a
 # DEST/include         their headers: stoker/*.h, stoker/schema/*.capnp.h, common/*.h
 # DEST/python/stoker   the Python package with its lib/libstoker_c.so
 # DEST/build-info      the build's settings an image depends on (build type, CUDA, imgcodecs), for the record

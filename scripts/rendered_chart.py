@@ -58,8 +58,8 @@ def value_from(source, container, pod_name, index, pod_ip):
 
 def expected_batches(job_env, images):
     """Batches each rank receives over the job (remainder drop, the Job's default)."""
-    batch, ranks, epochs = int(job_env["STOKER_BATCH_SIZE"]), int(job_env["STOKER_RANKS"]), int(job_env["STOKER_EPOCHS"])
-    return (images // (batch * ranks)) * epochs
+    batch, ranks = int(job_env["STOKER_BATCH_SIZE"]), int(job_env["STOKER_RANKS"])
+    return (images // (batch * ranks)) * int(job_env["STOKER_EPOCHS"])
 
 
 def check(stoker, manifest, job_env, logs):
