@@ -4,15 +4,16 @@ containers on a user-defined bridge network with the chart's security settings (
 
 One job of several epochs; in each of the first ones a fault, through the engine, across real container addresses:
   1. a worker killed (SIGKILL), and a replacement started as the Deployment would;
-  2. a worker paused (cgroup freezer) past its lease, then resumed: it must fence itself and register again;
+  2. a worker paused (cgroup freezer) past its lease, then resumed: it must register again;
   3. a worker cut off the network and reconnected at the same address;
   4. the coordinator killed, and a new container started on its journal volume;
   5. workers scaled 3 -> 6 (each new one must deliver);
   6. workers scaled 6 -> 2 by SIGTERM (each must drain and exit 0 within the pod's termination grace period);
 and the last epochs on the two workers left.
-Each fault waits for its victim to hold leases (from the coordinator's /state), and for the coordinator to see the
-effect (the worker gone from /state, then back; the journal replayed). At the end `stoker check` judges every epoch
-of both ranks' delivery logs: every sample exactly once, the same number of batches per rank.
+Each worker fault picks a victim with units in hand (its own stoker_worker_leases) and waits for the coordinator to
+see the effect (the worker gone from its /state, then back); the coordinator's restart must replay the journal.
+What each fault re-leased and fenced is recorded. At the end `stoker check` judges every epoch of both ranks'
+delivery logs: every sample exactly once, the same number of batches per rank.
 """
 import ipaddress
 import json
