@@ -1,113 +1,141 @@
 #!/usr/bin/env python3
-"""Checks the Dockerfiles against a real build, for a machine with no Docker engine (CI, this devbox):
+"""Checks built images against what the Helm chart expects of them, on a real Docker engine (DOCKER_HOST; the
+container test runs it on the images it has just built):
 
-- each image's runtime package set (scripts/install-deps.sh, STOKER_DEPS=coordinator|worker|trainer) provides
-  every shared library its binaries load (readelf NEEDED -> the file ldd resolves -> the Debian package owning it);
-- every file an image copies out of the build stage exists in a build;
-- every stage runs as the numeric non-root user the Helm chart's securityContext names (runAsUser);
-- the coordinator and worker ENTRYPOINTs are the binaries the rehearsal and the chart expect.
+- each image runs as the numeric non-root user the chart's podSecurityContext names (runAsUser:runAsGroup);
+- its labels name it as the chart does (title = the repository's last part, version = the chart's appVersion,
+  source and licence);
+- the coordinator's and worker's ENTRYPOINT is their binary (the chart passes no command); the trainer has
+  `stoker` on PATH (the example Job's command is [stoker, consume]);
+- it exposes the ports the chart's containers name;
+- under the chart's container securityContext (read-only root, all capabilities dropped, no privilege escalation,
+  that user, /tmp a tmpfs, no network) every binary starts and answers --help, so every library it loads is there;
+  the trainer's Python package loads libstoker_c.so with numpy beside it;
+- the JPEG-only worker carries neither OpenCV imgcodecs nor GDAL; the -imgcodecs variant loads imgcodecs.
+Image sizes are printed.
 
-  docker/check_images.py [--bin build/bin]
+  docker/check_images.py [coordinator] [worker] [worker-imgcodecs] [trainer]     (default: all but worker-imgcodecs)
 """
-import argparse
+import json
+import os
 import pathlib
-import re
 import subprocess
 import sys
 
 import yaml
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-# The C/C++ runtime every base image has.
-BASE = {"libc6", "libstdc++6", "libgcc-s1"}
-# Binaries each image carries (the trainer's client libraries are static; `stoker` is what loads libraries).
-IMAGES = {"coordinator": ["stoker-coordinator"], "worker": ["stoker-worker", "stoker"],
-          "trainer": ["stoker", "../lib/libstoker_c.so"]}
+DOCKER = os.environ.get("DOCKER", "/usr/bin/docker")
+ROLES = ("coordinator", "worker", "worker-imgcodecs", "trainer")
+PYTHON_CHECK = ("import numpy, stoker; from stoker import _capi; v = _capi.lib().stoker_c_api_version(); "
+                "assert v == _capi.API_VERSION, v; print('stoker', stoker.__version__, 'C API', v)")
 
 
-def runtime_packages(role):
-    """The package list install-deps.sh would install for STOKER_DEPS=role (it prints it with --list)."""
-    out = subprocess.run([str(REPO / "scripts/install-deps.sh"), "--list"], env={"STOKER_DEPS": role, "PATH": "/usr/bin:/bin"},
-                         capture_output=True, text=True, check=True)
-    return set(out.stdout.split())
+def docker(*args):
+    return subprocess.run([DOCKER, *args], capture_output=True, text=True, timeout=120)
 
 
-def needed_packages(binary):
-    """Debian packages owning the shared libraries the binary loads directly."""
-    needed = re.findall(r"\(NEEDED\).*\[(.+)\]", subprocess.run(["readelf", "-d", binary], capture_output=True,
-                                                                 text=True, check=True).stdout)
-    resolved = dict(re.findall(r"^\s*(\S+) => (\S+)", subprocess.run(["ldd", binary], capture_output=True,
-                                                                         text=True, check=True).stdout, re.M))
-    packages = {}
-    for lib in needed:
-        path = resolved.get(lib)
-        if path is None:  # the dynamic loader itself
-            continue
-        real = str(pathlib.Path(path).resolve())
-        owner = subprocess.run(["dpkg", "-S", real], capture_output=True, text=True)
-        if owner.returncode != 0:
-            owner = subprocess.run(["dpkg", "-S", path], capture_output=True, text=True)
-        packages[lib] = owner.stdout.split(":")[0] if owner.returncode == 0 else None
-    return packages
+class Checker:
+    def __init__(self):
+        self.values = yaml.safe_load((REPO / "helm/stoker/values.yaml").read_text())
+        self.chart = yaml.safe_load((REPO / "helm/stoker/Chart.yaml").read_text())
+        pod = self.values["podSecurityContext"]
+        self.user = f"{pod['runAsUser']}:{pod['runAsGroup']}"
+        self.failures = []
 
+    def expect(self, ok, what):
+        print(f"{'ok  ' if ok else 'FAIL'} {what}")
+        if not ok:
+            self.failures.append(what)
 
-def stages(dockerfile):
-    """{stage name: [instruction lines]} with continuation lines joined."""
-    text = re.sub(r"\\\n\s*", " ", dockerfile.read_text())
-    out, current = {}, None
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        m = re.match(r"FROM\s+\S+(?:\s+AS\s+(\S+))?", line, re.I)
-        if m:
-            current = m.group(1) or f"final:{dockerfile.name}"
-            out[current] = []
-        elif current:
-            out[current].append(line)
-    return out
+    def image_for(self, role):
+        """(tag, chart repository) of the image the chart runs for role."""
+        version = self.chart["appVersion"]
+        v = self.values
+        return {"coordinator": (f"{v['coordinator']['image']['repository']}:{version}", v["coordinator"]["image"]),
+                "worker": (f"{v['worker']['image']['repository']}:{version}", v["worker"]["image"]),
+                "worker-imgcodecs": (f"{v['worker']['image']['repository']}:{version}-imgcodecs",
+                                     v["worker"]["image"]),
+                "trainer": (f"{v['exampleJob']['image']['repository']}:{version}-cpu",
+                            v["exampleJob"]["image"])}[role]
+
+    def ports_for(self, role):
+        if role == "coordinator":
+            return set(self.values["coordinator"]["ports"].values())
+        if role.startswith("worker"):
+            return set(self.values["worker"]["ports"].values())
+        return {self.values["exampleJob"]["metricsPort"]}
+
+    def run(self, tag, entrypoint, *args):
+        """The image under the chart's container securityContext, with no network."""
+        c = self.values["containerSecurityContext"]
+        flags = ["--rm", "--network", "none", "--user", self.user, "--tmpfs", "/tmp"]
+        flags += ["--read-only"] if c.get("readOnlyRootFilesystem") else []
+        flags += ["--security-opt", "no-new-privileges"] if c.get("allowPrivilegeEscalation") is False else []
+        flags += [f"--cap-drop={cap}" for cap in c.get("capabilities", {}).get("drop", [])]
+        return docker("run", *flags, "--entrypoint", entrypoint, tag, *args)
+
+    def check(self, role):
+        tag, image = self.image_for(role)
+        found = docker("image", "inspect", tag)
+        self.expect(found.returncode == 0, f"{role}: image {tag} exists")
+        if found.returncode != 0:
+            return None
+        info = json.loads(found.stdout)[0]
+        config = info["Config"]
+        user = config.get("User") or "root"
+        self.expect(user == self.user and not user.startswith("0"),
+                    f"{role}: runs as {user} (chart: runAsUser:runAsGroup {self.user}, runAsNonRoot)")
+        labels = config.get("Labels") or {}
+        want = {"org.opencontainers.image.title": image["repository"].rsplit("/", 1)[-1],
+                "org.opencontainers.image.version": self.chart["appVersion"],
+                "org.opencontainers.image.source": self.chart["sources"][0],
+                "org.opencontainers.image.licenses": self.chart["annotations"]["artifacthub.io/license"]}
+        for key, value in want.items():
+            self.expect(labels.get(key) == value, f"{role}: label {key}={labels.get(key)!r} (want {value!r})")
+        exposed = {int(p.split("/")[0]) for p in (config.get("ExposedPorts") or {})}
+        self.expect(self.ports_for(role) <= exposed,
+                    f"{role}: exposes {sorted(exposed)} (chart ports {sorted(self.ports_for(role))})")
+
+        if role in ("coordinator", "worker", "worker-imgcodecs"):
+            binary = f"/usr/local/bin/stoker-{role.split('-')[0]}"
+            self.expect(config.get("Entrypoint") == [binary], f"{role}: ENTRYPOINT {config.get('Entrypoint')}")
+            r = self.run(tag, binary, "--help")
+            detail = f": {r.stderr.strip()[-300:]}" if r.returncode else ""
+            self.expect(r.returncode == 0,
+                        f"{role}: {binary} --help under the chart's securityContext (exit {r.returncode}{detail})")
+        if role.startswith("worker") or role == "trainer":
+            r = self.run(tag, "stoker", "--help")  # resolved on the image's PATH, as the Job's command is
+            self.expect(r.returncode == 0, f"{role}: stoker --help on PATH (exit {r.returncode})")
+        if role.startswith("worker"):
+            r = self.run(tag, "sh", "-c", "dpkg-query -W -f '${Package}\\n'; ldd /usr/local/bin/stoker-worker")
+            gdal = [p for p in r.stdout.split() if p.startswith("libgdal")]
+            imgcodecs = "libopencv_imgcodecs" in r.stdout
+            if role == "worker":
+                self.expect(r.returncode == 0 and not gdal and not imgcodecs,
+                            f"worker: JPEG only (GDAL packages {gdal or 'none'}, loads imgcodecs: {imgcodecs})")
+            else:
+                self.expect(r.returncode == 0 and imgcodecs, f"worker-imgcodecs: loads OpenCV imgcodecs")
+        if role == "trainer":
+            r = self.run(tag, "python3", "-c", PYTHON_CHECK)
+            self.expect(r.returncode == 0, f"trainer: Python package loads libstoker_c.so "
+                                           f"({(r.stdout or r.stderr).strip()[-300:]})")
+        return tag, info["Size"]
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--bin", default=str(REPO / "build" / "bin"))
-    bin_dir = pathlib.Path(p.parse_args().bin)
-    failures = []
-    for role, binaries in IMAGES.items():
-        have = runtime_packages(role) | BASE
-        for b in binaries:
-            for lib, package in needed_packages(bin_dir / b).items():
-                if package is None or package not in have:
-                    failures.append(f"{role} image: {b} loads {lib} from {package or 'no package'}, "
-                                    f"which STOKER_DEPS={role} does not install")
-        print(f"{role}: {', '.join(binaries)} need only {', '.join(sorted(runtime_packages(role)))} (+ {', '.join(sorted(BASE))})")
-
-    values = yaml.safe_load((REPO / "helm/stoker/values.yaml").read_text())
-    uid, gid = values["podSecurityContext"]["runAsUser"], values["podSecurityContext"]["runAsGroup"]
-    all_stages = {}
-    for dockerfile in (REPO / "docker/Dockerfile", REPO / "docker/trainer.Dockerfile"):
-        all_stages.update(stages(dockerfile))
-    for name in ("coordinator", "worker", f"final:trainer.Dockerfile"):
-        lines = all_stages.get(name)
-        if lines is None:
-            failures.append(f"no stage {name}")
-            continue
-        users = [l.split()[1] for l in lines if l.upper().startswith("USER ")]
-        if users[-1:] != [f"{uid}:{gid}"]:
-            failures.append(f"stage {name} runs as {users[-1:] or 'root'}, the chart expects {uid}:{gid}")
-        for line in lines:
-            m = re.match(r"COPY\s+--from=build\s+(?:--\S+\s+)*(.+)\s+\S+$", line)
-            for src in (m.group(1).split() if m else []):
-                if src.startswith("/src/build/bin/") and not (bin_dir / pathlib.Path(src).name).exists():
-                    failures.append(f"stage {name} copies {src}, which a build does not make")
-    for role in ("coordinator", "worker"):
-        entry = [l for l in all_stages.get(role, []) if l.upper().startswith("ENTRYPOINT")]
-        if entry != [f'ENTRYPOINT ["/usr/local/bin/stoker-{role}"]']:
-            failures.append(f"stage {role}: ENTRYPOINT is {entry}")
-    for f in failures:
-        print(f"FAIL {f}")
-    print(f"images: {'ok' if not failures else f'{len(failures)} problems'}")
-    return 1 if failures else 0
+    roles = sys.argv[1:] or ["coordinator", "worker", "trainer"]
+    unknown = [r for r in roles if r not in ROLES]
+    if unknown:
+        print(f"usage: docker/check_images.py [{'] ['.join(ROLES)}]; not {unknown}", file=sys.stderr)
+        return 2
+    checker = Checker()
+    sizes = [checker.check(role) for role in roles]
+    print("image sizes:")
+    for entry in filter(None, sizes):
+        print(f"  {entry[0]:<60} {entry[1] / 1e6:5.0f} MB")
+    print(f"images: {'ok' if not checker.failures else f'{len(checker.failures)} problems'}")
+    return 1 if checker.failures else 0
 
 
 if __name__ == "__main__":

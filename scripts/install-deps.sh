@@ -26,6 +26,13 @@ TEST_PACKAGES=(
   python3-torch python3-torchvision python3-pip python3-venv python3-wheel   # the Python package's tests
   clang-14                        # -Wthread-safety over the lock annotations (scripts/check-thread-safety.py)
 )
+# The container test (tests/containers): Debian's Docker engine, which the test starts itself, and debootstrap for
+# the base image (no registry is reachable from CI). Not with STOKER_SKIP_CONTAINERS=1, the developer's opt-out;
+# a machine that already has a dockerd (Docker's own packages) keeps it.
+if [ "${STOKER_SKIP_CONTAINERS:-0}" != 1 ]; then
+  TEST_PACKAGES+=(debootstrap)
+  command -v dockerd >/dev/null || [ -x /usr/sbin/dockerd ] || TEST_PACKAGES+=(docker.io)
+fi
 if [ "${STOKER_DEPS:-all}" = "all" ]; then
   BUILD_PACKAGES+=("${TEST_PACKAGES[@]}")
 fi
@@ -41,7 +48,8 @@ case "${STOKER_DEPS:-all}" in
   worker)
     BUILD_PACKAGES=("${RUNTIME_CORE[@]}" "${RUNTIME_IMAGE[@]}")
     [ "${STOKER_WITH_IMGCODECS:-ON}" = "OFF" ] || BUILD_PACKAGES+=(libopencv-imgcodecs406) ;;
-  trainer) BUILD_PACKAGES=("${RUNTIME_CORE[@]}" "${RUNTIME_IMAGE[@]}") ;;  # the client library and `stoker consume`
+  # The CPU trainer image: `stoker` (consume) and the client library, and the Python package with numpy.
+  trainer) BUILD_PACKAGES=("${RUNTIME_CORE[@]}" "${RUNTIME_IMAGE[@]}" python3 python3-numpy) ;;
   all|build) ;;
   *) echo "install-deps: STOKER_DEPS must be all, build, coordinator, worker or trainer" >&2; exit 2 ;;
 esac

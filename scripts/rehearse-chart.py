@@ -18,8 +18,6 @@ An environment variable the script cannot map (a new valueFrom in a template) st
 """
 import argparse
 import json
-import re
-import math
 import os
 import pathlib
 import shutil
@@ -30,7 +28,7 @@ import tempfile
 import time
 import urllib.request
 
-import yaml
+import rendered_chart
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 CHART = REPO / "helm" / "stoker"
@@ -69,22 +67,14 @@ class Rehearsal:
 
     # --- the rendered manifests -------------------------------------------------------------------------------
     def render(self):
-        cmd = [self.args.helm, "template", "rel", str(CHART), "--namespace", "stoker", "-f", str(VALUES)]
-        out = subprocess.run(cmd, capture_output=True, text=True)
-        if out.returncode != 0:
-            self.fail(f"helm template: {out.stderr.strip()}")
-        docs = [d for d in yaml.safe_load_all(out.stdout) if d]
-        (self.work / "rendered.yaml").write_text(out.stdout)
-
-        def find(kind, component):
-            for d in docs:
-                if d["kind"] == kind and d["metadata"]["labels"].get("app.kubernetes.io/component") == component:
-                    return d
-            self.fail(f"the chart rendered no {kind} for {component}")
-
-        self.coordinator = find("StatefulSet", "coordinator")
-        self.worker = find("Deployment", "worker")
-        self.job = find("Job", "example-job")
+        try:
+            docs, text = rendered_chart.render(self.args.helm, CHART, [VALUES])
+            (self.work / "rendered.yaml").write_text(text)
+            self.coordinator = rendered_chart.find(docs, "StatefulSet", "coordinator")
+            self.worker = rendered_chart.find(docs, "Deployment", "worker")
+            self.job = rendered_chart.find(docs, "Job", "example-job")
+        except rendered_chart.ChartError as e:
+            self.fail(str(e))
         self.say(f"rendered {len(docs)} manifests with {VALUES.relative_to(REPO)}; "
                  f"running StatefulSet/{self.coordinator['metadata']['name']}, "
                  f"Deployment/{self.worker['metadata']['name']}, Job/{self.job['metadata']['name']}")
@@ -135,20 +125,12 @@ class Rehearsal:
         return env
 
     def value_from(self, source, container, pod_name, index):
-        field = source.get("fieldRef", {}).get("fieldPath")
-        if field == "status.podIP":
+        if source.get("fieldRef", {}).get("fieldPath") == "status.podIP":
             self.substitutions.add("status.podIP -> 127.0.0.1")
-            return "127.0.0.1"
-        if field == "metadata.name":
-            return pod_name
-        if field == "metadata.annotations['batch.kubernetes.io/job-completion-index']":
-            return str(index)
-        resource = source.get("resourceFieldRef")
-        if resource and resource["resource"] == "requests.cpu":
-            cpu = str(container["resources"]["requests"]["cpu"])
-            cores = float(cpu[:-1]) / 1000 if cpu.endswith("m") else float(cpu)
-            return str(math.ceil(cores / float(resource.get("divisor", 1))))
-        self.fail(f"cannot stand in for valueFrom {source} of {container['name']}")
+        try:
+            return rendered_chart.value_from(source, container, pod_name, index, "127.0.0.1")
+        except rendered_chart.ChartError as e:
+            self.fail(str(e))
 
     def start(self, workload, pod_name, index=0, extra_env=None):
         pod_spec = workload["spec"]["template"]["spec"]
@@ -205,7 +187,7 @@ class Rehearsal:
     def run(self):
         self.stopped = set()
         self.render()
-        job_env = {e["name"]: e.get("value") for e in self.job["spec"]["template"]["spec"]["containers"][0]["env"]}
+        job_env = rendered_chart.env_of(self.job)
         self.dataset = self.work / "dataset"
         self.make_dataset(job_env)
 
@@ -232,7 +214,7 @@ class Rehearsal:
                 "STOKER_LOG": str(self.work / f"rank-{rank}.batches"),
                 "STOKER_SUMMARY_JSON": str(self.work / f"rank-{rank}.json")})
             clients.append(name)
-        per_rank = self.expected_batches(job_env)
+        per_rank = rendered_chart.expected_batches(job_env, self.args.images)
         total = per_rank * ranks
         self.say(f"{ranks} clients consuming {per_rank} batches each")
 
@@ -307,60 +289,15 @@ class Rehearsal:
                            check=True, capture_output=True)
         self.local_manifest = local_manifest
 
-    def expected_batches(self, env):
-        batch, ranks, epochs = int(env["STOKER_BATCH_SIZE"]), int(env["STOKER_RANKS"]), int(env["STOKER_EPOCHS"])
-        return (self.args.images // (batch * ranks)) * epochs  # remainder: drop (the Job's default)
-
     def workers_seen(self):
-        seen = set()
-        for p in self.work.glob("rank-*.batches"):
-            for line in p.read_text().splitlines():
-                parts = line.split()
-                if len(parts) > 5:
-                    seen.add(parts[5])
-        return seen
+        return rendered_chart.workers_in_logs(self.work.glob("rank-*.batches"))
 
     def check(self, env, ranks):
-        argv = [str(self.bin / "stoker"), "check", "--manifest", str(self.local_manifest)]
-        spec = {"STOKER_JOB": "--job", "STOKER_BATCH_SIZE": "--batch-size", "STOKER_RANKS": "--ranks",
-                "STOKER_EPOCHS": "--epochs", "STOKER_SEED": "--seed", "STOKER_PIPELINE": "--pipeline"}
-        for name, flag in spec.items():
-            argv += [flag, env[name]]
-        argv += [str(self.work / f"rank-{r}.batches") for r in range(ranks)]
-        out = subprocess.run(argv, capture_output=True, text=True)
-        print(out.stdout.strip())
-        if out.stderr.strip():
-            print(out.stderr.strip())
-        summary = parse_check(out.stdout)
-        summary["ok"] = (out.returncode == 0 and summary["epochs"] == int(env["STOKER_EPOCHS"]) and
-                         summary["samples_planned"] > 0 and summary["lost"] == 0 and summary["duplicates"] == 0)
+        output, summary = rendered_chart.check(self.bin / "stoker", self.local_manifest, env,
+                                               [self.work / f"rank-{r}.batches" for r in range(ranks)])
+        print(output)
         summary["client_summaries"] = [json.loads((self.work / f"rank-{r}.json").read_text()) for r in range(ranks)]
         return summary
-
-
-def parse_check(text):
-    """Totals from `stoker check`'s per-epoch lines ("ok   epoch 0: planned 1024 (+0 padding), delivered 1024,
-    quarantined 0, lost 0, duplicated 0, unexpected 0, corrupt 0; batches per rank [32 32]")."""
-
-    totals = {"epochs": 0, "samples_planned": 0, "samples_delivered": 0, "duplicates": 0, "lost": 0,
-              "quarantined": 0, "unexpected": 0, "corrupt": 0}
-    names = {"planned": "samples_planned", "delivered": "samples_delivered", "duplicated": "duplicates",
-             "lost": "lost", "quarantined": "quarantined", "unexpected": "unexpected", "corrupt": "corrupt"}
-    batches = None
-    for line in text.splitlines():
-        if not re.match(r"^(ok|FAIL)\s+epoch \d+:", line):
-            continue
-        totals["epochs"] += 1
-        for word, key in names.items():
-            m = re.search(rf"\b{word} (\d+)", line)
-            if m:
-                totals[key] += int(m.group(1))
-        b = re.search(r"batches per rank \[([\d ]+)\]", line)
-        if b:
-            counts = [int(x) for x in b.group(1).split()]
-            batches = counts if batches is None else [a + c for a, c in zip(batches, counts)]
-    totals["batches_per_rank"] = batches
-    return totals
 
 
 def main():

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Compiles what the CPU images carry, the one way both of their sources do it: docker/Dockerfile's binaries-source
+# stage inside the image, and the container test on the host before building the images with STOKER_BINARIES=
+# prebuilt. Release, without tests, benchmarks or CUDA, through scripts/build.sh (which installs the packages).
+#   docker/build-binaries.sh BUILD_DIR          (STOKER_WITH_IMGCODECS=ON adds OpenCV imgcodecs; default OFF)
+set -euo pipefail
+[ $# -eq 1 ] || { echo "usage: docker/build-binaries.sh BUILD_DIR" >&2; exit 2; }
+cd "$(dirname "$0")/.."
+STOKER_BUILD_DIR=$1 STOKER_BUILD_TYPE=Release scripts/build.sh -DSTOKER_BUILD_TESTS=OFF -DSTOKER_BUILD_BENCH=OFF \
+  -DSTOKER_WITH_CUDA=OFF -DSTOKER_WITH_IMGCODECS="${STOKER_WITH_IMGCODECS:-OFF}"
