@@ -166,7 +166,11 @@ std::vector<TrustedKey> Security::Trusted(Role role) const {
 StatusOr<Security> LoadSecurity(Role role, const KeySources& sources) {
   Security security;
   const char* insecure_env = std::getenv("STOKER_INSECURE");
-  if (sources.insecure || (insecure_env != nullptr && std::string(insecure_env) == "1")) {
+  const std::string insecure_text = insecure_env == nullptr ? "" : insecure_env;
+  // The same spellings a boolean flag takes, so STOKER_INSECURE means the same to a process and to the library.
+  const bool insecure_set = insecure_text == "1" || insecure_text == "true" || insecure_text == "yes" ||
+                            insecure_text == "on";
+  if (sources.insecure || insecure_set) {
     STOKER_LOG(kWarning) << "CURVE is off (--insecure): any peer that reaches this process's ports is trusted, and "
                             "traffic travels in clear text; use it only on a network you trust";
     security.insecure = true;

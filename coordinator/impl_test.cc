@@ -68,7 +68,7 @@ TEST_F(CoordinatorImplTest, RegistrationCreatesTheJobAndRefusesConflicts) {
 
   auto held = impl_->RegisterClient({"c-b", "job", 0, spec_, 4});
   EXPECT_EQ(held.status().code(), StatusCode::kAlreadyExists);
-  EXPECT_NE(held.status().message().find("held by client c-a"), std::string::npos) << held.status().message();
+  EXPECT_NE(held.status().message().find("held by a live client (c-a"), std::string::npos) << held.status().message();
   EXPECT_TRUE(impl_->RegisterClient({"c-a", "job", 0, spec_, 4}).ok());  // a retry by the holder is fine
 
   auto unknown = impl_->RegisterClient({"c-b", "other", 0, std::nullopt, 4});
@@ -290,7 +290,13 @@ TEST_F(CoordinatorImplTest, CheckpointResumeStartsAtItsPositionAndRefusesAnother
   Register("c-a", 0, 4);
   JobSpec stored = *impl_->GetJob("job");
   uint64_t fingerprint = SpecFingerprint(stored);
-  // A restarted training process resumes rank 0 from batch 7 while c-a still holds it: it takes the rank over.
+  // A restarted training process resumes rank 0 from batch 7. A resume token never takes a live rank (it can be
+  // computed from the spec); once c-a has been silent for the client timeout, the resume takes the rank over.
+  auto early = impl_->RegisterClient({"c-new", "job", 0, spec_, 4, ResumePoint{7, fingerprint}});
+  EXPECT_EQ(early.status().code(), StatusCode::kAlreadyExists);
+  EXPECT_NE(early.status().message().find("held by a live client (c-a"), std::string::npos);
+  clock_.Advance(Millis(10001));
+  impl_->Tick();
   auto resumed = impl_->RegisterClient({"c-new", "job", 0, spec_, 4, ResumePoint{7, fingerprint}});
   ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
   EXPECT_EQ(resumed->start_batch, 7u);
