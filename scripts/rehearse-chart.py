@@ -11,7 +11,9 @@ with the plan: every sample exactly once, every rank the same number of batches.
 
 Only what a pod network and volumes provide is substituted, and every substitution is printed: listen addresses
 become loopback port 0 (several workers share one host) with an endpoint file to learn the port, the Service DNS
-name becomes the coordinator's loopback endpoint, the pod IP 127.0.0.1, volume mount paths local directories.
+name becomes the coordinator's loopback endpoint, the pod IP 127.0.0.1, volume mount paths local directories (the
+CURVE keys, made with `stoker keygen` and given to helm with --set-file, are projected from the rendered Secrets
+and ConfigMap as the kubelet would).
 An environment variable the script cannot map (a new valueFrom in a template) stops it with an error.
 
   scripts/rehearse-chart.py [--helm .tools/helm/helm] [--bin build/bin] [--work DIR] [--summary-json FILE]
@@ -68,7 +70,9 @@ class Rehearsal:
     # --- the rendered manifests -------------------------------------------------------------------------------
     def render(self):
         try:
-            docs, text = rendered_chart.render(self.args.helm, CHART, [VALUES])
+            keys = rendered_chart.keyring_args(self.bin / "stoker", self.work / "keys")
+            docs, text = rendered_chart.render(self.args.helm, CHART, [VALUES], extra_args=keys)
+            self.docs = docs
             (self.work / "rendered.yaml").write_text(text)
             self.coordinator = rendered_chart.find(docs, "StatefulSet", "coordinator")
             self.worker = rendered_chart.find(docs, "Deployment", "worker")
@@ -92,6 +96,11 @@ class Rehearsal:
             elif m["name"] in claims or "emptyDir" in v:
                 local = pod_dir / m["name"]
                 local.mkdir(parents=True, exist_ok=True)
+            elif "secret" in v or "configMap" in v:
+                try:
+                    local = pathlib.Path(rendered_chart.project_volume(self.docs, v, pod_dir / m["name"]))
+                except rendered_chart.ChartError as e:
+                    self.fail(str(e))
             else:
                 self.fail(f"volume {m['name']}: no local stand-in for {sorted(v)}")
             if m["mountPath"] != "/tmp":

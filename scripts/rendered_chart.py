@@ -1,7 +1,9 @@
 """The Helm chart as rendered manifests, and the verdict of `stoker check` on what the training pods received: shared
 by the two tools that run what the chart describes, scripts/rehearse-chart.py (as local processes) and
 tests/containers/cluster_test.py (as containers on a real Docker engine)."""
+import base64
 import math
+import os
 import re
 import subprocess
 
@@ -12,15 +14,52 @@ class ChartError(RuntimeError):
     pass
 
 
-def render(helm, chart, values_files, namespace="stoker", release="rel"):
-    """(documents, text) of `helm template` with these values files."""
+def render(helm, chart, values_files, namespace="stoker", release="rel", extra_args=()):
+    """(documents, text) of `helm template` with these values files (and extra arguments, e.g. keyring_args)."""
     cmd = [str(helm), "template", release, str(chart), "--namespace", namespace]
     for v in values_files:
         cmd += ["-f", str(v)]
+    cmd += list(extra_args)
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         raise ChartError(f"helm template: {out.stderr.strip()}")
     return [d for d in yaml.safe_load_all(out.stdout) if d], out.stdout
+
+
+def keyring_args(stoker, directory):
+    """Makes a coordinator, a worker and a client key and their trust file (`stoker keygen --keyring`) and returns
+    the helm arguments that hand them to the chart as an operator would: --set-file, never a values file."""
+    out = subprocess.run([str(stoker), "keygen", "--keyring", str(directory)], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise ChartError(f"stoker keygen: {out.stderr.strip()}")
+    args = []
+    for role in ("coordinator", "worker", "client"):
+        args += ["--set-file", f"security.keys.{role}={directory}/{role}.key"]
+    return args + ["--set-file", f"security.trust={directory}/trust"]
+
+
+def project_volume(docs, volume, directory):
+    """Writes a Secret or ConfigMap volume's files into directory as the kubelet projects them (its items, or every
+    key), from the Secret or ConfigMap the chart rendered. ChartError for another source or a missing object."""
+    if "secret" in volume:
+        kind, name, source = "Secret", volume["secret"]["secretName"], volume["secret"]
+    elif "configMap" in volume:
+        kind, name, source = "ConfigMap", volume["configMap"]["name"], volume["configMap"]
+    else:
+        raise ChartError(f"volume {volume['name']} is neither a Secret nor a ConfigMap")
+    obj = next((d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name), None)
+    if obj is None:
+        raise ChartError(f"volume {volume['name']}: the chart rendered no {kind} {name}")
+    data = {k: base64.b64decode(v) for k, v in obj.get("data", {}).items()} if kind == "Secret" else \
+        {k: v.encode() for k, v in obj.get("data", {}).items()}
+    items = source.get("items") or [{"key": k, "path": k} for k in data]
+    os.makedirs(directory, exist_ok=True)
+    for item in items:
+        path = os.path.join(directory, item["path"])
+        with open(path, "wb") as f:
+            f.write(data[item["key"]])
+        os.chmod(path, 0o644 if kind == "ConfigMap" else 0o640)
+    return directory
 
 
 def find(docs, kind, component):

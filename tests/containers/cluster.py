@@ -83,7 +83,9 @@ class Cluster:
         for d in (self.dataset, self.out):
             d.mkdir(parents=True)
             shutil.chown(d, 65532, 65532)  # the containers' user writes here (what fsGroup does for a volume)
-        docs, text = rendered_chart.render(self.helm, REPO / "helm" / "stoker", [VALUES])
+        keys = rendered_chart.keyring_args(self.stoker, self.work / "keys")
+        docs, text = rendered_chart.render(self.helm, REPO / "helm" / "stoker", [VALUES], extra_args=keys)
+        self.docs = docs
         (self.work / "rendered.yaml").write_text(text)
         self.coordinator = rendered_chart.find(docs, "StatefulSet", "coordinator")
         self.worker = rendered_chart.find(docs, "Deployment", "worker")
@@ -124,19 +126,37 @@ class Cluster:
         self.must_run.add(pod.name)
         self.notes |= pod.notes
 
+    def projected(self, workload, pod_name):
+        """The pod's Secret and ConfigMap volumes (its CURVE key and the trust file) as host directories holding what
+        the kubelet would project from the rendered objects, owned by the containers' user, to bind read-only."""
+        out = {}
+        for v in rendered_chart.pod_spec(workload).get("volumes", []):
+            if "secret" in v or "configMap" in v:
+                d = pathlib.Path(rendered_chart.project_volume(self.docs, v, self.work / "pods" / pod_name / v["name"]))
+                for f in [d, *d.iterdir()]:
+                    shutil.chown(f, 65532, 65532)
+                out[v["name"]] = ("bind", d)
+                self.notes.add(f"{'Secret' if 'secret' in v else 'ConfigMap'} volume {v['name']} -> its projected "
+                               "files in a host directory")
+        return out
+
     def coordinator_pod(self):
+        name = self.coordinator["metadata"]["name"] + "-0"
         return chart_containers.PodContainer(
-            self.coordinator, self.coordinator["metadata"]["name"] + "-0", self.address(1),
-            {"journal": ("volume", JOURNAL_VOLUME), "tmp": ("tmpfs",), "dataset": ("bind", self.dataset)})
+            self.coordinator, name, self.address(1),
+            {"journal": ("volume", JOURNAL_VOLUME), "tmp": ("tmpfs",), "dataset": ("bind", self.dataset),
+             **self.projected(self.coordinator, name)})
 
     def worker_pod(self, n):
         name = f"{self.worker['metadata']['name']}-{n}"
         return chart_containers.PodContainer(self.worker, name, self.address(10 + n),
-                                             {"tmp": ("tmpfs",), "dataset": ("bind", self.dataset)})
+                                             {"tmp": ("tmpfs",), "dataset": ("bind", self.dataset),
+                                              **self.projected(self.worker, name)})
 
     def rank_pod(self, rank):
         pod = chart_containers.PodContainer(
-            self.job, f"{self.job['metadata']['name']}-{rank}", self.address(100 + rank), {"tmp": ("tmpfs",)},
+            self.job, f"{self.job['metadata']['name']}-{rank}", self.address(100 + rank),
+            {"tmp": ("tmpfs",), **self.projected(self.job, f"{self.job['metadata']['name']}-{rank}")},
             index=rank, image=self.trainer_image,
             extra_env={"STOKER_LOG": f"/out/rank-{rank}.batches", "STOKER_SUMMARY_JSON": f"/out/rank-{rank}.json"},
             extra_mounts={"/out": self.out})

@@ -6,7 +6,8 @@
 //   node tests/deploy/chart_test.mjs --helm .tools/helm/helm --bin build/bin
 import { isDeepStrictEqual } from 'node:util';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import YAML from 'yaml';
@@ -23,6 +24,16 @@ const binDir = arg('--bin', path.join(repo, 'build/bin'));
 const MONITORING = ['--api-versions', 'monitoring.coreos.com/v1'];
 const KEDA = ['--api-versions', 'keda.sh/v1alpha1'];
 
+// CURVE keys, made by the binary as an operator makes them, handed to helm with --set-file.
+const keyDir = mkdtempSync(path.join(os.tmpdir(), 'stoker-chart-keys-'));
+process.on('exit', () => rmSync(keyDir, { recursive: true, force: true }));
+execFileSync(path.join(binDir, 'stoker'), ['keygen', '--keyring', keyDir], { encoding: 'utf8' });
+const KEYS = ['coordinator', 'worker', 'client'].flatMap((role) =>
+  ['--set-file', `security.keys.${role}=${keyDir}/${role}.key`]).concat(['--set-file', `security.trust=${keyDir}/trust`]);
+writeFileSync(path.join(keyDir, 'bad-trust'), 'worker w AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\n');
+writeFileSync(path.join(keyDir, 'bad.key'), 'role = worker\nname = w\n');
+const ROLE_OF = { coordinator: 'coordinator', worker: 'worker', 'example-job': 'client' };
+
 let failures = 0;
 let checks = 0;
 function check(cond, what) {
@@ -33,9 +44,10 @@ function check(cond, what) {
 function helmRun(args) {
   return spawnSync(helm, args, { cwd: repo, encoding: 'utf8' });
 }
-function render(valuesFiles, extra = []) {
+function render(valuesFiles, extra = [], keys = KEYS) {
   const files = valuesFiles.flatMap((f) => ['-f', path.join(chart, f)]);
-  const r = helmRun(['template', 'rel', chart, '--namespace', 'stoker', '--kube-version', '1.29.0', ...files, ...extra]);
+  const r = helmRun(['template', 'rel', chart, '--namespace', 'stoker', '--kube-version', '1.29.0', ...files, ...keys,
+    ...extra]);
   if (r.status !== 0) throw new Error(`helm template ${valuesFiles} failed:\n${r.stderr}`);
   return parseManifests(r.stdout);
 }
@@ -106,6 +118,7 @@ async function common(docs, name) {
       }
     }
   }
+  checkSecurity(docs, name);
   const coordinator = one(docs, 'StatefulSet', 'coordinator');
   check(coordinator?.spec.replicas === 1, `${name}: coordinator is not a one-replica StatefulSet`);
   check(coordinator?.spec.volumeClaimTemplates?.[0]?.metadata.name === 'journal' &&
@@ -128,19 +141,72 @@ async function common(docs, name) {
   return { coordinator, worker };
 }
 
+// CURVE: with it on, each pod mounts its own role's key (and no other role's) and the trust file, and names them in
+// STOKER_KEY_FILE and STOKER_TRUST_FILE; with it off, STOKER_INSECURE and no keys. Secrets hold only what was given.
+function checkSecurity(docs, name) {
+  const secrets = ofKind(docs, 'Secret');
+  for (const w of docs.filter((d) => ['Deployment', 'StatefulSet', 'Job'].includes(d.kind))) {
+    const spec = podSpec(w);
+    const env = envOf(spec.containers[0]);
+    const role = ROLE_OF[w.metadata.labels['app.kubernetes.io/component']];
+    const who = `${name}: ${w.kind}/${w.metadata.name}`;
+    const keyVolume = (spec.volumes || []).find((v) => v.name === 'stoker-key');
+    if (env.STOKER_INSECURE !== undefined) {
+      check(env.STOKER_INSECURE === 'true' && !keyVolume && !env.STOKER_KEY_FILE, `${who}: insecure but with a key`);
+      continue;
+    }
+    check(env.STOKER_KEY_FILE === '/etc/stoker/key/key' && env.STOKER_TRUST_FILE === '/etc/stoker/trust/trust',
+      `${who}: no key and trust file named`);
+    const mounts = spec.containers[0].volumeMounts || [];
+    check(mounts.some((m) => m.name === 'stoker-key' && m.mountPath === '/etc/stoker/key' && m.readOnly) &&
+      mounts.some((m) => m.name === 'stoker-trust' && m.mountPath === '/etc/stoker/trust' && m.readOnly),
+    `${who}: key or trust not mounted read-only`);
+    const secretName = keyVolume?.secret?.secretName;
+    const secret = secrets.find((s) => s.metadata.name === secretName);
+    if (secret) {
+      const text = Buffer.from(secret.data.key, 'base64').toString();
+      check(text.includes(`role = ${role}\n`), `${who}: mounts a Secret holding another role's key`);
+    }
+    check(w.spec.template.metadata.annotations?.['stoker.io/security-checksum'], `${who}: no checksum to roll keys`);
+    const trust = docs.find((d) => d.kind === 'ConfigMap' && d.metadata.name === spec.volumes.find(
+      (v) => v.name === 'stoker-trust')?.configMap?.name);
+    check(/^coordinator \S+ \S{40}$/m.test(trust?.data?.trust ?? ''), `${who}: the trust file lists no coordinator`);
+  }
+}
+
 const MONITORING_KINDS = ['ServiceMonitor', 'PodMonitor', 'PrometheusRule'];
 const cases = [
   ['defaults', ['ci/default-values.yaml'], [], (docs, { worker, coordinator }) => {
-    check(docs.length === 9, `defaults: ${docs.length} documents, expected 9`);
+    check(docs.length === 13, `defaults: ${docs.length} documents, expected 13 (9 + 3 key Secrets + the trust)`);
     check(worker.spec.replicas === 2, 'defaults: worker replicas is not 2');
     check(envOf(podSpec(coordinator).containers[0]).STOKER_MAX_WORKERS === '2', 'defaults: max workers is not 2');
-    for (const k of [...MONITORING_KINDS, 'HorizontalPodAutoscaler', 'ScaledObject', 'Job', 'ConfigMap']) {
+    for (const k of [...MONITORING_KINDS, 'HorizontalPodAutoscaler', 'ScaledObject', 'Job']) {
       check(ofKind(docs, k).length === 0, `defaults: rendered a ${k}`);
     }
+    check(ofKind(docs, 'Secret').length === 3 && ofKind(docs, 'ConfigMap').length === 1,
+      'defaults: not a Secret per role and the trust ConfigMap');
+    const np = one(docs, 'NetworkPolicy', 'coordinator');
+    const peers = np?.spec.ingress.flatMap((r) => r.from);
+    check(peers?.some((p) => p.namespaceSelector?.matchExpressions?.[0]?.values?.includes('stoker') && p.podSelector),
+      'defaults: clients of the release namespace cannot reach the coordinator');
+    check(np?.spec.ingress.every((r) => r.from?.length > 0), 'defaults: a NetworkPolicy rule admits every source');
   }],
+  ['insecure', ['ci/default-values.yaml'], ['--set', 'security.curve=false'], (docs) => {
+    check(ofKind(docs, 'Secret').length === 0 && ofKind(docs, 'ConfigMap').length === 0,
+      'insecure: rendered keys or a trust file');
+  }, []],
+  ['existing secrets', ['ci/default-values.yaml'], ['--set', 'security.existingSecrets.coordinator=coord-key',
+    '--set', 'security.existingSecrets.worker=worker-key', '--set-file', `security.trust=${keyDir}/trust`],
+  (docs, { worker, coordinator }) => {
+    check(ofKind(docs, 'Secret').length === 0, 'existing secrets: the chart made a Secret anyway');
+    check(podSpec(coordinator).volumes.find((v) => v.name === 'stoker-key')?.secret.secretName === 'coord-key' &&
+      podSpec(worker).volumes.find((v) => v.name === 'stoker-key')?.secret.secretName === 'worker-key',
+    'existing secrets: the pods do not mount the named Secrets');
+  }, []],
   ['monitoring without the CRDs', ['ci/monitoring-values.yaml'], [], (docs) => {
     for (const k of MONITORING_KINDS) check(ofKind(docs, k).length === 0, `no CRDs: rendered a ${k}`);
-    check(ofKind(docs, 'ConfigMap').length === 2, 'no CRDs: dashboards are ConfigMaps and still render');
+    check(ofKind(docs, 'ConfigMap').filter((c) => c.metadata.labels.grafana_dashboard).length === 2,
+      'no CRDs: dashboards are ConfigMaps and still render');
   }],
   ['monitoring', ['ci/monitoring-values.yaml'], MONITORING, (docs) => {
     const services = ofKind(docs, 'Service');
@@ -168,7 +234,7 @@ const cases = [
     const rule = one(docs, 'PrometheusRule');
     const rules = YAML.parse(readFileSync(path.join(chart, 'files/rules.yaml'), 'utf8'));
     check(isDeepStrictEqual(rule?.spec, rules), 'monitoring: the PrometheusRule differs from files/rules.yaml');
-    const dashboards = ofKind(docs, 'ConfigMap');
+    const dashboards = ofKind(docs, 'ConfigMap').filter((c) => c.metadata.labels.grafana_dashboard);
     check(dashboards.length === 2, `monitoring: ${dashboards.length} dashboard ConfigMaps`);
     for (const cm of dashboards) {
       check(cm.metadata.labels.grafana_dashboard === '1' && cm.metadata.namespace === 'monitoring',
@@ -217,23 +283,31 @@ const refused = [
   ['a bad busy target', ['--set', 'worker.autoscaling.keda.busyRatioTarget=80%'], /busyRatioTarget/],
   ['a CPU request above the limit', ['--set', 'worker.resources.requests.cpu=8'], /requests.cpu \(8\) is above limits.cpu \(4\)/],
   ['a millicore request above the limit', ['--set', 'worker.resources.requests.cpu=4500m'], /is above limits.cpu/],
+  ['CURVE without keys', [], /the coordinator has no key: make one with `stoker keygen/, []],
+  ['a worker key as the coordinator\'s', ['--set-file', `security.keys.coordinator=${keyDir}/worker.key`],
+    /security.keys.coordinator is not a coordinator key file/],
+  ['a trust file without the coordinator', ['--set-file', `security.trust=${keyDir}/bad-trust`],
+    /lists no coordinator key/],
+  ['a key file without its secret', ['--set-file', `security.keys.worker=${keyDir}/bad.key`],
+    /security.keys.worker has no secret key line/],
 ];
 
 // helm lint cannot declare API versions, so the cases that need a CRD are linted by rendering only.
-for (const [name, files, extra] of cases.filter(([, , extra]) => !extra.includes('keda.sh/v1alpha1'))) {
+for (const [name, files, extra, , keys = KEYS] of cases.filter(([, , extra]) => !extra.includes('keda.sh/v1alpha1'))) {
   const lint = helmRun(['lint', chart, '--strict', '--kube-version', '1.29.0',
-    ...files.flatMap((f) => ['-f', path.join(chart, f)])]);
+    ...files.flatMap((f) => ['-f', path.join(chart, f)]), ...keys,
+    ...extra.filter((a, i) => a.startsWith('--set') || extra[i - 1]?.startsWith('--set'))]);
   check(lint.status === 0, `${name}: helm lint --strict failed:\n${lint.stdout}${lint.stderr}`);
   console.log(`${lint.status === 0 ? 'ok  ' : 'FAIL'} helm lint --strict ${files.join(' ')}`);
 }
-for (const [name, files, extra, assertions] of cases) {
+for (const [name, files, extra, assertions, keys = KEYS] of cases) {
   const before = failures;
-  const docs = render(files, extra);
+  const docs = render(files, extra, keys);
   assertions(docs, await common(docs, name));
   console.log(`${failures === before ? 'ok  ' : 'FAIL'} ${name}: ${docs.length} manifests (${[...new Set(docs.map((d) => d.kind))].join(', ')})`);
 }
-for (const [name, args, expected] of refused) {
-  const r = helmRun(['template', 'rel', chart, ...args]);
+for (const [name, args, expected, keys = KEYS] of refused) {
+  const r = helmRun(['template', 'rel', chart, ...keys, ...args]);
   const ok = r.status !== 0 && expected.test(r.stderr);
   check(ok, `refused ${name}: exit ${r.status}, ${r.stderr.trim()}`);
   const reason = r.stderr.split('\n').filter((l) => /error|at '/i.test(l)).pop() || r.stderr.trim();

@@ -101,6 +101,7 @@ the whole render with the reason. */}}
 {{- if and $req $lim (gt (int (include "stoker.milliCPU" $req)) (int (include "stoker.milliCPU" $lim))) }}
 {{- fail (printf "worker.resources: requests.cpu (%v) is above limits.cpu (%v), which the API server refuses: raise both (values are merged, so setting only requests keeps the default limit)" $req $lim) }}
 {{- end }}
+{{- include "stoker.validateSecurity" . }}
 {{- end }}
 
 {{/* A CPU quantity ("4", 4, 2.5, "500m") in millicores, for comparing requests with limits. */}}
@@ -122,4 +123,78 @@ httpGet:
   port: metrics
 {{- toYaml .probe | nindent 0 }}
 timeoutSeconds: 2
+{{- end }}
+
+{{/* CURVE for one component's pod: its role's key (a Secret, mounted read-only) and the trust file (a
+ConfigMap), named to the process by STOKER_KEY_FILE and STOKER_TRUST_FILE; with security.curve false, STOKER_INSECURE.
+Call with (dict "root" $ "role" "worker"). */}}
+{{- define "stoker.securityEnv" -}}
+{{- if .root.Values.security.curve -}}
+- name: STOKER_KEY_FILE
+  value: /etc/stoker/key/key
+- name: STOKER_TRUST_FILE
+  value: /etc/stoker/trust/trust
+{{- else -}}
+- name: STOKER_INSECURE
+  value: "true"
+{{- end }}
+{{- end }}
+
+{{- define "stoker.securityMounts" -}}
+{{- if .root.Values.security.curve -}}
+- name: stoker-key
+  mountPath: /etc/stoker/key
+  readOnly: true
+- name: stoker-trust
+  mountPath: /etc/stoker/trust
+  readOnly: true
+{{- end }}
+{{- end }}
+
+{{- define "stoker.securityVolumes" -}}
+{{- if .root.Values.security.curve -}}
+{{- $existing := get .root.Values.security.existingSecrets .role -}}
+- name: stoker-key
+  secret:
+    secretName: {{ $existing | default (include "stoker.componentName" (dict "root" .root "component" (printf "%s-key" .role))) }}
+    defaultMode: 0440
+    items:
+      - key: key
+        path: key
+- name: stoker-trust
+  configMap:
+    name: {{ include "stoker.componentName" (dict "root" .root "component" "trust") }}
+{{- end }}
+{{- end }}
+
+{{/* With CURVE on, every role the release runs needs its key and the trust file: refuse to render without them,
+saying how to make them. Call with the root context. */}}
+{{- define "stoker.validateSecurity" -}}
+{{- $s := .Values.security }}
+{{- if $s.curve }}
+{{- $roles := list "coordinator" "worker" }}
+{{- if .Values.exampleJob.enabled }}{{ $roles = append $roles "client" }}{{ end }}
+{{- range $roles }}
+{{- $key := get $s.keys . }}
+{{- if and (not $key) (not (get $s.existingSecrets .)) }}
+{{- fail (printf "security.curve is on but the %s has no key: make one with `stoker keygen --role %s --out keys --trust keys/trust` and pass --set-file security.keys.%s=keys/%s-default.key (or name a Secret in security.existingSecrets.%s); security.curve=false turns CURVE off on a network you trust" . . . . .) }}
+{{- end }}
+{{- if and $key (not (regexMatch (printf "(?m)^role = %s$" .) $key)) }}
+{{- fail (printf "security.keys.%s is not a %s key file (stoker keygen --role %s writes one)" . . .) }}
+{{- end }}
+{{- if and $key (not (regexMatch "(?m)^secret = \\S{40}$" $key)) }}
+{{- fail (printf "security.keys.%s has no secret key line: pass the file stoker keygen wrote, whole (its text is not shown here)" .) }}
+{{- end }}
+{{- end }}
+{{- if not (regexMatch "(?m)^coordinator [A-Za-z0-9._-]+ " $s.trust) }}
+{{- fail "security.curve is on but security.trust lists no coordinator key: pass the trust file stoker keygen appends to (--set-file security.trust=keys/trust), with the coordinator's, the workers' and the clients' public keys" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* A pod annotation that changes with its role's key and the trust file, so a new key or trust list rolls the
+pods (each process reads them once, at start). Call with (dict "root" $ "role" "worker"). */}}
+{{- define "stoker.securityChecksum" -}}
+{{- $s := .root.Values.security }}
+stoker.io/security-checksum: {{ printf "%v/%s/%s/%s" $s.curve (get $s.keys .role) (get $s.existingSecrets .role) $s.trust | sha256sum | trunc 16 | quote }}
 {{- end }}
