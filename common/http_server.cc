@@ -61,6 +61,7 @@ struct HttpServer::Connection {
   bool responding = false;
   bool draining = false;  // response sent and write side shut: reading until the peer closes (or the deadline)
   TimePoint deadline;
+  uint64_t accepted = 0;  // order of acceptance: the oldest still-silent connection is the one evicted when full
 };
 
 HttpServer::HttpServer(HttpServerOptions options, std::map<std::string, HttpHandler> routes)
@@ -212,15 +213,33 @@ void HttpServer::Accept(std::map<int, Connection>& connections) {
       }
       return;  // EAGAIN, or a connection that vanished before we took it
     }
-    if (connections.size() >= options_.max_connections) {
-      ::close(fd);
+    if (connections.size() >= options_.max_connections && !EvictOldestSilent(connections)) {
+      ::close(fd);  // every slot is answering a request: this one waits for the next accept
       rejected_.fetch_add(1);
       continue;
     }
     Connection& c = connections[fd];
     c.fd = fd;
     c.deadline = std::chrono::steady_clock::now() + options_.io_timeout;
+    c.accepted = ++accepted_;
   }
+}
+
+// Full: the newest connection is the likeliest to be a probe or a scrape that sends its request at once, so the
+// oldest one that has not sent a whole request yet makes room. Connections held open and silent therefore cannot
+// lock the kubelet's probes out, however many of them an attacker opens.
+bool HttpServer::EvictOldestSilent(std::map<int, Connection>& connections) {
+  auto oldest = connections.end();
+  for (auto it = connections.begin(); it != connections.end(); ++it) {
+    if (!it->second.responding && (oldest == connections.end() || it->second.accepted < oldest->second.accepted)) {
+      oldest = it;
+    }
+  }
+  if (oldest == connections.end()) return false;
+  if (oldest->second.fd >= 0) ::close(oldest->second.fd);
+  connections.erase(oldest);
+  rejected_.fetch_add(1);
+  return true;
 }
 
 void HttpServer::Read(Connection& c) {

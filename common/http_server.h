@@ -4,7 +4,8 @@
 //
 // One thread serves every connection with poll(): a slow or idle client is cut off at its deadline and cannot
 // hold up a Prometheus scrape. Limits are firm: a request head over max_request_bytes gets 431, more than
-// max_connections at once are refused at accept, anything but GET/HEAD gets 405, a path without a route 404,
+// max_connections at once evict the oldest connection that has not sent a whole request (so
+// idle connections held open cannot lock probes out), anything but GET/HEAD gets 405, a path without a route 404,
 // a request line that is not HTTP 400. Handlers run on the server thread, so they must be quick and thread-safe
 // with respect to the rest of the process.
 //
@@ -44,7 +45,7 @@ struct HttpServerOptions {
 
 struct HttpServerStats {
   uint64_t responses = 0;  // by any status
-  uint64_t rejected = 0;   // 4xx answers, connections refused over the limit, timed out
+  uint64_t rejected = 0;   // 4xx answers, connections evicted or refused over the limit, timed out
 };
 
 class HttpServer {
@@ -66,6 +67,7 @@ class HttpServer {
   struct Connection;
   void Serve();
   void Accept(std::map<int, Connection>& connections);
+  bool EvictOldestSilent(std::map<int, Connection>& connections);
   void Read(Connection& c);
   void Respond(Connection& c, const HttpResponse& response, bool head);
   void Answer(Connection& c);
@@ -75,6 +77,7 @@ class HttpServer {
   int listen_fd_ = -1;
   int stop_fd_ = -1;
   TimePoint accept_paused_until_;  // serving thread only
+  uint64_t accepted_ = 0;          // serving thread only
   uint16_t port_ = 0;
   std::string address_;
   std::atomic<uint64_t> responses_{0};

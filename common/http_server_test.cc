@@ -8,6 +8,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <vector>
+
 #include "common/admin_server.h"
 #include "tests/support/http_client.h"
 
@@ -20,17 +22,6 @@ std::unique_ptr<HttpServer> StartServer(HttpServerOptions options = {}) {
                                             {"/boom", []() -> HttpResponse { throw std::runtime_error("kaput"); }}});
   EXPECT_TRUE(server.ok()) << server.status().ToString();
   return std::move(*server);
-}
-
-// A TCP connection that sends nothing (or only part of a request) until closed.
-int OpenIdleConnection(uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  return fd;
 }
 
 TEST(HttpServer, ServesRoutesAndAnswersHeadWithoutBody) {
@@ -93,27 +84,27 @@ TEST(HttpServer, AStalledClientDoesNotHoldUpOthersAndIsCutOff) {
   ::close(idle);
 }
 
-TEST(HttpServer, ConnectionsOverTheLimitAreRefused) {
+// Regression (issue 14): 64 connections held open used to fill every slot, so the kubelet's probes were refused
+// and the pod restarted. Now the oldest silent connection makes room for a new one.
+TEST(HttpServer, IdleConnectionsHeldOpenCannotLockRequestsOut) {
   HttpServerOptions options;
-  options.max_connections = 2;
-  options.io_timeout = Millis(5000);
+  options.max_connections = 4;
+  options.io_timeout = Millis(30000);  // far longer than the test: only eviction can free a slot
   auto server = StartServer(options);
-  int a = OpenIdleConnection(server->port());
-  int b = OpenIdleConnection(server->port());
-  // Both held open by the server; a third is accepted and closed at once.
-  auto third = HttpGet(server->address(), "/hello", Millis(2000));
-  EXPECT_FALSE(third.ok() && third->status == 200);
-  ::close(a);
-  ::close(b);
-  // Once they go, service resumes (the server notices the closes on its next turn).
-  StatusOr<HttpReply> again = UnavailableError("not yet");
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (std::chrono::steady_clock::now() < deadline) {
-    again = HttpGet(server->address(), "/hello", Millis(1000));
-    if (again.ok() && again->status == 200) break;
+  std::vector<int> idle;
+  for (int i = 0; i < 12; ++i) idle.push_back(OpenIdleConnection(server->port()));
+  for (int round = 0; round < 3; ++round) {
+    auto get = HttpGet(server->address(), "/hello", Millis(2000));
+    ASSERT_TRUE(get.ok()) << get.status().ToString();
+    EXPECT_EQ(get->status, 200);
   }
-  ASSERT_TRUE(again.ok());
-  EXPECT_EQ(again->status, 200);
+  // The oldest idle connections were closed by the server to make room: the first one reads EOF.
+  timeval tv{5, 0};
+  ::setsockopt(idle[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  char buf[16];
+  EXPECT_EQ(::recv(idle[0], buf, sizeof(buf), 0), 0);
+  EXPECT_GE(server->Stats().rejected, 8u);
+  for (int fd : idle) ::close(fd);
 }
 
 TEST(HttpServer, BadAddressesAndBusyPortsAreClearErrors) {

@@ -133,4 +133,18 @@ Status WaitForMetric(const std::string& address, const std::string& series, doub
   return DeadlineExceededError(series + " did not reach " + std::to_string(at_least) + " (last: " + last + ")");
 }
 
+int OpenIdleConnection(uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 }  // namespace stoker

@@ -23,6 +23,10 @@ struct HttpReply {
 StatusOr<HttpReply> HttpExchange(const std::string& address, const std::string& request, Duration timeout);
 StatusOr<HttpReply> HttpGet(const std::string& address, const std::string& path, Duration timeout = Millis(5000));
 
+// A TCP connection to 127.0.0.1:port that sends nothing until the caller closes the descriptor (-1 on failure):
+// the idle connections an attacker holds open.
+int OpenIdleConnection(uint16_t port);
+
 // The value of the first sample in `address`'s /metrics whose line starts with `series` (a name, or a name with
 // its labels as they are printed); NotFound if there is none.
 StatusOr<double> ScrapeMetric(const std::string& address, const std::string& series);
