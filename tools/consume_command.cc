@@ -156,6 +156,8 @@ int ConsumeCommand(int argc, char** argv) {
         .Key("stale_attempt").Value(stats.dropped_stale_attempt)
         .Key("bad_frame").Value(stats.dropped_bad_frame)
         .Key("out_of_window").Value(stats.dropped_out_of_window)
+        .Key("unlisted").Value(stats.dropped_unlisted)
+        .Key("wrong_samples").Value(stats.dropped_wrong_samples)
         .EndObject()
         .Key("worker_errors").Value(stats.worker_errors)
         .Key("error").Value(failure.ok() ? "" : failure.ToString())

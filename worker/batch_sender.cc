@@ -68,6 +68,9 @@ BatchSender::BatchSender(zmq::socket_t& socket, std::shared_ptr<BatchBufferPool>
 bool BatchSender::Send(const std::string& peer, uint64_t max_frame_bytes, BatchBuild& build) {
   const auto collate_start = std::chrono::steady_clock::now();
   BatchHeader h = HeaderOf(build, worker_id_);
+  if (wrong_samples_) {
+    for (uint64_t& id : h.sample_ids) id += 1;
+  }
   const size_t payload_bytes = h.payload_bytes;
   const size_t frame_bytes = max_frame_bytes == 0 ? payload_bytes : std::min<size_t>(max_frame_bytes, payload_bytes);
   const uint32_t frames = static_cast<uint32_t>((payload_bytes + frame_bytes - 1) / frame_bytes);

@@ -34,6 +34,10 @@ class BatchSender {
   // Batches handed to ZeroMQ whose buffers it still holds.
   int64_t in_flight() const { return in_flight_->load(); }
 
+  // Fault injection (the hostile-worker tests): label every batch with the wrong sample ids, as a compromised
+  // worker holding a real worker key could. Clients must drop such batches.
+  void InjectWrongSamples() { wrong_samples_ = true; }
+
  private:
   zmq::socket_t& socket_;
   std::shared_ptr<BatchBufferPool> pool_;
@@ -41,6 +45,7 @@ class BatchSender {
   std::shared_ptr<prometheus::Histogram> collate_seconds_;
   std::shared_ptr<prometheus::Histogram> send_seconds_;
   TransportErrors& errors_;
+  bool wrong_samples_ = false;
   std::shared_ptr<std::atomic<int64_t>> in_flight_ = std::make_shared<std::atomic<int64_t>>(0);
 };
 

@@ -55,6 +55,8 @@ StatusOr<Config> ParseFlags(int argc, char** argv) {
   flags.AddString("metrics-address-file", &c.metrics_address_file, "write the bound metrics address here");
   flags.AddString("log-level", &log_level, "debug|info|warning|error");
   flags.AddString("inject-sample-delay", &sample_delay, "fault injection for tests: make every sample this slow");
+  flags.AddBool("inject-wrong-samples", &o.inject_wrong_samples,
+                "fault injection for tests: label every batch with the wrong sample ids (a compromised worker)");
   flags.AddBool("bench-skip-decode", &o.skip_decode,
                 "diagnostics only: send batches without reading or decoding samples (each image holds only its "
                 "sample id), to measure the transport alone");

@@ -55,6 +55,7 @@ class Worker::Adapter {
         impl_(options, id_, threads_, clock, counters_),
         sender_(data_, pool_, id_, Histogram("collate"), Histogram("send"), transport_errors_) {
     ConfigureControlSocket(control_);
+    if (options.inject_wrong_samples) sender_.InjectWrongSamples();
     SocketOptions data_options;
     data_options.max_message_bytes = 64 << 10;  // only credits come in
     data_options.router_mandatory = true;       // a batch for a vanished client must fail, not vanish

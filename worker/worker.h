@@ -48,6 +48,8 @@ struct WorkerOptions {
   bool skip_decode = false;
   // Fault injection (tests, `stoker soak`): every sample takes this much longer, making a slow worker.
   Duration inject_sample_delay = Duration(0);
+  // Fault injection (tests): send every batch under the wrong sample ids, as a compromised worker would.
+  bool inject_wrong_samples = false;
   // CURVE (common/keys.h): the worker's key toward the coordinator, the coordinator's key and the clients it admits
   // to its data port, whose own server key it makes at start. security.insecure: no CURVE.
   Security security;

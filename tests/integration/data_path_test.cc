@@ -26,12 +26,7 @@ std::string Slurp(const std::string& path) {
 
 JobSpec Spec(const std::string& name, const TestDataset& data, uint32_t ranks, uint32_t batch, uint32_t epochs,
              Remainder remainder) {
-  JobSpec spec;
-  spec.name = name;
-  spec.manifest_path = data.manifest;
-  spec.world_size = ranks;
-  spec.batch_size = batch;
-  spec.epochs = epochs;
+  JobSpec spec = SpecOver(name, data, ranks, batch, epochs);
   spec.remainder = remainder;
   spec.seed = 99;
   return spec;

@@ -34,12 +34,8 @@ std::string Slurp(const std::string& path) {
 
 JobSpec Spec(const std::string& name, const TestDataset& data, uint32_t ranks = 2, uint32_t batch = 4,
              uint32_t epochs = 2) {
-  JobSpec spec;
-  spec.name = name;
-  spec.manifest_path = data.manifest;
-  spec.world_size = ranks;
-  spec.batch_size = batch;
-  spec.epochs = epochs;
+  JobSpec spec = SpecOver(name, data, ranks, batch, epochs);
+  spec.remainder = JobSpec().remainder;  // the default: these tests drop the remainder
   spec.seed = 7;
   return spec;
 }

@@ -76,4 +76,15 @@ StatusOr<TestDataset> MakeDamagedDataset(const std::string& dir, uint64_t good_i
   return IndexForTest(data, JoinPath(dir, "damaged.stoker"));
 }
 
+JobSpec SpecOver(const std::string& name, const TestDataset& data, uint32_t ranks, uint32_t batch, uint32_t epochs) {
+  JobSpec spec;
+  spec.name = name;
+  spec.manifest_path = data.manifest;
+  spec.world_size = ranks;
+  spec.batch_size = batch;
+  spec.epochs = epochs;
+  spec.remainder = Remainder::kPad;
+  return spec;
+}
+
 }  // namespace stoker::testing

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/job_spec.h"
 #include "common/status.h"
 
 namespace stoker::testing {
@@ -21,6 +22,9 @@ struct TestDataset {
 StatusOr<TestDataset> IndexForTest(const std::string& data, const std::string& manifest_path);
 
 // `images` good JPEG samples in shards of `per_shard` under dir/name, indexed to dir/name.stoker.
+// A job spec over `data`: `ranks` x `batch`, `epochs`, padding the last batch.
+JobSpec SpecOver(const std::string& name, const TestDataset& data, uint32_t ranks, uint32_t batch, uint32_t epochs);
+
 StatusOr<TestDataset> MakeJpegDataset(const std::string& dir, const std::string& name, uint64_t images,
                                       uint32_t per_shard);
 
