@@ -5,8 +5,8 @@
 //   control_plane_bench [--workers 1000] [--clients 1000] [--jobs 10] [--threads 4] [--seconds 10] [--cpu 0]
 //
 // The coordinator is the real binary, pinned to one core with taskset. The peers are simulated by a few driver
-// threads, each with one DEALER socket speaking for hundreds of peers (the coordinator knows peers by the sender
-// id in each request, not by connection). Each simulated worker serves one rank: it asks for up to 4 batches,
+// threads, each with two DEALER sockets (one with the worker key, one with the client key: CURVE as deployed, or
+// --insecure) speaking for hundreds of peers (the coordinator knows peers by the sender id in each request). Each simulated worker serves one rank: it asks for up to 4 batches,
 // reports each unit sent, and that rank's simulated client acknowledges them as received and consumed, which
 // commits them and opens the window for the next lease. Goal: >= 20,000 operations/s with the journal on.
 #include <unistd.h>
@@ -17,6 +17,7 @@
 #include <fstream>
 #include <latch>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <unordered_map>
@@ -24,6 +25,8 @@
 
 #include "bench/consume_rate.h"
 #include "common/control_codec.h"
+#include "common/curve.h"
+#include "common/keys.h"
 #include "common/wire.h"
 #include "common/flags.h"
 #include "common/manifest.h"
@@ -51,15 +54,31 @@ double ProcessCpuSeconds(pid_t pid) {
 }
 
 // One driver thread: `pairs` simulated (worker, client) pairs, each serving one rank of one job.
-void Drive(const std::string& endpoint, const std::vector<JobSpec>& jobs, const std::vector<Plan>& plans,
-           uint32_t first_pair, uint32_t pairs, uint32_t ranks_per_job, const std::atomic<bool>& stop,
-           Counters& counters, std::latch& ready) {
-  zmq::context_t context(1);
+// Keys of the simulated peers (absent: --insecure).
+struct PeerKeys {
+  KeyPair worker, client;
+  std::string coordinator_public;
+};
+
+zmq::socket_t PeerSocket(zmq::context_t& context, const std::string& endpoint, const KeyPair* key,
+                         const std::string& server_public) {
   zmq::socket_t s(context, zmq::socket_type::dealer);
   s.set(zmq::sockopt::linger, 0);
   s.set(zmq::sockopt::sndhwm, 0);
   s.set(zmq::sockopt::rcvhwm, 0);
+  if (key != nullptr) MakeCurveClient(s, *key, server_public);
   s.connect(endpoint);
+  return s;
+}
+
+void Drive(const std::string& endpoint, const std::optional<PeerKeys>& keys, const std::vector<JobSpec>& jobs,
+           const std::vector<Plan>& plans, uint32_t first_pair, uint32_t pairs, uint32_t ranks_per_job,
+           const std::atomic<bool>& stop, Counters& counters, std::latch& ready) {
+  zmq::context_t context(1);
+  const std::string server = keys ? keys->coordinator_public : "";
+  zmq::socket_t ws = PeerSocket(context, endpoint, keys ? &keys->worker : nullptr, server);
+  zmq::socket_t cs = PeerSocket(context, endpoint, keys ? &keys->client : nullptr, server);
+  const std::string data_key = keys ? std::string(40, 'k') : "";  // never dialled: the workers are simulated
   struct Pair {
     std::string worker, client;
     const JobSpec* job;
@@ -78,13 +97,16 @@ void Drive(const std::string& endpoint, const std::vector<JobSpec>& jobs, const 
   }
   uint64_t next_id = 1;
   std::unordered_map<uint64_t, uint32_t> lease_requests;  // request id -> pair
-  auto send = [&](const RequestBody& body) {
+  // The last unit report of a lease reply -> (pair, position): its client acks once the report is answered, as a
+  // real client acks only what a worker has sent (on two sockets, an earlier ack could overtake the report).
+  std::unordered_map<uint64_t, std::pair<uint32_t, uint64_t>> acks_due;
+  auto send = [&](zmq::socket_t& s, const RequestBody& body) {
     uint64_t id = next_id++;
     zmq::message_t frame = EncodeRequest(id, body);
     s.send(frame, zmq::send_flags::none);
     return id;
   };
-  auto receive_all = [&](size_t expected) {
+  auto receive_all = [&](zmq::socket_t& s, size_t expected) {
     for (size_t got = 0; got < expected;) {
       zmq::message_t frame;
       if (!s.recv(frame)) continue;
@@ -93,50 +115,69 @@ void Drive(const std::string& endpoint, const std::vector<JobSpec>& jobs, const 
   };
   // Registration: every client and every worker, answered before the timed run.
   for (const Pair& p : sim) {
-    send(RegisterClientRequest{p.client, p.job->name, p.rank, *p.job, 16, std::nullopt});
-    send(RegisterWorkerRequest{p.worker, "tcp://simulated:1", 1, "bench"});
+    send(cs, RegisterClientRequest{p.client, p.job->name, p.rank, *p.job, 16, std::nullopt});
+    send(ws, RegisterWorkerRequest{p.worker, "tcp://simulated:1", 1, "bench", data_key});
   }
-  receive_all(sim.size() * 2);
+  receive_all(cs, sim.size());
+  receive_all(ws, sim.size());
   ready.count_down();
   for (uint32_t i = 0; i < sim.size(); ++i) {
-    lease_requests[send(LeaseRequest{sim[i].worker, sim[i].job->name, sim[i].rank, 4, 0})] = i;
+    lease_requests[send(ws, LeaseRequest{sim[i].worker, sim[i].job->name, sim[i].rank, 4, 0})] = i;
   }
   while (!stop.load()) {
-    zmq::pollitem_t items[] = {{s.handle(), 0, ZMQ_POLLIN, 0}};
+    zmq::pollitem_t items[] = {{ws.handle(), 0, ZMQ_POLLIN, 0}, {cs.handle(), 0, ZMQ_POLLIN, 0}};
     (void)PollOnce(items, std::chrono::milliseconds(50));  // a failed poll shows as nothing received
+    for (int k = 0; k < 256 && (items[1].revents & ZMQ_POLLIN); ++k) {  // acks' replies: counted, nothing to do
+      zmq::message_t frame;
+      if (!cs.recv(frame, zmq::recv_flags::dontwait)) break;
+      counters.replies.fetch_add(1, std::memory_order_relaxed);
+      auto reply = DecodeReply(std::move(frame));
+      if (!reply.ok() || !reply->status.ok()) counters.errors.fetch_add(1, std::memory_order_relaxed);
+      if (reply.ok() && reply->status.ok()) {
+        if (const auto* hb = std::get_if<ClientHeartbeatResponse>(&reply->body)) membership = hb->membership_version;
+      }
+    }
     if (!(items[0].revents & ZMQ_POLLIN)) continue;
     for (int k = 0; k < 256; ++k) {
       zmq::message_t frame;
-      if (!s.recv(frame, zmq::recv_flags::dontwait)) break;
+      if (!ws.recv(frame, zmq::recv_flags::dontwait)) break;
       counters.replies.fetch_add(1, std::memory_order_relaxed);
       auto reply = DecodeReply(std::move(frame));
       if (!reply.ok() || !reply->status.ok()) {
         counters.errors.fetch_add(1, std::memory_order_relaxed);
         continue;
       }
-      if (const auto* hb = std::get_if<ClientHeartbeatResponse>(&reply->body)) membership = hb->membership_version;
+      if (auto due = acks_due.find(reply->request_id); due != acks_due.end()) {
+        Pair& p = sim[due->second.first];
+        const uint64_t end = due->second.second;
+        acks_due.erase(due);
+        if (end > p.consumed) {
+          p.consumed = end;
+          send(cs, ClientHeartbeatRequest{p.client, p.job->name, p.rank, end, end, {}, membership});
+          counters.acks.fetch_add(1, std::memory_order_relaxed);
+        }
+        continue;
+      }
       auto it = lease_requests.find(reply->request_id);
-      if (it == lease_requests.end()) continue;  // a unit report's or an ack's reply
+      if (it == lease_requests.end()) continue;  // another unit report's reply
       Pair& p = sim[it->second];
       uint32_t index = it->second;
       lease_requests.erase(it);
       const auto* lease = std::get_if<LeaseResponse>(&reply->body);
       if (lease != nullptr) {
         uint64_t end = p.consumed;
+        uint64_t last_report = 0;
         for (const LeaseGrant& g : lease->leases) {
-          send(UnitDoneRequest{p.worker, g.job, g.rank, g.unit, g.attempt, UnitOutcome::kSent, g.batch_count, {}});
+          last_report = send(ws, UnitDoneRequest{p.worker, g.job, g.rank, g.unit, g.attempt, UnitOutcome::kSent,
+                                                 g.batch_count, {}});
           end = std::max(end, p.plan->GlobalBatch(g.epoch, g.first_batch + g.batch_count));
           counters.leases.fetch_add(1, std::memory_order_relaxed);
           counters.unit_reports.fetch_add(1, std::memory_order_relaxed);
           counters.samples_acked.fetch_add(uint64_t{g.batch_count} * p.job->batch_size, std::memory_order_relaxed);
         }
-        if (end > p.consumed) {
-          p.consumed = end;
-          send(ClientHeartbeatRequest{p.client, p.job->name, p.rank, end, end, {}, membership});
-          counters.acks.fetch_add(1, std::memory_order_relaxed);
-        }
+        if (last_report != 0) acks_due[last_report] = {index, end};
       }
-      lease_requests[send(LeaseRequest{p.worker, p.job->name, p.rank, 4, 0})] = index;
+      lease_requests[send(ws, LeaseRequest{p.worker, p.job->name, p.rank, 4, 0})] = index;
     }
   }
 }
@@ -145,6 +186,7 @@ int Main(int argc, char** argv) {
   uint32_t workers = 1000, jobs = 10, threads = 4, cpu = 0, batch = 256;
   double seconds = 10;
   std::string dir = "/tmp/stoker-control-plane", json;
+  bool insecure = false;
   FlagSet flags("control_plane_bench [flags]",
                 "Coordinator operations per second on one core with simulated workers and clients, journal on.");
   flags.AddUint32("workers", &workers, "simulated workers (and as many clients: one rank each)");
@@ -155,6 +197,7 @@ int Main(int argc, char** argv) {
   flags.AddDouble("seconds", &seconds, "timed seconds");
   flags.AddString("dir", &dir, "working directory (manifest, journal, logs)");
   flags.AddString("json", &json, "write the figures here");
+  flags.AddBool("insecure", &insecure, "CURVE off (to measure what it costs the coordinator)");
   if (auto exit_code = flags.ParseOrExitCode(argc, argv)) return *exit_code;
   std::string mkdir = "rm -rf " + dir + " && mkdir -p " + dir;
   if (std::system(mkdir.c_str()) != 0) return 1;
@@ -179,10 +222,23 @@ int Main(int argc, char** argv) {
     specs[j].epochs = 100000;
     plans.push_back(*Plan::Make(specs[j], 1000000));
   }
-  LocalCluster cluster({dir, "", true, {"--log-level", "warning"}, {"taskset", "-c", std::to_string(cpu)}});
+  LocalClusterOptions options{dir, "", true, {"--log-level", "warning"}, {"taskset", "-c", std::to_string(cpu)}};
+  options.insecure = insecure;
+  LocalCluster cluster(options);
   if (Status s = cluster.StartCoordinator(); !s.ok()) {
     std::fprintf(stderr, "%s\n", s.ToString().c_str());
     return 1;
+  }
+  std::optional<PeerKeys> keys;
+  if (!insecure) {
+    auto w = ReadKeyFile(cluster.keyring().worker_key);
+    auto c = ReadKeyFile(cluster.keyring().client_key);
+    auto k = ReadKeyFile(cluster.keyring().coordinator_key);
+    if (!w.ok() || !c.ok() || !k.ok()) {
+      std::fprintf(stderr, "cannot read the cluster's keys\n");
+      return 1;
+    }
+    keys = PeerKeys{*w, *c, k->public_z85};
   }
   Counters counters;
   std::atomic<bool> stop{false};
@@ -192,7 +248,7 @@ int Main(int argc, char** argv) {
   for (uint32_t t = 0; t < threads; ++t) {
     uint32_t first = t * per_thread;
     uint32_t n = std::min(per_thread, workers - std::min(workers, first));
-    drivers.emplace_back(Drive, cluster.coordinator_endpoint(), std::cref(specs), std::cref(plans), first, n,
+    drivers.emplace_back(Drive, cluster.coordinator_endpoint(), std::cref(keys), std::cref(specs), std::cref(plans), first, n,
                          ranks_per_job, std::cref(stop), std::ref(counters), std::ref(ready));
   }
   // The journal's size right after registration (jobs, sessions, workers) is the base of the growth figure.

@@ -107,6 +107,9 @@ if want feed; then
   section "GPU feed: H2D + normalise vs raw cudaMemcpyAsync; staging vs memcpy; client CPU per img/s"
   ours "$BUNDLE/bin/gpu_feed_bench" --json "$OUT/gpu_feed.json" --seconds ${FEED_SECONDS:-10} --workers 4 \
     --worker-threads 3
+  echo "--- the same end to end without CURVE (--insecure): what encryption costs the client"
+  ours "$BUNDLE/bin/gpu_feed_bench" --json "$OUT/gpu_feed_insecure.json" --seconds ${FEED_SECONDS:-10} --workers 4 \
+    --worker-threads 3 --insecure
 fi
 
 if want headline; then

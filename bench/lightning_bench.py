@@ -66,6 +66,7 @@ def main():
         f"{args.checkpoint_at}")
     cluster = support.Cluster(os.path.join(args.bundle, "bin"), args.images, workers=args.workers,
                               server_env=server_env, work=os.path.join(args.work, "cluster"))
+    trainer_env = dict(trainer_env, **cluster.client_env)  # the cluster's client key and trust file (CURVE)
     try:
         job = [f"--coordinator={cluster.endpoint}", "--job=lightning", f"--manifest={cluster.manifest}",
                f"--epochs={args.epochs}", "--seed=1", f"--prefetch={2 * args.workers + 4}"]

@@ -52,12 +52,18 @@ def run_stoker(args, workers, manifest, logs):
         return p
 
     bin_dir = os.path.join(args.bundle, "bin")
+    # CURVE as deployed: a key per role and their trust file (stoker keygen), the trainer's through the environment.
+    keys = os.path.join(logs, f"keys-{workers}")
+    subprocess.run([os.path.join(bin_dir, "stoker"), "keygen", f"--keyring={keys}"], check=True, env=env,
+                   stdout=subprocess.DEVNULL)
+    trust = f"--trust-file={os.path.join(keys, 'trust')}"
     ep_file = os.path.join(logs, f"coordinator-{workers}.endpoint")
     if os.path.exists(ep_file):
         os.remove(ep_file)
     c = start(f"coordinator-{workers}", [os.path.join(bin_dir, "stoker-coordinator"), "--listen=tcp://127.0.0.1:0",
                                          f"--endpoint-file={ep_file}", "--log-level=warning",
-                                         "--metrics-listen=127.0.0.1:0"])
+                                         "--metrics-listen=127.0.0.1:0",
+                                         f"--key-file={os.path.join(keys, 'coordinator.key')}", trust])
     endpoint = wait_for_file(ep_file, c)
     for i in range(workers):
         f = os.path.join(logs, f"worker-{workers}-{i}.endpoint")
@@ -65,11 +71,13 @@ def run_stoker(args, workers, manifest, logs):
             os.remove(f)
         w = start(f"worker-{workers}-{i}", [os.path.join(bin_dir, "stoker-worker"), f"--coordinator={endpoint}",
                                             "--listen=tcp://127.0.0.1:0", "--threads=1", f"--endpoint-file={f}",
-                                            "--log-level=warning", "--metrics-listen=127.0.0.1:0"])
+                                            "--log-level=warning", "--metrics-listen=127.0.0.1:0",
+                                            f"--key-file={os.path.join(keys, 'worker.key')}", trust])
         wait_for_file(f, w)
     summary = os.path.join(logs, f"stoker-{workers}.json")
     tenv = dict(os.environ, PYTHONPATH=os.path.join(args.bundle, "python"), PYTHONUNBUFFERED="1")
     tenv.pop("LD_LIBRARY_PATH", None)  # the package preloads the libraries vendored next to it
+    tenv.update(STOKER_KEY_FILE=os.path.join(keys, "client.key"), STOKER_TRUST_FILE=os.path.join(keys, "trust"))
     steps_per_epoch = args.images // args.batch_size
     epochs = (args.warmup + args.steps) // steps_per_epoch + 2
     cmd = [sys.executable, os.path.join(args.examples, "train_resnet50.py"), f"--coordinator={endpoint}",

@@ -87,15 +87,18 @@ Rate MeasureRaw(size_t bytes, double seconds) {
 }
 
 Rate MeasureStoker(const std::string& dir, uint32_t batch, double seconds, uint32_t workers, uint32_t threads,
-                   uint32_t prefetch, uint32_t credits) {
+                   uint32_t prefetch, uint32_t credits, bool insecure) {
   // A manifest of samples that are never read (the workers skip decoding).
   PosixEnv env;
+  if (!env.CreateDirectories(dir).ok()) return {};
   ManifestWriter writer(dir, SourceKind::kTarShards);
   uint32_t shard = writer.AddShard("never-read.tar", uint64_t{1} << 40, 0);
   for (uint32_t i = 0; i < 100000; ++i) writer.AddSample(shard, 512ull * i, 1, i % 1000, ImageFormat::kJpeg, "s");
   std::string manifest = dir + "/transport.stoker";
   if (!writer.Write(env, manifest, "transport_bench").ok()) return {};
-  LocalCluster cluster({dir, "", true, {"--log-level", "warning"}});
+  LocalClusterOptions options{dir, "", true, {"--log-level", "warning"}};
+  options.insecure = insecure;
+  LocalCluster cluster(options);
   Status started = cluster.StartCoordinator();
   for (uint32_t i = 0; i < workers && started.ok(); ++i) {
     started = cluster.StartWorker(threads, {"--bench-skip-decode", "--log-level", "warning"}).status();
@@ -140,19 +143,27 @@ int Main(int argc, char** argv) {
   bench::ScratchDir scratch("transport");
   const std::string& dir = scratch.path();
   Rate raw = MeasureRaw(batch_bytes, seconds);
-  Rate ours = MeasureStoker(dir, batch, seconds, workers, threads, prefetch, credits);
+  Rate ours = MeasureStoker(dir + "/curve", batch, seconds, workers, threads, prefetch, credits, false);
+  Rate plain = MeasureStoker(dir + "/plain", batch, seconds, workers, threads, prefetch, credits, true);
   double ratio = raw.bytes_per_second > 0 ? ours.bytes_per_second / raw.bytes_per_second : 0;
+  double plain_ratio = raw.bytes_per_second > 0 ? plain.bytes_per_second / raw.bytes_per_second : 0;
+  double curve_cost = plain.bytes_per_second > 0 ? ours.bytes_per_second / plain.bytes_per_second : 0;
   std::printf("message: one batch of %u x 224x224x3 = %.1f MB\n", batch, batch_bytes / 1e6);
   std::printf("%-46s %10s %10s %8s\n", "loopback, one receiver", "GB/s", "msgs/s", "ratio");
   std::printf("%-46s %10.2f %10.1f %8s\n", "baseline: raw ZeroMQ PUSH->PULL, zero-copy send", raw.bytes_per_second / 1e9,
               raw.messages_per_second, "1.00");
-  std::printf("%-46s %10.2f %10.1f %8.2f\n", "stoker: worker -> client (leases, credits, acks)",
+  std::printf("%-46s %10.2f %10.1f %8.2f\n", "stoker: worker -> client, CURVE (the default)",
               ours.bytes_per_second / 1e9, ours.messages_per_second, ratio);
+  std::printf("%-46s %10.2f %10.1f %8.2f\n", "stoker: worker -> client, --insecure", plain.bytes_per_second / 1e9,
+              plain.messages_per_second, plain_ratio);
+  std::printf("CURVE / insecure: %.2f\n", curve_cost);
   std::printf("(stoker images/s at that rate: %.0f)\n", ours.messages_per_second * batch);
   if (!json.empty()) {
     std::ofstream(json) << "{\"batch_size\": " << batch << ", \"message_bytes\": " << batch_bytes
                         << ", \"raw_gbps\": " << raw.bytes_per_second / 1e9
                         << ", \"stoker_gbps\": " << ours.bytes_per_second / 1e9 << ", \"ratio\": " << ratio
+                        << ", \"insecure_gbps\": " << plain.bytes_per_second / 1e9
+                        << ", \"insecure_ratio\": " << plain_ratio << ", \"curve_over_insecure\": " << curve_cost
                         << ", \"stoker_images_per_second\": " << ours.messages_per_second * batch
                         << ", \"workers\": " << workers << ", \"worker_threads\": " << threads << "}\n";
   }

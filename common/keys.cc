@@ -86,6 +86,11 @@ StatusOr<KeyPair> GenerateKeyPair(Role role, const std::string& name) {
   return KeyPair{role, name, pub, sec};
 }
 
+StatusOr<KeyPair> ReadKeyFile(const std::string& path) {
+  STOKER_ASSIGN_OR_RETURN(std::string text, ReadText(path, "key"));
+  return ParseKeyPair(text, path);
+}
+
 std::string FormatKeyPair(const KeyPair& key) {
   std::ostringstream out;
   out << "# stoker CURVE key pair of a " << RoleName(key.role) << " (stoker keygen). Secret: give it only to "

@@ -59,6 +59,8 @@ StatusOr<KeyPair> GenerateKeyPair(Role role, const std::string& name);
 // role; errors say which field is wrong, never its value.
 std::string FormatKeyPair(const KeyPair& key);
 StatusOr<KeyPair> ParseKeyPair(const std::string& text, const std::string& source);
+// The key pair in a key file (`stoker keygen` wrote it). Errors name the file, never its text.
+StatusOr<KeyPair> ReadKeyFile(const std::string& path);
 
 // A trust file's line for a key, and a whole trust file.
 std::string TrustLine(const KeyPair& key);

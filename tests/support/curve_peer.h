@@ -14,11 +14,7 @@
 namespace stoker::testing {
 
 // The key pair in a key file `stoker keygen` wrote.
-inline StatusOr<KeyPair> ReadKey(const std::string& path) {
-  PosixEnv env;
-  STOKER_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(env, path));
-  return ParseKeyPair(text, path);
-}
+inline StatusOr<KeyPair> ReadKey(const std::string& path) { return ReadKeyFile(path); }
 
 // A DEALER connected to `endpoint`: a CURVE client with `own` toward the server key `server_public`, or with no
 // CURVE at all when `own` is empty (such a peer is refused at the handshake by a CURVE server).
