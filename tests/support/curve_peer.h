@@ -17,11 +17,14 @@ namespace stoker::testing {
 inline StatusOr<KeyPair> ReadKey(const std::string& path) { return ReadKeyFile(path); }
 
 // A DEALER connected to `endpoint`: a CURVE client with `own` toward the server key `server_public`, or with no
-// CURVE at all when `own` is empty (such a peer is refused at the handshake by a CURVE server).
+// CURVE at all when `own` is empty (such a peer is refused at the handshake by a CURVE server). A send gives up
+// after two seconds: once a refused handshake has dropped the connection, a DEALER has no pipe to queue on until it
+// reconnects, and a blocking send would wait for a peer that never accepts it (CI hung 600 s there).
 inline zmq::socket_t Dealer(zmq::context_t& context, const std::string& endpoint, const std::optional<KeyPair>& own,
                             const std::string& server_public = "") {
   zmq::socket_t s(context, zmq::socket_type::dealer);
   s.set(zmq::sockopt::linger, 0);
+  s.set(zmq::sockopt::sndtimeo, 2000);
   if (own) MakeCurveClient(s, *own, server_public);
   s.connect(endpoint);
   return s;
