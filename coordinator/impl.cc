@@ -322,6 +322,23 @@ void CoordinatorImpl::Tick() {
   ExpireLeasesAndClientsLocked(now);
 }
 
+void CoordinatorImpl::ExcuseSilence(Duration silence) {
+  MutexLock lock(mu_);
+  for (auto& [id, w] : workers_) w.last_heard += silence;
+  for (auto& [name, job] : jobs_) {
+    if (job.idle_since) *job.idle_since += silence;
+    for (RankRuntime& r : job.ranks) {
+      r.last_heard += silence;
+      for (auto& [unit, lease] : r.active) {
+        lease.expiry += silence;
+        lease.sent_at += silence;
+      }
+      for (ParkedRequest& p : r.parked) p.deadline += silence;
+    }
+  }
+  if (reconciling_) reconcile_until_ += silence;
+}
+
 void CoordinatorImpl::ExpireWorkersLocked(TimePoint now) {
   std::vector<std::string> lost_workers;
   for (const auto& [id, w] : workers_) {

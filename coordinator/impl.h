@@ -151,6 +151,10 @@ class CoordinatorImpl {
 
   // Expires workers, leases, unacknowledged units, silent clients and parked requests. Call every ~50 ms.
   void Tick();
+  // After `silence` in which the coordinator could hear nobody (its journal could not be written, so it answered
+  // every request UNAVAILABLE and stopped its clock): every liveness, lease and parked deadline moves later by
+  // that much, so nobody is expired for a silence that was the coordinator's own.
+  void ExcuseSilence(Duration silence);
   std::vector<DeferredLeaseReply> TakeDeferredReplies();
 
   CoordinatorStats Stats() const;

@@ -128,8 +128,9 @@ StatusOr<std::unique_ptr<Journal>> OpenJournal(Env& env, const Config& c, std::v
   options.compact_threshold_bytes = c.compact_bytes;
   STOKER_ASSIGN_OR_RETURN(auto journal, Journal::Open(env, c.journal_path, options,
                                                       [&](const Update& u) { replayed->push_back(u); }, &replay));
-  STOKER_LOG(kInfo) << "journal " << c.journal_path << ": replayed " << replay.records << " records (" << replay.bytes
-                    << " bytes)" << (replay.torn_bytes ? ", dropped a torn tail" : "");
+  STOKER_LOG(kInfo) << "journal " << c.journal_path << ": replayed " << replay.updates << " updates in "
+                    << replay.records << " records (" << replay.bytes << " bytes, format " << replay.format << ")"
+                    << (replay.torn_bytes ? ", dropped a torn tail" : "");
   return journal;
 }
 

@@ -53,6 +53,9 @@ void WorkerImpl::SendHeartbeat() {
 }
 
 void WorkerImpl::HandleReply(const DecodedReply& reply) {
+  // UNAVAILABLE: the coordinator cannot act now (its journal cannot be written). The request stays pending and is
+  // handled as unanswered when its deadline passes (sent again, or given up), which paces the retries.
+  if (reply.status.code() == StatusCode::kUnavailable) return;
   std::optional<RequestTracker::Pending> request = tracker_.Answer(reply.request_id);
   if (!request) return;  // answered already, or given up on
   const RequestBody& body = request->body;

@@ -18,6 +18,7 @@
 #include "common/http_server.h"
 #include "common/wire.h"
 #include "tests/support/checker.h"
+#include "tests/support/exact_delivery.h"
 #include "tests/support/curve_peer.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/http_client.h"
@@ -77,19 +78,6 @@ Keys MakeKeysWithMallory(const TempDir& dir) {
   EXPECT_TRUE(AppendTrustLine(keyring->trust, *mallory).ok());
   return {*ReadKey(keyring->coordinator_key), *ReadKey(keyring->worker_key), *ReadKey(keyring->client_key),
           *mallory, *GenerateKeyPair(Role::kClient, "stranger")};
-}
-
-void ExpectExactDelivery(LocalCluster& cluster, const JobSpec& spec, const TestDataset& data, size_t consumers) {
-  auto codes = cluster.WaitForConsumers(milliseconds(120000));
-  ASSERT_TRUE(codes.ok()) << codes.status().ToString();
-  std::vector<std::string> logs;
-  for (size_t i = 0; i < consumers; ++i) {
-    EXPECT_EQ((*codes)[i], 0) << cluster.ConsumerOutput(i);
-    logs.push_back(cluster.ConsumerLog(i));
-  }
-  auto verdict = CheckLogs(spec, data.samples, logs);
-  ASSERT_TRUE(verdict.ok()) << verdict.status().ToString();
-  EXPECT_TRUE(verdict->ok()) << verdict->Describe();
 }
 
 // Forge acks, deregister the victim, take its rank, resume over it: each from another trusted client key, from a
