@@ -20,6 +20,8 @@ import subprocess
 import sys
 import time
 
+import thread_cpu
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -37,6 +39,29 @@ def wait_for_file(path, proc, deadline_s=60):
             sys.exit(f"{proc.args[0]} exited with {proc.returncode} before writing {path}")
         time.sleep(0.05)
     sys.exit(f"no {path} within {deadline_s} s")
+
+
+def run_profiled(cmd, env, timeout):
+    """Runs the trainer, echoing its output, and measures every thread's CPU time on the machine between its first
+    and its last progress line of the measured window (bench/thread_cpu.py): where the cores go while it trains."""
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    first = last = None
+    deadline = time.monotonic() + timeout
+    for line in proc.stdout:
+        print(line, end="", flush=True)
+        if line.startswith("epoch ") and " step " in line:
+            if first is None:
+                first = thread_cpu.snapshot()
+            else:
+                last = thread_cpu.snapshot()
+        if time.monotonic() > deadline:
+            proc.kill()
+            break
+    returncode = proc.wait()
+    cpu = thread_cpu.report(first, last, proc.pid) if first and last else None
+    if cpu:
+        log(f"cores over {cpu['seconds']} s: {cpu['cores_by_role']}; trainer threads: {cpu['trainer_cores_by_thread']}")
+    return returncode, cpu
 
 
 def run_stoker(args, workers, manifest, logs):
@@ -86,9 +111,9 @@ def run_stoker(args, workers, manifest, logs):
            "--print-every=40", f"--prefetch={2 * workers + 4}"]  # every worker busy, with batches to spare
     log(f"(b) stoker, {workers} workers: " + " ".join(cmd[1:]))
     try:
-        r = subprocess.run(cmd, env=tenv, timeout=args.timeout)
-        if r.returncode != 0:
-            sys.exit(f"train_resnet50.py exited with {r.returncode}")
+        returncode, cpu = run_profiled(cmd, tenv, args.timeout)
+        if returncode != 0:
+            sys.exit(f"train_resnet50.py exited with {returncode}")
     finally:
         for p in procs:
             if p.poll() is None:
@@ -102,6 +127,7 @@ def run_stoker(args, workers, manifest, logs):
             f.close()
     with open(summary) as f:
         result = json.load(f)
+    result["thread_cpu"] = cpu
     connected = result["loader"]["connected_workers"]
     if connected != workers:
         sys.exit(f"only {connected} of {workers} workers were connected to the client: see {logs}/worker-{workers}-*.log")
