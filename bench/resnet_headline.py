@@ -97,7 +97,8 @@ def run_stoker(args, workers, manifest, logs):
         w = start(f"worker-{workers}-{i}", [os.path.join(bin_dir, "stoker-worker"), f"--coordinator={endpoint}",
                                             "--listen=tcp://127.0.0.1:0", "--threads=1", f"--endpoint-file={f}",
                                             "--log-level=warning", "--metrics-listen=127.0.0.1:0",
-                                            f"--key-file={os.path.join(keys, 'worker.key')}", trust])
+                                            f"--key-file={os.path.join(keys, 'worker.key')}", trust]
+                  + (["--plain-data"] if args.plain_data else []))
         wait_for_file(f, w)
     summary = os.path.join(logs, f"stoker-{workers}.json")
     tenv = dict(os.environ, PYTHONPATH=os.path.join(args.bundle, "python"), PYTHONUNBUFFERED="1")
@@ -146,6 +147,8 @@ def main():
     p.add_argument("--warmup", type=int, default=25)
     p.add_argument("--timeout", type=int, default=300)
     p.add_argument("--skip-anchor", action="store_true", help="reuse OUT/anchor_resnet.json")
+    p.add_argument("--plain-data", action="store_true",
+                   help="workers' --plain-data: data tickets, batches unencrypted (control on CURVE)")
     p.add_argument("--out", default=os.environ.get("OUT", "/tmp/stoker-out"))
     p.add_argument("--logs", default="/tmp/stoker-headline", help="process logs and per-run summaries")
     args = p.parse_args()
@@ -183,7 +186,7 @@ def main():
               f"{r['images_per_second'] / synthetic:7.3f} {100 * r['host_input_wait_fraction']:9.1f}% "
               f"{100 * r['gpu_input_stall_fraction']:9.1f}%")
     result = {"synthetic_img_s": synthetic, "dataloader_img_s": dataloader, "dataloader_wait_frac": dataloader_wait,
-              "cores": os.cpu_count(),
+              "cores": os.cpu_count(), "data_plane": "plain-data" if args.plain_data else "curve",
               "stoker": {str(w): {"img_s": r["images_per_second"], "ratio_to_synthetic":
                                   r["images_per_second"] / synthetic, "ratio_to_dataloader":
                                   r["images_per_second"] / dataloader,

@@ -6,6 +6,7 @@ find_package(cppzmq REQUIRED)                 # cppzmq-dev; brings the libzmq ta
 find_package(CapnProto REQUIRED)              # libcapnp-dev + capnproto (the schema compiler)
 find_package(prometheus-cpp REQUIRED)         # prometheus-cpp-dev
 find_package(JPEG REQUIRED)                   # libjpeg62-turbo-dev: the libjpeg API of libjpeg-turbo
+pkg_check_modules(SODIUM REQUIRED IMPORTED_TARGET libsodium)  # libsodium-dev: keyed BLAKE2b for data tickets
 
 # libjpeg-turbo's crop and skip entry points are what the worker's decoder is built on; refuse a plain libjpeg.
 include(CheckSymbolExists)

@@ -57,6 +57,7 @@ void UpdateToWire(const Update& update, wire::JournalRecord::Builder r) {
           m.setThreads(u.threads);
           m.setDataPublicKey(u.data_public_key);
           m.setIdentity(u.identity);
+          m.setDataPlain(u.data_plain);
         } else if constexpr (std::is_same_v<T, WorkerLeft>) {
           r.setWorkerLeft(u.worker_id);
         } else if constexpr (std::is_same_v<T, JobRemoved>) {
@@ -89,7 +90,7 @@ StatusOr<Update> UpdateFromWire(wire::JournalRecord::Reader r) {
     case wire::JournalRecord::WORKER_JOINED: {
       auto m = r.getWorkerJoined();
       return Update(WorkerJoined{m.getWorkerId().cStr(), m.getDataEndpoint().cStr(), m.getThreads(),
-                                 m.getDataPublicKey().cStr(), m.getIdentity().cStr()});
+                                 m.getDataPublicKey().cStr(), m.getIdentity().cStr(), m.getDataPlain()});
     }
     case wire::JournalRecord::WORKER_LEFT:
       return Update(WorkerLeft{r.getWorkerLeft().cStr()});

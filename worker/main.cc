@@ -67,6 +67,10 @@ StatusOr<Config> ParseFlags(int argc, char** argv) {
                   "public keys: the coordinator's, and the clients allowed on the data port; or $STOKER_TRUST");
   flags.AddBool("insecure", &keys.insecure,
                 "no CURVE: anyone who reaches the ports is trusted and traffic is clear text (trusted networks only)");
+  flags.AddBool("plain-data", &o.plain_data,
+                "the data port checks each client's data ticket (issued by the coordinator) but does not encrypt "
+                "batches: for trusted networks, where CURVE costs ~3x the client CPU per image (control stays "
+                "encrypted; docs/operations.md, Security)");
   STOKER_RETURN_IF_ERROR(flags.Parse(argc, argv));
   auto grace = ParseDurationMs(drain_grace);
   if (!grace.ok()) return grace.status().WithContext("--drain-grace");

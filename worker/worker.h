@@ -53,6 +53,10 @@ struct WorkerOptions {
   // CURVE (common/keys.h): the worker's key toward the coordinator, the coordinator's key and the clients it admits
   // to its data port, whose own server key it makes at start. security.insecure: no CURVE.
   Security security;
+  // The data port authenticates clients by data ticket (ZeroMQ PLAIN, common/data_tickets.h) and does not encrypt:
+  // for networks the operator trusts, where CURVE would cost about three times the client's CPU per image. The
+  // control plane stays encrypted. Meaningless with security.insecure.
+  bool plain_data = false;
 };
 
 struct WorkerStats {
