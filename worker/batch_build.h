@@ -68,6 +68,7 @@ struct BatchBuild {
 
 // Per pipeline thread: its decoders and scratch, built lazily per job.
 struct ThreadContext {
+  JpegLimits limits;  // what one image may cost (the worker's flags)
   std::map<std::string, std::unique_ptr<ImagePipeline>> pipelines;
   std::vector<uint8_t> encoded;
   ImagePipeline& PipelineFor(const JobContext& job);

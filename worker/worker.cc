@@ -289,6 +289,7 @@ class Worker::Adapter {
     const uint32_t batch_size = build->job->spec.batch_size;
     for (uint32_t slot = 0; slot < batch_size; ++slot) {
       tasks_->Push([this, build, slot](ThreadContext& context) {
+        context.limits = options_.jpeg_limits;
         counters_.active.fetch_add(1, std::memory_order_relaxed);
         if (options_.inject_sample_delay.count() > 0) InjectDelay();
         BuildSample(*build, slot, context, options_.skip_decode, counters_);

@@ -27,6 +27,7 @@
 #include "common/env.h"
 #include "common/keys.h"
 #include "common/status.h"
+#include "worker/jpeg_decoder.h"
 
 namespace stoker {
 
@@ -46,6 +47,9 @@ struct WorkerOptions {
   // Diagnostics: neither read nor decode samples; each image slot only gets its sample id in its first 8 bytes.
   // Measures the transport and the control plane alone (bench/transport_bench). Never for training.
   bool skip_decode = false;
+  // What one image may cost a pipeline thread (pixels, progressive scans, memory, CPU time): beyond it the sample
+  // is quarantined as "decode_limit".
+  JpegLimits jpeg_limits;
   // Fault injection (tests, `stoker soak`): every sample takes this much longer, making a slow worker.
   Duration inject_sample_delay = Duration(0);
   // Fault injection (tests): send every batch under the wrong sample ids, as a compromised worker would.
