@@ -14,6 +14,9 @@ function(stoker_target_defaults target)
                                                                       -fno-omit-frame-pointer>)
     target_link_options(${target} PUBLIC -fsanitize=${STOKER_SANITIZE})
   endif()
+  if(STOKER_FUZZ)  # coverage for libFuzzer everywhere; only the fuzz targets link its main
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=fuzzer-no-link>)
+  endif()
 endfunction()
 
 # stoker_library(name ALIAS stoker::name SOURCES ... DEPS ...)

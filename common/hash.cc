@@ -73,6 +73,7 @@ Xxh64Stream::Xxh64Stream(uint64_t seed) : seed_(seed) {
 }
 
 void Xxh64Stream::Update(const void* data, size_t size) {
+  if (size == 0) return;  // `data` may then be null, which memcpy must never be given
   const auto* p = static_cast<const unsigned char*>(data);
   total_ += size;
   if (buffered_ + size < 32) {

@@ -15,6 +15,13 @@ TEST(Xxh64, MatchesPublishedVectors) {
   EXPECT_EQ(Xxh64(fox.data(), fox.size()), 0xFBCEA83C8A378BF1ULL);
 }
 
+// Found by fuzz_journal (UBSan): hashing nothing from a null pointer (an empty vector's data) passed null to
+// memcpy. Nothing is read, and the hash is that of the empty input.
+TEST(Xxh64, NothingFromANullPointerIsTheEmptyHash) {
+  EXPECT_EQ(Xxh64(nullptr, 0), Xxh64("", 0));
+  EXPECT_EQ(Xxh64(nullptr, 0, 7), Xxh64("", 0, 7));
+}
+
 TEST(Xxh64, StreamingEqualsOneShotForEverySplit) {
   std::string data;
   for (int i = 0; i < 300; ++i) data.push_back(static_cast<char>(i * 7 + 3));

@@ -267,18 +267,29 @@ void HttpServer::Read(Connection& c) {
   }
 }
 
+StatusOr<HttpRequestLine> ParseRequestLine(std::string_view head) {
+  std::string_view line = head.substr(0, head.find('\n'));
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  const size_t sp1 = line.find(' ');
+  const size_t sp2 = sp1 == std::string_view::npos ? std::string_view::npos : line.find(' ', sp1 + 1);
+  if (sp2 == std::string_view::npos || line.substr(sp2 + 1, 5) != "HTTP/") {
+    return InvalidArgumentError("malformed request line");
+  }
+  HttpRequestLine r;
+  r.method = std::string(line.substr(0, sp1));
+  const std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+  r.path = std::string(target.substr(0, target.find('?')));
+  return r;
+}
+
 void HttpServer::Answer(Connection& c) {
-  std::string line = c.in.substr(0, c.in.find('\n'));
-  if (!line.empty() && line.back() == '\r') line.pop_back();
-  size_t sp1 = line.find(' ');
-  size_t sp2 = sp1 == std::string::npos ? std::string::npos : line.find(' ', sp1 + 1);
-  if (sp2 == std::string::npos || line.compare(sp2 + 1, 5, "HTTP/") != 0) {
+  auto request = ParseRequestLine(c.in);
+  if (!request.ok()) {
     rejected_.fetch_add(1);
     return Respond(c, {400, "text/plain; charset=utf-8", "malformed request line\n"}, false);
   }
-  std::string method = line.substr(0, sp1);
-  std::string path = line.substr(sp1 + 1, sp2 - sp1 - 1);
-  path = path.substr(0, path.find('?'));
+  const std::string& method = request->method;
+  const std::string& path = request->path;
   bool head = method == "HEAD";
   if (method != "GET" && !head) {
     rejected_.fetch_add(1);

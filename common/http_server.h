@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "common/clock.h"
@@ -84,6 +85,15 @@ class HttpServer {
   std::atomic<uint64_t> rejected_{0};
   std::thread thread_;
 };
+
+// The request line of a request head (what a client sent up to its blank line): the method and the path without
+// its query. InvalidArgument unless it reads "METHOD TARGET HTTP/...". The only parser of untrusted bytes in the
+// server; pure, so a fuzz target drives it.
+struct HttpRequestLine {
+  std::string method;
+  std::string path;
+};
+StatusOr<HttpRequestLine> ParseRequestLine(std::string_view head);
 
 // Splits "host:port" (host may be empty or "*": all interfaces). Errors name the text.
 StatusOr<std::pair<std::string, uint16_t>> ParseHostPort(const std::string& text);

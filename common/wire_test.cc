@@ -138,7 +138,7 @@ TEST(ParsedFrame, RejectsGarbageAndLies) {
   Status s = CatchWireErrors("heartbeat", [&]() {
     uint64_t sum = 0;
     for (auto v : (*parsed)->Root<wire::Request>().getClientHeartbeat().getReceivedAbove()) sum += v;
-    return Status::Ok();
+    return sum == UINT64_MAX ? InternalError("unreachable") : Status::Ok();  // the reads are what is tested
   });
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
 }

@@ -175,7 +175,10 @@ StatusOr<bool> ReadRecord(const RandomAccessFile& file, uint64_t offset, int ver
     return false;
   }
   payload->resize(f.length);
-  STOKER_ASSIGN_OR_RETURN(size_t p, file.Read(offset + kJournalRecordHeader, f.length, payload->data()));
+  size_t p = 0;
+  if (f.length > 0) {
+    STOKER_ASSIGN_OR_RETURN(p, file.Read(offset + kJournalRecordHeader, f.length, payload->data()));
+  }
   if (p != f.length || !ChecksumMatches(version, f, *payload)) {
     *why = "the record fails its checksum";
     return false;

@@ -25,7 +25,8 @@ TEST_PACKAGES=(
   prometheus
   python3 python3-yaml python3-matplotlib
   python3-torch python3-torchvision python3-pip python3-venv python3-wheel   # the Python package's tests
-  clang-14                        # -Wthread-safety over the lock annotations (scripts/check-thread-safety.py)
+  clang-14                        # -Wthread-safety over the lock annotations (scripts/check-thread-safety.py),
+  libclang-rt-14-dev              # and the sanitizer builds and libFuzzer targets (scripts/sanitize.sh)
 )
 # The container test (tests/containers): Debian's Docker engine, which the test starts itself, and debootstrap for
 # the base image (no registry is reachable from CI). Not with STOKER_SKIP_CONTAINERS=1, the developer's opt-out;

@@ -70,25 +70,23 @@ void JpegRegionDecoder::OnMessage(j_common_ptr cinfo, int level) {
   std::longjmp(errors->jump, 1);
 }
 
+// libjpeg calls this between row groups; a limit longjmps out, so nothing here may own memory (no std::string: its
+// destructor would never run).
 void JpegRegionDecoder::OnProgress(j_common_ptr cinfo) {
   JpegRegionDecoder* self = reinterpret_cast<Progress*>(cinfo->progress)->decoder;
   const auto* d = reinterpret_cast<j_decompress_ptr>(cinfo);
+  ErrorManager& errors = self->errors_;
   if (d->input_scan_number > self->limits_.max_scans) {
-    self->Abort("more than " + std::to_string(self->limits_.max_scans) + " scans", true);
+    std::snprintf(errors.message, sizeof(errors.message), "more than %d scans", self->limits_.max_scans);
+  } else if (self->cpu_deadline_ns_ != 0 && ThreadCpuNanos() > self->cpu_deadline_ns_) {
+    std::snprintf(errors.message, sizeof(errors.message), "over its budget of %lld ms of CPU time",
+                  static_cast<long long>(
+                      std::chrono::duration_cast<std::chrono::milliseconds>(self->limits_.max_cpu_time).count()));
+  } else {
+    return;
   }
-  if (self->cpu_deadline_ns_ != 0 && ThreadCpuNanos() > self->cpu_deadline_ns_) {
-    self->Abort("over its budget of " +
-                    std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(self->limits_.max_cpu_time)
-                                       .count()) +
-                    " ms of CPU time",
-                true);
-  }
-}
-
-void JpegRegionDecoder::Abort(const std::string& message, bool limit) {
-  std::snprintf(errors_.message, sizeof(errors_.message), "%s", message.c_str());
-  errors_.limit = limit;
-  std::longjmp(errors_.jump, 1);
+  errors.limit = true;
+  std::longjmp(errors.jump, 1);
 }
 
 void JpegRegionDecoder::StartClock() {

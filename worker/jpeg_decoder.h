@@ -95,8 +95,6 @@ class JpegRegionDecoder {
   static void OnError(j_common_ptr cinfo);
   static void OnMessage(j_common_ptr cinfo, int level);
   static void OnProgress(j_common_ptr cinfo);
-  // Ends the decode (longjmp to the active setjmp) with `message`; `limit` marks a JpegLimits refusal.
-  [[noreturn]] void Abort(const std::string& message, bool limit);
   void StartClock();
   Status Failure(const char* stage);
 

@@ -1,0 +1,154 @@
+// Writes the fuzz targets' seed corpora (committed in tests/fuzz/corpus/<target>/): real frames, journals, tar
+// shards, JPEGs, request heads and checkpoint tokens, made by stoker's own encoders, so each fuzzer starts from
+// inputs that reach deep into its parser. Regenerate after a format changes:
+//
+//   build/bin/fuzz_seeds tests/fuzz/corpus
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "common/checkpoint.h"
+#include "common/control_codec.h"
+#include "common/data_codec.h"
+#include "common/env.h"
+#include "common/tar.h"
+#include "coordinator/journal.h"
+#include "coordinator/journal_format.h"
+#include "datagen/synthetic_dataset.h"
+
+namespace stoker {
+namespace {
+
+void Write(const std::string& dir, const std::string& name, const std::string& bytes) {
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/" + name, std::ios::binary) << bytes;
+}
+
+std::string Bytes(const zmq::message_t& m) { return m.to_string(); }
+
+JobSpec Spec() {
+  JobSpec spec;
+  spec.name = "job";
+  spec.manifest_path = "/data/train.stoker";
+  spec.manifest_fingerprint = 0x1234;
+  spec.world_size = 2;
+  spec.batch_size = 4;
+  spec.epochs = 2;
+  return spec;
+}
+
+void ControlFrames(const std::string& dir) {
+  const std::vector<RequestBody> requests = {
+      RegisterWorkerRequest{"w-1", "tcp://10.0.0.1:7401", 4, "0.1.0", std::string(40, 'k')},
+      WorkerHeartbeatRequest{"w-1", {{"job", 0, 3, 7}}, false, 1.5, 100},
+      LeaseRequest{"w-1", "job", 1, 4, 1000},
+      UnitDoneRequest{"w-1", "job", 0, 3, 7, UnitOutcome::kSent, 1, {{17, "decode_error", "bad"}}},
+      RegisterClientRequest{"c-1", "job", 0, Spec(), 8, ResumePoint{5, 99}},
+      ClientHeartbeatRequest{"c-1", "job", 0, 4, 6, {8, 9}, 2},
+      GetJobRequest{"w-1", "job"},
+      DeregisterRequest{"c-1", "job", 0}};
+  for (size_t i = 0; i < requests.size(); ++i) Write(dir, "request-" + std::to_string(i), Bytes(EncodeRequest(i + 1, requests[i])));
+  const std::vector<ReplyBody> replies = {
+      RegisterWorkerResponse{250, 1500, std::string(32, 't')},
+      LeaseResponse{{}, true},
+      RegisterClientResponse{Spec(), 12, 96, 0, 250, {{"w-1", "tcp://10.0.0.1:7401", "", std::string(64, 'a')}}, 3},
+      ClientHeartbeatResponse{4, true, {{"w-2", "tcp://10.0.0.2:7401", std::string(40, 'k'), ""}}, {{"job", 0, 1, 2}}},
+      Spec()};
+  for (size_t i = 0; i < replies.size(); ++i) {
+    Write(dir, "reply-" + std::to_string(i), Bytes(EncodeReply(i + 1, Status::Ok(), replies[i])));
+  }
+  Write(dir, "reply-error", Bytes(EncodeReply(9, PermissionDeniedError("no"), std::monostate{})));
+}
+
+void DataFrames(const std::string& dir) {
+  // FuzzedDataProvider takes its integers from the end: a byte of frame count and sizes after the frame.
+  const std::string sizes("\x01\x00\x02\x00\x00\x01", 6);
+  Write(dir, "credit", Bytes(EncodeCredit(Credit{"job", 0, "c-1", 4, 8 << 20})) + sizes);
+  BatchHeader h;
+  h.job = "job";
+  h.index = 3;
+  h.worker_id = "w-1";
+  h.count = 4;
+  h.height = h.width = 8;
+  h.channels = 3;
+  h.labels = {1, 2, 3, -1};
+  h.sample_ids = {5, 6, 7, 8};
+  h.flags = {0, 0, 0, 1};
+  Write(dir, "batch", Bytes(EncodeBatchHeader(h)) + sizes);
+  Write(dir, "error", Bytes(EncodeDataError(DataError{"job", 0, NotFoundError("no such job")})) + sizes);
+}
+
+void Journals(const std::string& dir) {
+  using namespace coordinator;
+  const std::vector<Update> updates = {JobCreated{Spec(), 96},
+                                       RankSessionStarted{"job", 0, "c-1", 0, 8, "client:a"},
+                                       RankProgress{"job", 0, 6, 4},
+                                       AttemptsReserved{"job", 0, 1024},
+                                       WorkerJoined{"w-1", "tcp://10.0.0.1:7401", 2, "", "worker:w", true},
+                                       WorkerLeft{"w-1"},
+                                       JobRemoved{"job"}};
+  std::string v2(kJournalMagicV2, sizeof(kJournalMagicV2));
+  for (size_t i = 0; i < updates.size(); ++i) {
+    for (const EncodedJournalRecord& r : EncodeJournalGroups(std::span(updates).subspan(i, 1))) v2 += r.bytes;
+  }
+  Write(dir, "journal-v2", v2);
+  std::string grouped(kJournalMagicV2, sizeof(kJournalMagicV2));
+  for (const EncodedJournalRecord& r : EncodeJournalGroups(updates)) grouped += r.bytes;
+  Write(dir, "journal-v2-one-group", grouped + std::string(37, '\0'));
+  Write(dir, "update", EncodeJournalUpdate(updates[0]));
+}
+
+void Tars(const std::string& dir) {
+  TarWriter w;
+  w.Add("n01440764/a.jpg", "jpegbytes");
+  w.Add("n01440764/a.cls", "7\n");
+  w.Add(std::string(150, 'd') + "/long.jpg", std::string(700, 'x'));
+  Write(dir, "shard.tar", w.Finish());
+  TarWriter cut;
+  cut.Add("a.jpg", std::string(3000, 'a'));
+  Write(dir, "cut.tar", cut.Finish().substr(0, 2000));
+}
+
+void Jpegs(const std::string& dir) {
+  const std::string crop("\x10\x00\x10\x00\x40\x00\x40\x00\x20", 9);  // trailing: crop and output size
+  for (int i = 0; i < 3; ++i) {
+    int w = 0, h = 0;
+    std::vector<uint8_t> rgb = SyntheticImage(i, &w, &h);
+    // Small seeds keep the fuzzer fast: a 64x48 corner of the synthetic image.
+    std::vector<uint8_t> small;
+    for (int y = 0; y < 48; ++y) small.insert(small.end(), rgb.begin() + y * w * 3, rgb.begin() + y * w * 3 + 64 * 3);
+    auto jpeg = EncodeJpeg(small.data(), 64, 48, JpegEncodeOptions{90, i != 1});
+    if (jpeg.ok()) Write(dir, "image-" + std::to_string(i) + ".jpg", *jpeg + crop);
+  }
+}
+
+void Requests(const std::string& dir) {
+  Write(dir, "get", "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:9400\r\nAccept: */*\r\n\r\n");
+  Write(dir, "head", "HEAD /readyz?verbose=1 HTTP/1.0\n\n");
+  Write(dir, "bad", "GET /state\r\n\r\n");
+}
+
+void Checkpoints(const std::string& dir) {
+  Write(dir, "token", EncodeCheckpointToken(CheckpointToken{"resnet50", 3, 12345, 0xfeedface12345678ull}));
+}
+
+}  // namespace
+}  // namespace stoker
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: fuzz_seeds CORPUS_DIR   (writes CORPUS_DIR/<target>/...)\n");
+    return 2;
+  }
+  const std::string root = argv[1];
+  stoker::ControlFrames(root + "/control_frame");
+  stoker::DataFrames(root + "/data_frame");
+  stoker::Journals(root + "/journal");
+  stoker::Tars(root + "/tar");
+  stoker::Jpegs(root + "/jpeg");
+  stoker::Requests(root + "/http_request");
+  stoker::Checkpoints(root + "/checkpoint");
+  return 0;
+}
