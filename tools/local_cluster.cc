@@ -94,16 +94,35 @@ Status LocalCluster::RestartCoordinator(const std::vector<std::string>& extra_fl
   return StartCoordinator(extra_flags);
 }
 
+Status LocalCluster::MoveCoordinator(const std::string& host) {
+  const size_t colon = coordinator_endpoint_.rfind(':');
+  if (colon == std::string::npos) return FailedPreconditionError("the coordinator has not started yet");
+  coordinator_.Kill();
+  coordinator_endpoint_ = "tcp://" + host + coordinator_endpoint_.substr(colon);
+  return StartCoordinator();
+}
+
+std::string LocalCluster::PeerCoordinatorEndpoint() const {
+  if (options_.coordinator_name.empty()) return coordinator_endpoint_;
+  return "tcp://" + options_.coordinator_name + coordinator_endpoint_.substr(coordinator_endpoint_.rfind(':'));
+}
+
 StatusOr<size_t> LocalCluster::StartWorker(uint32_t threads, const std::vector<std::string>& extra_flags,
                                            const std::string& coordinator) {
   size_t index = workers_.size();
   std::string name = "worker-" + std::to_string(index);
   std::string endpoint_file = options_.dir + "/" + name + ".endpoint";
-  std::vector<std::string> argv = {bin("stoker-worker"), "--coordinator",
-                                   coordinator.empty() ? coordinator_endpoint_ : coordinator, "--listen",
-                                   "tcp://127.0.0.1:0", "--threads", std::to_string(threads), "--endpoint-file",
-                                   endpoint_file, "--metrics-listen", "127.0.0.1:0", "--metrics-address-file",
-                                   options_.dir + "/" + name + ".metrics"};
+  std::vector<std::string> argv = options_.peer_prefix;
+  for (const std::string& a : {bin("stoker-worker"), std::string("--coordinator"),
+                               coordinator.empty() ? PeerCoordinatorEndpoint() : coordinator}) {
+    argv.push_back(a);
+  }
+  for (const std::string& a :
+       {std::string("--listen"), std::string("tcp://127.0.0.1:0"), std::string("--threads"), std::to_string(threads),
+        std::string("--endpoint-file"), endpoint_file, std::string("--metrics-listen"), std::string("127.0.0.1:0"),
+        std::string("--metrics-address-file"), options_.dir + "/" + name + ".metrics"}) {
+    argv.push_back(a);
+  }
   const std::vector<std::string> security = SecurityFlags(Role::kWorker);
   argv.insert(argv.end(), security.begin(), security.end());
   if (options_.plain_data) argv.push_back("--plain-data");
@@ -133,11 +152,15 @@ std::vector<size_t> LocalCluster::RunningWorkers() {
 StatusOr<size_t> LocalCluster::StartConsumer(const std::string& name, const JobSpec& spec, uint32_t rank,
                                              const std::vector<std::string>& extra_flags) {
   std::remove((options_.dir + "/consumer-" + name + ".metrics").c_str());
-  std::vector<std::string> argv = {bin("stoker"), "consume", "--coordinator", coordinator_endpoint_, "--rank",
-                                   std::to_string(rank), "--log", options_.dir + "/consumer-" + name + ".log",
-                                   "--summary-json", options_.dir + "/consumer-" + name + ".json",
-                                   "--stall-timeout", "60s", "--metrics-listen", "127.0.0.1:0",
-                                   "--metrics-address-file", options_.dir + "/consumer-" + name + ".metrics"};
+  std::vector<std::string> argv = options_.peer_prefix;
+  for (const std::string& a :
+       {bin("stoker"), std::string("consume"), std::string("--coordinator"), PeerCoordinatorEndpoint(),
+        std::string("--rank"), std::to_string(rank), std::string("--log"), options_.dir + "/consumer-" + name + ".log",
+        std::string("--summary-json"), options_.dir + "/consumer-" + name + ".json", std::string("--stall-timeout"),
+        std::string("60s"), std::string("--metrics-listen"), std::string("127.0.0.1:0"),
+        std::string("--metrics-address-file"), options_.dir + "/consumer-" + name + ".metrics"}) {
+    argv.push_back(a);
+  }
   std::vector<std::string> job = JobFlags(spec);
   argv.insert(argv.end(), job.begin(), job.end());
   const std::vector<std::string> security = SecurityFlags(Role::kClient);

@@ -34,6 +34,10 @@ struct LocalClusterOptions {
   std::vector<std::string> coordinator_prefix;  // run the coordinator under this, e.g. {"taskset", "-c", "0"}
   bool insecure = false;                  // CURVE off everywhere (--insecure): measuring what CURVE costs
   bool plain_data = false;                // workers' data ports check data tickets, unencrypted (--plain-data)
+  std::vector<std::string> peer_prefix;   // run workers and consumers under this (e.g. a private /etc/hosts)
+  // Peers are told tcp://<coordinator_name>:<port> instead of the address the coordinator bound (a DNS name that
+  // can move, as a Service's does); empty: the bound address.
+  std::string coordinator_name;
 };
 
 class LocalCluster {
@@ -44,6 +48,11 @@ class LocalCluster {
   Status StartCoordinator(const std::vector<std::string>& extra_flags = {});
   // kill -9 the coordinator (if it runs) and start it again on the same port and journal.
   Status RestartCoordinator(const std::vector<std::string>& extra_flags = {});
+  // kill -9 the coordinator and start it again on the same port and journal, listening on `host` instead (a pod
+  // rescheduled to another address).
+  Status MoveCoordinator(const std::string& host);
+  // What peers are told to connect to: the bound endpoint, or the coordinator_name with its port.
+  std::string PeerCoordinatorEndpoint() const;
   Subprocess& coordinator() { return coordinator_; }
   const std::string& coordinator_endpoint() const { return coordinator_endpoint_; }
   // host:port of its /metrics, /healthz, /readyz, /state (the same across restarts).
