@@ -22,6 +22,7 @@
 #include "tools/commands.h"
 #include "tools/delivery_log.h"
 #include "tools/local_cluster.h"
+#include "tools/soak_bounds.h"
 #include "datagen/synthetic_dataset.h"
 
 namespace stoker {
@@ -120,6 +121,7 @@ int SoakCommand(int argc, char** argv) {
   auto deadline = start + std::chrono::milliseconds(static_cast<int64_t>(minutes * 60'000));
   ProcessSample coordinator_first = Sample(cluster.coordinator().pid());
   uint64_t journal_first = 0, journal_max = 0;
+  std::vector<uint64_t> rss_samples, fd_samples, journal_samples;  // the coordinator's, after each job
   std::vector<std::string> lines;
   uint64_t jobs = 0, epochs_checked = 0, epochs_failed = 0, client_restarts = 0;
   uint64_t total_planned = 0, total_delivered = 0, total_dup = 0, total_lost = 0, total_quarantined = 0;
@@ -241,6 +243,9 @@ int SoakCommand(int argc, char** argv) {
     for (const auto& l : lines) std::fprintf(stderr, "%s\n", l.c_str());
     lines.clear();
     coordinator_last = Sample(cluster.coordinator().pid());
+    rss_samples.push_back(coordinator_last.rss_kb);
+    fd_samples.push_back(coordinator_last.fds);
+    if (auto info = env.Stat(data + "/run/coordinator.journal"); info.ok()) journal_samples.push_back(info->size);
     if (!result.ok) break;
   }
 
@@ -256,10 +261,23 @@ int SoakCommand(int argc, char** argv) {
   std::fprintf(stderr, "\ncoordinator (last incarnation): RSS %llu KB, %llu fds; journal %llu bytes at first, %llu at most\n",
                static_cast<unsigned long long>(coordinator_last.rss_kb), static_cast<unsigned long long>(coordinator_last.fds),
                static_cast<unsigned long long>(journal_first), static_cast<unsigned long long>(journal_max));
+  // Row 22: nothing a long run does may make the coordinator or its journal grow. The coordinator is restarted
+  // by the chaos now and then, which only lowers what follows; the journal compacts at 1 MiB.
+  const std::vector<FlatVerdict> flat = {
+      JudgeFlat("coordinator RSS", rss_samples, 1.25, 16 << 10, 512 << 10, " KB"),
+      JudgeFlat("coordinator open descriptors", fd_samples, 1.0, 16, 4096),
+      JudgeFlat("journal size", journal_samples, 1.0, 1 << 20, 2 << 20, " bytes")};
+  bool all_flat = true;
+  for (const FlatVerdict& v : flat) {
+    std::fprintf(stderr, "%s\n", v.describe.c_str());
+    all_flat = all_flat && v.flat;
+  }
+  const bool ok = epochs_failed == 0 && epochs_checked > 0 && all_flat;
   if (!summary_json.empty()) {
     JsonWriter j;
     j.BeginObject()
-        .Key("ok").Value(epochs_failed == 0 && epochs_checked > 0)
+        .Key("ok").Value(ok)
+        .Key("resources_flat").Value(all_flat)
         .Key("minutes").Value(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 60)
         .Key("jobs").Value(jobs)
         .Key("epochs_checked").Value(epochs_checked)
@@ -281,7 +299,7 @@ int SoakCommand(int argc, char** argv) {
         .EndObject();
     std::ofstream(summary_json, std::ios::trunc) << j.str() << "\n";
   }
-  return epochs_failed == 0 && epochs_checked > 0 ? 0 : 1;
+  return ok ? 0 : 1;
 }
 
 }  // namespace stoker
