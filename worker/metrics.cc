@@ -70,6 +70,18 @@ Collector WorkerCollector(const Worker& worker) {
       out.push_back(handshakes.Build());
     }
 
+    CollectStorageStats("worker", worker.storage_stats(), out);
+    gauge("stoker_worker_storage_read_ahead_bytes",
+          "Object storage: bytes fetched ahead (or being fetched) and not yet used by the pipeline.",
+          static_cast<double>(s.read_ahead_bytes));
+    gauge("stoker_worker_storage_read_ahead_units", "Object storage: units with samples being read ahead (the depth).",
+          static_cast<double>(s.read_ahead_units));
+    gauge("stoker_worker_storage_read_ahead_queued_ranges",
+          "Object storage: coalesced ranges waiting for a fetch thread or for read-ahead memory.",
+          static_cast<double>(s.read_ahead_queued));
+    gauge("stoker_worker_storage_read_ahead_limit_bytes", "Object storage: the read-ahead memory cap (--read-ahead-bytes).",
+          static_cast<double>(s.read_ahead_limit_bytes));
+
     FamilyBuilder stages("stoker_worker_stage_seconds",
                          "Per batch: thread seconds its samples spent reading, decoding and augmenting; seconds "
                          "building its header (collate); seconds until ZeroMQ had written it out (send).",
