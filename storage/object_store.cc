@@ -75,7 +75,8 @@ std::string HttpObjectStore::RequestUrl(const ObjectUrl& url, const std::string&
                                                         : options_.s3_endpoint;
     const std::string key = UriEncode(url.key, /*keep_slash=*/true);
     if (options_.s3_addressing == S3Addressing::kPath) {
-      base = endpoint + "/" + url.bucket + "/" + key;
+      // The bucket itself is /bucket, not /bucket/: S3-compatible servers sign the path they normalised.
+      base = endpoint + "/" + url.bucket + (key.empty() ? "" : "/" + key);
     } else {
       const size_t scheme_end = endpoint.find("://") + 3;
       base = endpoint.substr(0, scheme_end) + url.bucket + "." + endpoint.substr(scheme_end) + "/" + key;
