@@ -23,7 +23,7 @@ struct StorageOptions {
   std::string s3_region = "us-east-1";
   S3Addressing s3_addressing = S3Addressing::kVirtualHost;
   S3Credentials credentials;
-  size_t max_connections = 16;
+  size_t max_connections = 64;
   Duration connect_timeout = Millis(5000);
   Duration request_timeout = Millis(30000);  // one try
   RetryPolicy retry;                         // retry.deadline bounds all tries of one read
@@ -41,7 +41,7 @@ class StorageFlags {
   std::string endpoint_, region_, addressing_ = "auto", credentials_file_, profile_, ca_file_;
   std::string connect_timeout_ = "5s", request_timeout_ = "30s", retry_deadline_ = "60s";
   std::string initial_backoff_ = "50ms", max_backoff_ = "2s";
-  uint32_t connections_ = 16;
+  uint32_t connections_ = 64;
   bool insecure_tls_ = false;
 };
 

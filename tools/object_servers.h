@@ -33,6 +33,7 @@ class S3Server {
   std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
   std::string virtual_host_endpoint() const { return "http://s3.localhost:" + std::to_string(port_); }
   int port() const { return port_; }
+  pid_t pid() const { return process_.pid(); }
   // kill -9, then start again on the same port and data.
   Status Restart();
   void Kill() { process_.Kill(); }
@@ -53,6 +54,7 @@ class WebServer {
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/"; }
   std::string www() const { return dir_ + "/www"; }
   int port() const { return port_; }
+  pid_t pid() const { return process_.pid(); }
   // Every request answered with `status` (500 or 503) until Heal().
   void FailWith(int status);
   void Heal();

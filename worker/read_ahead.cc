@@ -67,8 +67,9 @@ uint64_t ReadAhead::total_length() const {
 
 void ReadAhead::Fetch(size_t i, ObjectStore& store) {
   const Range& range = ranges_[i];
-  std::vector<uint8_t> data(range.length);
-  Status status = store.ReadRange(range.url, range.offset, range.length, range.etag, data.data());
+  // Not zero-filled: every byte is written by the read (or the buffer is dropped).
+  std::unique_ptr<uint8_t[]> data(new uint8_t[range.length]);
+  Status status = store.ReadRange(range.url, range.offset, range.length, range.etag, data.get());
   bool release = false;
   {
     MutexLock lock(mu_);
@@ -108,10 +109,10 @@ std::optional<Status> ReadAhead::Take(uint64_t sample_id, std::vector<uint8_t>* 
       result = slot.status;
     } else {
       out->resize(place.size);
-      if (place.size > 0) std::memcpy(out->data(), slot.data.data() + place.offset, place.size);
+      if (place.size > 0) std::memcpy(out->data(), slot.data.get() + place.offset, place.size);
     }
     if (--slot.untaken == 0 && slot.state == State::kDone && slot.charged) {
-      slot.data = std::vector<uint8_t>();
+      slot.data.reset();
       slot.charged = false;
       release = ranges_[place.range].length;
     }

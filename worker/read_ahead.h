@@ -91,7 +91,7 @@ class ReadAhead {
   struct Slot {
     State state = State::kQueued;
     Status status;
-    std::vector<uint8_t> data;
+    std::unique_ptr<uint8_t[]> data;
     uint32_t untaken = 0;  // samples (occurrences) not yet taken from it
     bool charged = false;  // its length counts against the queue's budget
   };
