@@ -13,34 +13,12 @@
 #include <cstring>
 #include <deque>
 
+#include "tools/socket_io.h"
+
 namespace stoker {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-void Reset(int fd) {
-  linger l{1, 0};  // RST instead of FIN
-  ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
-  ::close(fd);
-}
-
-bool WriteAll(int fd, const char* data, size_t n) {
-  while (n > 0) {
-    ssize_t w = ::send(fd, data, n, MSG_NOSIGNAL);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN) {
-        pollfd p{fd, POLLOUT, 0};
-        ::poll(&p, 1, 100);
-        continue;
-      }
-      return false;
-    }
-    data += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
 
 int ConnectLoopback(int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -125,7 +103,7 @@ void FaultProxy::Accept() {
 void FaultProxy::Serve(int client) {
   int server = ConnectLoopback(target_port_);
   if (server < 0) {
-    Reset(client);  // the server is down: refuse like it would
+    CloseAbruptly(client);  // the server is down: refuse like it would
     return;
   }
   int fds[2] = {client, server};         // direction d reads fds[d], writes fds[1 - d]
@@ -165,8 +143,8 @@ void FaultProxy::Serve(int client) {
         if (d == 1 && TakeOne(resets_left_)) {  // cut this response short
           WriteAll(client, data.data(), std::max<size_t>(1, data.size() / 2));
           ++resets_done_;
-          Reset(client);
-          Reset(server);
+          CloseAbruptly(client);
+          CloseAbruptly(server);
           return;
         }
         if (!WriteAll(fds[1 - d], data.data(), data.size())) open = false;

@@ -91,23 +91,6 @@ class ObjectStorage : public ::testing::Test {
   }
 };
 
-// One job's consumers run to the end; the checker's verdict.
-RunVerdict RunJob(LocalCluster& cluster, const JobSpec& spec, uint64_t samples, const std::string& tag) {
-  std::vector<size_t> consumers;
-  for (uint32_t r = 0; r < spec.world_size; ++r) {
-    auto c = cluster.StartConsumer(tag + "-" + std::to_string(r), spec, r);
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
-    consumers.push_back(*c);
-  }
-  auto codes = cluster.WaitForConsumers(kRunTimeout);
-  EXPECT_TRUE(codes.ok()) << codes.status().ToString();
-  std::vector<std::string> logs;
-  for (size_t c : consumers) logs.push_back(cluster.ConsumerLog(c));
-  auto verdict = CheckLogs(spec, samples, logs);
-  EXPECT_TRUE(verdict.ok()) << verdict.status().ToString();
-  return verdict.ok() ? *verdict : RunVerdict{};
-}
-
 TEST_F(ObjectStorage, IndexesAnS3PrefixByRangeWithSignaturesAndNeverPrintsTheSecret) {
   TempDir dir;
   const std::string secret = RandomSecret();
@@ -281,7 +264,9 @@ TEST_F(ObjectStorage, HttpCorruptSamplesAreQuarantinedAndChangedShardsHandedBack
   ASSERT_TRUE(cluster.StartWorker(2).ok());
   TestDataset data{dir.Join("web.stoker"), 48, {}};
   JobSpec spec = SpecOver("web", data, 1, 8, 1);
-  RunVerdict v = RunJob(cluster, spec, 48, "web");
+  auto run = RunJobToEnd(cluster, spec, 48, "web", kRunTimeout);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  const RunVerdict& v = *run;
   ASSERT_TRUE(v.ok()) << v.Describe();
   ASSERT_EQ(v.epochs.size(), 1u);
   EXPECT_EQ(v.epochs[0].quarantined_ids, (std::vector<uint64_t>{5}));
