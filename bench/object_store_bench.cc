@@ -120,7 +120,7 @@ int Main(int argc, char** argv) {
   uint64_t images = 1024;
   uint32_t batch = 32, threads = 2, rtt_ms = 20, rounds = 3;
   double seconds = 15;
-  std::string json;
+  std::string json, only;
   FlagSet flags("object_store_bench [flags]", "Worker img/s from local tar files vs object storage, same run.");
   flags.AddUint("images", &images, "images in the generated dataset (256 per shard)");
   flags.AddUint32("batch-size", &batch, "samples per batch");
@@ -129,6 +129,7 @@ int Main(int argc, char** argv) {
   flags.AddUint32("rtt-ms", &rtt_ms, "round trip the proxy adds");
   flags.AddUint32("rounds", &rounds, "rounds of all configurations, interleaved");
   flags.AddString("json", &json, "write the figures here");
+  flags.AddString("only", &only, "measure only these sources (comma-separated names, e.g. local,http; profiling)");
   if (auto exit_code = flags.ParseOrExitCode(argc, argv)) return *exit_code;
 
   bench::ScratchDir scratch("object-store-bench");
@@ -161,6 +162,10 @@ int Main(int argc, char** argv) {
       {"http", m["http"], {}},
       {"http" + rtt, m["http"], {"--manifest-root", (*web_proxy)->url() + "/d/"}},
   };
+  if (!only.empty()) {
+    std::erase_if(configs, [&](const Config& c) { return ("," + only + ",").find("," + c.name + ",") == std::string::npos; });
+    if (configs.empty() || configs.front().name != "local") configs.insert(configs.begin(), {"local", m["local"], {}});
+  }
   std::map<std::string, std::vector<double>> rates, worker_cores, server_cores;
   for (uint32_t round = 0; round < rounds; ++round) {
     for (const Config& c : configs) {
