@@ -89,7 +89,7 @@ std::map<std::string, std::string> Stage(const std::string& dir, uint64_t images
 }
 
 StatusOr<Measured> Measure(const std::string& dir, const Config& c, uint32_t threads, uint32_t batch,
-                           double seconds, pid_t server) {
+                           uint32_t credits, double seconds, pid_t server) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   LocalCluster cluster({dir, "", true, {"--log-level", "warning"}});
@@ -109,7 +109,7 @@ StatusOr<Measured> Measure(const std::string& dir, const Config& c, uint32_t thr
   const double worker_before = CpuSeconds(worker), server_before = server > 0 ? CpuSeconds(server) : 0;
   const auto start = std::chrono::steady_clock::now();
   Measured m;
-  STOKER_ASSIGN_OR_RETURN(m.rate, bench::ConsumeFor(cluster, spec, /*prefetch=*/8, /*credits=*/2, 3.0, seconds));
+  STOKER_ASSIGN_OR_RETURN(m.rate, bench::ConsumeFor(cluster, spec, /*prefetch=*/8, credits, 3.0, seconds));
   const double wall = bench::SecondsSince(start);
   m.worker_cores = (CpuSeconds(worker) - worker_before) / wall;
   m.server_cores = server > 0 ? (CpuSeconds(server) - server_before) / wall : 0;
@@ -118,7 +118,7 @@ StatusOr<Measured> Measure(const std::string& dir, const Config& c, uint32_t thr
 
 int Main(int argc, char** argv) {
   uint64_t images = 1024;
-  uint32_t batch = 32, threads = 2, rtt_ms = 20, rounds = 3;
+  uint32_t batch = 32, threads = 2, rtt_ms = 20, rounds = 3, credits = 2;
   double seconds = 15;
   std::string json, only;
   FlagSet flags("object_store_bench [flags]", "Worker img/s from local tar files vs object storage, same run.");
@@ -128,6 +128,7 @@ int Main(int argc, char** argv) {
   flags.AddDouble("seconds", &seconds, "timed seconds per configuration and round");
   flags.AddUint32("rtt-ms", &rtt_ms, "round trip the proxy adds");
   flags.AddUint32("rounds", &rounds, "rounds of all configurations, interleaved");
+  flags.AddUint32("credits", &credits, "batches the client lets the worker hold: the read-ahead depth in units");
   flags.AddString("json", &json, "write the figures here");
   flags.AddString("only", &only, "measure only these sources (comma-separated names, e.g. local,http; profiling)");
   if (auto exit_code = flags.ParseOrExitCode(argc, argv)) return *exit_code;
@@ -170,7 +171,7 @@ int Main(int argc, char** argv) {
   for (uint32_t round = 0; round < rounds; ++round) {
     for (const Config& c : configs) {
       const pid_t server = c.name.starts_with("s3") ? (*s3)->pid() : c.name.starts_with("http") ? (*web)->pid() : 0;
-      auto run = Measure(dir + "/run", c, threads, batch, seconds, server);
+      auto run = Measure(dir + "/run", c, threads, batch, credits, seconds, server);
       bench::DieUnlessOk(run.status(), c.name.c_str());
       rates[c.name].push_back(run->rate.images_per_second);
       worker_cores[c.name].push_back(run->worker_cores);
@@ -194,8 +195,8 @@ int Main(int argc, char** argv) {
     rows << "]}";
   }
   if (!json.empty()) {
-    std::ofstream(json) << "{\"images\": " << images << ", \"batch_size\": " << batch << ", \"worker_threads\": "
-                        << threads << ", \"rtt_ms\": " << rtt_ms << ", \"seconds\": " << seconds
+    std::ofstream(json) << "{\"images\": " << images << ", \"batch_size\": " << batch << ", \"credits\": " << credits
+                        << ", \"worker_threads\": " << threads << ", \"rtt_ms\": " << rtt_ms << ", \"seconds\": " << seconds
                         << ", \"rounds\": " << rounds << ", \"results\": [" << rows.str() << "]}\n";
   }
   return 0;
