@@ -62,30 +62,25 @@ TEST(Coalesce, MergesNeighboursOfAShardWithinTheGap) {
 }
 
 struct Dataset {
+  // 40 samples in one shard; every third gap is too wide to coalesce.
   Dataset() {
     std::string shard;
-    ManifestWriter writer("s3://bucket/data", SourceKind::kTarShards);
-    uint32_t s = writer.AddShard("a.tar", 0, 0, "\"e\"");
+    std::vector<uint64_t> offsets;
     for (int i = 0; i < 40; ++i) {
-      std::string sample(1000 + i, static_cast<char>('a' + i % 26));
-      writer.AddSample(s, shard.size(), static_cast<uint32_t>(sample.size()), i, ImageFormat::kJpeg,
-                       "k" + std::to_string(i), "", Xxh64(sample.data(), sample.size()));
-      shard += sample;
-      shard += std::string(i % 3 == 0 ? 100000 : 10, '\0');  // every third gap is too wide to coalesce
+      offsets.push_back(shard.size());
+      shard += Sample(i);
+      shard += std::string(i % 3 == 0 ? 100000 : 10, '\0');
     }
     store.objects["s3://bucket/data/a.tar"] = shard;
-    // Byte sizes are checked against the shard size on open: write the real size.
-    ManifestWriter sized("s3://bucket/data", SourceKind::kTarShards);
-    uint32_t t = sized.AddShard("a.tar", shard.size(), 0, "\"e\"");
-    uint64_t offset = 0;
+    ManifestWriter writer("s3://bucket/data", SourceKind::kTarShards);
+    uint32_t s = writer.AddShard("a.tar", shard.size(), 0, "\"e\"");
     for (int i = 0; i < 40; ++i) {
-      std::string sample(1000 + i, static_cast<char>('a' + i % 26));
-      sized.AddSample(t, offset, static_cast<uint32_t>(sample.size()), i, ImageFormat::kJpeg, "k" + std::to_string(i),
-                      "", Xxh64(sample.data(), sample.size()));
-      offset += sample.size() + (i % 3 == 0 ? 100000 : 10);
+      const std::string sample = Sample(i);
+      writer.AddSample(s, offsets[i], static_cast<uint32_t>(sample.size()), i, ImageFormat::kJpeg,
+                       "k" + std::to_string(i), "", Xxh64(sample.data(), sample.size()));
     }
     PosixEnv env;
-    EXPECT_TRUE(sized.Write(env, dir.Join("m.stoker"), "test").ok());
+    EXPECT_TRUE(writer.Write(env, dir.Join("m.stoker"), "test").ok());
     manifest = *Manifest::Open(dir.Join("m.stoker"));
   }
   std::string Sample(int i) const { return std::string(1000 + i, static_cast<char>('a' + i % 26)); }
