@@ -51,10 +51,24 @@ StatusOr<std::string> WriteNeverReadManifest(const std::string& dir, uint32_t sa
   return manifest;
 }
 
+const char* DataSecurityName(DataSecurity security) {
+  switch (security) {
+    case DataSecurity::kCurve: return "CURVE (the default)";
+    case DataSecurity::kPlainData: return "--plain-data";
+    case DataSecurity::kInsecure: return "--insecure";
+  }
+  return "?";
+}
+
+void ApplyDataSecurity(DataSecurity security, LocalClusterOptions& options) {
+  options.insecure = security == DataSecurity::kInsecure;
+  options.plain_data = security == DataSecurity::kPlainData;
+}
+
 StatusOr<std::unique_ptr<LocalCluster>> StartSkipDecodeCluster(const std::string& dir, uint32_t workers,
-                                                               uint32_t threads, bool insecure) {
+                                                               uint32_t threads, DataSecurity security) {
   LocalClusterOptions options{dir, "", true, {"--log-level", "warning"}};
-  options.insecure = insecure;
+  ApplyDataSecurity(security, options);
   auto cluster = std::make_unique<LocalCluster>(options);
   STOKER_RETURN_IF_ERROR(cluster->StartCoordinator());
   for (uint32_t i = 0; i < workers; ++i) {

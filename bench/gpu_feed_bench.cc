@@ -224,12 +224,12 @@ struct EndToEndResult {
 };
 
 EndToEndResult MeasureEndToEnd(const Config& c, uint32_t workers, uint32_t worker_threads, double seconds,
-                               bool insecure) {
+                               bench::DataSecurity security) {
   bench::ScratchDir scratch("gpufeed");
   const std::string& dir = scratch.path();
   auto manifest = bench::WriteNeverReadManifest(dir, 200000, "gpu_feed_bench");
   Die(manifest.status(), "manifest");
-  auto cluster = bench::StartSkipDecodeCluster(dir, workers, worker_threads, insecure);
+  auto cluster = bench::StartSkipDecodeCluster(dir, workers, worker_threads, security);
   Die(cluster.status(), "cluster");
   LoaderOptions o;
   o.client.coordinator = (*cluster)->coordinator_endpoint();
@@ -297,7 +297,7 @@ int Main(int argc, char** argv) {
   double seconds = 10;
   std::string json;
   bool skip_end_to_end = false;
-  bool insecure = false;
+  bool insecure = false, plain_data = false;
   FlagSet flags("gpu_feed_bench [flags]",
                 "H2D + normalise vs raw cudaMemcpyAsync, host staging vs memcpy, client CPU per img/s.");
   flags.AddInt("device", &device, "CUDA device");
@@ -309,6 +309,8 @@ int Main(int argc, char** argv) {
   flags.AddUint32("worker-threads", &worker_threads, "threads per worker");
   flags.AddBool("skip-end-to-end", &skip_end_to_end, "only the device and staging parts");
   flags.AddBool("insecure", &insecure, "the end-to-end run without CURVE (to measure what CURVE costs)");
+  flags.AddBool("plain-data", &plain_data,
+                "the end-to-end run with workers' --plain-data (data tickets, batches unencrypted)");
   flags.AddString("json", &json, "write the figures here");
   if (auto exit_code = flags.ParseOrExitCode(argc, argv)) return *exit_code;
   c.device = static_cast<int>(device);
@@ -363,7 +365,10 @@ int Main(int argc, char** argv) {
               staging.images_per_second, staging.memcpy_gbps, staging.ratio);
   EndToEndResult e2e;
   if (!skip_end_to_end) {
-    e2e = MeasureEndToEnd(c, workers, worker_threads, seconds, insecure);
+    e2e = MeasureEndToEnd(c, workers, worker_threads, seconds,
+                          insecure     ? bench::DataSecurity::kInsecure
+                          : plain_data ? bench::DataSecurity::kPlainData
+                                       : bench::DataSecurity::kCurve);
     std::printf("\n3. end to end: %u skip-decode workers x %u threads -> Loader (bfloat16 nhwc) on device %d\n",
                 workers, worker_threads, c.device);
     std::printf("   %.0f img/s (%.2f GB/s to the device), client process CPU %.2f cores = %.3f cores per 20,000 "

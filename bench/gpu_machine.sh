@@ -110,6 +110,9 @@ if want feed; then
   echo "--- the same end to end without CURVE (--insecure): what encryption costs the client"
   ours "$BUNDLE/bin/gpu_feed_bench" --json "$OUT/gpu_feed_insecure.json" --seconds ${FEED_SECONDS:-10} --workers 4 \
     --worker-threads 3 --insecure
+  echo "--- the same end to end with workers' --plain-data (data tickets, batches unencrypted, control on CURVE)"
+  ours "$BUNDLE/bin/gpu_feed_bench" --json "$OUT/gpu_feed_plain_data.json" --seconds ${FEED_SECONDS:-10} \
+    --workers 4 --worker-threads 3 --plain-data
 fi
 
 if want headline; then

@@ -20,6 +20,8 @@ import subprocess
 import sys
 import time
 
+import thread_cpu
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -37,6 +39,29 @@ def wait_for_file(path, proc, deadline_s=60):
             sys.exit(f"{proc.args[0]} exited with {proc.returncode} before writing {path}")
         time.sleep(0.05)
     sys.exit(f"no {path} within {deadline_s} s")
+
+
+def run_profiled(cmd, env, timeout):
+    """Runs the trainer, echoing its output, and measures every thread's CPU time on the machine between its first
+    and its last progress line of the measured window (bench/thread_cpu.py): where the cores go while it trains."""
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    first = last = None
+    deadline = time.monotonic() + timeout
+    for line in proc.stdout:
+        print(line, end="", flush=True)
+        if line.startswith("epoch ") and " step " in line:
+            if first is None:
+                first = thread_cpu.snapshot()
+            else:
+                last = thread_cpu.snapshot()
+        if time.monotonic() > deadline:
+            proc.kill()
+            break
+    returncode = proc.wait()
+    cpu = thread_cpu.report(first, last, proc.pid) if first and last else None
+    if cpu:
+        log(f"cores over {cpu['seconds']} s: {cpu['cores_by_role']}; trainer threads: {cpu['trainer_cores_by_thread']}")
+    return returncode, cpu
 
 
 def run_stoker(args, workers, manifest, logs):
@@ -72,7 +97,8 @@ def run_stoker(args, workers, manifest, logs):
         w = start(f"worker-{workers}-{i}", [os.path.join(bin_dir, "stoker-worker"), f"--coordinator={endpoint}",
                                             "--listen=tcp://127.0.0.1:0", "--threads=1", f"--endpoint-file={f}",
                                             "--log-level=warning", "--metrics-listen=127.0.0.1:0",
-                                            f"--key-file={os.path.join(keys, 'worker.key')}", trust])
+                                            f"--key-file={os.path.join(keys, 'worker.key')}", trust]
+                  + (["--plain-data"] if args.plain_data else []))
         wait_for_file(f, w)
     summary = os.path.join(logs, f"stoker-{workers}.json")
     tenv = dict(os.environ, PYTHONPATH=os.path.join(args.bundle, "python"), PYTHONUNBUFFERED="1")
@@ -86,9 +112,9 @@ def run_stoker(args, workers, manifest, logs):
            "--print-every=40", f"--prefetch={2 * workers + 4}"]  # every worker busy, with batches to spare
     log(f"(b) stoker, {workers} workers: " + " ".join(cmd[1:]))
     try:
-        r = subprocess.run(cmd, env=tenv, timeout=args.timeout)
-        if r.returncode != 0:
-            sys.exit(f"train_resnet50.py exited with {r.returncode}")
+        returncode, cpu = run_profiled(cmd, tenv, args.timeout)
+        if returncode != 0:
+            sys.exit(f"train_resnet50.py exited with {returncode}")
     finally:
         for p in procs:
             if p.poll() is None:
@@ -102,6 +128,7 @@ def run_stoker(args, workers, manifest, logs):
             f.close()
     with open(summary) as f:
         result = json.load(f)
+    result["thread_cpu"] = cpu
     connected = result["loader"]["connected_workers"]
     if connected != workers:
         sys.exit(f"only {connected} of {workers} workers were connected to the client: see {logs}/worker-{workers}-*.log")
@@ -120,6 +147,8 @@ def main():
     p.add_argument("--warmup", type=int, default=25)
     p.add_argument("--timeout", type=int, default=300)
     p.add_argument("--skip-anchor", action="store_true", help="reuse OUT/anchor_resnet.json")
+    p.add_argument("--plain-data", action="store_true",
+                   help="workers' --plain-data: data tickets, batches unencrypted (control on CURVE)")
     p.add_argument("--out", default=os.environ.get("OUT", "/tmp/stoker-out"))
     p.add_argument("--logs", default="/tmp/stoker-headline", help="process logs and per-run summaries")
     args = p.parse_args()
@@ -157,7 +186,7 @@ def main():
               f"{r['images_per_second'] / synthetic:7.3f} {100 * r['host_input_wait_fraction']:9.1f}% "
               f"{100 * r['gpu_input_stall_fraction']:9.1f}%")
     result = {"synthetic_img_s": synthetic, "dataloader_img_s": dataloader, "dataloader_wait_frac": dataloader_wait,
-              "cores": os.cpu_count(),
+              "cores": os.cpu_count(), "data_plane": "plain-data" if args.plain_data else "curve",
               "stoker": {str(w): {"img_s": r["images_per_second"], "ratio_to_synthetic":
                                   r["images_per_second"] / synthetic, "ratio_to_dataloader":
                                   r["images_per_second"] / dataloader,

@@ -87,7 +87,7 @@ Rate MeasureRaw(size_t bytes, double seconds) {
 }
 
 Rate MeasureStoker(const std::string& dir, uint32_t batch, double seconds, uint32_t workers, uint32_t threads,
-                   uint32_t prefetch, uint32_t credits, bool insecure) {
+                   uint32_t prefetch, uint32_t credits, bench::DataSecurity security) {
   // A manifest of samples that are never read (the workers skip decoding).
   PosixEnv env;
   if (!env.CreateDirectories(dir).ok()) return {};
@@ -97,7 +97,7 @@ Rate MeasureStoker(const std::string& dir, uint32_t batch, double seconds, uint3
   std::string manifest = dir + "/transport.stoker";
   if (!writer.Write(env, manifest, "transport_bench").ok()) return {};
   LocalClusterOptions options{dir, "", true, {"--log-level", "warning"}};
-  options.insecure = insecure;
+  bench::ApplyDataSecurity(security, options);
   LocalCluster cluster(options);
   Status started = cluster.StartCoordinator();
   for (uint32_t i = 0; i < workers && started.ok(); ++i) {
@@ -143,20 +143,28 @@ int Main(int argc, char** argv) {
   bench::ScratchDir scratch("transport");
   const std::string& dir = scratch.path();
   Rate raw = MeasureRaw(batch_bytes, seconds);
-  Rate ours = MeasureStoker(dir + "/curve", batch, seconds, workers, threads, prefetch, credits, false);
-  Rate plain = MeasureStoker(dir + "/plain", batch, seconds, workers, threads, prefetch, credits, true);
-  double ratio = raw.bytes_per_second > 0 ? ours.bytes_per_second / raw.bytes_per_second : 0;
-  double plain_ratio = raw.bytes_per_second > 0 ? plain.bytes_per_second / raw.bytes_per_second : 0;
-  double curve_cost = plain.bytes_per_second > 0 ? ours.bytes_per_second / plain.bytes_per_second : 0;
+  Rate ours = MeasureStoker(dir + "/curve", batch, seconds, workers, threads, prefetch, credits,
+                            bench::DataSecurity::kCurve);
+  Rate tickets = MeasureStoker(dir + "/tickets", batch, seconds, workers, threads, prefetch, credits,
+                               bench::DataSecurity::kPlainData);
+  Rate plain = MeasureStoker(dir + "/plain", batch, seconds, workers, threads, prefetch, credits,
+                             bench::DataSecurity::kInsecure);
+  auto over = [](const Rate& a, const Rate& b) { return b.bytes_per_second > 0 ? a.bytes_per_second / b.bytes_per_second : 0; };
+  double ratio = over(ours, raw);
+  double tickets_ratio = over(tickets, raw);
+  double plain_ratio = over(plain, raw);
+  double curve_cost = over(ours, plain);
   std::printf("message: one batch of %u x 224x224x3 = %.1f MB\n", batch, batch_bytes / 1e6);
   std::printf("%-46s %10s %10s %8s\n", "loopback, one receiver", "GB/s", "msgs/s", "ratio");
   std::printf("%-46s %10.2f %10.1f %8s\n", "baseline: raw ZeroMQ PUSH->PULL, zero-copy send", raw.bytes_per_second / 1e9,
               raw.messages_per_second, "1.00");
   std::printf("%-46s %10.2f %10.1f %8.2f\n", "stoker: worker -> client, CURVE (the default)",
               ours.bytes_per_second / 1e9, ours.messages_per_second, ratio);
+  std::printf("%-46s %10.2f %10.1f %8.2f\n", "stoker: worker -> client, --plain-data",
+              tickets.bytes_per_second / 1e9, tickets.messages_per_second, tickets_ratio);
   std::printf("%-46s %10.2f %10.1f %8.2f\n", "stoker: worker -> client, --insecure", plain.bytes_per_second / 1e9,
               plain.messages_per_second, plain_ratio);
-  std::printf("CURVE / insecure: %.2f\n", curve_cost);
+  std::printf("CURVE / insecure: %.2f, --plain-data / insecure: %.2f\n", curve_cost, over(tickets, plain));
   std::printf("(stoker images/s at that rate: %.0f)\n", ours.messages_per_second * batch);
   if (!json.empty()) {
     std::ofstream(json) << "{\"batch_size\": " << batch << ", \"message_bytes\": " << batch_bytes
@@ -164,6 +172,8 @@ int Main(int argc, char** argv) {
                         << ", \"stoker_gbps\": " << ours.bytes_per_second / 1e9 << ", \"ratio\": " << ratio
                         << ", \"insecure_gbps\": " << plain.bytes_per_second / 1e9
                         << ", \"insecure_ratio\": " << plain_ratio << ", \"curve_over_insecure\": " << curve_cost
+                        << ", \"plain_data_gbps\": " << tickets.bytes_per_second / 1e9
+                        << ", \"plain_data_ratio\": " << tickets_ratio
                         << ", \"stoker_images_per_second\": " << ours.messages_per_second * batch
                         << ", \"workers\": " << workers << ", \"worker_threads\": " << threads << "}\n";
   }

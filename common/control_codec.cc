@@ -28,9 +28,11 @@ void Put(wire::WorkerInfo::Builder out, const WorkerInfo& in) {
   out.setWorkerId(in.worker_id);
   out.setDataEndpoint(in.data_endpoint);
   out.setDataPublicKey(in.data_public_key);
+  out.setDataTicket(in.data_ticket);
 }
 WorkerInfo Get(wire::WorkerInfo::Reader in) {
-  return {in.getWorkerId().cStr(), in.getDataEndpoint().cStr(), in.getDataPublicKey().cStr()};
+  return {in.getWorkerId().cStr(), in.getDataEndpoint().cStr(), in.getDataPublicKey().cStr(),
+          in.getDataTicket().cStr()};
 }
 
 std::vector<LeaseRef> GetLeaseRefs(capnp::List<wire::LeaseRef>::Reader list) {
@@ -99,6 +101,7 @@ zmq::message_t EncodeRequest(uint64_t request_id, const RequestBody& body) {
           m.setThreads(b.threads);
           m.setVersion(b.version);
           m.setDataPublicKey(b.data_public_key);
+          m.setDataPlain(b.data_plain);
         } else if constexpr (std::is_same_v<T, WorkerHeartbeatRequest>) {
           auto m = r.initWorkerHeartbeat();
           FillList(m.initLeases(static_cast<unsigned>(b.leases.size())), b.leases,
@@ -181,7 +184,7 @@ StatusOr<DecodedRequest> DecodeRequest(zmq::message_t frame, uint64_t* request_i
       case wire::Request::REGISTER_WORKER: {
         auto m = r.getRegisterWorker();
         out.body = RegisterWorkerRequest{sender, m.getDataEndpoint().cStr(), m.getThreads(), m.getVersion().cStr(),
-                                         m.getDataPublicKey().cStr()};
+                                         m.getDataPublicKey().cStr(), m.getDataPlain()};
         break;
       }
       case wire::Request::WORKER_HEARTBEAT: {
@@ -280,6 +283,8 @@ zmq::message_t EncodeReply(uint64_t request_id, const Status& status, const Repl
           auto m = r.initRegisterWorker();
           m.setHeartbeatIntervalMs(b.heartbeat_interval_ms);
           m.setLeaseTtlMs(b.lease_ttl_ms);
+          m.setDataTicketKey(kj::arrayPtr(reinterpret_cast<const capnp::byte*>(b.data_ticket_key.data()),
+                                          b.data_ticket_key.size()));
         } else if constexpr (std::is_same_v<T, WorkerHeartbeatResponse>) {
           FillList(r.initWorkerHeartbeat().initRevoked(static_cast<unsigned>(b.revoked.size())), b.revoked,
                    [](auto out, const LeaseRef& in) { Put(out, in); });
@@ -345,7 +350,9 @@ StatusOr<DecodedReply> DecodeReply(zmq::message_t frame) {
         break;
       case wire::Reply::REGISTER_WORKER: {
         auto m = r.getRegisterWorker();
-        out.body = RegisterWorkerResponse{m.getHeartbeatIntervalMs(), m.getLeaseTtlMs()};
+        auto key = m.getDataTicketKey();
+        out.body = RegisterWorkerResponse{m.getHeartbeatIntervalMs(), m.getLeaseTtlMs(),
+                                          std::string(reinterpret_cast<const char*>(key.begin()), key.size())};
         break;
       }
       case wire::Reply::WORKER_HEARTBEAT:

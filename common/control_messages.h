@@ -41,6 +41,7 @@ struct WorkerInfo {
   std::string worker_id;
   std::string data_endpoint;
   std::string data_public_key;  // z85; empty without CURVE
+  std::string data_ticket;      // a plain data port: this client's ticket for it (common/data_tickets.h)
   bool operator==(const WorkerInfo&) const = default;
 };
 
@@ -58,10 +59,12 @@ struct RegisterWorkerRequest {
   uint32_t threads = 1;
   std::string version;
   std::string data_public_key;  // z85; empty without CURVE
+  bool data_plain = false;      // the data port checks data tickets instead of encrypting (--plain-data)
 };
 struct RegisterWorkerResponse {
   uint32_t heartbeat_interval_ms = 0;
   uint32_t lease_ttl_ms = 0;
+  std::string data_ticket_key;  // 32 bytes for a plain data port with CURVE on; empty otherwise
 };
 
 struct WorkerHeartbeatRequest {

@@ -3,6 +3,7 @@
 
 #include <zmq.h>
 
+#include "common/data_tickets.h"
 #include "common/logging.h"
 #include "common/wire.h"
 
@@ -28,6 +29,16 @@ void MakeCurveServer(zmq::socket_t& socket, const std::string& public_z85, const
   socket.set(zmq::sockopt::zap_domain, "stoker");
 }
 
+void MakePlainServer(zmq::socket_t& socket) {
+  socket.set(zmq::sockopt::plain_server, 1);
+  socket.set(zmq::sockopt::zap_domain, "stoker");
+}
+
+void MakePlainClient(zmq::socket_t& socket, const std::string& identity, const std::string& ticket) {
+  socket.set(zmq::sockopt::plain_username, identity);
+  socket.set(zmq::sockopt::plain_password, ticket);
+}
+
 void MakeCurveClient(zmq::socket_t& socket, const KeyPair& own, const std::string& server_public_z85) {
   socket.set(zmq::sockopt::curve_serverkey, server_public_z85);
   socket.set(zmq::sockopt::curve_publickey, own.public_z85);
@@ -39,14 +50,15 @@ std::string PeerIdentityOf(zmq::message_t& message) {
   return user_id != nullptr ? user_id : "";
 }
 
-ZapHandler::ZapHandler(zmq::context_t& context, std::vector<TrustedKey> admitted)
-    : socket_(context, zmq::socket_type::rep) {
+ZapHandler::ZapHandler(zmq::context_t& context, std::vector<TrustedKey> admitted, bool plain)
+    : socket_(context, zmq::socket_type::rep), plain_(plain) {
   for (TrustedKey& k : admitted) by_key_[k.public_z85] = std::move(k);
 }
 
-StatusOr<std::unique_ptr<ZapHandler>> ZapHandler::Start(zmq::context_t& context, std::vector<TrustedKey> admitted) {
+StatusOr<std::unique_ptr<ZapHandler>> ZapHandler::Start(zmq::context_t& context, std::vector<TrustedKey> admitted,
+                                                        bool plain) {
   if (!zmq_has("curve")) return UnimplementedError("this libzmq was built without CURVE (libsodium)");
-  auto handler = std::unique_ptr<ZapHandler>(new ZapHandler(context, std::move(admitted)));
+  auto handler = std::unique_ptr<ZapHandler>(new ZapHandler(context, std::move(admitted), plain));
   handler->socket_.set(zmq::sockopt::linger, 0);
   try {
     handler->socket_.bind(kZapEndpoint);
@@ -83,6 +95,34 @@ void ZapHandler::Serve() {
 
 // ZAP request: version, request id, domain, address, routing id, mechanism, credentials (CURVE: the client's
 // 32-byte public key). Reply: version, request id, status code, status text, user id, metadata.
+void ZapHandler::SetTicketKey(std::string key) {
+  MutexLock lock(mu_);
+  ticket_key_ = std::move(key);
+}
+
+// PLAIN credentials: the user name is the client's identity, the password its ticket for this worker.
+std::string ZapHandler::CheckTicket(const std::vector<zmq::message_t>& request, std::string* reason) const {
+  if (request.size() < 8) {
+    *reason = "malformed";
+    return "";
+  }
+  const std::string identity = request[6].to_string();
+  std::optional<PeerIdentity> who = ParseIdentity(identity);
+  std::string key;
+  {
+    MutexLock lock(mu_);
+    key = ticket_key_;
+  }
+  if (key.empty()) {
+    *reason = "no_ticket_key";  // not registered with the coordinator yet
+  } else if (!who || who->role != Role::kClient || !VerifyDataTicket(key, identity, request[7].to_string())) {
+    *reason = "bad_ticket";
+  } else {
+    return identity;
+  }
+  return "";
+}
+
 void ZapHandler::Answer(std::vector<zmq::message_t>& request) {
   std::string code = "400", text = "unknown key", user_id;
   std::string reason = "unknown_key";
@@ -90,8 +130,16 @@ void ZapHandler::Answer(std::vector<zmq::message_t>& request) {
     code = "500";
     text = "malformed ZAP request";
     reason = "malformed";
+  } else if (request[5].to_string() == "PLAIN" && plain_) {
+    user_id = CheckTicket(request, &reason);
+    if (!user_id.empty()) {
+      code = "200";
+      text = "OK";
+    } else {
+      text = "no valid data ticket";
+    }
   } else if (request[5].to_string() != "CURVE" || request.size() < 7) {
-    text = "only CURVE is accepted";
+    text = plain_ ? "only PLAIN with a data ticket is accepted" : "only CURVE is accepted";
     reason = "mechanism";
   } else {
     auto it = by_key_.find(Z85Of(request[6]));
@@ -125,8 +173,9 @@ void ZapHandler::Answer(std::vector<zmq::message_t>& request) {
 void CollectHandshakes(const std::string& component, const ZapHandler* zap, MetricFamilies& out) {
   if (zap == nullptr) return;
   FamilyBuilder family("stoker_" + component + "_handshakes_total",
-                       "CURVE handshakes decided by this process's ZAP handler: admitted, or refused by reason "
-                       "(unknown_key: not in the trust file for a role this process serves).",
+                       "Handshakes decided by this process's ZAP handler: admitted, or refused by reason "
+                       "(unknown_key: not in the trust file for a role this process serves; bad_ticket: a plain "
+                       "data port's ticket that is not the presented identity's).",
                        prometheus::MetricType::Counter);
   family.Add({{"result", "admitted"}, {"reason", ""}}, static_cast<double>(zap->admitted()));
   std::map<std::string, uint64_t> refused = zap->Refused();

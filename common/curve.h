@@ -32,6 +32,11 @@ namespace stoker {
 void MakeCurveServer(zmq::socket_t& socket, const std::string& public_z85, const std::string& secret_z85);
 // Makes `socket` a CURVE client of the server whose public key is `server_public_z85` (before it connects).
 void MakeCurveClient(zmq::socket_t& socket, const KeyPair& own, const std::string& server_public_z85);
+// A worker's plain data port (--plain-data): ZeroMQ PLAIN, every handshake put to the ZAP handler, which admits a
+// client only with its data ticket (common/data_tickets.h). Nothing is encrypted.
+void MakePlainServer(zmq::socket_t& socket);
+// Connects as `identity` with its `ticket` for that port.
+void MakePlainClient(zmq::socket_t& socket, const std::string& identity, const std::string& ticket);
 
 // The authenticated identity of the connection a message came on: "<role>:<name>", or "" without CURVE.
 std::string PeerIdentityOf(zmq::message_t& message);
@@ -39,27 +44,36 @@ std::string PeerIdentityOf(zmq::message_t& message);
 class ZapHandler {
  public:
   // Binds the context's ZAP endpoint and starts answering. `admitted`: the keys (of the roles this process serves)
-  // a handshake may present.
-  static StatusOr<std::unique_ptr<ZapHandler>> Start(zmq::context_t& context, std::vector<TrustedKey> admitted);
+  // a handshake may present. With `plain` (a worker's --plain-data port) PLAIN handshakes are admitted instead,
+  // for clients presenting their data ticket, once SetTicketKey has given the key to check them with.
+  static StatusOr<std::unique_ptr<ZapHandler>> Start(zmq::context_t& context, std::vector<TrustedKey> admitted,
+                                                     bool plain = false);
   ~ZapHandler();
   ZapHandler(const ZapHandler&) = delete;
   ZapHandler& operator=(const ZapHandler&) = delete;
 
-  // Handshakes refused, by reason ("unknown_key", "mechanism"), and admitted.
+  // The worker's ticket key, from its registration reply (plain only; until then every PLAIN handshake is refused).
+  void SetTicketKey(std::string key);
+
+  // Handshakes refused, by reason ("unknown_key", "mechanism", "bad_ticket", "no_ticket_key"), and admitted.
   std::map<std::string, uint64_t> Refused() const;
   uint64_t admitted() const { return admitted_.load(); }
 
  private:
-  ZapHandler(zmq::context_t& context, std::vector<TrustedKey> admitted);
+  ZapHandler(zmq::context_t& context, std::vector<TrustedKey> admitted, bool plain);
   void Serve();
   void Answer(std::vector<zmq::message_t>& request);
+  // The client identity a PLAIN request's ticket proves, or "" with *reason set.
+  std::string CheckTicket(const std::vector<zmq::message_t>& request, std::string* reason) const;
 
   zmq::socket_t socket_;
   std::map<std::string, TrustedKey> by_key_;  // public z85 -> key; fixed after Start
+  const bool plain_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> admitted_{0};
   mutable Mutex mu_;
   std::map<std::string, uint64_t> refused_ STOKER_GUARDED_BY(mu_);
+  std::string ticket_key_ STOKER_GUARDED_BY(mu_);
   std::thread thread_;
 };
 

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@ Status ErrnoStatus(const std::string& what, const std::string& path, int err) {
   std::string message = what + " " + path + ": " + std::strerror(err);
   if (err == ENOENT) return NotFoundError(message);
   if (err == EACCES || err == EPERM) return Status(StatusCode::kPermissionDenied, message);
+  if (err == ENOSPC || err == EDQUOT) return Status(StatusCode::kResourceExhausted, message);
   return Status(StatusCode::kUnavailable, message);
 }
 
@@ -59,11 +61,18 @@ class PosixWritableFile final : public WritableFile {
       ssize_t n = ::write(fd_, src + done, size - done);
       if (n < 0) {
         if (errno == EINTR) continue;
-        return ErrnoStatus("cannot append to", path_, errno);
+        const int err = errno;
+        size_ += done;  // what did reach the file
+        return ErrnoStatus("cannot append to", path_, err);
       }
       done += static_cast<size_t>(n);
     }
     size_ += size;
+    return Status::Ok();
+  }
+  Status Truncate(uint64_t size) override {
+    if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) return ErrnoStatus("cannot truncate", path_, errno);
+    size_ = size;
     return Status::Ok();
   }
   Status Sync() override {
@@ -175,7 +184,37 @@ Status PosixEnv::WriteFileAtomically(const std::string& path, const void* data, 
     ::unlink(tmp.c_str());
     return ErrnoStatus("cannot rename onto", path, err);
   }
+  return SyncDirectory(DirectoryOf(path));
+}
+
+Status PosixEnv::SyncDirectory(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("cannot open directory", path, errno);
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0 && err != EINVAL) return ErrnoStatus("cannot fsync directory", path, err);  // EINVAL: not syncable
   return Status::Ok();
+}
+
+StatusOr<VolumeSpace> PosixEnv::Space(const std::string& path) {
+  struct statvfs v {};
+  if (::statvfs(path.c_str(), &v) != 0) return ErrnoStatus("cannot statvfs", path, errno);
+  return VolumeSpace{static_cast<uint64_t>(v.f_blocks) * v.f_frsize, static_cast<uint64_t>(v.f_bavail) * v.f_frsize};
+}
+
+StatusOr<size_t> StringFile::Read(uint64_t offset, size_t n, void* out) const {
+  if (offset >= bytes_.size()) return size_t{0};
+  const size_t take = static_cast<size_t>(std::min<uint64_t>(n, bytes_.size() - offset));
+  std::memcpy(out, bytes_.data() + offset, take);
+  return take;
+}
+
+std::string DirectoryOf(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
 }
 
 Status PosixEnv::CreateDirectories(const std::string& path) {

@@ -1,7 +1,10 @@
 #include "common/tar.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
+
+#include "common/check.h"
 
 namespace stoker {
 namespace {
@@ -63,27 +66,52 @@ bool AllZero(const unsigned char* h) {
   return true;
 }
 
-// Applies "LEN key=value\n" pax records for path and size.
-void ApplyPax(const std::string& records, std::string* path, uint64_t* size, bool* has_size) {
+// Applies "LEN key=value\n" pax records for path and size. A record whose length is not a plain decimal that
+// covers at least its own "LEN " and fits in what is left ends the parse: the position only ever moves forward,
+// by at least one byte, so no length can make it wrap or stand still. False for a size value that is not a plain
+// decimal below 2^63.
+bool ApplyPax(const std::string& records, std::string* path, uint64_t* size, bool* has_size) {
   size_t pos = 0;
   while (pos < records.size()) {
-    size_t space = records.find(' ', pos);
-    if (space == std::string::npos) return;
-    size_t len = std::strtoull(records.substr(pos, space - pos).c_str(), nullptr, 10);
-    if (len == 0 || pos + len > records.size()) return;
-    std::string record = records.substr(space + 1, pos + len - space - 2);  // without the trailing newline
-    size_t eq = record.find('=');
+    const size_t space = records.find(' ', pos);
+    if (space == std::string::npos || space == pos || space - pos > 19) return true;
+    uint64_t len = 0;
+    for (size_t i = pos; i < space; ++i) {
+      if (records[i] < '0' || records[i] > '9') return true;
+      len = len * 10 + static_cast<uint64_t>(records[i] - '0');
+    }
+    const size_t left = records.size() - pos;
+    if (len <= space - pos + 1 || len > left || records[pos + len - 1] != '\n') return true;
+    const std::string record = records.substr(space + 1, pos + len - space - 2);  // without the newline
+    const size_t eq = record.find('=');
     if (eq != std::string::npos) {
-      std::string key = record.substr(0, eq);
-      std::string value = record.substr(eq + 1);
+      const std::string key = record.substr(0, eq);
+      const std::string value = record.substr(eq + 1);
       if (key == "path") *path = value;
       if (key == "size") {
-        *size = std::strtoull(value.c_str(), nullptr, 10);
+        uint64_t v = 0;
+        if (value.empty() || value.size() > 18) return false;
+        for (char c : value) {
+          if (c < '0' || c > '9') return false;
+          v = v * 10 + static_cast<uint64_t>(c - '0');
+        }
+        *size = v;
         *has_size = true;
       }
     }
     pos += len;
   }
+  return true;
+}
+
+// Where the header after a member of `size` bytes whose data starts at `data_offset` is: false when that does
+// not fit in 64 bits (a base-256 size near 2^64 used to wrap the next offset back onto the current one).
+bool NextHeaderOffset(uint64_t data_offset, uint64_t size, uint64_t* next) {
+  if (size > UINT64_MAX - (kBlock - 1)) return false;
+  const uint64_t padded = RoundUpToBlock(size);
+  if (padded > UINT64_MAX - data_offset) return false;
+  *next = data_offset + padded;
+  return true;
 }
 
 }  // namespace
@@ -123,9 +151,17 @@ StatusOr<TarScanResult> ScanTar(const RandomAccessFile& file,
       return DataLossError(file.path() + ": the header at byte " + std::to_string(offset) + " has a bad size field");
     }
     char type = static_cast<char>(header[156]);
-    uint64_t data_offset = offset + kBlock;
-    uint64_t next = data_offset + RoundUpToBlock(size);
-    bool truncated = data_offset + size > file_size;
+    const uint64_t data_offset = offset + kBlock;
+    if (pending_has_pax_size && type != 'L' && type != 'x') size = pending_pax_size;
+    // A file cut short ends inside its last member (reported as truncated below), but no member is larger
+    // than the whole file: such a size is a damaged header, and refused before any offset arithmetic.
+    uint64_t next = 0;
+    if (size > file_size || !NextHeaderOffset(data_offset, size, &next)) {
+      return DataLossError(file.path() + ": the member at byte " + std::to_string(offset) + " declares " +
+                           std::to_string(size) + " bytes, more than the whole file (" + std::to_string(file_size) +
+                           " bytes): the shard is corrupt");
+    }
+    const bool truncated = size > file_size - data_offset;  // data_offset <= file_size: the header was read
 
     if (type == 'L' || type == 'x') {
       if (truncated || size > kMaxMetaRecord) {
@@ -141,18 +177,14 @@ StatusOr<TarScanResult> ScanTar(const RandomAccessFile& file,
       data.resize(n);
       if (type == 'L') {
         pending_long_name = std::string(data.c_str());
-      } else {
-        ApplyPax(data, &pending_pax_path, &pending_pax_size, &pending_has_pax_size);
+      } else if (!ApplyPax(data, &pending_pax_path, &pending_pax_size, &pending_has_pax_size)) {
+        return DataLossError(file.path() + ": the pax record at byte " + std::to_string(offset) +
+                             " has a size that is not a number below 2^63: the shard is corrupt");
       }
       offset = next;
       continue;
     }
 
-    if (pending_has_pax_size) {
-      size = pending_pax_size;
-      next = data_offset + RoundUpToBlock(size);
-      truncated = data_offset + size > file_size;
-    }
     std::string name;
     if (!pending_pax_path.empty()) {
       name = pending_pax_path;
@@ -181,6 +213,7 @@ StatusOr<TarScanResult> ScanTar(const RandomAccessFile& file,
       result.truncated = true;
       break;
     }
+    STOKER_CHECK(next > offset, "tar scan must advance");  // NextHeaderOffset: next >= offset + 512
     offset = next;
   }
   return result;

@@ -4,7 +4,9 @@
 // The scanner understands ustar (name + prefix), GNU long names ('L'), pax extended headers ('x': path, size)
 // and base-256 sizes. It reads only the 512-byte headers, so indexing a 1 GB shard reads a few hundred KB.
 // A member whose data runs past the end of the file is reported with truncated = true and ends the scan; a
-// header that fails its checksum is a DataLoss error naming the shard and the offset.
+// header that fails its checksum, or declares a member larger than the whole file, is a DataLoss error naming the
+// shard and the offset. Every offset is computed with overflow checks and strictly advances, so no header, however
+// hostile, can make a scan wrap around or stand still (`stoker index` once looped forever on two such headers).
 #pragma once
 
 #include <cstdint>

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/checkpoint.h"
+#include "common/data_tickets.h"
 #include "common/logging.h"
 #include "coordinator/journal.h"
 
@@ -48,9 +49,13 @@ void CoordinatorImpl::Restore(const Update& update) {
   } else if (const auto* removed = std::get_if<JobRemoved>(&update)) {
     jobs_.erase(removed->job);
   } else if (const auto* joined = std::get_if<WorkerJoined>(&update)) {
-    workers_[joined->worker_id] = {joined->data_endpoint, joined->threads,       "",
-                                   clock_.Now(),          false,            joined->data_public_key,
-                                   joined->identity};
+    WorkerRuntime& w = workers_[joined->worker_id];
+    w.data_endpoint = joined->data_endpoint;
+    w.threads = joined->threads;
+    w.last_heard = clock_.Now();
+    w.data_public_key = joined->data_public_key;
+    w.identity = joined->identity;
+    w.data_plain = joined->data_plain;
   } else if (const auto* left = std::get_if<WorkerLeft>(&update)) {
     workers_.erase(left->worker_id);
   }
@@ -137,8 +142,11 @@ Status ValidDataEndpoint(const std::string& endpoint) {
 
 Status CoordinatorImpl::CheckNewWorkerLocked(const RegisterWorkerRequest& request, const Caller& caller) const {
   STOKER_RETURN_IF_ERROR(ValidDataEndpoint(request.data_endpoint).WithContext("worker " + request.worker_id));
-  if (!caller.identity.empty() && request.data_public_key.size() != 40) {
+  if (!caller.identity.empty() && !request.data_plain && request.data_public_key.size() != 40) {
     return InvalidArgumentError("worker " + request.worker_id + " registers without a data-port CURVE key");
+  }
+  if (request.data_plain && !request.data_public_key.empty()) {
+    return InvalidArgumentError("worker " + request.worker_id + " registers a plain data port with a CURVE key");
   }
   auto it = workers_.find(request.worker_id);
   if (it != workers_.end()) {
@@ -162,11 +170,12 @@ StatusOr<RegisterWorkerResponse> CoordinatorImpl::RegisterWorker(const RegisterW
   WorkerRuntime& w = it->second;
   const uint32_t threads = std::max<uint32_t>(1, request.threads);
   if (inserted || w.data_endpoint != request.data_endpoint || w.threads != threads ||
-      w.data_public_key != request.data_public_key) {
+      w.data_public_key != request.data_public_key || w.data_plain != request.data_plain) {
     ++membership_version_;
     ApplyLocked(WorkerJoined{request.worker_id, request.data_endpoint, threads, request.data_public_key,
-                             caller.identity});
+                             caller.identity, request.data_plain});
   }
+  w.data_plain = request.data_plain;
   w.data_endpoint = request.data_endpoint;
   w.threads = threads;
   w.version = request.version.substr(0, 64);
@@ -177,8 +186,12 @@ StatusOr<RegisterWorkerResponse> CoordinatorImpl::RegisterWorker(const RegisterW
     STOKER_LOG(kInfo) << "worker " << request.worker_id << " joined at " << request.data_endpoint << " ("
                       << w.threads << " threads)";
   }
-  return RegisterWorkerResponse{static_cast<uint32_t>(ToMillis(options_.heartbeat_interval)),
-                                static_cast<uint32_t>(ToMillis(options_.lease_ttl))};
+  RegisterWorkerResponse response{static_cast<uint32_t>(ToMillis(options_.heartbeat_interval)),
+                                  static_cast<uint32_t>(ToMillis(options_.lease_ttl))};
+  if (request.data_plain && !options_.data_ticket_master.empty()) {
+    response.data_ticket_key = WorkerTicketKey(options_.data_ticket_master, request.worker_id);
+  }
+  return response;
 }
 
 StatusOr<CoordinatorImpl::WorkerRuntime*> CoordinatorImpl::CallingWorkerLocked(const std::string& worker_id,
@@ -267,9 +280,15 @@ void CoordinatorImpl::RemoveWorkerLocked(const std::string& worker_id, uint64_t*
   }
 }
 
-std::vector<WorkerInfo> CoordinatorImpl::WorkerListLocked() const {
+std::vector<WorkerInfo> CoordinatorImpl::WorkerListLocked(const std::string& client_identity) const {
   std::vector<WorkerInfo> list;
-  for (const auto& [id, w] : workers_) list.push_back({id, w.data_endpoint, w.data_public_key});
+  for (const auto& [id, w] : workers_) {
+    std::string ticket;
+    if (w.data_plain && !options_.data_ticket_master.empty() && !client_identity.empty()) {
+      ticket = DataTicket(WorkerTicketKey(options_.data_ticket_master, id), client_identity);
+    }
+    list.push_back({id, w.data_endpoint, w.data_public_key, std::move(ticket)});
+  }
   return list;
 }
 
@@ -320,6 +339,23 @@ void CoordinatorImpl::Tick() {
   ExpireWorkersLocked(now);
   ForgetIdleJobsLocked(now);
   ExpireLeasesAndClientsLocked(now);
+}
+
+void CoordinatorImpl::ExcuseSilence(Duration silence) {
+  MutexLock lock(mu_);
+  for (auto& [id, w] : workers_) w.last_heard += silence;
+  for (auto& [name, job] : jobs_) {
+    if (job.idle_since) *job.idle_since += silence;
+    for (RankRuntime& r : job.ranks) {
+      r.last_heard += silence;
+      for (auto& [unit, lease] : r.active) {
+        lease.expiry += silence;
+        lease.sent_at += silence;
+      }
+      for (ParkedRequest& p : r.parked) p.deadline += silence;
+    }
+  }
+  if (reconciling_) reconcile_until_ += silence;
 }
 
 void CoordinatorImpl::ExpireWorkersLocked(TimePoint now) {

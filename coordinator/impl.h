@@ -61,6 +61,9 @@ struct CoordinatorOptions {
   uint32_t max_ranks_per_job = 4096;
   uint32_t max_registered_workers = 1024;
   uint32_t max_window = 4096;  // a client's prefetch window, in batches
+  // The key plain data ports' tickets derive from (common/data_tickets.h: from the coordinator's own CURVE key);
+  // empty with CURVE off, when plain workers get no ticket key and clients no tickets.
+  std::string data_ticket_master;
 };
 
 // Names a request the service handed the Impl, for an answer that comes later. The service alone knows the
@@ -151,6 +154,10 @@ class CoordinatorImpl {
 
   // Expires workers, leases, unacknowledged units, silent clients and parked requests. Call every ~50 ms.
   void Tick();
+  // After `silence` in which the coordinator could hear nobody (its journal could not be written, so it answered
+  // every request UNAVAILABLE and stopped its clock): every liveness, lease and parked deadline moves later by
+  // that much, so nobody is expired for a silence that was the coordinator's own.
+  void ExcuseSilence(Duration silence);
   std::vector<DeferredLeaseReply> TakeDeferredReplies();
 
   CoordinatorStats Stats() const;
@@ -201,6 +208,7 @@ class CoordinatorImpl {
     bool draining = false;
     std::string data_public_key;
     std::string identity;  // the authenticated identity it registered as
+    bool data_plain = false;  // its data port checks data tickets (listed with each client's ticket)
   };
 
   // The durable view of a rank: its last client, window and positions (received and consumed, clamped to the
@@ -229,7 +237,8 @@ class CoordinatorImpl {
   void ServeParkedLocked(const std::string& job_name, JobRuntime& job, uint32_t rank) STOKER_REQUIRES(mu_);
   void AnswerParkedEmptyLocked(RankRuntime& r, bool job_done) STOKER_REQUIRES(mu_);
   void ExpireParkedLocked(RankRuntime& r, TimePoint now) STOKER_REQUIRES(mu_);
-  std::vector<WorkerInfo> WorkerListLocked() const STOKER_REQUIRES(mu_);
+  // Every registered worker, with `client_identity`'s ticket for each plain data port.
+  std::vector<WorkerInfo> WorkerListLocked(const std::string& client_identity) const STOKER_REQUIRES(mu_);
   void RemoveWorkerLocked(const std::string& worker_id, uint64_t* counter) STOKER_REQUIRES(mu_);
   bool AdoptLocked(const LeaseRef& ref, const std::string& worker_id, TimePoint now) STOKER_REQUIRES(mu_);
   Status CheckRegistrationLocked(const RegisterClientRequest& request, const JobRuntime& job,

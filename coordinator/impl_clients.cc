@@ -162,7 +162,7 @@ StatusOr<RegisterClientResponse> CoordinatorImpl::RegisterClient(const RegisterC
   response.samples_per_epoch = job->plan.num_samples();
   response.start_batch = job->record->ranks[request.rank].start_batch;
   response.heartbeat_interval_ms = static_cast<uint32_t>(ToMillis(options_.heartbeat_interval));
-  response.workers = WorkerListLocked();
+  response.workers = WorkerListLocked(caller.identity);
   response.membership_version = membership_version_;
   ServeParkedLocked(request.job, *job, request.rank);
   return response;
@@ -220,7 +220,7 @@ StatusOr<ClientHeartbeatResponse> CoordinatorImpl::ClientHeartbeat(const ClientH
   response.membership_version = membership_version_;
   if (request.membership_version != membership_version_) {
     response.workers_changed = true;
-    response.workers = WorkerListLocked();
+    response.workers = WorkerListLocked(caller.identity);
   }
   for (const auto& [unit, lease] : r.active) response.leases.push_back({request.job, request.rank, unit, lease.attempt});
   return response;

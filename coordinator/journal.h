@@ -1,14 +1,20 @@
-// Journal: the coordinator's append-only log of CoordinatorState updates (schema/journal.capnp describes the
-// file). Open() replays it; Append() buffers an update; Sync() writes everything buffered in one write and one
-// fdatasync (group commit) — the coordinator answers the requests that caused those updates only after Sync().
+// Journal: the coordinator's append-only log of CoordinatorState updates (the format and what recovery promises
+// are in journal_format.h). Open() replays it; Append() buffers an update; Sync() writes everything buffered as one
+// record and fdatasyncs it (group commit) — the coordinator answers the requests that caused those updates only
+// after Sync().
 //
-// Progress records coalesce: several acks of one rank between two syncs become one record. When the file grows
-// past its compaction threshold, Sync() rewrites it as a snapshot of the current state (a new file, fsynced and
-// renamed over the old), so its size stays proportional to the number of jobs, not to their history.
+// Progress records coalesce: several acks of one rank between two syncs become one update. When the file grows
+// past its compaction threshold, Sync() rewrites it as a snapshot of the current state (a new file, fsynced,
+// renamed over the old, the directory fsynced), so its size stays proportional to the number of jobs, not to their
+// history. A compaction that fails (the volume is full) leaves the journal as it was and is tried again later.
 //
-// Recovery: a record cut short at the end of the file (a crash in the middle of an append) is dropped and the
-// file truncated to the last whole record. A record that fails its checksum with more data after it is
-// corruption in the middle: Open() refuses with DataLoss saying where, rather than continue on a guess.
+// Recovery (Open): a torn last write is dropped, the file truncated to the last whole record and the loss logged;
+// damage with a valid record after it refuses the start with DataLoss naming the byte. A format 1 journal is
+// rewritten in format 2.
+//
+// A Sync that fails (ENOSPC: ResourceExhausted; other I/O errors: Unavailable) leaves nothing of its write in the
+// file and keeps every update pending, so the next Sync writes them all again: the caller holds its replies and
+// retries, nothing is lost and nothing is answered early.
 //
 // Thread safety: Append and Sync may be called from different threads (one mutex).
 #pragma once
@@ -17,7 +23,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -29,7 +34,9 @@
 namespace stoker::coordinator {
 
 struct JournalReplay {
-  uint64_t records = 0;
+  int format = 2;                 // the format found (a format 1 journal is rewritten in format 2)
+  uint64_t records = 0;           // whole records replayed
+  uint64_t updates = 0;           // updates in them
   uint64_t bytes = 0;             // valid bytes kept
   uint64_t torn_bytes = 0;        // bytes of a torn tail that were truncated away
 };
@@ -50,14 +57,19 @@ class Journal {
   Status Sync(const std::function<std::vector<Update>()>& snapshot = nullptr);
   bool HasUnsynced() const;
   uint64_t size_bytes() const;
-  uint64_t records_written() const;
+  uint64_t records_written() const;  // updates made durable by this process
+  uint64_t compaction_failures() const;
+  // The space of the volume the journal is on (free space as a metric, before it runs out).
+  StatusOr<VolumeSpace> Space() const { return env_.Space(DirectoryOf(path_)); }
+  const std::string& path() const { return path_; }
 
   // Fault injection for tests: writes the first `fraction` of the next Sync's bytes and does not sync.
   Status TEST_WriteTorn(double fraction);
 
  private:
   Journal(Env& env, std::string path, const JournalOptions& options, std::unique_ptr<WritableFile> file);
-  std::string EncodePendingLocked() STOKER_REQUIRES(mu_);
+  Status WritePendingLocked() STOKER_REQUIRES(mu_);
+  void ForgetPendingLocked(size_t count) STOKER_REQUIRES(mu_);
   Status CompactLocked(const std::vector<Update>& snapshot) STOKER_REQUIRES(mu_);
 
   Env& env_;
@@ -68,10 +80,10 @@ class Journal {
   std::vector<Update> pending_ STOKER_GUARDED_BY(mu_);
   std::map<std::pair<std::string, uint32_t>, size_t> progress_index_ STOKER_GUARDED_BY(mu_);  // coalescing
   uint64_t records_written_ STOKER_GUARDED_BY(mu_) = 0;
+  uint64_t good_size_ STOKER_GUARDED_BY(mu_) = 0;   // the file's size after its last whole, synced record
+  bool needs_magic_ STOKER_GUARDED_BY(mu_) = false;  // a new file: the magic goes out with the first record
+  uint64_t compaction_failures_ STOKER_GUARDED_BY(mu_) = 0;
+  uint64_t next_compaction_size_ STOKER_GUARDED_BY(mu_) = 0;  // after a failed compaction, wait for this size
 };
-
-// The record encoding, exposed for tests and tools.
-std::string EncodeJournalRecord(const Update& update);
-StatusOr<Update> DecodeJournalRecord(const void* data, size_t size);
 
 }  // namespace stoker::coordinator

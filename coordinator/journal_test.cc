@@ -1,8 +1,10 @@
-// The journal on real files: replay, coalescing, torn tails, corruption in the middle, compaction.
+// The journal on real files: replay, coalescing, torn tails, corruption in the middle, compaction, and writes that
+// fail (a full volume). What recovery makes of every kind of damage is journal_recovery_test.cc.
 #include "coordinator/journal.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -21,6 +23,54 @@ JobSpec Spec() {
   spec.world_size = 2;
   spec.batch_size = 4;
   return spec;
+}
+
+// The real file system, except that writes can be made to fail the way a full volume fails them: with `full`, an
+// append writes `partial` bytes and then reports ENOSPC; with `full` or `no_room_for_copies`, atomic whole-file
+// writes (compaction's new file) fail outright.
+class FullVolumeEnv final : public Env {
+ public:
+  bool full = false;
+  bool no_room_for_copies = false;
+  size_t partial = 7;
+
+  StatusOr<std::unique_ptr<RandomAccessFile>> OpenForRead(const std::string& p) override { return real_.OpenForRead(p); }
+  StatusOr<FileInfo> Stat(const std::string& p) override { return real_.Stat(p); }
+  StatusOr<std::vector<std::string>> ListDirectory(const std::string& p) override { return real_.ListDirectory(p); }
+  Status WriteFileAtomically(const std::string& p, const void* data, size_t size) override {
+    if (full || no_room_for_copies) return ResourceExhaustedError("cannot write " + p + ".tmp: No space left on device");
+    return real_.WriteFileAtomically(p, data, size);
+  }
+  Status CreateDirectories(const std::string& p) override { return real_.CreateDirectories(p); }
+  StatusOr<std::unique_ptr<WritableFile>> OpenForAppend(const std::string& p) override;
+  Status Truncate(const std::string& p, uint64_t size) override { return real_.Truncate(p, size); }
+  Status Rename(const std::string& from, const std::string& to) override { return real_.Rename(from, to); }
+  Status SyncDirectory(const std::string& p) override { return real_.SyncDirectory(p); }
+  StatusOr<VolumeSpace> Space(const std::string& p) override { return real_.Space(p); }
+
+ private:
+  class File final : public WritableFile {
+   public:
+    File(FullVolumeEnv& env, std::unique_ptr<WritableFile> real) : env_(env), real_(std::move(real)) {}
+    Status Append(const void* data, size_t size) override {
+      if (!env_.full) return real_->Append(data, size);
+      STOKER_RETURN_IF_ERROR(real_->Append(data, std::min(size, env_.partial)));
+      return ResourceExhaustedError("cannot append: No space left on device");
+    }
+    Status Sync() override { return real_->Sync(); }
+    uint64_t Size() const override { return real_->Size(); }
+    Status Truncate(uint64_t size) override { return real_->Truncate(size); }
+
+   private:
+    FullVolumeEnv& env_;
+    std::unique_ptr<WritableFile> real_;
+  };
+  PosixEnv real_;
+};
+
+StatusOr<std::unique_ptr<WritableFile>> FullVolumeEnv::OpenForAppend(const std::string& p) {
+  STOKER_ASSIGN_OR_RETURN(auto file, real_.OpenForAppend(p));
+  return std::unique_ptr<WritableFile>(std::make_unique<File>(*this, std::move(file)));
 }
 
 std::vector<Update> Replay(const std::string& path, JournalReplay* replay, Status* status = nullptr) {
@@ -117,7 +167,8 @@ TEST(Journal, CorruptionInTheMiddleRefusesToStart) {
   Status status;
   Replay(dir.Join("j"), &replay, &status);
   EXPECT_EQ(status.code(), StatusCode::kDataLoss);
-  EXPECT_NE(status.message().find("corrupt at byte 8 (record 1)"), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find("damaged at byte 8 (record 1"), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find("a valid record follows at byte"), std::string::npos) << status.message();
   EXPECT_NE(status.message().find("restore the journal from a backup"), std::string::npos);
   // Not a journal at all.
   TempDir other;
@@ -153,6 +204,84 @@ TEST(Journal, CompactionRewritesTheStateAndKeepsItReplayable) {
   for (const Update& u : Replay(dir.Join("j"), &replay)) replayed.Apply(u);
   EXPECT_EQ(replayed.FindJob("j")->ranks[0].received, 400u);
   EXPECT_EQ(replayed.FindJob("j")->ranks[0].client_id, "c-1");
+}
+
+// Regression: on a full volume a failed sync made the coordinator exit, and it crash-looped. Now a failed write
+// leaves nothing of itself in the file and keeps every update pending; the next sync, once there is room, writes
+// them all, and a replay sees each exactly once.
+TEST(Journal, AWriteThatFailsForLackOfSpaceLeavesNothingBehindAndIsWrittenLater) {
+  TempDir dir;
+  FullVolumeEnv env;
+  JournalReplay replay;
+  auto journal = Journal::Open(env, dir.Join("j"), JournalOptions{}, [](const Update&) {}, &replay);
+  ASSERT_TRUE(journal.ok());
+  (*journal)->Append(JobCreated{Spec(), 100});
+  ASSERT_TRUE((*journal)->Sync().ok());
+  const uint64_t good = (*journal)->size_bytes();
+
+  env.full = true;
+  (*journal)->Append(RankSessionStarted{"j", 0, "c-1", 0, 8});
+  (*journal)->Append(RankProgress{"j", 0, 3, 2});
+  Status failed = (*journal)->Sync();
+  EXPECT_EQ(failed.code(), StatusCode::kResourceExhausted) << failed.ToString();
+  EXPECT_TRUE((*journal)->HasUnsynced());
+  EXPECT_EQ(std::filesystem::file_size(dir.Join("j")), good) << "part of the failed write was left in the file";
+  (*journal)->Append(RankProgress{"j", 0, 5, 4});  // supersedes the pending ack of the same rank
+  EXPECT_EQ((*journal)->Sync().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(std::filesystem::file_size(dir.Join("j")), good);
+
+  env.full = false;
+  ASSERT_TRUE((*journal)->Sync().ok());
+  EXPECT_FALSE((*journal)->HasUnsynced());
+  journal->reset();
+  std::vector<Update> seen = Replay(dir.Join("j"), &replay);
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(replay.torn_bytes, 0u);
+  EXPECT_EQ(std::get<RankSessionStarted>(seen[1]).client_id, "c-1");
+  EXPECT_EQ(std::get<RankProgress>(seen[2]).received, 5u);
+}
+
+TEST(Journal, ACompactionThatFailsLosesNothingAndIsTriedAgainLater) {
+  TempDir dir;
+  FullVolumeEnv env;
+  JournalReplay replay;
+  JournalOptions options;
+  options.compact_threshold_bytes = 2048;
+  CoordinatorState state;
+  auto journal = Journal::Open(env, dir.Join("j"), options, [](const Update&) {}, &replay);
+  ASSERT_TRUE(journal.ok());
+  auto sync = [&](const Update& u) {
+    state.Apply(u);
+    (*journal)->Append(u);
+    return (*journal)->Sync([&] { return state.Snapshot(); });
+  };
+  ASSERT_TRUE(sync(JobCreated{Spec(), 100}).ok());
+  ASSERT_TRUE(sync(RankSessionStarted{"j", 0, "c-1", 0, 8}).ok());
+  env.no_room_for_copies = true;  // appends fit, a whole new file does not
+  uint64_t i = 1;
+  for (; (*journal)->size_bytes() <= 2048 + 200; ++i) ASSERT_TRUE(sync(RankProgress{"j", 0, i, i}).ok());
+  EXPECT_EQ((*journal)->compaction_failures(), 1u) << "tried once, then again only after more growth";
+  env.no_room_for_copies = false;
+  for (; (*journal)->size_bytes() > 2048; ++i) ASSERT_TRUE(sync(RankProgress{"j", 0, i, i}).ok());
+  journal->reset();
+  CoordinatorState replayed;
+  for (const Update& u : Replay(dir.Join("j"), &replay)) replayed.Apply(u);
+  EXPECT_EQ(replayed.FindJob("j")->ranks[0].received, i - 1);
+}
+
+TEST(Journal, ANewJournalWritesItsMagicWithItsFirstRecordAndNothingBefore) {
+  TempDir dir;
+  PosixEnv env;
+  JournalReplay replay;
+  auto journal = Journal::Open(env, dir.Join("j"), JournalOptions{}, [](const Update&) {}, &replay);
+  ASSERT_TRUE(journal.ok());
+  EXPECT_EQ(std::filesystem::file_size(dir.Join("j")), 0u) << "a start on a full volume must not need a write";
+  (*journal)->Append(JobCreated{Spec(), 100});
+  ASSERT_TRUE((*journal)->Sync().ok());
+  std::ifstream in(dir.Join("j"), std::ios::binary);
+  char magic[8];
+  in.read(magic, 8);
+  EXPECT_EQ(std::string(magic, 8), "STKJRN02");
 }
 
 }  // namespace

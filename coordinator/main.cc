@@ -11,6 +11,7 @@
 #include "common/flags.h"
 #include "common/logging.h"
 #include "coordinator/impl.h"
+#include "common/data_tickets.h"
 #include "coordinator/journal.h"
 #include "coordinator/metrics.h"
 #include "coordinator/service.h"
@@ -128,14 +129,16 @@ StatusOr<std::unique_ptr<Journal>> OpenJournal(Env& env, const Config& c, std::v
   options.compact_threshold_bytes = c.compact_bytes;
   STOKER_ASSIGN_OR_RETURN(auto journal, Journal::Open(env, c.journal_path, options,
                                                       [&](const Update& u) { replayed->push_back(u); }, &replay));
-  STOKER_LOG(kInfo) << "journal " << c.journal_path << ": replayed " << replay.records << " records (" << replay.bytes
-                    << " bytes)" << (replay.torn_bytes ? ", dropped a torn tail" : "");
+  STOKER_LOG(kInfo) << "journal " << c.journal_path << ": replayed " << replay.updates << " updates in "
+                    << replay.records << " records (" << replay.bytes << " bytes, format " << replay.format << ")"
+                    << (replay.torn_bytes ? ", dropped a torn tail" : "");
   return journal;
 }
 
-// CURVE: the coordinator's own key for its port, and a ZAP handler admitting the trusted workers and clients.
+// CURVE: the coordinator's own key for its port, a ZAP handler admitting the trusted workers and clients, and the
+// key plain data ports' tickets derive from.
 StatusOr<std::unique_ptr<ZapHandler>> StartSecurity(zmq::context_t& context, const Config& c,
-                                                    ServiceOptions* service) {
+                                                    ServiceOptions* service, CoordinatorOptions* options) {
   STOKER_ASSIGN_OR_RETURN(Security security, LoadSecurity(Role::kCoordinator, c.keys));
   if (security.insecure) return std::unique_ptr<ZapHandler>();
   std::vector<TrustedKey> admitted = security.Trusted(Role::kWorker);
@@ -143,6 +146,7 @@ StatusOr<std::unique_ptr<ZapHandler>> StartSecurity(zmq::context_t& context, con
   if (admitted.empty()) STOKER_LOG(kWarning) << "the trust file lists no worker or client key: nobody can connect";
   service->curve_public_key = security.own.public_z85;
   service->curve_secret_key = security.own.secret_z85;
+  STOKER_ASSIGN_OR_RETURN(options->data_ticket_master, DataTicketMasterKey(security.own));
   STOKER_LOG(kInfo) << "CURVE on: this coordinator is " << security.own.identity() << "; " << admitted.size()
                     << " worker and client keys admitted";
   return ZapHandler::Start(context, std::move(admitted));
@@ -155,12 +159,13 @@ Status Serve(const Config& c) {
   Serving serving;
   zmq::context_t context(1);
   ServiceOptions service_options = c.service;
-  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<ZapHandler> zap, StartSecurity(context, c, &service_options));
+  CoordinatorOptions options = c.options;
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<ZapHandler> zap, StartSecurity(context, c, &service_options, &options));
   STOKER_ASSIGN_OR_RETURN(std::unique_ptr<AdminServer> admin, StartAdmin(c, hub, serving));
   std::vector<Update> replayed;
   auto journal = OpenJournal(env, c, &replayed);
   if (!journal.ok()) return journal.status().WithContext("cannot start");
-  CoordinatorImpl impl(c.options, clock, journal->get());
+  CoordinatorImpl impl(options, clock, journal->get());
   for (const Update& u : replayed) impl.Restore(u);
   impl.FinishRestore();
   CoordinatorService server(impl, journal->get(), context, service_options);

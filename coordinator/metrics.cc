@@ -122,6 +122,22 @@ void CollectService(const CoordinatorService& service, const Journal* journal, M
                     .Build());
   Single(out, "stoker_coordinator_journal_bytes", "Size of the journal file.", MetricType::Gauge,
          static_cast<double>(journal->size_bytes()));
+  Single(out, "stoker_coordinator_journal_writable",
+         "1 while the journal takes writes; 0 during an outage (replies held, requests answered UNAVAILABLE).",
+         MetricType::Gauge, stats.journal_writable ? 1.0 : 0.0);
+  Single(out, "stoker_coordinator_journal_write_failures_total",
+         "Journal syncs that failed (a full volume, an I/O error); each retry during an outage counts.",
+         MetricType::Counter, static_cast<double>(stats.journal_write_failures));
+  Single(out, "stoker_coordinator_journal_compaction_failures_total",
+         "Journal compactions that failed (nothing is lost: the journal keeps growing until one succeeds).",
+         MetricType::Counter, static_cast<double>(journal->compaction_failures()));
+  if (auto space = journal->Space(); space.ok()) {
+    Single(out, "stoker_coordinator_journal_volume_free_bytes",
+           "Bytes still free for the coordinator on the journal's volume (statvfs f_bavail).", MetricType::Gauge,
+           static_cast<double>(space->available_bytes));
+    Single(out, "stoker_coordinator_journal_volume_size_bytes", "Size of the journal's volume.", MetricType::Gauge,
+           static_cast<double>(space->total_bytes));
+  }
 }
 
 }  // namespace

@@ -105,35 +105,69 @@ void CoordinatorService::QueueDeferred() {
 Status CoordinatorService::Flush() {
   if (outbox_.empty() && (journal_ == nullptr || !journal_->HasUnsynced())) return Status::Ok();
   if (journal_ != nullptr && journal_->HasUnsynced()) {
+    const TimePoint sync_start = std::chrono::steady_clock::now();
+    if (outage_ && sync_start < outage_->next_retry) return Status::Ok();  // the replies wait for the journal
     if (options_.crash.point == "torn" && ++crash_seen_ >= options_.crash.count) {
       Status s = journal_->TEST_WriteTorn(0.5);
       STOKER_LOG(kWarning) << "injected crash in the middle of a journal write (" << s.ToString() << ")";
       ::kill(::getpid(), SIGKILL);
     }
-    TimePoint sync_start = std::chrono::steady_clock::now();
     Status synced = journal_->Sync([this] { return impl_.Snapshot(); });
-    if (!synced.ok()) return synced.WithContext("journal");
+    if (!synced.ok()) {
+      NoteJournalFailure(synced, sync_start);
+      return Status::Ok();
+    }
     histograms_.journal_sync_seconds->Observe(ToSeconds(std::chrono::steady_clock::now() - sync_start));
+    if (outage_) EndJournalOutage(std::chrono::steady_clock::now());
     MutexLock lock(stats_mu_);
     ++stats_.journal_syncs;
   }
   MaybeCrash("synced");
-  for (Outgoing& out : outbox_) {
-    try {
-      zmq::message_t id(out.peer.data(), out.peer.size());
-      if (!socket_.send(id, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) continue;
-      zmq::message_t frame(out.frame.data(), out.frame.size());
-      socket_.send(frame, zmq::send_flags::dontwait);
-      if (out.latency != nullptr) out.latency->Observe(ToSeconds(std::chrono::steady_clock::now() - out.received));
-    } catch (const zmq::error_t& e) {
-      // EHOSTUNREACH: the peer disconnected; it re-sends its request when it reconnects.
-      transport_errors_.Note("send_reply", e);
-    }
-  }
+  for (const Outgoing& out : outbox_) Send(out);
   bool sent = !outbox_.empty();
   outbox_.clear();
   if (sent) MaybeCrash("replied");
   return Status::Ok();
+}
+
+void CoordinatorService::Send(const Outgoing& out) {
+  try {
+    zmq::message_t id(out.peer.data(), out.peer.size());
+    if (!socket_.send(id, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) return;
+    zmq::message_t frame(out.frame.data(), out.frame.size());
+    socket_.send(frame, zmq::send_flags::dontwait);
+    if (out.latency != nullptr) out.latency->Observe(ToSeconds(std::chrono::steady_clock::now() - out.received));
+  } catch (const zmq::error_t& e) {
+    // EHOSTUNREACH: the peer disconnected; it re-sends its request when it reconnects.
+    transport_errors_.Note("send_reply", e);
+  }
+}
+
+void CoordinatorService::NoteJournalFailure(const Status& status, TimePoint now) {
+  if (!outage_) {
+    outage_ = JournalOutage{now, now + Millis(500), Millis(500)};
+    STOKER_LOG(kError) << "cannot write the journal: " << status.ToString() << ". Holding " << outbox_.size()
+                       << " replies and answering new requests UNAVAILABLE until it can; retrying with backoff. "
+                       << "Free space on the journal's volume (stoker_coordinator_journal_volume_free_bytes)";
+  } else {
+    outage_->backoff = std::min<Duration>(outage_->backoff * 2, Millis(8000));
+    outage_->next_retry = now + outage_->backoff;
+  }
+  MutexLock lock(stats_mu_);
+  ++stats_.journal_write_failures;
+  stats_.journal_writable = false;
+  stats_.journal_failure = status.ToString();
+}
+
+void CoordinatorService::EndJournalOutage(TimePoint now) {
+  const Duration lasted = std::chrono::duration_cast<Duration>(now - outage_->since);
+  outage_.reset();
+  impl_.ExcuseSilence(lasted);  // nobody could be heard meanwhile: leases and liveness resume where they stood
+  STOKER_LOG(kInfo) << "the journal is writable again after " << ToSeconds(lasted) << " s; sending "
+                    << outbox_.size() << " held replies";
+  MutexLock lock(stats_mu_);
+  stats_.journal_writable = true;
+  stats_.journal_failure.clear();
 }
 
 namespace {
@@ -173,6 +207,15 @@ void CoordinatorService::HandleMessage(const std::string& peer, zmq::message_t& 
     }
     STOKER_LOG(kWarning) << "rejected a request: " << decoded.status().ToString();
     Queue(peer, "", request_id, EncodeReply(request_id, decoded.status(), std::monostate{}));
+    return;
+  }
+  if (outage_) {  // nothing can be made durable: refuse before anything changes, the peer retries
+    Count(MethodName(decoded->body), StatusCode::kUnavailable);
+    zmq::message_t reply = EncodeReply(decoded->request_id,
+                                       UnavailableError("the coordinator cannot write its journal at the moment "
+                                                        "(its volume is full?): try again"),
+                                       std::monostate{});
+    Send({peer, "", decoded->request_id, reply.to_string(), nullptr, received});
     return;
   }
   // Retries are recognised per authenticated identity and sender id: another identity cannot read them.
@@ -283,7 +326,7 @@ Status CoordinatorService::Run(const std::atomic<bool>& stop) {
       if (!more) break;
     }
     const TimePoint now = std::chrono::steady_clock::now();
-    if (now >= next_tick) {
+    if (now >= next_tick && !outage_) {  // during a journal outage time stands still for leases and liveness
       impl_.Tick();
       QueueDeferred();
       next_tick = now + options_.tick;

@@ -4,6 +4,11 @@
 // batch of requests it syncs the journal once (group commit) and only then sends the replies: a peer never hears
 // of a change the coordinator could forget. It also drives the Impl's Tick.
 //
+// When the journal cannot be written (its volume is full, an I/O error), the service neither exits nor answers
+// early: the replies of the batch that failed are held, new requests are answered UNAVAILABLE (peers retry), time
+// stands still for leases and liveness, and the sync is retried with backoff; once it succeeds the held replies go
+// out and the Impl excuses the silence the outage caused. Failures are counted and the state is a metric.
+//
 // Retries are answered from a small per-sender cache of recent replies, so a request the coordinator already
 // applied (its reply was lost) is not applied twice. Only granted leases are cached, keyed by the sender's
 // authenticated identity and id, and the cache holds at most max_cached_senders senders.
@@ -19,7 +24,7 @@
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
+#include <optional>
 #include <prometheus/histogram.h>
 #include <set>
 #include <string>
@@ -66,6 +71,9 @@ struct ServiceStats {
   uint64_t bad_frames = 0;                         // unparseable, wrong frame count, wrong protocol version
   uint64_t retries_answered_from_cache = 0;
   uint64_t journal_syncs = 0;
+  uint64_t journal_write_failures = 0;             // syncs that failed (each retry of an outage counts)
+  bool journal_writable = true;                    // false during an outage
+  std::string journal_failure;                     // the last failure, while it lasts
   std::map<std::string, uint64_t> by_method_code;  // "lease_request/OK" -> count
   std::map<std::string, uint64_t> transport_errors;  // ZeroMQ failures survived, by site
 };
@@ -108,7 +116,16 @@ class CoordinatorService {
     prometheus::Histogram* latency = nullptr;  // observed when sent
     TimePoint received;
   };
+  // While the journal cannot be written: since when, and when the sync is tried again.
+  struct JournalOutage {
+    TimePoint since;
+    TimePoint next_retry;
+    Duration backoff;
+  };
   void HandleMessage(const std::string& peer, zmq::message_t& frame);
+  void Send(const Outgoing& out);
+  void NoteJournalFailure(const Status& status, TimePoint now);
+  void EndJournalOutage(TimePoint now);
   void Queue(const std::string& peer, const std::string& sender, uint64_t request_id, zmq::message_t reply,
              prometheus::Histogram* latency = nullptr, TimePoint received = {});
   void QueueDeferred();
@@ -136,6 +153,7 @@ class CoordinatorService {
   std::unordered_map<RequestHandle, Asker> askers_;    // parked lease requests by the handle the Impl knows
   RequestHandle next_handle_ = 1;
   uint64_t crash_seen_ = 0;
+  std::optional<JournalOutage> outage_;
   TransportErrors transport_errors_;
   mutable Mutex stats_mu_;
   ServiceStats stats_ STOKER_GUARDED_BY(stats_mu_);

@@ -1,18 +1,23 @@
-# The coordinator's journal: the durable record of everything it must not forget across a restart. One record
-# per update of coordinator::CoordinatorState (coordinator/state.h); replaying them in order rebuilds the state.
+# The coordinator's journal: the durable record of everything it must not forget across a restart. Each update of
+# coordinator::CoordinatorState (coordinator/state.h) is a JournalRecord; replaying them in order rebuilds the state.
 #
-# On disk: the 8 bytes "STKJRN01", then records, each
-#     [payload length: u32 little-endian][reserved: u32 = 0][XXH64 of the payload: u64][payload]
-# where the payload is one Cap'n Proto message (standard unpacked serialization) holding a JournalRecord.
-# A record cut short at the end of the file (a crash mid-append) is a torn tail: it is dropped and the file is
-# truncated to the last whole record. A record that fails its checksum with more data after it is corruption in
-# the middle: the coordinator refuses to start rather than guess.
+# On disk (format 2): the 8 bytes "STKJRN02", then one framed record per sync, each
+#     [payload length: u32][header check: u32][checksum of header and payload: u64][payload]
+# where the payload is one Cap'n Proto message (standard unpacked serialization) holding a JournalGroup: the
+# updates of that sync. coordinator/journal_format.h has the exact framing and what recovery promises: only the
+# physically last record may be dropped as torn; damage with a valid record after it refuses the start, naming
+# the byte. Format 1 ("STKJRN01", one JournalRecord per record, the length outside the checksum) is still read and
+# rewritten as format 2.
 @0xd1bed5a0d24536d6;
 
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("stoker::wire");
 
 using Job = import "job.capnp";
+
+struct JournalGroup {
+  updates @0 :List(JournalRecord);  # in the order they were applied
+}
 
 struct JournalRecord {
   union {
@@ -63,4 +68,5 @@ struct WorkerJoined {
   threads @2 :UInt32;
   dataPublicKey @3 :Text;         # its data port's CURVE key, listed to clients (empty without CURVE)
   identity @4 :Text;              # the authenticated identity it registered as (empty without CURVE)
+  dataPlain @5 :Bool;             # its data port checks data tickets instead of encrypting (--plain-data)
 }

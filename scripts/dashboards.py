@@ -260,7 +260,14 @@ def overview():
                       (f"histogram_quantile(0.99, sum by (le) "
                        f"(rate(stoker_coordinator_request_seconds_bucket{{{NS}}}[$__rate_interval])))",
                        "p99 seconds")],
-                     "short"), 24, 8)
+                     "short"), 16, 8)
+    l.add(timeseries("Journal volume",
+                     "Free share of the coordinator's journal volume, and whether the journal takes writes (1) or "
+                     "not (0: a full volume or an I/O error; replies are held and training pauses until it does).",
+                     [(f"min(stoker_coordinator_journal_volume_free_bytes{{{NS}}} / "
+                       f"stoker_coordinator_journal_volume_size_bytes{{{NS}}})", "free"),
+                      (f"min(stoker_coordinator_journal_writable{{{NS}}})", "writable")],
+                     "percentunit", 1), 8, 8)
     return dashboard("stoker-overview", "stoker / overview",
                      "Which GPUs wait for input, and whether it is for lack of workers.", l)
 

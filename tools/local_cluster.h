@@ -33,6 +33,7 @@ struct LocalClusterOptions {
   std::vector<std::string> coordinator_flags;
   std::vector<std::string> coordinator_prefix;  // run the coordinator under this, e.g. {"taskset", "-c", "0"}
   bool insecure = false;                  // CURVE off everywhere (--insecure): measuring what CURVE costs
+  bool plain_data = false;                // workers' data ports check data tickets, unencrypted (--plain-data)
 };
 
 class LocalCluster {

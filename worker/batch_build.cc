@@ -104,7 +104,7 @@ std::map<std::string, uint64_t> BuildCounters::QuarantineReasons() const {
 
 ImagePipeline& ThreadContext::PipelineFor(const JobContext& job) {
   auto& p = pipelines[std::to_string(job.spec_fingerprint)];
-  if (!p) p = std::make_unique<ImagePipeline>(job.spec.pipeline);
+  if (!p) p = std::make_unique<ImagePipeline>(job.spec.pipeline, limits);
   return *p;
 }
 

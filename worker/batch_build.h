@@ -82,6 +82,7 @@ void StartReadAhead(const std::vector<std::shared_ptr<BatchBuild>>& builds);
 
 // Per pipeline thread: its decoders and scratch, built lazily per job.
 struct ThreadContext {
+  JpegLimits limits;  // what one image may cost (the worker's flags)
   std::map<std::string, std::unique_ptr<ImagePipeline>> pipelines;
   std::vector<uint8_t> encoded;
   ImagePipeline& PipelineFor(const JobContext& job);

@@ -35,8 +35,19 @@ void FlipHorizontalInPlace(uint8_t* pixels, int width, int height) {
   }
 }
 
-ImagePipeline::ImagePipeline(const PipelineSpec& spec)
-    : spec_(spec), out_bytes_(size_t{spec.output_height} * spec.output_width * 3) {}
+ImagePipeline::ImagePipeline(const PipelineSpec& spec, const JpegLimits& limits)
+    : spec_(spec), out_bytes_(size_t{spec.output_height} * spec.output_width * 3), jpeg_(limits) {}
+
+namespace {
+
+// A JpegLimits refusal reads "decode_limit" (the image asked for more than a worker gives one image); damage
+// reads "decode_error".
+SampleOutcome Refused(const Status& status) {
+  return {false, status.code() == StatusCode::kResourceExhausted ? "decode_limit" : "decode_error",
+          status.message()};
+}
+
+}  // namespace
 
 bool ImagePipeline::SupportsNonJpeg() { return STOKER_WITH_IMGCODECS != 0; }
 
@@ -58,12 +69,12 @@ SampleOutcome ImagePipeline::RunJpeg(std::span<const uint8_t> encoded, uint64_t 
   int width = 0, height = 0;
   Status header = jpeg_.ReadHeader(encoded.data(), encoded.size(), &width, &height);
   if (header.code() == StatusCode::kUnimplemented) return RunOther(encoded, sample_seed, out);  // e.g. CMYK
-  if (!header.ok()) return {false, "decode_error", header.message()};
+  if (!header.ok()) return Refused(header);
   Augmentation aug = PlanAugmentation(spec_, width, height, sample_seed);
   RegionView region;
   Status decoded = jpeg_.DecodeRegion(aug.crop, static_cast<int>(spec_.output_width),
                                       static_cast<int>(spec_.output_height), &region);
-  if (!decoded.ok()) return {false, "decode_error", decoded.message()};
+  if (!decoded.ok()) return Refused(decoded);
   auto decoded_at = SteadyClock::now();
   stage_seconds_.decode += std::chrono::duration<double>(decoded_at - start).count();
   ResizeInto(region.data, region.stride, region.width, region.height, /*bgr=*/false, aug.flip, out);

@@ -22,7 +22,7 @@ namespace stoker {
 
 struct SampleOutcome {
   bool ok = true;
-  std::string reason;  // quarantine vocabulary: decode_error, unsupported_format, ...
+  std::string reason;  // quarantine vocabulary: decode_error, decode_limit, unsupported_format, ...
   std::string detail;  // the decoder's own words
 };
 
@@ -34,7 +34,7 @@ struct StageSeconds {
 
 class ImagePipeline {
  public:
-  explicit ImagePipeline(const PipelineSpec& spec);
+  explicit ImagePipeline(const PipelineSpec& spec, const JpegLimits& limits = {});
 
   // Writes output_height x output_width x 3 bytes to `out`. `sample_seed` seeds the crop and flip.
   SampleOutcome Run(std::span<const uint8_t> encoded, uint64_t sample_seed, uint8_t* out);

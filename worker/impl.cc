@@ -33,14 +33,16 @@ uint64_t WorkerImpl::Send(RequestBody body) {
 
 // ---- the coordinator -------------------------------------------------------------------------------------------
 
-void WorkerImpl::Register(const std::string& advertised_endpoint, const std::string& data_public_key) {
+void WorkerImpl::Register(const std::string& advertised_endpoint, const std::string& data_public_key,
+                          bool data_plain) {
   advertised_ = advertised_endpoint;
   data_public_key_ = data_public_key;
+  data_plain_ = data_plain;
   SendRegister();
 }
 
 void WorkerImpl::SendRegister() {
-  Send(RegisterWorkerRequest{id_, advertised_, threads_, GetBuildInfo().version, data_public_key_});
+  Send(RegisterWorkerRequest{id_, advertised_, threads_, GetBuildInfo().version, data_public_key_, data_plain_});
 }
 
 void WorkerImpl::SendHeartbeat() {
@@ -53,6 +55,9 @@ void WorkerImpl::SendHeartbeat() {
 }
 
 void WorkerImpl::HandleReply(const DecodedReply& reply) {
+  // UNAVAILABLE: the coordinator cannot act now (its journal cannot be written). The request stays pending and is
+  // handled as unanswered when its deadline passes (sent again, or given up), which paces the retries.
+  if (reply.status.code() == StatusCode::kUnavailable) return;
   std::optional<RequestTracker::Pending> request = tracker_.Answer(reply.request_id);
   if (!request) return;  // answered already, or given up on
   const RequestBody& body = request->body;
@@ -91,6 +96,7 @@ void WorkerImpl::RegisterReplied(const DecodedReply& reply) {
   auto* r = std::get_if<RegisterWorkerResponse>(&reply.body);
   if (r == nullptr) return;
   heartbeat_interval_ = Millis(std::max<uint32_t>(50, r->heartbeat_interval_ms));
+  if (!r->data_ticket_key.empty()) outbox_.ticket_key = r->data_ticket_key;
   if (!registered_) STOKER_LOG(kInfo) << "registered with " << options_.coordinator << " as " << id_;
   registered_ = true;
   next_heartbeat_ = clock_.Now();

@@ -384,6 +384,28 @@ TEST_F(WorkerImplTest, ACoordinatorThatForgotUsIsRegisteredWithAgain) {
   EXPECT_TRUE(impl_->registered());
 }
 
+// Regression: while the coordinator could not write its journal it answered UNAVAILABLE, and a worker took that
+// for an answer: a refused registration was never sent again and a refused GetJob failed the job. UNAVAILABLE now
+// leaves the request pending, to be sent again when its deadline passes.
+TEST_F(WorkerImplTest, UnavailableRepliesAreRetriedAtTheirDeadlineNotTakenAsAnswers) {
+  impl_->Register("tcp://w:1");
+  Reply(Take<RegisterWorkerRequest>(), std::monostate{}, UnavailableError("the journal cannot be written"));
+  EXPECT_EQ(Count<RegisterWorkerRequest>(), 0u) << "no tight loop of retries";
+  clock_.Advance(options_.request_timeout);
+  impl_->Tick();
+  Reply(Take<RegisterWorkerRequest>(), RegisterWorkerResponse{250, 1500});
+  EXPECT_TRUE(impl_->registered());
+  impl_->HandleCredit("peer-c", "", Credit{"job", 0, "c-1", 2, 0});
+  Reply(Take<GetJobRequest>(), std::monostate{}, UnavailableError("the journal cannot be written"));
+  Collect();
+  EXPECT_TRUE(outbox_.errors.empty()) << "the job was failed for its clients";
+  clock_.Advance(options_.request_timeout);
+  impl_->Tick();
+  Reply(Take<GetJobRequest>(), spec_);
+  Collect();
+  EXPECT_EQ(outbox_.loads.size(), 1u);
+}
+
 TEST_F(WorkerImplTest, AnUnansweredUnitDoneIsSentAgain) {
   Ready(2);
   impl_->Tick();

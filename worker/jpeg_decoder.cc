@@ -3,8 +3,12 @@
 
 #include <jerror.h>
 
+#include <time.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <string>
 
 namespace stoker {
 
@@ -15,13 +19,30 @@ int ChooseScaleDenominator(const CropRect& crop, int min_width, int min_height) 
   return 1;
 }
 
-JpegRegionDecoder::JpegRegionDecoder() {
+namespace {
+
+int64_t ThreadCpuNanos() {
+  timespec t{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return int64_t{t.tv_sec} * 1000000000 + t.tv_nsec;
+}
+
+}  // namespace
+
+JpegRegionDecoder::JpegRegionDecoder(const JpegLimits& limits) : limits_(limits) {
   std::memset(&cinfo_, 0, sizeof(cinfo_));
   std::memset(&errors_, 0, sizeof(errors_));
   cinfo_.err = jpeg_std_error(&errors_.pub);
   errors_.pub.error_exit = &JpegRegionDecoder::OnError;
   errors_.pub.emit_message = &JpegRegionDecoder::OnMessage;
   jpeg_create_decompress(&cinfo_);
+  // Whole-image buffers (a progressive image's coefficients) past this ask for a backing store, which this build
+  // of libjpeg-turbo does not have: the decode fails instead of growing (jmemnobs.c honours max_memory_to_use).
+  cinfo_.mem->max_memory_to_use = static_cast<long>(limits_.max_memory_bytes);
+  std::memset(&progress_, 0, sizeof(progress_));
+  progress_.pub.progress_monitor = &JpegRegionDecoder::OnProgress;
+  progress_.decoder = this;
+  cinfo_.progress = &progress_.pub;
 }
 
 JpegRegionDecoder::~JpegRegionDecoder() { jpeg_destroy_decompress(&cinfo_); }
@@ -29,37 +50,69 @@ JpegRegionDecoder::~JpegRegionDecoder() { jpeg_destroy_decompress(&cinfo_); }
 void JpegRegionDecoder::OnError(j_common_ptr cinfo) {
   auto* errors = reinterpret_cast<ErrorManager*>(cinfo->err);
   (*cinfo->err->format_message)(cinfo, errors->message);
+  // Running out of the memory we allowed is a limit, not damage.
+  errors->limit = cinfo->err->msg_code == JERR_NO_BACKING_STORE || cinfo->err->msg_code == JERR_OUT_OF_MEMORY;
+  if (errors->limit) {
+    std::snprintf(errors->message, sizeof(errors->message), "needs more than the %zu MiB of memory allowed per image",
+                  static_cast<size_t>(cinfo->mem->max_memory_to_use) >> 20);
+  }
   std::longjmp(errors->jump, 1);
 }
 
 void JpegRegionDecoder::OnMessage(j_common_ptr cinfo, int level) {
   if (level >= 0) return;  // trace messages
-  auto* errors = reinterpret_cast<ErrorManager*>(cinfo->err);
   ++cinfo->err->num_warnings;
   if (cinfo->err->msg_code == JWRN_EXTRANEOUS_DATA) return;  // stray bytes between markers: image intact
-  if (!errors->corrupt_warning) {
-    (*cinfo->err->format_message)(cinfo, errors->message);
-    errors->corrupt_warning = true;
+  // Corrupt data: stop now (libjpeg would go on, decoding grey blocks, or every repeated scan of a bomb).
+  auto* errors = reinterpret_cast<ErrorManager*>(cinfo->err);
+  (*cinfo->err->format_message)(cinfo, errors->message);
+  errors->limit = false;
+  std::longjmp(errors->jump, 1);
+}
+
+void JpegRegionDecoder::OnProgress(j_common_ptr cinfo) {
+  JpegRegionDecoder* self = reinterpret_cast<Progress*>(cinfo->progress)->decoder;
+  const auto* d = reinterpret_cast<j_decompress_ptr>(cinfo);
+  if (d->input_scan_number > self->limits_.max_scans) {
+    self->Abort("more than " + std::to_string(self->limits_.max_scans) + " scans", true);
   }
+  if (self->cpu_deadline_ns_ != 0 && ThreadCpuNanos() > self->cpu_deadline_ns_) {
+    self->Abort("over its budget of " +
+                    std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(self->limits_.max_cpu_time)
+                                       .count()) +
+                    " ms of CPU time",
+                true);
+  }
+}
+
+void JpegRegionDecoder::Abort(const std::string& message, bool limit) {
+  std::snprintf(errors_.message, sizeof(errors_.message), "%s", message.c_str());
+  errors_.limit = limit;
+  std::longjmp(errors_.jump, 1);
+}
+
+void JpegRegionDecoder::StartClock() {
+  cpu_deadline_ns_ = limits_.max_cpu_time.count() > 0 ? ThreadCpuNanos() + limits_.max_cpu_time.count() : 0;
 }
 
 Status JpegRegionDecoder::Failure(const char* stage) {
   std::string message = std::string("JPEG ") + stage + ": " + errors_.message;
   jpeg_abort_decompress(&cinfo_);
   header_read_ = false;
-  return DataLossError(message);
+  return errors_.limit ? ResourceExhaustedError(message) : DataLossError(message);
 }
 
 Status JpegRegionDecoder::ReadHeader(const uint8_t* data, size_t size, int* width, int* height) {
   if (header_read_) jpeg_abort_decompress(&cinfo_);
   header_read_ = false;
-  errors_.corrupt_warning = false;
+  errors_.limit = false;
   errors_.message[0] = '\0';
   if (size == 0) return DataLossError("JPEG header: empty input");
   if (scratch_.capacity() > (size_t{64} << 20)) {  // one huge image must not pin its buffer for good
     scratch_ = std::vector<uint8_t>();
     rows_ = std::vector<JSAMPROW>();
   }
+  StartClock();
   if (setjmp(errors_.jump) != 0) return Failure("header");
   jpeg_mem_src(&cinfo_, data, static_cast<unsigned long>(size));
   jpeg_read_header(&cinfo_, TRUE);
@@ -70,11 +123,12 @@ Status JpegRegionDecoder::ReadHeader(const uint8_t* data, size_t size, int* widt
     return UnimplementedError("JPEG in CMYK/YCCK colour space");
   }
   const uint64_t pixels = uint64_t{cinfo_.image_width} * cinfo_.image_height;
-  if (pixels > max_pixels_) {
+  if (pixels > limits_.max_pixels) {
     jpeg_abort_decompress(&cinfo_);
     header_read_ = false;
-    return DataLossError("JPEG of " + std::to_string(cinfo_.image_width) + "x" + std::to_string(cinfo_.image_height) +
-                         " pixels is above the limit of " + std::to_string(max_pixels_ >> 20) + " MP");
+    return ResourceExhaustedError("JPEG of " + std::to_string(cinfo_.image_width) + "x" +
+                                  std::to_string(cinfo_.image_height) + " pixels is above the limit of " +
+                                  std::to_string(limits_.max_pixels >> 20) + " MP");
   }
   *width = static_cast<int>(cinfo_.image_width);
   *height = static_cast<int>(cinfo_.image_height);
@@ -121,7 +175,6 @@ Status JpegRegionDecoder::DecodeRegion(const CropRect& crop, int min_width, int 
   // The rows below the crop are never decoded.
   jpeg_abort_decompress(&cinfo_);
   header_read_ = false;
-  if (errors_.corrupt_warning) return DataLossError(std::string("JPEG data corrupt: ") + errors_.message);
 
   out->data = scratch_.data() + (x0 - column) * 3;
   out->stride = stride;

@@ -9,12 +9,21 @@
 // Entropy decoding of the rows above the crop still runs: JPEG's Huffman stream cannot be entered mid-way.
 //
 // Errors: libjpeg reports fatal errors through a longjmp that we catch here; the message is libjpeg's own.
-// Corrupt-data warnings (truncation, bad Huffman codes) are treated as errors so a damaged image is quarantined
-// rather than delivered with grey blocks; the one benign warning (extraneous bytes before a marker) is ignored.
+// Corrupt-data warnings (truncation, bad Huffman codes, an inconsistent progression) end the decode at once, so a
+// damaged image is quarantined rather than delivered with grey blocks or decoded further; the one benign warning
+// (extraneous bytes before a marker) is ignored.
+//
+// Limits (JpegLimits), so that no image can hold a worker thread or its memory: pixels, checked at the header (a
+// few hundred bytes can claim 65000x65000); progressive scans (a 691 KB image of 3,000 duplicated scans once held a
+// thread for 101 s); libjpeg's working memory (a 64 MP progressive image needs ~200 MB of coefficients); and CPU
+// time per image, in the decoding thread's own CPU clock so a busy machine does not trip it. Scans and time are
+// checked by libjpeg's progress monitor, which it calls for every row group of every pass. A limit is
+// ResourceExhausted, so the pipeline can say "decode_limit" rather than "decode_error".
 //
 // Thread safety: none. One decoder per thread; it keeps its buffers between images to avoid allocation.
 #pragma once
 
+#include <chrono>
 #include <csetjmp>
 #include <cstddef>
 #include <cstdint>
@@ -38,9 +47,22 @@ struct RegionView {
   int scale_denominator = 1;  // 1, 2, 4 or 8: the region is the crop at this reduction
 };
 
+struct JpegLimits {
+  // ImageNet's largest are about 10 MP.
+  uint64_t max_pixels = uint64_t{64} << 20;
+  // Progressive JPEGs have about ten scans, 190 at the very most without repeating one (a scan per coefficient and
+  // component); repeated refinement scans are a bomb.
+  int max_scans = 200;
+  // libjpeg's memory for one image, its whole-image coefficient buffers above all (a progressive 10 MP 4:4:4 image
+  // needs 60 MB).
+  size_t max_memory_bytes = size_t{128} << 20;
+  // The decoding thread's CPU time for one image (a 10 MP baseline image takes ~0.1 s).
+  std::chrono::nanoseconds max_cpu_time = std::chrono::seconds(2);
+};
+
 class JpegRegionDecoder {
  public:
-  JpegRegionDecoder();
+  explicit JpegRegionDecoder(const JpegLimits& limits = {});
   ~JpegRegionDecoder();
   JpegRegionDecoder(const JpegRegionDecoder&) = delete;
   JpegRegionDecoder& operator=(const JpegRegionDecoder&) = delete;
@@ -57,26 +79,33 @@ class JpegRegionDecoder {
   // Decodes the whole image at full size (the decode-only baseline in benchmarks).
   Status DecodeFull(RegionView* out);
 
-  // Images with more pixels than this are refused at the header (a few hundred bytes of JPEG can claim
-  // 65000x65000 and make libjpeg allocate gigabytes). ImageNet's largest are about 10 MP.
-  static constexpr uint64_t kDefaultMaxPixels = uint64_t{64} << 20;
-  void set_max_pixels(uint64_t max_pixels) { max_pixels_ = max_pixels; }
+  void set_max_pixels(uint64_t max_pixels) { limits_.max_pixels = max_pixels; }
 
  private:
   struct ErrorManager {
     jpeg_error_mgr pub;
     std::jmp_buf jump;
     char message[JMSG_LENGTH_MAX];
-    bool corrupt_warning;
+    bool limit;  // the failure is one of our limits, not damage
+  };
+  struct Progress {
+    jpeg_progress_mgr pub;
+    JpegRegionDecoder* decoder;
   };
   static void OnError(j_common_ptr cinfo);
   static void OnMessage(j_common_ptr cinfo, int level);
+  static void OnProgress(j_common_ptr cinfo);
+  // Ends the decode (longjmp to the active setjmp) with `message`; `limit` marks a JpegLimits refusal.
+  [[noreturn]] void Abort(const std::string& message, bool limit);
+  void StartClock();
   Status Failure(const char* stage);
 
   jpeg_decompress_struct cinfo_;
   ErrorManager errors_;
+  Progress progress_;
+  JpegLimits limits_;
+  int64_t cpu_deadline_ns_ = 0;  // the thread CPU clock's reading past which this image is over budget
   bool header_read_ = false;
-  uint64_t max_pixels_ = kDefaultMaxPixels;
   std::vector<uint8_t> scratch_;
   std::vector<JSAMPROW> rows_;
 };

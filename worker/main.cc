@@ -34,7 +34,10 @@ StatusOr<Config> ParseFlags(int argc, char** argv) {
   Config c;
   WorkerOptions& o = c.options;
   std::string log_level = "info";
-  std::string drain_grace = "30s", sample_delay = "0";
+  std::string drain_grace = "30s", sample_delay = "0", decode_budget = "2s";
+  uint32_t max_megapixels = static_cast<uint32_t>(o.jpeg_limits.max_pixels >> 20);
+  uint32_t decode_memory_mib = static_cast<uint32_t>(o.jpeg_limits.max_memory_bytes >> 20);
+  uint32_t max_scans = static_cast<uint32_t>(o.jpeg_limits.max_scans);
   FlagSet flags("stoker-worker [flags]",
                 "Reads, decodes (libjpeg-turbo, crop region only) and augments samples into batches and streams "
                 "them to training clients over ZeroMQ, under leases from the coordinator.");
@@ -54,6 +57,14 @@ StatusOr<Config> ParseFlags(int argc, char** argv) {
                   "none)");
   flags.AddString("metrics-address-file", &c.metrics_address_file, "write the bound metrics address here");
   flags.AddString("log-level", &log_level, "debug|info|warning|error");
+  flags.AddUint32("max-image-megapixels", &max_megapixels,
+                  "images with more pixels (MiB) are quarantined as decode_limit, read from the header alone");
+  flags.AddUint32("max-jpeg-scans", &max_scans,
+                  "progressive JPEGs with more scans are quarantined as decode_limit (legitimate ones have <= 190)");
+  flags.AddUint32("decode-memory-mb", &decode_memory_mib,
+                  "libjpeg working memory one image may take per pipeline thread (MiB); beyond: decode_limit");
+  flags.AddString("decode-cpu-budget", &decode_budget,
+                  "CPU time one image may take to decode (its thread's own clock); beyond: decode_limit");
   flags.AddString("inject-sample-delay", &sample_delay, "fault injection for tests: make every sample this slow");
   flags.AddBool("inject-wrong-samples", &o.inject_wrong_samples,
                 "fault injection for tests: label every batch with the wrong sample ids (a compromised worker)");
@@ -71,10 +82,23 @@ StatusOr<Config> ParseFlags(int argc, char** argv) {
                   "public keys: the coordinator's, and the clients allowed on the data port; or $STOKER_TRUST");
   flags.AddBool("insecure", &keys.insecure,
                 "no CURVE: anyone who reaches the ports is trusted and traffic is clear text (trusted networks only)");
+  flags.AddBool("plain-data", &o.plain_data,
+                "the data port checks each client's data ticket (issued by the coordinator) but does not encrypt "
+                "batches: for trusted networks, where CURVE costs ~3x the client CPU per image (control stays "
+                "encrypted; docs/operations.md, Security)");
   STOKER_RETURN_IF_ERROR(flags.Parse(argc, argv));
   auto grace = ParseDurationMs(drain_grace);
   if (!grace.ok()) return grace.status().WithContext("--drain-grace");
   o.drain_grace = Millis(*grace);
+  auto budget = ParseDurationMs(decode_budget);
+  if (!budget.ok()) return budget.status().WithContext("--decode-cpu-budget");
+  if (max_megapixels == 0 || max_scans == 0 || decode_memory_mib == 0) {
+    return InvalidArgumentError("--max-image-megapixels, --max-jpeg-scans and --decode-memory-mb must be above 0");
+  }
+  o.jpeg_limits.max_pixels = uint64_t{max_megapixels} << 20;
+  o.jpeg_limits.max_scans = static_cast<int>(max_scans);
+  o.jpeg_limits.max_memory_bytes = size_t{decode_memory_mib} << 20;
+  o.jpeg_limits.max_cpu_time = std::chrono::milliseconds(*budget);
   auto delay = ParseDurationMs(sample_delay);
   if (!delay.ok()) return delay.status().WithContext("--inject-sample-delay");
   o.inject_sample_delay = Millis(*delay);

@@ -91,7 +91,7 @@ class Worker::Adapter {
   }
 
   Status Run(const std::atomic<bool>& stop, const std::atomic<bool>& drain) {
-    impl_.Register(advertised_, data_key_.public_z85);
+    impl_.Register(advertised_, data_key_.public_z85, plain_data());
     CarryOut();
     last_turn_ = clock_.Now();
     while (!stop.load()) {
@@ -165,20 +165,30 @@ class Worker::Adapter {
     return histograms_.stage_seconds.at(stage);
   }
 
+  bool plain_data() const { return options_.plain_data && !options_.security.insecure; }
+
   // CURVE: toward the coordinator with the worker's key; the data port a CURVE server with a key made now (clients
   // learn it from the coordinator's worker list), admitting only the trusted client keys through a ZAP handler
-  // started before the port is bound.
+  // started before the port is bound. With --plain-data the data port is a PLAIN server instead, whose handler
+  // admits clients by the data ticket the coordinator gave them (its key comes with the registration reply).
   Status SecureSockets() {
     const Security& security = options_.security;
     if (security.insecure) return Status::Ok();
     std::vector<TrustedKey> coordinators = security.Trusted(Role::kCoordinator);
     if (coordinators.empty()) return FailedPreconditionError("the trust file has no coordinator key");
-    std::vector<TrustedKey> clients = security.Trusted(Role::kClient);
-    if (clients.empty()) STOKER_LOG(kWarning) << "the trust file lists no client key: no client can connect";
-    STOKER_ASSIGN_OR_RETURN(data_key_, GenerateKeyPair(Role::kWorker, "data"));
-    STOKER_ASSIGN_OR_RETURN(zap_, ZapHandler::Start(context_, std::move(clients)));
-    MakeCurveServer(data_, data_key_.public_z85, data_key_.secret_z85);
     MakeCurveClient(control_, security.own, coordinators.front().public_z85);
+    if (plain_data()) {
+      STOKER_ASSIGN_OR_RETURN(zap_, ZapHandler::Start(context_, {}, /*plain=*/true));
+      MakePlainServer(data_);
+      STOKER_LOG(kWarning) << "--plain-data: batches leave this worker unencrypted (clients are still "
+                              "authenticated, by data ticket); use it only on a network you trust";
+    } else {
+      std::vector<TrustedKey> clients = security.Trusted(Role::kClient);
+      if (clients.empty()) STOKER_LOG(kWarning) << "the trust file lists no client key: no client can connect";
+      STOKER_ASSIGN_OR_RETURN(data_key_, GenerateKeyPair(Role::kWorker, "data"));
+      STOKER_ASSIGN_OR_RETURN(zap_, ZapHandler::Start(context_, std::move(clients)));
+      MakeCurveServer(data_, data_key_.public_z85, data_key_.secret_z85);
+    }
     STOKER_LOG(kInfo) << "CURVE on: this worker is " << security.own.identity();
     return Status::Ok();
   }
@@ -191,6 +201,7 @@ class Worker::Adapter {
     if (!options_.skip_decode) StartReadAhead(out.builds);
     for (std::shared_ptr<BatchBuild>& build : out.builds) Build(std::move(build));
     for (const JobSpec& spec : out.loads) Load(spec);
+    if (!out.ticket_key.empty() && zap_) zap_->SetTicketKey(std::move(out.ticket_key));
     UpdateStats();
   }
 
@@ -287,6 +298,7 @@ class Worker::Adapter {
     const uint32_t batch_size = build->job->spec.batch_size;
     for (uint32_t slot = 0; slot < batch_size; ++slot) {
       tasks_->Push([this, build, slot](ThreadContext& context) {
+        context.limits = options_.jpeg_limits;
         counters_.active.fetch_add(1, std::memory_order_relaxed);
         if (options_.inject_sample_delay.count() > 0) InjectDelay();
         BuildSample(*build, slot, context, options_.skip_decode, counters_);

@@ -29,6 +29,7 @@
 #include "common/status.h"
 #include "storage/options.h"
 #include "storage/stats.h"
+#include "worker/jpeg_decoder.h"
 
 namespace stoker {
 
@@ -51,6 +52,9 @@ struct WorkerOptions {
   // Diagnostics: neither read nor decode samples; each image slot only gets its sample id in its first 8 bytes.
   // Measures the transport and the control plane alone (bench/transport_bench). Never for training.
   bool skip_decode = false;
+  // What one image may cost a pipeline thread (pixels, progressive scans, memory, CPU time): beyond it the sample
+  // is quarantined as "decode_limit".
+  JpegLimits jpeg_limits;
   // Fault injection (tests, `stoker soak`): every sample takes this much longer, making a slow worker.
   Duration inject_sample_delay = Duration(0);
   // Fault injection (tests): send every batch under the wrong sample ids, as a compromised worker would.
@@ -58,6 +62,10 @@ struct WorkerOptions {
   // CURVE (common/keys.h): the worker's key toward the coordinator, the coordinator's key and the clients it admits
   // to its data port, whose own server key it makes at start. security.insecure: no CURVE.
   Security security;
+  // The data port authenticates clients by data ticket (ZeroMQ PLAIN, common/data_tickets.h) and does not encrypt:
+  // for networks the operator trusts, where CURVE would cost about three times the client's CPU per image. The
+  // control plane stays encrypted. Meaningless with security.insecure.
+  bool plain_data = false;
 };
 
 struct WorkerStats {

@@ -240,8 +240,9 @@ Status ValidWorker(const WorkerInfo& info, bool curve) {
   if (info.data_endpoint.size() > 256 || info.data_endpoint.rfind("tcp://", 0) != 0) {
     return InvalidArgumentError("worker " + info.worker_id + " lists a data endpoint that is not tcp://, <= 256 bytes");
   }
-  if (curve && info.data_public_key.size() != 40) {
-    return InvalidArgumentError("worker " + info.worker_id + " lists no CURVE key for its data port");
+  if (curve && info.data_public_key.size() != 40 && info.data_ticket.size() != 64) {
+    return InvalidArgumentError("worker " + info.worker_id + " lists neither a CURVE key nor a data ticket for its "
+                                "data port (is it --insecure while this client is not?)");
   }
   return Status::Ok();
 }
@@ -261,7 +262,14 @@ Status IoThread::ConnectWorker(const WorkerInfo& info) {
     o.receive_hwm = 0;  // the coordinator's window, not a message count, bounds what can arrive
     ConfigureSocket(*w.socket, o);
     w.socket->set(zmq::sockopt::affinity, NextIoAffinity());
-    if (!security_.insecure) MakeCurveClient(*w.socket, security_.own, info.data_public_key);
+    if (!security_.insecure) {
+      // A plain data port (the worker's --plain-data) takes this client's ticket, a CURVE port its server key.
+      if (!info.data_ticket.empty()) {
+        MakePlainClient(*w.socket, security_.own.identity(), info.data_ticket);
+      } else {
+        MakeCurveClient(*w.socket, security_.own, info.data_public_key);
+      }
+    }
     w.socket->connect(info.data_endpoint);
   } catch (const zmq::error_t& e) {
     core_->transport_errors.Note("connect_worker", e);

@@ -186,6 +186,7 @@ const cases = [
   ['defaults', ['ci/default-values.yaml'], [], (docs, { worker, coordinator }) => {
     check(docs.length === 13, `defaults: ${docs.length} documents, expected 13 (9 + 3 key Secrets + the trust)`);
     check(worker.spec.replicas === 2, 'defaults: worker replicas is not 2');
+    check(envOf(podSpec(worker).containers[0]).STOKER_PLAIN_DATA === undefined, 'defaults: data plane not encrypted');
     check(envOf(podSpec(coordinator).containers[0]).STOKER_MAX_WORKERS === '2', 'defaults: max workers is not 2');
     for (const k of [...MONITORING_KINDS, 'HorizontalPodAutoscaler', 'ScaledObject', 'Job']) {
       check(ofKind(docs, k).length === 0, `defaults: rendered a ${k}`);
@@ -198,10 +199,20 @@ const cases = [
       'defaults: clients of the release namespace cannot reach the coordinator');
     check(np?.spec.ingress.every((r) => r.from?.length > 0), 'defaults: a NetworkPolicy rule admits every source');
   }],
-  ['insecure', ['ci/default-values.yaml'], ['--set', 'security.curve=false'], (docs) => {
-    check(ofKind(docs, 'Secret').length === 0 && ofKind(docs, 'ConfigMap').length === 0,
-      'insecure: rendered keys or a trust file');
-  }, []],
+  ['insecure', ['ci/default-values.yaml'], ['--set', 'security.curve=false', '--set', 'security.plainData=true'],
+    (docs, { worker }) => {
+      check(ofKind(docs, 'Secret').length === 0 && ofKind(docs, 'ConfigMap').length === 0,
+        'insecure: rendered keys or a trust file');
+      check(envOf(podSpec(worker).containers[0]).STOKER_PLAIN_DATA === undefined,
+        'insecure: --plain-data without CURVE means nothing and must not be set');
+    }, []],
+  ['plain data', ['ci/default-values.yaml'], ['--set', 'security.plainData=true'], (docs, { worker, coordinator }) => {
+    check(envOf(podSpec(worker).containers[0]).STOKER_PLAIN_DATA === 'true', 'plain data: workers lack --plain-data');
+    check(envOf(podSpec(coordinator).containers[0]).STOKER_PLAIN_DATA === undefined,
+      'plain data: set on the coordinator, which has no data port');
+    check(envOf(podSpec(worker).containers[0]).STOKER_KEY_FILE === '/etc/stoker/key/key',
+      'plain data: workers lost their CURVE key (the control plane stays encrypted)');
+  }],
   ['existing secrets', ['ci/default-values.yaml'], ['--set', 'security.existingSecrets.coordinator=coord-key',
     '--set', 'security.existingSecrets.worker=worker-key', '--set-file', `security.trust=${keyDir}/trust`],
   (docs, { worker, coordinator }) => {

@@ -198,7 +198,8 @@ TEST_F(FaultTest, CorruptJournalRefusesStart) {
   EXPECT_FALSE(restarted.ok());
   std::string log = cluster.ReadLog("coordinator");
   EXPECT_NE(log.find("cannot start"), std::string::npos) << log;
-  EXPECT_NE(log.find("is corrupt at byte"), std::string::npos) << log;
+  EXPECT_NE(log.find("damaged at byte 8 (record 1"), std::string::npos) << log;
+  EXPECT_NE(log.find("restore the journal from a backup"), std::string::npos) << log;
   EXPECT_EQ(cluster.coordinator().Wait(std::chrono::seconds(5)), 1);
 }
 

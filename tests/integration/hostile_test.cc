@@ -18,6 +18,7 @@
 #include "common/http_server.h"
 #include "common/wire.h"
 #include "tests/support/checker.h"
+#include "tests/support/exact_delivery.h"
 #include "tests/support/curve_peer.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/http_client.h"
@@ -40,17 +41,50 @@ std::optional<zmq::message_t> Receive(zmq::socket_t& s, milliseconds timeout) {
   return m;
 }
 
-// One request on a control DEALER and its reply's status (DeadlineExceeded when it could not be sent or nothing
-// came back).
-Status Ask(zmq::socket_t& s, const RequestBody& body, milliseconds timeout = milliseconds(10000)) {
+// One request on a control DEALER and its reply (DeadlineExceeded when it could not be sent or nothing came back).
+StatusOr<DecodedReply> AskReply(zmq::socket_t& s, const RequestBody& body, milliseconds timeout = milliseconds(10000)) {
   static uint64_t next_id = 1;
   zmq::message_t frame = EncodeRequest(next_id++, body);
   if (!s.send(frame, zmq::send_flags::none)) return DeadlineExceededError("not sent: no connection took it");
   auto reply = Receive(s, timeout);
   if (!reply) return DeadlineExceededError("no reply");
-  auto decoded = DecodeReply(std::move(*reply));
-  if (!decoded.ok()) return decoded.status();
-  return decoded->status;
+  return DecodeReply(std::move(*reply));
+}
+
+// The status of the reply to one request.
+Status Ask(zmq::socket_t& s, const RequestBody& body, milliseconds timeout = milliseconds(10000)) {
+  auto reply = AskReply(s, body, timeout);
+  return reply.ok() ? reply->status : reply.status();
+}
+
+// While the victim keeps receiving, none of `thieves` may see a batch (an error reply is fine).
+void ExpectNoBatchReaches(const std::vector<zmq::socket_t*>& thieves, std::chrono::seconds for_how_long) {
+  const auto until = std::chrono::steady_clock::now() + for_how_long;
+  while (std::chrono::steady_clock::now() < until) {
+    for (zmq::socket_t* s : thieves) {
+      auto m = Receive(*s, milliseconds(100));
+      if (!m) continue;
+      auto decoded = DecodeDataMessage(std::move(*m), ControlReaderOptions());
+      ASSERT_TRUE(decoded.ok());
+      EXPECT_FALSE(std::holds_alternative<BatchHeader>(*decoded)) << "a batch reached a peer that is not its client";
+    }
+  }
+}
+
+// Each of `thieves` (connected to worker 0's data port) asks for the victim's stream with a credit under its client
+// id: none may see a batch while the victim keeps receiving, and the worker counts at least `refused` handshakes
+// refused for `reason`.
+void ExpectNoThiefGetsTheStream(LocalCluster& cluster, const std::vector<zmq::socket_t*>& thieves,
+                                const std::string& victim_id, const std::string& reason, double refused) {
+  for (zmq::socket_t* s : thieves) {
+    zmq::message_t credit = EncodeCredit(Credit{"victim", 0, victim_id, 64, 0});
+    (void)s->send(credit, zmq::send_flags::none);  // a refused peer's send times out: nothing to check there
+  }
+  ExpectNoBatchReaches(thieves, seconds(3));
+  Status counted = WaitForMetric(cluster.worker_metrics(0),
+                                 "stoker_worker_handshakes_total{result=\"refused\",reason=\"" + reason + "\"}",
+                                 refused, Millis(10000));
+  EXPECT_TRUE(counted.ok()) << counted.ToString();
 }
 
 // Resident memory of a process, from /proc.
@@ -77,19 +111,6 @@ Keys MakeKeysWithMallory(const TempDir& dir) {
   EXPECT_TRUE(AppendTrustLine(keyring->trust, *mallory).ok());
   return {*ReadKey(keyring->coordinator_key), *ReadKey(keyring->worker_key), *ReadKey(keyring->client_key),
           *mallory, *GenerateKeyPair(Role::kClient, "stranger")};
-}
-
-void ExpectExactDelivery(LocalCluster& cluster, const JobSpec& spec, const TestDataset& data, size_t consumers) {
-  auto codes = cluster.WaitForConsumers(milliseconds(120000));
-  ASSERT_TRUE(codes.ok()) << codes.status().ToString();
-  std::vector<std::string> logs;
-  for (size_t i = 0; i < consumers; ++i) {
-    EXPECT_EQ((*codes)[i], 0) << cluster.ConsumerOutput(i);
-    logs.push_back(cluster.ConsumerLog(i));
-  }
-  auto verdict = CheckLogs(spec, data.samples, logs);
-  ASSERT_TRUE(verdict.ok()) << verdict.status().ToString();
-  EXPECT_TRUE(verdict->ok()) << verdict->Describe();
 }
 
 // Forge acks, deregister the victim, take its rank, resume over it: each from another trusted client key, from a
@@ -177,25 +198,47 @@ TEST(Hostile, NoOtherKeyCanStealAClientsBatchesFromAWorker) {
   zmq::socket_t thief = Dealer(context, cluster.worker_endpoint(0), keys.mallory, data_key);
   zmq::socket_t keyless = Dealer(context, cluster.worker_endpoint(0), std::nullopt);
   zmq::socket_t stranger = Dealer(context, cluster.worker_endpoint(0), keys.stranger, data_key);
-  for (zmq::socket_t* s : {&thief, &keyless, &stranger}) {
-    zmq::message_t credit = EncodeCredit(Credit{"victim", 0, victim_id, 64, 0});
-    (void)s->send(credit, zmq::send_flags::none);  // a refused peer's send times out: nothing to check there
-  }
-  // While the victim keeps receiving, neither socket may see a batch (an error reply is fine).
-  const auto until = std::chrono::steady_clock::now() + seconds(3);
-  while (std::chrono::steady_clock::now() < until) {
-    for (zmq::socket_t* s : {&thief, &keyless, &stranger}) {
-      auto m = Receive(*s, milliseconds(100));
-      if (!m) continue;
-      auto decoded = DecodeDataMessage(std::move(*m), ControlReaderOptions());
-      ASSERT_TRUE(decoded.ok());
-      EXPECT_FALSE(std::holds_alternative<BatchHeader>(*decoded)) << "a batch reached a peer that is not its client";
-    }
-  }
-  Status counted = WaitForMetric(cluster.worker_metrics(0),
-                                 "stoker_worker_handshakes_total{result=\"refused\",reason=\"unknown_key\"}", 1,
-                                 Millis(10000));
-  EXPECT_TRUE(counted.ok()) << counted.ToString();
+  ExpectNoThiefGetsTheStream(cluster, {&thief, &keyless, &stranger}, victim_id, "unknown_key", 1);
+  ExpectExactDelivery(cluster, spec, *data, 1);
+}
+
+// --plain-data: the data port does not encrypt, but admits a client only with the data ticket the coordinator
+// issued to that client's identity. Mallory, a trusted client of its own, gets its real tickets by registering for
+// a job of its own: with them it cannot pose as the victim, a made-up ticket and no credentials do not connect,
+// and the victim's training still gets every sample exactly once.
+TEST(Hostile, APlainDataPortAdmitsATicketOnlyForItsOwnIdentity) {
+  TempDir dir;
+  Keys keys = MakeKeysWithMallory(dir);
+  auto data = MakeJpegDataset(dir.path(), "jpegs", 96, 32);
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  LocalClusterOptions options = ClusterIn(dir);
+  options.plain_data = true;
+  LocalCluster cluster(options);
+  ASSERT_TRUE(cluster.StartCoordinator().ok());
+  ASSERT_TRUE(cluster.StartWorker().ok());
+  JobSpec spec = SpecOver("victim", *data, 1, 8, 2);
+  auto victim = cluster.StartConsumer("victim", spec, 0, {"--hold-ms", "60"});
+  ASSERT_TRUE(victim.ok());
+  ASSERT_TRUE(WaitForFile(cluster.ConsumerLog(*victim), seconds(60), &cluster.consumer(*victim)).ok());
+  auto state = HttpGet(cluster.coordinator_metrics(), "/state");
+  ASSERT_TRUE(state.ok());
+  const std::string victim_id = JsonField(state->body, "client");
+
+  zmq::context_t context;
+  zmq::socket_t control = Dealer(context, cluster.coordinator_endpoint(), keys.mallory, keys.coordinator.public_z85);
+  auto registered = AskReply(control, RegisterClientRequest{"c-mallory", "own", 0, SpecOver("own", *data, 1, 8, 1), 4});
+  ASSERT_TRUE(registered.ok() && registered->status.ok()) << registered.status().ToString();
+  const auto& workers = std::get<RegisterClientResponse>(registered->body).workers;
+  ASSERT_EQ(workers.size(), 1u);
+  const std::string own_ticket = workers[0].data_ticket;
+  ASSERT_EQ(own_ticket.size(), 64u) << "a plain worker is listed with the asking client's ticket";
+  EXPECT_TRUE(workers[0].data_public_key.empty());
+
+  const std::string ep = cluster.worker_endpoint(0);
+  zmq::socket_t posing = PlainDealer(context, ep, keys.client.identity(), own_ticket);
+  zmq::socket_t made_up = PlainDealer(context, ep, keys.mallory.identity(), std::string(64, '0'));
+  zmq::socket_t keyless = Dealer(context, ep, std::nullopt);
+  ExpectNoThiefGetsTheStream(cluster, {&posing, &made_up, &keyless}, victim_id, "bad_ticket", 2);
   ExpectExactDelivery(cluster, spec, *data, 1);
 }
 

@@ -30,6 +30,17 @@ inline zmq::socket_t Dealer(zmq::context_t& context, const std::string& endpoint
   return s;
 }
 
+// A DEALER to a worker's plain data port (--plain-data): ZeroMQ PLAIN as `identity` with `ticket`.
+inline zmq::socket_t PlainDealer(zmq::context_t& context, const std::string& endpoint, const std::string& identity,
+                                 const std::string& ticket) {
+  zmq::socket_t s(context, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::linger, 0);
+  s.set(zmq::sockopt::sndtimeo, 2000);
+  MakePlainClient(s, identity, ticket);
+  s.connect(endpoint);
+  return s;
+}
+
 // The first value of `"key": "..."` in a JSON text (good enough for /state's flat fields).
 inline std::string JsonField(const std::string& json, const std::string& key) {
   const std::string open = "\"" + key + "\": \"";

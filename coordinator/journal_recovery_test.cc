@@ -1,0 +1,193 @@
+// What the journal makes of damage (journal_format.h's promise): the three ways an auditor made it delete itself,
+// a zero-filled tail, every single-byte corruption of a small journal, and a format 1 journal rewritten.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "common/hash.h"
+#include "coordinator/journal.h"
+#include "coordinator/journal_format.h"
+#include "tests/support/temp_dir.h"
+
+namespace stoker::coordinator {
+namespace {
+
+using testing::TempDir;
+
+JobSpec Spec() {
+  JobSpec spec;
+  spec.name = "j";
+  spec.manifest_path = "/m";
+  spec.manifest_fingerprint = 42;
+  spec.world_size = 2;
+  spec.batch_size = 4;
+  return spec;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A journal of `syncs` records (one job, then one ack per sync); returns where each record starts.
+std::vector<uint64_t> WriteJournal(const std::string& path, int syncs) {
+  PosixEnv env;
+  JournalReplay replay;
+  auto journal = Journal::Open(env, path, JournalOptions{}, [](const Update&) {}, &replay);
+  EXPECT_TRUE(journal.ok());
+  std::vector<uint64_t> starts;
+  (*journal)->Append(JobCreated{Spec(), 100});
+  for (int i = 0; i < syncs; ++i) {
+    starts.push_back(i == 0 ? 8 : (*journal)->size_bytes());
+    if (i > 0) (*journal)->Append(RankProgress{"j", 0, static_cast<uint64_t>(i), static_cast<uint64_t>(i)});
+    EXPECT_TRUE((*journal)->Sync().ok());
+  }
+  return starts;
+}
+
+struct Opened {
+  Status status;
+  JournalReplay replay;
+  size_t updates = 0;
+};
+
+Opened Open(const std::string& path) {
+  PosixEnv env;
+  Opened o;
+  auto journal = Journal::Open(env, path, JournalOptions{}, [&](const Update&) { ++o.updates; }, &o.replay);
+  o.status = journal.status();
+  return o;
+}
+
+void PatchU32(const std::string& path, uint64_t offset, uint32_t value) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(static_cast<std::streamoff>(offset));
+  f.write(reinterpret_cast<const char*>(&value), 4);
+}
+
+// Regression: the first record's length set to 0xFFFFFFFF was taken for a torn tail, and a 7,010-record journal
+// was truncated to its 8-byte magic: the coordinator started with no jobs.
+TEST(JournalRecovery, AnImpossibleFirstLengthRefusesTheStartInsteadOfTruncatingEverything) {
+  TempDir dir;
+  const std::string path = dir.Join("j");
+  WriteJournal(path, 50);
+  const uint64_t size = std::filesystem::file_size(path);
+  PatchU32(path, 8, 0xFFFFFFFFu);
+  Opened o = Open(path);
+  EXPECT_EQ(o.status.code(), StatusCode::kDataLoss) << o.status.ToString();
+  EXPECT_NE(o.status.message().find("damaged at byte 8 (record 1"), std::string::npos) << o.status.message();
+  EXPECT_EQ(std::filesystem::file_size(path), size) << "the journal was cut";
+}
+
+// Regression: a middle record's length set above 16 MiB kept the records before it and deleted the rest.
+TEST(JournalRecovery, AnImpossibleMiddleLengthRefusesTheStartNamingItsByte) {
+  TempDir dir;
+  const std::string path = dir.Join("j");
+  std::vector<uint64_t> starts = WriteJournal(path, 50);
+  const uint64_t size = std::filesystem::file_size(path);
+  PatchU32(path, starts[20], 17u << 20);
+  Opened o = Open(path);
+  EXPECT_EQ(o.status.code(), StatusCode::kDataLoss) << o.status.ToString();
+  EXPECT_NE(o.status.message().find("damaged at byte " + std::to_string(starts[20]) + " (record 21"),
+            std::string::npos)
+      << o.status.message();
+  EXPECT_EQ(std::filesystem::file_size(path), size);
+}
+
+// Regression: 4 KiB of zeros at the end (what a crash on some file systems leaves) was refused as corruption in
+// the middle. It is a torn tail: dropped, everything before it kept.
+TEST(JournalRecovery, AZeroFilledTailIsATornTail) {
+  TempDir dir;
+  const std::string path = dir.Join("j");
+  WriteJournal(path, 10);
+  const uint64_t size = std::filesystem::file_size(path);
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::app);
+    out << std::string(4096, '\0');
+  }
+  Opened o = Open(path);
+  ASSERT_TRUE(o.status.ok()) << o.status.ToString();
+  EXPECT_EQ(o.replay.records, 10u);
+  EXPECT_EQ(o.replay.torn_bytes, 4096u);
+  EXPECT_EQ(std::filesystem::file_size(path), size);
+}
+
+// Any single byte of a journal changed, in every position, two ways: the outcome is always either every record
+// but the last (the damage was in the last record: a torn tail, logged) or a refusal naming a byte at or before
+// the damage. Never fewer records, never a crash, never a silent success with the damage inside.
+TEST(JournalRecovery, EverySingleByteCorruptionRecoversTheTailOnlyOrRefusesNamingTheByte) {
+  TempDir dir;
+  const std::string pristine = dir.Join("pristine");
+  std::vector<uint64_t> starts = WriteJournal(pristine, 6);
+  const std::string bytes = ReadFile(pristine);
+  const uint64_t last = starts.back();
+  int torn = 0, refused = 0;
+  for (uint64_t at = 0; at < bytes.size(); ++at) {
+    for (unsigned char mask : {0x01, 0xff}) {
+      std::string damaged = bytes;
+      damaged[at] = static_cast<char>(damaged[at] ^ mask);
+      const std::string path = dir.Write("damaged", damaged);
+      Opened o = Open(path);
+      if (o.status.ok()) {
+        ++torn;
+        EXPECT_GE(at, last) << "byte " << at << ": damage before the last record was dropped as a torn tail";
+        EXPECT_EQ(o.replay.records, 5u) << "byte " << at;
+        EXPECT_EQ(o.replay.torn_bytes, bytes.size() - last) << "byte " << at;
+      } else {
+        ++refused;
+        EXPECT_EQ(o.status.code(), StatusCode::kDataLoss) << "byte " << at << ": " << o.status.ToString();
+        const size_t named = o.status.message().find("at byte ");
+        ASSERT_NE(named, std::string::npos) << o.status.message();
+        EXPECT_LE(std::stoull(o.status.message().substr(named + 8)), at) << o.status.message();
+        EXPECT_LT(at, last) << "byte " << at << ": damage in the last record refused the start";
+      }
+    }
+  }
+  EXPECT_EQ(torn + refused, static_cast<int>(2 * bytes.size()));
+  EXPECT_GT(torn, 0);
+  EXPECT_GT(refused, 0);
+}
+
+// A journal written by an earlier stoker (format 1: a record per update, the length outside the checksum) is
+// replayed and rewritten in format 2 holding the same updates; a second start reads format 2.
+TEST(JournalRecovery, AFormatOneJournalIsReplayedAndRewrittenInFormatTwo) {
+  TempDir dir;
+  std::string v1(kJournalMagicV1, sizeof(kJournalMagicV1));
+  for (const Update& u : std::vector<Update>{JobCreated{Spec(), 100}, RankSessionStarted{"j", 0, "c-1", 0, 8},
+                                             RankProgress{"j", 0, 9, 7}}) {
+    const std::string payload = EncodeJournalUpdate(u);
+    const auto length = static_cast<uint32_t>(payload.size());
+    const uint32_t reserved = 0;
+    const uint64_t checksum = Xxh64(payload.data(), payload.size());
+    v1.append(reinterpret_cast<const char*>(&length), 4);
+    v1.append(reinterpret_cast<const char*>(&reserved), 4);
+    v1.append(reinterpret_cast<const char*>(&checksum), 8);
+    v1 += payload;
+  }
+  v1 += std::string(5, '\x7f');  // and a torn tail, which the rewrite leaves out
+  const std::string path = dir.Write("j", v1);
+  Opened first = Open(path);
+  ASSERT_TRUE(first.status.ok()) << first.status.ToString();
+  EXPECT_EQ(first.replay.format, 1);
+  EXPECT_EQ(first.updates, 3u);
+  EXPECT_EQ(ReadFile(path).substr(0, 8), "STKJRN02");
+  Opened second = Open(path);
+  ASSERT_TRUE(second.status.ok()) << second.status.ToString();
+  EXPECT_EQ(second.replay.format, 2);
+  EXPECT_EQ(second.updates, 3u);
+  EXPECT_EQ(second.replay.torn_bytes, 0u);
+}
+
+TEST(JournalRecovery, AFirstWriteCutShortIsAnEmptyJournalAndAnythingElseIsNotAJournal) {
+  TempDir dir;
+  EXPECT_TRUE(Open(dir.Write("a", std::string("STKJ", 4))).status.ok());
+  EXPECT_TRUE(Open(dir.Write("b", std::string("STKJRN0\0\0\0\0\0", 12))).status.ok());
+  Opened garbage = Open(dir.Write("c", "certainly not a journal"));
+  EXPECT_EQ(garbage.status.code(), StatusCode::kDataLoss);
+  EXPECT_NE(garbage.status.message().find("not a stoker journal (bad magic at byte 0)"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace stoker::coordinator
