@@ -6,6 +6,7 @@ find_package(cppzmq REQUIRED)                 # cppzmq-dev; brings the libzmq ta
 find_package(CapnProto REQUIRED)              # libcapnp-dev + capnproto (the schema compiler)
 find_package(prometheus-cpp REQUIRED)         # prometheus-cpp-dev
 find_package(JPEG REQUIRED)                   # libjpeg62-turbo-dev: the libjpeg API of libjpeg-turbo
+find_package(CURL 7.75 REQUIRED)              # libcurl4-openssl-dev: object storage (CURLOPT_AWS_SIGV4 since 7.75)
 pkg_check_modules(SODIUM REQUIRED IMPORTED_TARGET libsodium)  # libsodium-dev: keyed BLAKE2b for data tickets
 
 # libjpeg-turbo's crop and skip entry points are what the worker's decoder is built on; refuse a plain libjpeg.

@@ -21,8 +21,13 @@
 namespace stoker {
 namespace {
 constexpr char kMagic[8] = {'S', 'T', 'K', 'M', 'A', 'N', '0', '1'};
-constexpr uint32_t kFormatVersion = 1;
+constexpr uint32_t kFormatVersion = 1;        // local shards: what every build reads
+constexpr uint32_t kRemoteFormatVersion = 2;  // remote shards (URL root, ETags, sample checksums)
 }  // namespace
+
+bool IsObjectUrl(std::string_view location) {
+  return location.starts_with("s3://") || location.starts_with("http://") || location.starts_with("https://");
+}
 
 bool ImageFormatForExtension(std::string_view ext, ImageFormat* format) {
   std::string lower(ext);
@@ -97,10 +102,11 @@ StatusOr<std::shared_ptr<const Manifest>> Manifest::Open(const std::string& path
     options.nestingLimit = 16;
     m.reader = std::make_unique<capnp::FlatArrayMessageReader>(words, options);
     m.root = m.reader->getRoot<wire::Manifest>();
-    if (m.root.getFormatVersion() != kFormatVersion) {
-      return InvalidArgumentError("manifest " + path + " has format version " +
-                                  std::to_string(m.root.getFormatVersion()) + "; this build reads version " +
-                                  std::to_string(kFormatVersion) + " (re-run `stoker index`)");
+    const uint32_t version = m.root.getFormatVersion();
+    if (version != kFormatVersion && version != kRemoteFormatVersion) {
+      return InvalidArgumentError("manifest " + path + " has format version " + std::to_string(version) +
+                                  "; this build reads versions " + std::to_string(kFormatVersion) + " and " +
+                                  std::to_string(kRemoteFormatVersion) + " (re-run `stoker index`)");
     }
     m.samples = m.root.getSamples();
     m.shards = m.root.getShards();
@@ -128,6 +134,8 @@ StatusOr<std::shared_ptr<const Manifest>> Manifest::Open(const std::string& path
   }
   return std::shared_ptr<const Manifest>(std::move(manifest));
 }
+
+uint32_t Manifest::format_version() const { return impl_->root.getFormatVersion(); }
 
 SourceKind Manifest::source() const {
   return impl_->root.getSource() == wire::SourceKind::IMAGE_FOLDER ? SourceKind::kImageFolder : SourceKind::kTarShards;
@@ -158,6 +166,7 @@ SampleInfo Manifest::sample(uint64_t id) const {
   info.key = std::string_view(key.cStr(), key.size());
   auto defect = s.getDefect();
   info.defect = std::string_view(defect.cStr(), defect.size());
+  info.checksum = s.getChecksum();
   return info;
 }
 
@@ -169,27 +178,31 @@ ShardInfo Manifest::shard(uint32_t index) const {
   info.byte_size = s.getByteSize();
   info.checksum = s.getChecksum();
   info.sample_count = s.getSampleCount();
+  info.etag = s.getEtag().cStr();
   return info;
 }
 
 ManifestWriter::ManifestWriter(std::string root, SourceKind source) : root_(std::move(root)), source_(source) {}
 
-uint32_t ManifestWriter::AddShard(std::string relative_path, uint64_t byte_size, uint64_t checksum) {
-  shards_.push_back({std::move(relative_path), byte_size, checksum, 0});
+uint32_t ManifestWriter::AddShard(std::string relative_path, uint64_t byte_size, uint64_t checksum,
+                                  std::string etag) {
+  shards_.push_back({std::move(relative_path), byte_size, checksum, 0, std::move(etag)});
   return static_cast<uint32_t>(shards_.size() - 1);
 }
 
 void ManifestWriter::AddSample(uint32_t shard, uint64_t offset, uint32_t size, int64_t label, ImageFormat format,
-                               std::string key, std::string defect) {
+                               std::string key, std::string defect, uint64_t checksum) {
   STOKER_CHECK(shard < shards_.size(), "AddSample before AddShard");
   ++shards_[shard].sample_count;
-  samples_.push_back({shard, offset, size, label, format, std::move(key), std::move(defect)});
+  samples_.push_back({shard, offset, size, label, format, std::move(key), std::move(defect), checksum});
 }
 
 StatusOr<uint64_t> ManifestWriter::Write(Env& env, const std::string& path, const std::string& created_by) const {
   capnp::MallocMessageBuilder message;
   auto root = message.initRoot<wire::Manifest>();
-  root.setFormatVersion(kFormatVersion);
+  bool remote = IsObjectUrl(root_);
+  for (const PendingShard& shard : shards_) remote = remote || !shard.etag.empty();
+  root.setFormatVersion(remote ? kRemoteFormatVersion : kFormatVersion);
   root.setRoot(root_);
   root.setSource(source_ == SourceKind::kImageFolder ? wire::SourceKind::IMAGE_FOLDER : wire::SourceKind::TAR_SHARDS);
   auto classes = root.initClasses(static_cast<unsigned>(classes_.size()));
@@ -201,6 +214,7 @@ StatusOr<uint64_t> ManifestWriter::Write(Env& env, const std::string& path, cons
     s.setByteSize(shards_[i].byte_size);
     s.setChecksum(shards_[i].checksum);
     s.setSampleCount(shards_[i].sample_count);
+    if (!shards_[i].etag.empty()) s.setEtag(shards_[i].etag);
   }
   auto samples = root.initSamples(static_cast<unsigned>(samples_.size()));
   for (size_t i = 0; i < samples_.size(); ++i) {
@@ -215,6 +229,7 @@ StatusOr<uint64_t> ManifestWriter::Write(Env& env, const std::string& path, cons
                                                 : wire::ImageFormat::OTHER);
     s.setKey(p.key);
     if (!p.defect.empty()) s.setDefect(p.defect);
+    s.setChecksum(p.checksum);
   }
   root.setCreatedBy(created_by);
   root.setCreatedAtUnixMs(static_cast<uint64_t>(UnixMillisNow()));

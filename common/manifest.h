@@ -19,14 +19,18 @@ namespace stoker {
 enum class ImageFormat : uint8_t { kJpeg = 0, kPng = 1, kOther = 2 };
 enum class SourceKind : uint8_t { kImageFolder = 0, kTarShards = 1 };
 
+// True for a location on object storage or a web server rather than a file system: s3://, http://, https://.
+bool IsObjectUrl(std::string_view location);
+
 // Classifies a file extension (without the dot, any case): jpeg, png, other image, or not an image (false).
 bool ImageFormatForExtension(std::string_view ext, ImageFormat* format);
 
 struct ShardInfo {
-  std::string path;          // absolute (root joined with the stored relative path)
+  std::string path;          // absolute (root joined with the stored relative path): a file path or a URL
   uint64_t byte_size = 0;
   uint64_t checksum = 0;
   uint32_t sample_count = 0;
+  std::string etag;          // remote shards: the ETag when indexed (empty: not recorded, or a local file)
 };
 
 struct SampleInfo {
@@ -37,6 +41,7 @@ struct SampleInfo {
   ImageFormat format = ImageFormat::kJpeg;
   std::string_view key;      // valid as long as the Manifest lives
   std::string_view defect;   // empty unless indexing found the sample unusable
+  uint64_t checksum = 0;     // XXH64 of the sample's bytes; 0: not recorded
 };
 
 class Manifest {
@@ -52,6 +57,9 @@ class Manifest {
   const std::string& path() const { return path_; }
   uint64_t fingerprint() const { return fingerprint_; }
   const std::string& root() const { return root_; }
+  // The shards are on object storage or a web server (the root is a URL), not on a file system.
+  bool remote() const { return IsObjectUrl(root_); }
+  uint32_t format_version() const;
   SourceKind source() const;
   uint64_t num_samples() const;
   uint32_t num_shards() const;
@@ -74,13 +82,15 @@ class ManifestWriter {
   ManifestWriter(std::string root, SourceKind source);
 
   void SetClasses(std::vector<std::string> classes) { classes_ = std::move(classes); }
-  // Returns the new shard's index. `relative_path` is relative to the root.
-  uint32_t AddShard(std::string relative_path, uint64_t byte_size, uint64_t checksum);
+  // Returns the new shard's index. `relative_path` is relative to the root (a key under a URL root).
+  uint32_t AddShard(std::string relative_path, uint64_t byte_size, uint64_t checksum, std::string etag = "");
+  // `checksum`: XXH64 of the sample's bytes, 0 when not computed.
   void AddSample(uint32_t shard, uint64_t offset, uint32_t size, int64_t label, ImageFormat format, std::string key,
-                 std::string defect = "");
+                 std::string defect = "", uint64_t checksum = 0);
   uint64_t num_samples() const { return samples_.size(); }
 
-  // Writes "STKMAN01" + the message atomically; returns the file's fingerprint (XXH64).
+  // Writes "STKMAN01" + the message atomically; returns the file's fingerprint (XXH64). Format version 2 when the
+  // root is a URL or a shard has an ETag, else 1 (what older builds read).
   StatusOr<uint64_t> Write(Env& env, const std::string& path, const std::string& created_by) const;
 
  private:
@@ -89,6 +99,7 @@ class ManifestWriter {
     uint64_t byte_size;
     uint64_t checksum;
     uint32_t sample_count = 0;
+    std::string etag;
   };
   struct PendingSample {
     uint32_t shard;
@@ -98,6 +109,7 @@ class ManifestWriter {
     ImageFormat format;
     std::string key;
     std::string defect;
+    uint64_t checksum;
   };
   std::string root_;
   SourceKind source_;

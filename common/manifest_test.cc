@@ -41,6 +41,35 @@ TEST(Manifest, WriteOpenRoundTrip) {
   EXPECT_EQ((*moved)->shard(0).path, "/elsewhere/s0.tar");
 }
 
+// Format 2: a URL root, ETags and per-sample checksums; version 1 stays what a local dataset writes.
+TEST(Manifest, RemoteShardsWriteVersionTwo) {
+  TempDir dir;
+  PosixEnv env;
+  ManifestWriter writer("s3://bucket/train", SourceKind::kTarShards);
+  uint32_t s = writer.AddShard("shard-0000.tar", 4096, 0, "\"9b2cf535f27731c974343645a3985328\"");
+  writer.AddSample(s, 512, 100, 3, ImageFormat::kJpeg, "k0", "", 0x1234);
+  ASSERT_TRUE(writer.Write(env, dir.Join("remote.stoker"), "test").ok());
+  auto m = Manifest::Open(dir.Join("remote.stoker"));
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ((*m)->format_version(), 2u);
+  EXPECT_TRUE((*m)->remote());
+  EXPECT_EQ((*m)->shard(0).path, "s3://bucket/train/shard-0000.tar");
+  EXPECT_EQ((*m)->shard(0).etag, "\"9b2cf535f27731c974343645a3985328\"");
+  EXPECT_EQ((*m)->sample(0).checksum, 0x1234u);
+  auto mirrored = Manifest::Open(dir.Join("remote.stoker"), "https://mirror.example/train/");
+  EXPECT_EQ((*mirrored)->shard(0).path, "https://mirror.example/train/shard-0000.tar");
+
+  ManifestWriter local(dir.path(), SourceKind::kTarShards);
+  local.AddSample(local.AddShard("s.tar", 4096, 7), 512, 100, 1, ImageFormat::kJpeg, "k", "", 99);
+  ASSERT_TRUE(local.Write(env, dir.Join("local.stoker"), "test").ok());
+  auto l = Manifest::Open(dir.Join("local.stoker"));
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ((*l)->format_version(), 1u);
+  EXPECT_FALSE((*l)->remote());
+  EXPECT_EQ((*l)->sample(0).checksum, 99u);
+  EXPECT_EQ((*l)->shard(0).etag, "");
+}
+
 TEST(Manifest, BadFilesGetClearErrors) {
   TempDir dir;
   auto missing = Manifest::Open(dir.Join("nope.stoker"));

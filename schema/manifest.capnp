@@ -25,6 +25,8 @@ struct Shard {
   byteSize @1 :UInt64;          # a worker refuses a shard whose size changed since indexing
   checksum @2 :UInt64;          # XXH64 of the shard's bytes (0 when indexed with --no-checksum)
   sampleCount @3 :UInt32;
+  etag @4 :Text;                # remote shards (format 2): the object's ETag when indexed; a worker refuses bytes
+                                # served under another ETag (the object was replaced). Empty for local files
 }
 
 struct Sample {
@@ -35,11 +37,15 @@ struct Sample {
   format @4 :ImageFormat;
   key @5 :Text;                 # tar member basename or file path relative to root, for people
   defect @6 :Text;              # non-empty: found unusable while indexing (e.g. "missing_label"); quarantined
+  checksum @7 :UInt64;          # XXH64 of the sample's `size` bytes; 0: not recorded (indexed without checksums,
+                                # or a format 1 manifest). Workers verify it on every read and quarantine a mismatch
 }
 
 struct Manifest {
-  formatVersion @0 :UInt32;     # 1
-  root @1 :Text;                # absolute dataset root at indexing time
+  formatVersion @0 :UInt32;     # 1, or 2 when the shards are remote (a URL root, ETags): version 1 readers would
+                                # take the URL for a path. Readers accept both; fields a version lacks read as 0/""
+  root @1 :Text;                # absolute dataset root at indexing time, or the URL shards are relative to
+                                # (s3://bucket/prefix/, https://host/path/; format 2)
   source @2 :SourceKind;
   classes @3 :List(Text);
   shards @4 :List(Shard);

@@ -19,7 +19,7 @@ import subprocess
 import sys
 
 # Where shared state lives; tests, benchmarks and generated code are not checked.
-CHECKED = ("coordinator/", "worker/", "client/", "common/", "tools/", "datagen/")
+CHECKED = ("coordinator/", "worker/", "client/", "common/", "storage/", "tools/", "datagen/")
 # GCC's options that clang does not know or that would turn unrelated clang warnings into errors.
 DROPPED = {"-Werror", "-Wno-error=restrict", "-Wno-error=maybe-uninitialized", "-fno-fat-lto-objects"}
 

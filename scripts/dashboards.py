@@ -201,6 +201,41 @@ def overview():
                      [(f"sum by (reason) (rate(stoker_worker_errors_total{{{NS}}}[$__rate_interval]))",
                        "{{reason}}")],
                      "short"), 12, 8)
+    l.row("Object storage (datasets on S3 or HTTP)")
+    l.add(timeseries("Storage requests by status",
+                     "Requests (tries) per second the workers made to object storage, by HTTP status or transport "
+                     "failure (timeout, connect, reset): 206 is a range read served.",
+                     [(f"sum by (status) (rate(stoker_worker_storage_requests_total{{{NS}}}[$__rate_interval]))",
+                       "{{status}}")],
+                     "reqps"), 8, 8)
+    l.add(timeseries("Storage error ratio and retries",
+                     "Share of requests that failed (5xx, slow-downs, 403/404, resets, timeouts; alert above 5 % for "
+                     "10 minutes), retries per second by reason, and reads that failed for good (their units are "
+                     "handed back, never dropped).",
+                     [(f"stoker:storage_error_ratio:rate5m{{{NS}}}", "error ratio {{namespace}}"),
+                      (f"sum by (reason) (rate(stoker_worker_storage_retries_total{{{NS}}}[$__rate_interval]))",
+                       "retries: {{reason}}"),
+                      (f"sum by (reason) (rate(stoker_worker_storage_failures_total{{{NS}}}[$__rate_interval]))",
+                       "failed: {{reason}}")],
+                     "short"), 8, 8)
+    l.add(timeseries("Storage request latency",
+                     "Median and 99th-percentile seconds per request to object storage.",
+                     [(f"histogram_quantile(0.5, sum by (le) "
+                       f"(rate(stoker_worker_storage_request_seconds_bucket{{{NS}}}[$__rate_interval])))", "p50"),
+                      (f"histogram_quantile(0.99, sum by (le) "
+                       f"(rate(stoker_worker_storage_request_seconds_bucket{{{NS}}}[$__rate_interval])))", "p99")],
+                     "s"), 8, 8)
+    l.add(timeseries("Read-ahead depth and memory",
+                     "Per worker: units being read ahead of the pipeline (the depth), and bytes fetched ahead and "
+                     "not yet used against the --read-ahead-bytes cap.",
+                     [(f"stoker_worker_storage_read_ahead_units{{{NS}}}", "units {{pod}}"),
+                      (f"stoker_worker_storage_read_ahead_bytes{{{NS}}} / "
+                       f"stoker_worker_storage_read_ahead_limit_bytes{{{NS}}}", "memory used / cap {{pod}}")],
+                     "short"), 12, 8)
+    l.add(timeseries("Bytes read from object storage",
+                     "Body bytes per second the workers received from object storage.",
+                     [(f"sum(rate(stoker_worker_storage_bytes_total{{{NS}}}[$__rate_interval]))", "bytes/s")],
+                     "Bps"), 12, 8)
     l.row("Coordinator")
     l.add(timeseries("Units by state",
                      "Work units of every epoch of the job: pending (future epochs included, hence the log "

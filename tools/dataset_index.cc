@@ -1,5 +1,6 @@
 #include "tools/dataset_index.h"
 
+#include <algorithm>
 #include <cctype>
 #include <climits>
 #include <cerrno>
@@ -109,7 +110,7 @@ class Indexer {
       if (!defect.empty()) STOKER_RETURN_IF_ERROR(Defect(report, relative, defect, "file of " + std::to_string(size) + " bytes"));
       uint32_t shard = out.AddShard(relative, size, checksum);
       out.AddSample(shard, 0, static_cast<uint32_t>(size > kMaxSampleBytes ? 0 : size), label, format, relative,
-                    defect);
+                    defect, checksum);
       report.bytes += size;
       ++progress_.files_done;
       ++progress_.samples;
@@ -150,91 +151,13 @@ class Indexer {
     return Status::Ok();
   }
 
-  struct Entry {
-    std::string key;
-    bool has_image = false;
-    TarMember image;
-    ImageFormat format = ImageFormat::kJpeg;
-    bool has_label = false;
-    TarMember label;
-  };
-
   Status IndexOneTar(const std::string& root, const std::string& name, ManifestWriter& out, IndexReport& report) {
     std::string path = JoinPath(root, name);
     STOKER_ASSIGN_OR_RETURN(auto file, env_.OpenForRead(path));
-    uint64_t checksum = 0;
-    if (options_.checksum) {
-      STOKER_ASSIGN_OR_RETURN(checksum, HashFile(*file, &progress_));
-    }
-    std::vector<Entry> entries;
-    std::unordered_map<std::string, size_t> by_key;
-    auto scan = ScanTar(*file, [&](const TarMember& member) {
-      std::string key, ext;
-      SplitWebDatasetName(member.name, &key, &ext);
-      auto [it, inserted] = by_key.emplace(key, entries.size());
-      if (inserted) entries.push_back(Entry{key});
-      Entry& e = entries[it->second];
-      ImageFormat format;
-      if (ext == "cls") {
-        e.has_label = true;
-        e.label = member;
-      } else if (ImageFormatForExtension(ext, &format) && !e.has_image) {
-        e.has_image = true;
-        e.image = member;
-        e.format = format;
-      }
-      return Status::Ok();
-    });
-    if (!scan.ok()) {
-      if (scan.status().code() != StatusCode::kDataLoss) return scan.status();
-      // A corrupt header hides everything after it; keep what came before and report the shard.
-      STOKER_RETURN_IF_ERROR(Defect(report, name, "corrupt_shard", scan.status().message()));
-    } else if (scan->truncated) {
-      STOKER_RETURN_IF_ERROR(Defect(report, name, "truncated_shard",
-                                    "the file ends inside a member: samples after that point are missing"));
-    }
-
-    uint32_t shard = out.AddShard(name, file->Size(), checksum);
-    for (const Entry& e : entries) {
-      std::string where = name + ":" + e.key;
-      if (!e.has_image) {
-        report.notes.push_back("skipped " + where + ": no image member (.jpg, .jpeg, .png, ...)");
-        continue;
-      }
-      int64_t label = -1;
-      std::string defect;
-      std::string detail;
-      if (e.image.truncated) {
-        defect = "truncated";
-        detail = "image member of " + std::to_string(e.image.size) + " bytes runs past the end of the shard";
-      } else if (e.image.size > kMaxSampleBytes) {
-        defect = "too_large";
-        detail = "image member of " + std::to_string(e.image.size) + " bytes";
-      } else if (!e.has_label) {
-        defect = "missing_label";
-        detail = "no " + e.key + ".cls member";
-      } else if (e.label.truncated || e.label.size > kMaxLabelBytes) {
-        defect = "bad_label";
-        detail = "label member of " + std::to_string(e.label.size) + " bytes";
-      } else {
-        std::string text(e.label.size, '\0');
-        STOKER_ASSIGN_OR_RETURN(size_t n, file->Read(e.label.data_offset, text.size(), text.data()));
-        text.resize(n);
-        if (!ParseLabel(text, &label)) {
-          defect = "bad_label";
-          detail = "'" + text + "' is not an integer";
-          label = -1;
-        }
-      }
-      if (!defect.empty()) STOKER_RETURN_IF_ERROR(Defect(report, where, defect, detail));
-      uint64_t available = e.image.data_offset < file->Size() ? file->Size() - e.image.data_offset : 0;
-      uint64_t size = e.image.size < available ? e.image.size : available;
-      if (size > kMaxSampleBytes) size = 0;
-      out.AddSample(shard, e.image.data_offset, static_cast<uint32_t>(size), label, e.format, e.key, defect);
-      ++progress_.samples;
-    }
-    report.bytes += file->Size();
-    ++report.shards;
+    STOKER_ASSIGN_OR_RETURN(ShardScan scan, ScanShard(*file, name, options_));
+    progress_.bytes_hashed += scan.bytes_hashed;
+    progress_.samples += scan.samples.size();
+    AddScannedShard(name, file->Size(), "", std::move(scan), out, report);
     return Status::Ok();
   }
 
@@ -263,6 +186,149 @@ void SplitWebDatasetName(const std::string& name, std::string* key, std::string*
   *key = name.substr(0, dot);
   *ext = name.substr(dot + 1);
   for (char& c : *ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+}
+
+namespace {
+
+struct Entry {
+  std::string key;
+  bool has_image = false;
+  TarMember image;
+  ImageFormat format = ImageFormat::kJpeg;
+  bool has_label = false;
+  TarMember label;
+  std::string label_text;  // read while scanning: it sits next to the headers, in the block just read
+};
+
+// One pass over the file: the shard's XXH64, and each sample's (samples are in file order and never overlap).
+Status HashShard(const RandomAccessFile& file, ShardScan& scan) {
+  Xxh64Stream shard;
+  std::vector<char> buffer(kHashChunk);
+  size_t next = 0;  // the first sample not finished
+  Xxh64Stream sample;
+  uint64_t offset = 0;
+  while (offset < file.Size()) {
+    STOKER_ASSIGN_OR_RETURN(size_t n, file.Read(offset, buffer.size(), buffer.data()));
+    if (n == 0) break;
+    shard.Update(buffer.data(), n);
+    const uint64_t end = offset + n;
+    while (next < scan.samples.size()) {
+      ShardScan::Sample& s = scan.samples[next];
+      if (s.size == 0 || !s.defect.empty()) {
+        ++next;
+        continue;
+      }
+      const uint64_t from = std::max(offset, s.offset), to = std::min(end, s.offset + s.size);
+      if (from < to) sample.Update(buffer.data() + (from - offset), to - from);
+      if (s.offset + s.size > end) break;
+      s.checksum = sample.Digest();
+      sample = Xxh64Stream();
+      ++next;
+    }
+    offset = end;
+    scan.bytes_hashed += n;
+  }
+  scan.checksum = shard.Digest();
+  return Status::Ok();
+}
+
+Status Defect(ShardScan& scan, const IndexOptions& options, std::string where, std::string reason,
+              std::string detail) {
+  if (options.strict) {
+    return DataLossError(where + ": " + reason + " (" + detail + "); --strict refuses datasets with defects");
+  }
+  scan.defects.push_back({std::move(where), std::move(reason), std::move(detail)});
+  return Status::Ok();
+}
+
+// The sample an entry stands for, or its defect.
+Status EntrySample(const Entry& e, const std::string& where, uint64_t file_size, const IndexOptions& options,
+                   ShardScan& scan) {
+  int64_t label = -1;
+  std::string defect, detail;
+  if (e.image.truncated) {
+    defect = "truncated";
+    detail = "image member of " + std::to_string(e.image.size) + " bytes runs past the end of the shard";
+  } else if (e.image.size > kMaxSampleBytes) {
+    defect = "too_large";
+    detail = "image member of " + std::to_string(e.image.size) + " bytes";
+  } else if (!e.has_label) {
+    defect = "missing_label";
+    detail = "no " + e.key + ".cls member";
+  } else if (e.label.truncated || e.label.size > kMaxLabelBytes) {
+    defect = "bad_label";
+    detail = "label member of " + std::to_string(e.label.size) + " bytes";
+  } else if (!ParseLabel(e.label_text, &label)) {
+    defect = "bad_label";
+    detail = "'" + e.label_text + "' is not an integer";
+    label = -1;
+  }
+  if (!defect.empty()) STOKER_RETURN_IF_ERROR(Defect(scan, options, where, defect, detail));
+  uint64_t available = e.image.data_offset < file_size ? file_size - e.image.data_offset : 0;
+  uint64_t size = e.image.size < available ? e.image.size : available;
+  if (size > kMaxSampleBytes) size = 0;
+  scan.samples.push_back({e.image.data_offset, static_cast<uint32_t>(size), label, e.format, e.key, defect, 0});
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<ShardScan> ScanShard(const RandomAccessFile& file, const std::string& name, const IndexOptions& options) {
+  ShardScan out;
+  std::vector<Entry> entries;
+  std::unordered_map<std::string, size_t> by_key;
+  auto scan = ScanTar(file, [&](const TarMember& member) {
+    std::string key, ext;
+    SplitWebDatasetName(member.name, &key, &ext);
+    auto [it, inserted] = by_key.emplace(key, entries.size());
+    if (inserted) entries.push_back(Entry{key});
+    Entry& e = entries[it->second];
+    ImageFormat format;
+    if (ext == "cls") {
+      e.has_label = true;
+      e.label = member;
+      if (!member.truncated && member.size <= kMaxLabelBytes) {
+        e.label_text.assign(member.size, '\0');
+        STOKER_ASSIGN_OR_RETURN(size_t n, file.Read(member.data_offset, member.size, e.label_text.data()));
+        e.label_text.resize(n);
+      }
+    } else if (ImageFormatForExtension(ext, &format) && !e.has_image) {
+      e.has_image = true;
+      e.image = member;
+      e.format = format;
+    }
+    return Status::Ok();
+  });
+  if (!scan.ok()) {
+    if (scan.status().code() != StatusCode::kDataLoss) return scan.status();
+    // A corrupt header hides everything after it; keep what came before and report the shard.
+    STOKER_RETURN_IF_ERROR(Defect(out, options, name, "corrupt_shard", scan.status().message()));
+  } else if (scan->truncated) {
+    STOKER_RETURN_IF_ERROR(Defect(out, options, name, "truncated_shard",
+                                  "the file ends inside a member: samples after that point are missing"));
+  }
+  for (const Entry& e : entries) {
+    std::string where = name + ":" + e.key;
+    if (!e.has_image) {
+      out.notes.push_back("skipped " + where + ": no image member (.jpg, .jpeg, .png, ...)");
+      continue;
+    }
+    STOKER_RETURN_IF_ERROR(EntrySample(e, where, file.Size(), options, out));
+  }
+  if (options.checksum) STOKER_RETURN_IF_ERROR(HashShard(file, out));
+  return out;
+}
+
+void AddScannedShard(const std::string& name, uint64_t byte_size, const std::string& etag, ShardScan scan,
+                     ManifestWriter& out, IndexReport& report) {
+  uint32_t shard = out.AddShard(name, byte_size, scan.checksum, etag);
+  for (ShardScan::Sample& s : scan.samples) {
+    out.AddSample(shard, s.offset, s.size, s.label, s.format, std::move(s.key), std::move(s.defect), s.checksum);
+  }
+  for (IndexDefect& d : scan.defects) report.defects.push_back(std::move(d));
+  for (std::string& n : scan.notes) report.notes.push_back(std::move(n));
+  report.bytes += byte_size;
+  ++report.shards;
 }
 
 StatusOr<IndexReport> IndexDataset(Env& env, const std::string& dataset, const std::string& manifest_path,

@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
+#include "common/hash.h"
 #include "common/manifest.h"
 #include "common/tar.h"
 #include "tests/support/temp_dir.h"
@@ -73,7 +76,42 @@ TEST(DatasetIndex, TarShardsRecordOffsetsLabelsAndDefects) {
   EXPECT_EQ((*m)->sample(2).defect, "missing_label");
   EXPECT_EQ((*m)->sample(2).format, ImageFormat::kPng);
   EXPECT_EQ((*m)->sample(5).defect, "truncated");
-  EXPECT_NE((*m)->shard(0).checksum, 0u);
+  // One pass over each shard: its XXH64 and every sample's.
+  std::string whole_a = *ReadWholeFile(env2, (*m)->shard(0).path);
+  EXPECT_EQ((*m)->shard(0).checksum, Xxh64(whole_a.data(), whole_a.size()));
+  EXPECT_EQ(s1.checksum, Xxh64("JPEG-1", 6));
+  EXPECT_EQ((*m)->sample(4).checksum, Xxh64(std::string(5000, 'z').data(), 5000));
+  EXPECT_EQ((*m)->sample(5).checksum, 0u);  // truncated: never read, never hashed
+  EXPECT_EQ((*m)->format_version(), 1u);   // local: what older builds read
+}
+
+// What the tar scan reads of a shard: headers and labels, never the images (the remote indexer relies on it).
+TEST(DatasetIndex, ScanningReadsHeadersAndLabelsOnly) {
+  TarWriter t;
+  for (int i = 0; i < 20; ++i) {
+    t.Add("k/" + std::to_string(100 + i) + ".cls", std::to_string(i));
+    t.Add("k/" + std::to_string(100 + i) + ".jpg", std::string(100000, static_cast<char>(i)));
+  }
+  struct Counting final : RandomAccessFile {
+    explicit Counting(std::string d) : data(std::move(d)) {}
+    StatusOr<size_t> Read(uint64_t offset, size_t n, void* out) const override {
+      n = std::min<size_t>(n, data.size() - std::min<size_t>(offset, data.size()));
+      std::memcpy(out, data.data() + offset, n);
+      read += n;
+      return n;
+    }
+    uint64_t Size() const override { return data.size(); }
+    const std::string& path() const override { return name; }
+    std::string data, name = "count.tar";
+    mutable uint64_t read = 0;
+  } file(t.Finish());
+  IndexOptions options;
+  options.checksum = false;
+  auto scan = ScanShard(file, "count.tar", options);
+  ASSERT_TRUE(scan.ok()) << scan.status().ToString();
+  EXPECT_EQ(scan->samples.size(), 20u);
+  EXPECT_EQ(scan->samples[7].label, 7);
+  EXPECT_LT(file.read, 20u * 3 * 512 + 1024);  // 2 headers and a label per sample (+ the end marker)
 }
 
 TEST(DatasetIndex, StrictRefusesDefects) {

@@ -81,6 +81,10 @@ Status Demo::PrepareDataset() {
                  static_cast<unsigned long long>(report.samples), static_cast<unsigned long long>(report.shards),
                  report.bytes / 1e6);
   }
+  if (!o_.object_store.empty()) {
+    STOKER_ASSIGN_OR_RETURN(std::string remote_manifest, StageOnObjectStore(shards));
+    if (spec_.manifest_path.empty()) spec_.manifest_path = remote_manifest;
+  }
   if (spec_.manifest_path.empty()) spec_.manifest_path = manifest_path;
   STOKER_ASSIGN_OR_RETURN(auto manifest, Manifest::Open(spec_.manifest_path));
   STOKER_ASSIGN_OR_RETURN(plan_, Plan::Make(spec_, manifest->num_samples()));

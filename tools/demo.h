@@ -19,6 +19,7 @@
 #include "common/status.h"
 #include "common/sync.h"
 #include "stoker/client.h"
+#include "storage/options.h"
 #include "tools/chaos.h"
 #include "tools/delivery_check.h"
 #include "tools/local_cluster.h"
@@ -43,6 +44,10 @@ struct DemoOptions {
   uint32_t step_ms = 120;
   uint32_t gpus = 0;         // label rank r as feeding GPU r % gpus (0: no GPU labels)
   uint32_t max_workers = 0;  // the "autoscaler's" ceiling the coordinator exports (0: --workers)
+  // Over object storage: the shards are uploaded to this s3:// prefix (or read from this http(s):// directory) and
+  // indexed there; the workers read them by range.
+  std::string object_store;
+  StorageOptions storage;
 };
 
 // What the consumers have seen so far, shared with the progress line.
@@ -87,6 +92,8 @@ class Demo {
 
  private:
   Status PrepareDataset();
+  // Uploads the local shards to --object-store (missing or different ones only) and indexes them there.
+  StatusOr<std::string> StageOnObjectStore(const std::string& shards);
   Status StartServers();
   void StartConsumers();
   void Consume(uint32_t rank);

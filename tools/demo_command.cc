@@ -1,8 +1,10 @@
 // stoker demo: the whole data path on one machine (tools/demo.h) — flags in, summary out.
 #include <csignal>
+#include <cstdlib>
 
 #include "common/flags.h"
 #include "common/logging.h"
+#include "common/manifest.h"
 #include "tools/commands.h"
 #include "tools/demo.h"
 
@@ -49,8 +51,22 @@ Status ParseDemoFlags(int argc, char** argv, DemoOptions* o, JobSpec* spec) {
   flags.AddBool("chaos", &o->chaos,
                 "inject faults at random while the demo runs: kill -9 and SIGTERM workers (replacing them), kill -9 "
                 "and restart the coordinator on its journal, SIGSTOP workers, cut workers off the network");
+  flags.AddString("object-store", &o->object_store,
+                  "run over object storage: upload the generated shards to this s3:// prefix (or read them from "
+                  "this http(s):// directory), index them there, and have the workers read them by range");
+  StorageFlags storage;
+  storage.Register(flags);
   AddJobSpecFlags(flags, spec);
   STOKER_RETURN_IF_ERROR(flags.Parse(argc, argv, 2));
+  if (!o->object_store.empty()) {
+    if (!IsObjectUrl(o->object_store)) return InvalidArgumentError("--object-store must be an s3:// or http(s):// URL");
+    if (o->object_store.back() != '/') o->object_store += "/";
+    STOKER_ASSIGN_OR_RETURN(o->storage, storage.Resolve([](const char* name) { return std::getenv(name); }));
+    // The workers this demo starts read the same storage: they inherit these (and the AWS_* credentials).
+    ::setenv("STOKER_S3_ENDPOINT", o->storage.s3_endpoint.c_str(), 1);
+    ::setenv("STOKER_S3_REGION", o->storage.s3_region.c_str(), 1);
+    ::setenv("STOKER_S3_ADDRESSING", o->storage.s3_addressing == S3Addressing::kPath ? "path" : "virtual", 1);
+  }
   if (!SetLogLevelFromString(log_level)) return InvalidArgumentError("--log-level " + log_level);
   auto stall_ms = ParseDurationMs(stall);
   if (!stall_ms.ok()) return stall_ms.status().WithContext("--stall-timeout");

@@ -1,53 +1,86 @@
-// stoker index PATH -o MANIFEST: builds a dataset manifest (tools/dataset_index.h) with live progress, and
-// reports what it found, including every sample it had to mark unusable.
+// stoker index PATH|URL... -o MANIFEST: builds a dataset manifest (tools/dataset_index.h; on object storage
+// tools/remote_index.h) with live progress, and reports what it found, including every sample it had to mark
+// unusable.
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 #include "tools/dataset_index.h"
 #include "common/flags.h"
+#include "storage/object_store.h"
 #include "tools/commands.h"
 #include "tools/progress.h"
+#include "tools/remote_index.h"
 
 namespace stoker {
 
 int IndexCommand(int argc, char** argv) {
   std::string output;
-  bool no_checksum = false, strict = false;
-  FlagSet flags("stoker index PATH -o MANIFEST [flags]",
+  bool no_checksum = false, checksum = false, strict = false;
+  uint32_t parallel = 16;
+  FlagSet flags("stoker index PATH|URL... -o MANIFEST [flags]",
                 "Indexes an ImageFolder tree (PATH/<class>/<image>) or WebDataset-style .tar shards (PATH/*.tar "
                 "or one .tar: KEY.jpg|jpeg|png + KEY.cls) into a manifest that records where every sample's bytes "
-                "are, so workers read any sample with one read and no tar scan.");
+                "are, so workers read any sample with one read and no tar scan. Shards on object storage: an "
+                "s3://bucket/prefix/ (every .tar under it) or .tar URLs (s3://, http://, https://), indexed by "
+                "ranged reads of their headers without downloading the images.");
   flags.AddString("output", &output, "manifest file to write");
   flags.AddShortAlias('o', "output");
-  flags.AddBool("no-checksum", &no_checksum, "skip hashing every shard (faster; no corruption check later)");
+  flags.AddBool("no-checksum", &no_checksum,
+                "skip hashing shards and samples (faster; no corruption check later). Local datasets only: remote "
+                "ones are not hashed unless --checksum");
+  flags.AddBool("checksum", &checksum,
+                "remote datasets: read every shard once, whole, to record its XXH64 and every sample's (workers "
+                "then quarantine a sample whose bytes differ)");
   flags.AddBool("strict", &strict, "fail on any unusable sample instead of recording it for quarantine");
+  flags.AddUint32("parallel", &parallel, "remote datasets: shards scanned at once");
+  StorageFlags storage_flags;
+  storage_flags.Register(flags);
   std::vector<std::string> positional;
   Status parsed = flags.Parse(argc, argv, 2, &positional);
   if (!parsed.ok()) return Fail("index", parsed);
-  if (positional.size() != 1 || output.empty()) {
-    return Fail("index", InvalidArgumentError("expected one dataset PATH and -o MANIFEST (see --help)"));
+  const bool remote = !positional.empty() && IsObjectUrl(positional[0]);
+  if (positional.empty() || (!remote && positional.size() != 1) || output.empty()) {
+    return Fail("index", InvalidArgumentError("expected one dataset PATH (or shard URLs) and -o MANIFEST (see --help)"));
   }
   PosixEnv env;
   IndexOptions options;
-  options.checksum = !no_checksum;
+  options.checksum = remote ? checksum : !no_checksum;
   options.strict = strict;
+  options.parallel = parallel;
   ProgressLine progress;
   auto start = std::chrono::steady_clock::now();
   options.progress = [&](const IndexProgress& p) {
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     char line[200];
+    const uint64_t read = std::max(p.bytes_hashed, p.bytes_read);
     std::snprintf(line, sizeof(line), "indexing: %llu/%llu files, %llu samples, %.0f MB read (%.0f MB/s)",
                   static_cast<unsigned long long>(p.files_done), static_cast<unsigned long long>(p.files_total),
-                  static_cast<unsigned long long>(p.samples), p.bytes_hashed / 1e6,
-                  seconds > 0 ? p.bytes_hashed / 1e6 / seconds : 0.0);
+                  static_cast<unsigned long long>(p.samples), read / 1e6, seconds > 0 ? read / 1e6 / seconds : 0.0);
     progress.Update(line);
   };
-  auto report = IndexDataset(env, positional[0], output, options);
+  StorageStats storage_stats;
+  std::unique_ptr<HttpObjectStore> store;
+  if (remote) {
+    auto storage = storage_flags.Resolve([](const char* name) { return std::getenv(name); });
+    if (!storage.ok()) return Fail("index", storage.status());
+    store = MakeObjectStore(*storage, &storage_stats);
+  }
+  auto report = remote ? IndexRemoteDataset(*store, env, positional, output, options)
+                       : IndexDataset(env, positional[0], output, options);
   progress.Finish();
   if (!report.ok()) return Fail("index", report.status());
   std::printf("%s: %llu samples in %llu %s (%.1f MB), %llu classes; fingerprint %016llx\n", output.c_str(),
               static_cast<unsigned long long>(report->samples), static_cast<unsigned long long>(report->shards),
               report->source == SourceKind::kTarShards ? "tar shards" : "files", report->bytes / 1e6,
               static_cast<unsigned long long>(report->classes), static_cast<unsigned long long>(report->fingerprint));
+  if (remote) {
+    uint64_t requests = 0;
+    for (const auto& [status, count] : storage_stats.Take().requests) requests += count;
+    std::printf("read %.1f MB of the dataset's %.1f MB (%.1f %%) in %llu requests%s\n", report->bytes_read / 1e6,
+                report->bytes / 1e6, report->bytes > 0 ? 100.0 * report->bytes_read / report->bytes : 0.0,
+                static_cast<unsigned long long>(requests), options.checksum ? " (--checksum: every byte)" : "");
+  }
   if (!report->defects.empty()) {
     std::printf("%zu unusable samples or shards (recorded: their samples are quarantined and reported by id):\n",
                 report->defects.size());

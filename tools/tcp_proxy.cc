@@ -14,36 +14,9 @@
 #include <cstring>
 #include <vector>
 
+#include "tools/socket_io.h"
+
 namespace stoker {
-namespace {
-
-void CloseAbruptly(int fd) {
-  if (fd < 0) return;
-  linger l{1, 0};  // RST instead of FIN
-  ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
-  ::close(fd);
-}
-
-// Writes all of `n` bytes (loopback: short writes are rare; the peer reads continuously).
-bool WriteAll(int fd, const char* data, size_t n) {
-  while (n > 0) {
-    ssize_t w = ::send(fd, data, n, MSG_NOSIGNAL);  // a peer gone must not SIGPIPE the process hosting the proxy
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN) {
-        pollfd p{fd, POLLOUT, 0};
-        ::poll(&p, 1, 1000);
-        continue;
-      }
-      return false;
-    }
-    data += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
-}  // namespace
 
 StatusOr<std::unique_ptr<TcpProxy>> TcpProxy::Start(const std::string& target) {
   size_t scheme = target.find("://");

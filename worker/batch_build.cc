@@ -17,17 +17,23 @@ int64_t Nanos(std::chrono::steady_clock::duration d) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
 }
 
-// Reads and decodes one sample into `out`; on failure zeroes `out` and says why (for quarantine).
-std::optional<QuarantineReport> ReadAndDecode(const JobContext& job, uint64_t sample_id, uint32_t epoch,
-                                              const SampleInfo& info, ThreadContext& context, uint8_t* out,
-                                              BuildCounters& counters,
+// Reads and decodes one sample into `out`; on failure zeroes `out` and says why (for quarantine). A read storage
+// could not serve marks the batch failed instead (its unit is handed back) and reports nothing.
+std::optional<QuarantineReport> ReadAndDecode(BatchBuild& build, uint64_t sample_id, const SampleInfo& info,
+                                              ThreadContext& context, uint8_t* out, BuildCounters& counters,
                                               std::chrono::steady_clock::time_point* read_done) {
+  const JobContext& job = *build.job;
+  const uint32_t epoch = build.epoch;
   ReadFailure failure;
-  bool read = job.reader->Read(sample_id, &context.encoded, &failure);
+  bool read = job.reader->Read(sample_id, build.read_ahead.get(), &context.encoded, &failure);
   *read_done = std::chrono::steady_clock::now();
   std::string where(info.key);
   if (!read) {
     std::memset(out, 0, job.spec.SampleBytes());
+    if (failure.hand_back) {
+      build.FailStorage("sample " + std::to_string(sample_id) + " (" + where + "): " + failure.detail);
+      return std::nullopt;
+    }
     return QuarantineReport{sample_id, failure.reason, where + ": " + failure.detail};
   }
   counters.bytes_read.fetch_add(context.encoded.size(), std::memory_order_relaxed);
@@ -41,7 +47,7 @@ std::optional<QuarantineReport> ReadAndDecode(const JobContext& job, uint64_t sa
 
 StatusOr<std::shared_ptr<const JobContext>> LoadJobContext(Env& env, const JobSpec& spec,
                                                            const std::string& manifest_root, size_t max_open_shards,
-                                                           const std::string& worker_id) {
+                                                           const std::string& worker_id, WorkerStorage* storage) {
   auto manifest = Manifest::Open(spec.manifest_path, manifest_root);
   if (!manifest.ok()) return manifest.status().WithContext("worker " + worker_id + " cannot open the job's manifest");
   if ((*manifest)->fingerprint() != spec.manifest_fingerprint) {
@@ -50,8 +56,40 @@ StatusOr<std::shared_ptr<const JobContext>> LoadJobContext(Env& env, const JobSp
   }
   STOKER_ASSIGN_OR_RETURN(Plan plan, Plan::Make(spec, (*manifest)->num_samples()));
   auto job = std::make_shared<JobContext>(JobContext{spec, SpecFingerprint(spec), plan, *manifest, nullptr});
-  job->reader = std::make_unique<SampleReader>(env, *manifest, max_open_shards);
+  if ((*manifest)->remote()) {
+    if (storage == nullptr) return FailedPreconditionError("worker " + worker_id + " cannot read object storage");
+    job->reader = std::make_unique<RemoteSampleReader>(*storage->store, storage->fetcher->queue(), *manifest,
+                                                       storage->reader);
+  } else {
+    job->reader = std::make_unique<SampleReader>(env, *manifest, max_open_shards);
+  }
   return std::shared_ptr<const JobContext>(std::move(job));
+}
+
+void BatchBuild::FailStorage(const std::string& detail) {
+  MutexLock lock(failure_mu_);
+  if (storage_failure_.empty()) storage_failure_ = detail;
+}
+
+std::string BatchBuild::storage_failure() const {
+  MutexLock lock(failure_mu_);
+  return storage_failure_;
+}
+
+void StartReadAhead(const std::vector<std::shared_ptr<BatchBuild>>& builds) {
+  for (size_t first = 0; first < builds.size();) {
+    size_t end = first + 1;
+    while (end < builds.size() && builds[end]->unit == builds[first]->unit && builds[end]->job == builds[first]->job) {
+      ++end;
+    }
+    std::vector<uint64_t> ids;
+    for (size_t i = first; i < end; ++i) {
+      for (const PlannedSample& s : builds[i]->samples) ids.push_back(s.sample_id);
+    }
+    std::shared_ptr<ReadAhead> ahead = builds[first]->job->reader->Prefetch(ids);
+    for (size_t i = first; i < end; ++i) builds[i]->read_ahead = ahead;
+    first = end;
+  }
 }
 
 void BuildCounters::CountQuarantine(const std::string& reason) {
@@ -86,7 +124,7 @@ void BuildSample(BatchBuild& build, uint32_t slot, ThreadContext& context, bool 
     std::memcpy(out, &planned.sample_id, std::min<size_t>(sizeof(planned.sample_id), job.spec.SampleBytes()));
   } else {
     stages_before = context.PipelineFor(job).stage_seconds();
-    problem = ReadAndDecode(job, planned.sample_id, build.epoch, info, context, out, counters, &read_done);
+    problem = ReadAndDecode(build, planned.sample_id, info, context, out, counters, &read_done);
     stages_after = context.PipelineFor(job).stage_seconds();
   }
   bool ok = !problem.has_value();

@@ -19,6 +19,8 @@
 #include "common/plan.h"
 #include "worker/batch_buffer.h"
 #include "worker/image_pipeline.h"
+#include "worker/read_ahead.h"
+#include "worker/remote_reader.h"
 #include "worker/sample_reader.h"
 #include "common/sync.h"
 
@@ -33,14 +35,14 @@ struct JobContext {
   uint64_t spec_fingerprint = 0;
   Plan plan;
   std::shared_ptr<const Manifest> manifest;
-  std::unique_ptr<SampleReader> reader;
+  std::unique_ptr<SampleSource> reader;  // files (SampleReader) or object storage (RemoteSampleReader)
 };
 
 // Opens the job's manifest (checking it is the one the job was created with) and makes its plan. Slow for big
-// manifests (a full pass over them): the worker runs it off its I/O thread.
+// manifests (a full pass over them): the worker runs it off its I/O thread. `storage` reads remote datasets.
 StatusOr<std::shared_ptr<const JobContext>> LoadJobContext(Env& env, const JobSpec& spec,
                                                            const std::string& manifest_root, size_t max_open_shards,
-                                                           const std::string& worker_id);
+                                                           const std::string& worker_id, WorkerStorage* storage);
 
 // One batch being built by the pipeline threads, one task per sample.
 struct BatchBuild {
@@ -60,11 +62,23 @@ struct BatchBuild {
   std::atomic<uint32_t> remaining{0};
   // Thread time this batch's samples spent per stage (the worker's stage histograms, per batch).
   std::atomic<int64_t> read_ns{0}, decode_ns{0}, augment_ns{0};
+  std::shared_ptr<ReadAhead> read_ahead;  // the unit's samples fetched ahead (object storage), shared by its batches
+
+  // A read storage could not serve (not the sample's fault): the batch is not sent and its unit is handed back.
+  void FailStorage(const std::string& detail);
+  std::string storage_failure() const;
 
   ~BatchBuild() {
     if (buffer_owned && buffer.data != nullptr) pool->Release(buffer);
   }
+
+ private:
+  mutable Mutex failure_mu_;
+  std::string storage_failure_ STOKER_GUARDED_BY(failure_mu_);
 };
+
+// Starts reading ahead the samples of each unit among `builds` (consecutive builds of one unit share one read-ahead).
+void StartReadAhead(const std::vector<std::shared_ptr<BatchBuild>>& builds);
 
 // Per pipeline thread: its decoders and scratch, built lazily per job.
 struct ThreadContext {

@@ -320,6 +320,7 @@ uint64_t WorkerImpl::Deregister() { return Send(DeregisterRequest{id_, "", 0}); 
 
 void WorkerImpl::WriteState(JsonWriter& j) const {
   const TimePoint now = clock_.Now();
+  j.Key("storage_hand_backs").Value(storage_hand_backs_).Key("last_storage_failure").Value(last_storage_failure_);
   j.Key("jobs").BeginArray();
   for (const auto& [name, job] : jobs_) j.Value(name);
   j.EndArray().Key("failed_jobs").BeginObject();

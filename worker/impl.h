@@ -121,6 +121,7 @@ class WorkerImpl {
     TimePoint refreshed;
     uint64_t lease_request = 0;    // id of the lease request in flight for this stream, 0 if none
     bool job_done = false;
+    TimePoint hold_until;          // storage failed one of its units: no new leases before this
   };
   struct UnitWork {
     LeaseGrant lease;   // names the client the batches are for
@@ -162,6 +163,7 @@ class WorkerImpl {
   void Revoke(const UnitKey& key, uint64_t attempt);
   void ReportUnit(const UnitKey& key, const UnitWork& work, UnitOutcome outcome);
   void GiveBack(UnitIt it, UnitOutcome outcome);
+  void HandBackForStorage(UnitIt it, const std::string& failure);
 
   const WorkerOptions options_;
   const std::string id_;
@@ -191,6 +193,11 @@ class WorkerImpl {
   std::map<uint64_t, StreamKey> lease_requests_;  // lease request id -> the stream it spends credit of
   std::map<UnitKey, UnitWork> units_;
   UnitCounts unit_counts_;
+  // Units handed back because storage could not serve a read (403, 404, a changed object, retries exhausted).
+  static constexpr Duration kStorageHold = Millis(1000);
+  uint64_t storage_hand_backs_ = 0;
+  std::string last_storage_failure_;
+  TimePoint last_storage_log_;
 };
 
 }  // namespace stoker

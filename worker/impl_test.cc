@@ -256,6 +256,35 @@ TEST_F(WorkerImplTest, AFailedSendHandsTheUnitBack) {
   EXPECT_TRUE(build->cancelled->load());
 }
 
+// Object storage could not serve a read (403, 404, a changed shard, retries exhausted): the batch is not sent, the
+// unit goes back whole (never dropped, never sent with a hole) and the stream leases nothing for a moment.
+TEST_F(WorkerImplTest, AStorageFailureHandsTheUnitBackAndPausesItsStream) {
+  Ready(1);
+  impl_->Tick();
+  Lease({Grant(0, 3, spec_)});
+  ASSERT_EQ(outbox_.builds.size(), 1u);
+  auto build = outbox_.builds[0];
+  build->FailStorage("sample 1 (k1): s3://b/p/a.tar (bytes 512+100): access denied (HTTP 403 AccessDenied)");
+  EXPECT_FALSE(impl_->RouteBatch(*build).has_value());
+  EXPECT_TRUE(build->cancelled->load());
+  std::vector<UnitDoneRequest> done = UnitsDone();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].outcome, UnitOutcome::kAbandoned);
+  EXPECT_EQ(done[0].batches_sent, 0u);
+  EXPECT_TRUE(done[0].quarantined.empty());
+  EXPECT_EQ(impl_->unit_counts().abandoned, 1u);
+  impl_->Tick();
+  EXPECT_EQ(Count<LeaseRequest>(), 0u);  // paused
+  clock_.Advance(Millis(1100));
+  impl_->Tick();
+  EXPECT_EQ(Count<LeaseRequest>(), 1u);  // and asks again
+  JsonWriter j;
+  j.BeginObject();
+  impl_->WriteState(j);
+  j.EndObject();
+  EXPECT_NE(j.str().find("access denied (HTTP 403 AccessDenied)"), std::string::npos);
+}
+
 TEST_F(WorkerImplTest, AChangedSpecReloadsTheJob) {
   Ready(2);
   impl_->Tick();

@@ -10,6 +10,7 @@ void WorkerImpl::RequestLeases() {
   for (auto& [key, stream] : streams_) {
     auto jit = jobs_.find(std::get<0>(key));
     if (stream.lease_request != 0 || stream.job_done || jit == jobs_.end()) continue;
+    if (clock_.Now() < stream.hold_until) continue;  // its storage just failed: give it a moment
     const uint32_t in_hand = InHand(key);
     if (in_hand >= stream.credits) continue;
     const uint32_t free = stream.credits - in_hand;
@@ -95,6 +96,10 @@ std::optional<BatchRoute> WorkerImpl::RouteBatch(const BatchBuild& build) {
   if (build.cancelled->load()) return std::nullopt;  // revoked, fenced or handed back
   auto uit = units_.find(build.unit);
   if (uit == units_.end()) return std::nullopt;
+  if (std::string failure = build.storage_failure(); !failure.empty()) {
+    HandBackForStorage(uit, failure);
+    return std::nullopt;
+  }
   if (clock_.Now() > uit->second.expires) {
     Fence(uit);
     return std::nullopt;
@@ -151,6 +156,23 @@ void WorkerImpl::GiveBack(UnitIt it, UnitOutcome outcome) {
   if (outcome == UnitOutcome::kUndeliverable) ++unit_counts_.undeliverable;
   if (outcome == UnitOutcome::kAbandoned) ++unit_counts_.abandoned;
   units_.erase(it);
+}
+
+// Storage could not serve one of the unit's reads: the unit goes back to the coordinator whole (never sent with a
+// hole in it, never dropped), and its stream leases nothing for a moment so a dead bucket is not hammered. The
+// error names the shard; it is logged at most once a second.
+void WorkerImpl::HandBackForStorage(UnitIt it, const std::string& failure) {
+  const TimePoint now = clock_.Now();
+  ++storage_hand_backs_;
+  last_storage_failure_ = failure;
+  if (now - last_storage_log_ >= Millis(1000)) {
+    last_storage_log_ = now;
+    STOKER_LOG(kWarning) << "handing back unit " << std::get<2>(it->first) << " (rank " << std::get<1>(it->first)
+                         << " of " << std::get<0>(it->first) << "): storage failed: " << failure;
+  }
+  auto sit = streams_.find(StreamOf(it->second));
+  if (sit != streams_.end()) sit->second.hold_until = now + kStorageHold;
+  GiveBack(it, UnitOutcome::kAbandoned);
 }
 
 void WorkerImpl::ReportUnit(const UnitKey& key, const UnitWork& work, UnitOutcome outcome) {

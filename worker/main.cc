@@ -71,6 +71,10 @@ StatusOr<Config> ParseFlags(int argc, char** argv) {
   flags.AddBool("bench-skip-decode", &o.skip_decode,
                 "diagnostics only: send batches without reading or decoding samples (each image holds only its "
                 "sample id), to measure the transport alone");
+  StorageFlags storage;
+  storage.Register(flags);
+  flags.AddUint("read-ahead-bytes", &o.read_ahead_bytes,
+                "object storage: most bytes fetched ahead of the pipeline and not yet used (bounds its memory)");
   KeySources keys;
   flags.AddString("key-file", &keys.key_file,
                   "this worker's CURVE key pair (stoker keygen --role worker); or $STOKER_KEY with the file's text");
@@ -100,6 +104,7 @@ StatusOr<Config> ParseFlags(int argc, char** argv) {
   o.inject_sample_delay = Millis(*delay);
   if (!SetLogLevelFromString(log_level)) return InvalidArgumentError("--log-level: " + log_level);
   STOKER_ASSIGN_OR_RETURN(o.security, LoadSecurity(Role::kWorker, keys));
+  STOKER_ASSIGN_OR_RETURN(o.storage, storage.Resolve([](const char* name) { return std::getenv(name); }));
   return c;
 }
 
@@ -133,6 +138,7 @@ Status Serve(const Config& c) {
   }
   if (c.options.skip_decode) STOKER_LOG(kWarning) << "--bench-skip-decode: batches hold sample ids, not images";
   STOKER_LOG(kInfo) << "serving batches on " << bound << " with " << worker.Stats().threads << " threads";
+  STOKER_LOG(kInfo) << "object storage: S3 credentials from " << c.options.storage.credentials.source;
   Status run = worker.Run(g_stop, g_drain);
   admin.reset();  // joins the HTTP thread: nothing reads the worker past this line
   hub.Remove(collector);

@@ -7,6 +7,26 @@ namespace stoker {
 
 using prometheus::MetricType;
 
+namespace {
+
+// Object storage read-ahead (worker/read_ahead.h): its memory, depth and queue.
+void CollectReadAhead(const WorkerStats& s, MetricFamilies& out) {
+  auto gauge = [&](const char* name, const char* help, uint64_t value) {
+    out.push_back(FamilyBuilder(name, help, MetricType::Gauge).Add({}, static_cast<double>(value)).Build());
+  };
+  gauge("stoker_worker_storage_read_ahead_bytes",
+        "Object storage: bytes fetched ahead (or being fetched) and not yet used by the pipeline.", s.read_ahead_bytes);
+  gauge("stoker_worker_storage_read_ahead_units", "Object storage: units with samples being read ahead (the depth).",
+        s.read_ahead_units);
+  gauge("stoker_worker_storage_read_ahead_queued",
+        "Object storage: units waiting for read-ahead memory plus ranges waiting for a fetch thread.",
+        s.read_ahead_queued);
+  gauge("stoker_worker_storage_read_ahead_limit_bytes", "Object storage: the read-ahead memory cap (--read-ahead-bytes).",
+        s.read_ahead_limit_bytes);
+}
+
+}  // namespace
+
 Collector WorkerCollector(const Worker& worker) {
   const auto started = std::chrono::steady_clock::now();
   return [&worker, started](MetricFamilies& out) {
@@ -69,6 +89,9 @@ Collector WorkerCollector(const Worker& worker) {
       }
       out.push_back(handshakes.Build());
     }
+
+    CollectStorageStats("worker", worker.storage_stats(), out);
+    CollectReadAhead(s, out);
 
     FamilyBuilder stages("stoker_worker_stage_seconds",
                          "Per batch: thread seconds its samples spent reading, decoding and augmenting; seconds "

@@ -1,8 +1,22 @@
 // SampleReader (sample_reader.h): pread at the manifest's offsets through a bounded cache of open shards.
 #include "worker/sample_reader.h"
+#include <cstdio>
+
+#include "common/hash.h"
 #include "common/sync.h"
 
 namespace stoker {
+
+bool ChecksumMatches(const SampleInfo& info, const std::vector<uint8_t>& bytes, ReadFailure* failure) {
+  if (info.checksum == 0) return true;
+  const uint64_t actual = Xxh64(bytes.data(), bytes.size());
+  if (actual == info.checksum) return true;
+  char detail[96];
+  std::snprintf(detail, sizeof(detail), "XXH64 %016llx, indexed %016llx", static_cast<unsigned long long>(actual),
+                static_cast<unsigned long long>(info.checksum));
+  *failure = {"checksum_mismatch", std::string("the bytes read are not the ones indexed (") + detail + ")"};
+  return false;
+}
 
 SampleReader::SampleReader(Env& env, std::shared_ptr<const Manifest> manifest, size_t max_open_shards)
     : env_(env), manifest_(std::move(manifest)), max_open_(max_open_shards == 0 ? 1 : max_open_shards) {}
@@ -60,7 +74,7 @@ bool SampleReader::Read(uint64_t sample_id, std::vector<uint8_t>* out, ReadFailu
                                   " bytes at offset " + std::to_string(info.offset)};
     return false;
   }
-  return true;
+  return ChecksumMatches(info, *out, failure);
 }
 
 }  // namespace stoker

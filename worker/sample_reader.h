@@ -1,6 +1,7 @@
 // SampleReader: the bytes of a sample by id, read with one pread at the offset the manifest recorded (no tar
 // scanning). Shards are opened lazily and kept open (least recently used beyond a bound), and a shard whose
 // size differs from the manifest's is refused: it changed since indexing and offsets can no longer be trusted.
+// The SampleSource of datasets on a file system (worker/remote_reader.h serves those on object storage).
 //
 // Thread safety: Read may be called concurrently from every pipeline thread.
 #pragma once
@@ -16,22 +17,22 @@
 #include "common/env.h"
 #include "common/manifest.h"
 #include "common/sync.h"
+#include "worker/sample_source.h"
 
 namespace stoker {
 
-struct ReadFailure {
-  std::string reason;  // read_error, short_read, shard_changed, index_defect
-  std::string detail;
-};
-
-class SampleReader {
+class SampleReader final : public SampleSource {
  public:
   SampleReader(Env& env, std::shared_ptr<const Manifest> manifest, size_t max_open_shards = 256);
 
   // Fills *out with the sample's bytes. On failure returns false and says why (for quarantine).
   bool Read(uint64_t sample_id, std::vector<uint8_t>* out, ReadFailure* failure);
 
-  const Manifest& manifest() const { return *manifest_; }
+  std::shared_ptr<ReadAhead> Prefetch(const std::vector<uint64_t>&) override { return nullptr; }
+  bool Read(uint64_t sample_id, ReadAhead*, std::vector<uint8_t>* out, ReadFailure* failure) override {
+    return Read(sample_id, out, failure);
+  }
+  const Manifest& manifest() const override { return *manifest_; }
 
  private:
   StatusOr<std::shared_ptr<RandomAccessFile>> OpenShard(uint32_t shard);

@@ -52,6 +52,7 @@ class Worker::Adapter {
         control_(context, zmq::socket_type::dealer),
         data_(context, zmq::socket_type::router),
         pool_(std::make_shared<BatchBufferPool>()),
+        storage_(MakeWorkerStorage(options.storage, options.read_ahead_bytes)),
         impl_(options, id_, threads_, clock, counters_),
         sender_(data_, pool_, id_, Histogram("collate"), Histogram("send"), transport_errors_) {
     ConfigureControlSocket(control_);
@@ -136,8 +137,15 @@ class Worker::Adapter {
       s.handshakes_admitted = zap_->admitted();
       s.handshakes_refused = zap_->Refused();
     }
+    const FetchQueue::Gauges ahead = storage_->fetcher->queue()->gauges();
+    s.read_ahead_bytes = ahead.bytes;
+    s.read_ahead_units = ahead.units;
+    s.read_ahead_queued = ahead.queued;
+    s.read_ahead_limit_bytes = ahead.budget;
     return s;
   }
+
+  const StorageStats& storage_stats() const { return storage_->stats; }
 
   const WorkerHistograms& histograms() const { return histograms_; }
   const LoopWatch& watch() const { return watch_; }
@@ -190,6 +198,7 @@ class Worker::Adapter {
     WorkerImpl::Outbox out = impl_.TakeOutbox();
     for (const RequestTracker::Pending& r : out.requests) SendControlFrame(control_, r.id, r.body, transport_errors_);
     for (const auto& [peer, error] : out.errors) SendDataError(peer, error);
+    if (!options_.skip_decode) StartReadAhead(out.builds);
     for (std::shared_ptr<BatchBuild>& build : out.builds) Build(std::move(build));
     for (const JobSpec& spec : out.loads) Load(spec);
     if (!out.ticket_key.empty() && zap_) zap_->SetTicketKey(std::move(out.ticket_key));
@@ -263,7 +272,7 @@ class Worker::Adapter {
   // Opening a manifest reads all of it: off this thread, so heartbeats keep flowing meanwhile.
   void Load(const JobSpec& spec) {
     loading_[spec.name] = std::async(std::launch::async, [this, spec] {
-      auto job = LoadJobContext(env_, spec, options_.manifest_root, options_.max_open_shards, id_);
+      auto job = LoadJobContext(env_, spec, options_.manifest_root, options_.max_open_shards, id_, storage_.get());
       Ring(doorbell_);
       return job;
     });
@@ -419,6 +428,7 @@ class Worker::Adapter {
   zmq::socket_t control_;
   zmq::socket_t data_;
   std::shared_ptr<BatchBufferPool> pool_;
+  std::unique_ptr<WorkerStorage> storage_;  // object storage: client, read-ahead threads (outlives the builds)
   BuildCounters counters_;  // shared with the pipeline threads (atomics)
   TransportErrors transport_errors_;
   WorkerHistograms histograms_;  // the map is fixed after construction; the histograms are thread-safe
@@ -458,6 +468,7 @@ WorkerStats Worker::Stats() const { return adapter_->Stats(); }
 const WorkerHistograms& Worker::histograms() const { return adapter_->histograms(); }
 std::string Worker::StateJson() const { return adapter_->StateJson(); }
 const LoopWatch& Worker::watch() const { return adapter_->watch(); }
+const StorageStats& Worker::storage_stats() const { return adapter_->storage_stats(); }
 const std::string& Worker::id() const { return adapter_->id(); }
 
 }  // namespace stoker

@@ -27,6 +27,8 @@
 #include "common/env.h"
 #include "common/keys.h"
 #include "common/status.h"
+#include "storage/options.h"
+#include "storage/stats.h"
 #include "worker/jpeg_decoder.h"
 
 namespace stoker {
@@ -44,6 +46,9 @@ struct WorkerOptions {
   Duration credit_ttl = Millis(3000);        // a client's credit not refreshed this long is withdrawn
   Duration drain_grace = Millis(30000);      // SIGTERM: finish held units within this, then hand back the rest
   size_t max_open_shards = 256;
+  // Datasets on object storage (storage/options.h): the client, and the fetched bytes read ahead may hold at most.
+  StorageOptions storage;
+  uint64_t read_ahead_bytes = 256ull << 20;
   // Diagnostics: neither read nor decode samples; each image slot only gets its sample id in its first 8 bytes.
   // Measures the transport and the control plane alone (bench/transport_bench). Never for training.
   bool skip_decode = false;
@@ -91,6 +96,11 @@ struct WorkerStats {
   std::map<std::string, uint64_t> transport_errors;  // ZeroMQ failures survived, by site (common/transport_errors.h)
   uint64_t handshakes_admitted = 0;                  // CURVE handshakes on the data port (clients)
   std::map<std::string, uint64_t> handshakes_refused;  // by reason
+  // Object storage read-ahead (worker/read_ahead.h): bytes held, units with a read-ahead, ranges queued, the cap.
+  uint64_t read_ahead_bytes = 0;
+  uint64_t read_ahead_units = 0;
+  uint64_t read_ahead_queued = 0;
+  uint64_t read_ahead_limit_bytes = 0;
 };
 
 // Per-batch latencies, observed as batches leave (prometheus::Histogram is thread-safe).
@@ -118,6 +128,8 @@ class Worker {
   std::string StateJson() const;
   // Beaten every turn of Run(): the liveness probe.
   const LoopWatch& watch() const;
+  // Exchanges with object storage (stoker_worker_storage_* metrics).
+  const StorageStats& storage_stats() const;
   const std::string& id() const;
 
  private:

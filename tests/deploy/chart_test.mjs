@@ -67,6 +67,7 @@ const flags = {
   coordinator: envFlags('stoker-coordinator'),
   worker: envFlags('stoker-worker'),
   trainer: envFlags('stoker', 'consume'),
+  index: envFlags('stoker', 'index'),
 };
 
 // Checks every rendered case shares: schema validity, selectors, security, probes, env.
@@ -106,7 +107,8 @@ async function common(docs, name) {
       const sc = c.securityContext || {};
       check(sc.allowPrivilegeEscalation === false && sc.readOnlyRootFilesystem === true &&
         JSON.stringify(sc.capabilities?.drop) === '["ALL"]', `${who}/${c.name} security context is not restricted`);
-      const component = w.kind === 'Job' ? 'trainer' : w.metadata.labels['app.kubernetes.io/component'];
+      const label = w.metadata.labels['app.kubernetes.io/component'];
+      const component = w.kind === 'Job' ? (label === 'index' ? 'index' : 'trainer') : label;
       for (const e of c.env || []) {
         if (e.name.startsWith('STOKER_')) {
           check(flags[component].has(e.name), `${who}/${c.name} sets ${e.name}, which the binary does not read`);
@@ -151,6 +153,11 @@ function checkSecurity(docs, name) {
     const role = ROLE_OF[w.metadata.labels['app.kubernetes.io/component']];
     const who = `${name}: ${w.kind}/${w.metadata.name}`;
     const keyVolume = (spec.volumes || []).find((v) => v.name === 'stoker-key');
+    if (w.metadata.labels['app.kubernetes.io/component'] === 'index') {
+      // The index Job talks only to object storage: it must carry no CURVE key at all.
+      check(!keyVolume && !env.STOKER_KEY_FILE && !env.STOKER_TRUST_FILE, `${who}: the index Job mounts a CURVE key`);
+      continue;
+    }
     if (env.STOKER_INSECURE !== undefined) {
       check(env.STOKER_INSECURE === 'true' && !keyVolume && !env.STOKER_KEY_FILE, `${who}: insecure but with a key`);
       continue;
@@ -256,6 +263,43 @@ const cases = [
       check(JSON.parse(text).templating.list.some((v) => v.type === 'datasource'), `monitoring: ${file} has no datasource variable`);
     }
   }],
+  ['object storage', ['ci/default-values.yaml'], ['--set', 'dataset.volume.persistentVolumeClaim.readOnly=false',
+    '--set', 'exampleJob.enabled=true', '--set',
+    'exampleJob.index.url=s3://datasets/imagenet/train/', '--set', 'objectStorage.endpoint=https://minio.storage:9000',
+    '--set', 'objectStorage.region=eu-west-1', '--set', 'objectStorage.credentials.accessKeyId=AKIDCHART',
+    '--set', 'objectStorage.credentials.secretAccessKey=chart-secret-value'], (docs, { worker }) => {
+    const secret = one(docs, 'Secret', 'object-storage');
+    check(secret && Buffer.from(secret.data.AWS_SECRET_ACCESS_KEY, 'base64').toString() === 'chart-secret-value',
+      'object storage: no Secret with the credentials');
+    const index = one(docs, 'Job', 'index');
+    check(index?.metadata.annotations['helm.sh/hook'] === 'pre-install,pre-upgrade',
+      'object storage: the index Job does not run before the release');
+    const ic = index && podSpec(index).containers[0];
+    check(JSON.stringify(ic?.command) === '["stoker","index","s3://datasets/imagenet/train/","-o","/data/train.stoker"]',
+      `object storage: the index Job runs ${JSON.stringify(ic?.command)}`);
+    check(podSpec(index).volumes.some((v) => v.name === 'dataset') &&
+      ic.volumeMounts.some((m) => m.name === 'dataset' && !m.readOnly), 'object storage: the index Job cannot write the manifest');
+    for (const [who, c] of [['worker', podSpec(worker).containers[0]], ['index Job', ic]]) {
+      const env = envOf(c);
+      check(env.STOKER_S3_ENDPOINT === 'https://minio.storage:9000' && env.STOKER_S3_REGION === 'eu-west-1',
+        `object storage: the ${who} gets no endpoint or region`);
+      for (const k of ['AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN']) {
+        check(env[k]?.secretKeyRef?.name === secret?.metadata.name && env[k].secretKeyRef.key === k,
+          `object storage: the ${who}'s ${k} does not come from the Secret`);
+      }
+    }
+    check(!JSON.stringify(docs.filter((d) => d.kind !== 'Secret')).includes('chart-secret-value'),
+      'object storage: the secret appears outside its Secret');
+    check(envOf(podSpec(worker).containers[0]).STOKER_READ_AHEAD_BYTES === '268435456',
+      'object storage: the read-ahead cap is not passed');
+  }],
+  ['object storage with an existing Secret', ['ci/default-values.yaml'], ['--set',
+    'objectStorage.credentials.existingSecret=my-s3'], (docs, { worker }) => {
+    check(!one(docs, 'Secret', 'object-storage'), 'existing Secret: the chart made one anyway');
+    check(envOf(podSpec(worker).containers[0]).AWS_SECRET_ACCESS_KEY?.secretKeyRef?.name === 'my-s3',
+      'existing Secret: the workers do not read it');
+    check(!one(docs, 'Job', 'index'), 'existing Secret: an index Job without exampleJob.index.url');
+  }],
   ['hpa', ['ci/hpa-values.yaml'], [], (docs, { worker, coordinator }) => {
     const hpa = one(docs, 'HorizontalPodAutoscaler');
     check(hpa?.apiVersion === 'autoscaling/v2', 'hpa: not autoscaling/v2');
@@ -288,6 +332,11 @@ const refused = [
   ['a misspelt key', ['--set', 'worker.iamge.tag=x'], /additional properties 'iamge' not allowed/],
   ['a bad duration', ['--set', 'coordinator.leaseTtl=fast'], /leaseTtl/],
   ['a bad pull policy', ['--set', 'worker.image.pullPolicy=Sometimes'], /pullPolicy/],
+  ['an access key without its secret', ['--set', 'objectStorage.credentials.accessKeyId=AK'],
+    /accessKeyId needs secretAccessKey/],
+  ['an endpoint with a path', ['--set', 'objectStorage.endpoint=https://minio/bucket'], /endpoint/],
+  ['indexing onto a read-only dataset volume', ['-f', path.join(chart, 'ci/default-values.yaml'), '--set',
+    'exampleJob.enabled=true', '--set', 'exampleJob.index.url=s3://b/p/'], /persistentVolumeClaim is readOnly/],
   ['KEDA scaling from zero', ['--set', 'worker.autoscaling.keda.minReplicas=0'], /minReplicas/],
   ['min above max', ['--set', 'worker.autoscaling.hpa.enabled=true', '--set', 'worker.autoscaling.hpa.minReplicas=40'], /minReplicas is greater than maxReplicas/],
   ['a cluster older than 1.29', ['--kube-version', '1.28.9'], /kubeVersion|incompatible/i],

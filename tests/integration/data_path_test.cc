@@ -34,21 +34,7 @@ JobSpec Spec(const std::string& name, const TestDataset& data, uint32_t ranks, u
 
 // Runs one consumer per rank to the end of the job and returns the verdict on their logs.
 RunVerdict RunJob(LocalCluster& cluster, const JobSpec& spec, const TestDataset& data, const std::string& tag) {
-  std::vector<size_t> consumers;
-  for (uint32_t r = 0; r < spec.world_size; ++r) {
-    auto c = cluster.StartConsumer(tag + "-" + std::to_string(r), spec, r);
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
-    consumers.push_back(*c);
-  }
-  auto codes = cluster.WaitForConsumers(kRunTimeout);
-  EXPECT_TRUE(codes.ok()) << codes.status().ToString();
-  std::vector<std::string> logs;
-  for (uint32_t r = 0; r < consumers.size(); ++r) {
-    EXPECT_EQ(cluster.consumer(consumers[r]).Wait(std::chrono::milliseconds(0)), 0)
-        << cluster.ReadLog("consumer-" + tag + "-" + std::to_string(r) + ".stderr");
-    logs.push_back(cluster.ConsumerLog(consumers[r]));
-  }
-  auto verdict = CheckLogs(spec, data.samples, logs);
+  auto verdict = RunJobToEnd(cluster, spec, data.samples, tag, kRunTimeout);
   EXPECT_TRUE(verdict.ok()) << verdict.status().ToString();
   return verdict.ok() ? *verdict : RunVerdict{};
 }

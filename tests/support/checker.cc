@@ -44,4 +44,23 @@ StatusOr<RunVerdict> CheckLogs(const JobSpec& spec, uint64_t num_samples, const 
   return CheckBatches(spec, num_samples, std::move(batches));
 }
 
+StatusOr<RunVerdict> RunJobToEnd(LocalCluster& cluster, const JobSpec& spec, uint64_t num_samples,
+                                 const std::string& tag, std::chrono::milliseconds timeout) {
+  std::vector<size_t> consumers;
+  for (uint32_t r = 0; r < spec.world_size; ++r) {
+    STOKER_ASSIGN_OR_RETURN(size_t c, cluster.StartConsumer(tag + "-" + std::to_string(r), spec, r));
+    consumers.push_back(c);
+  }
+  STOKER_RETURN_IF_ERROR(cluster.WaitForConsumers(timeout).status());
+  std::vector<std::string> logs;
+  for (uint32_t r = 0; r < consumers.size(); ++r) {
+    if (cluster.consumer(consumers[r]).Wait(std::chrono::milliseconds(0)) != 0) {
+      return InternalError("consumer " + tag + "-" + std::to_string(r) + " failed: " +
+                           cluster.ReadLog("consumer-" + tag + "-" + std::to_string(r) + ".stderr"));
+    }
+    logs.push_back(cluster.ConsumerLog(consumers[r]));
+  }
+  return CheckLogs(spec, num_samples, logs);
+}
+
 }  // namespace stoker::testing

@@ -2,6 +2,7 @@
 // the DeliveryChecker (tools/delivery_check.h), and collect per-batch pixel hashes to compare runs.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <string>
 #include <tuple>
@@ -11,6 +12,7 @@
 #include "common/job_spec.h"
 #include "common/status.h"
 #include "tools/delivery_log.h"
+#include "tools/local_cluster.h"
 
 namespace stoker::testing {
 
@@ -30,5 +32,10 @@ StatusOr<RunVerdict> CheckLogs(const JobSpec& spec, uint64_t num_samples, const 
 // The same over batches already read (e.g. logs cut at a checkpoint).
 StatusOr<RunVerdict> CheckBatches(const JobSpec& spec, uint64_t num_samples, std::vector<LoggedBatch> batches);
 StatusOr<std::vector<LoggedBatch>> ReadLogs(const std::vector<std::string>& logs);
+
+// Starts one `stoker consume` per rank of `spec` (named TAG-RANK), waits up to `timeout` for every one to exit,
+// and judges their logs. An error (naming the consumer and its output) when one does not exit 0 in time.
+StatusOr<RunVerdict> RunJobToEnd(LocalCluster& cluster, const JobSpec& spec, uint64_t num_samples,
+                                 const std::string& tag, std::chrono::milliseconds timeout);
 
 }  // namespace stoker::testing

@@ -198,3 +198,52 @@ pods (each process reads them once, at start). Call with (dict "root" $ "role" "
 {{- $s := .root.Values.security }}
 stoker.io/security-checksum: {{ printf "%v/%s/%s/%s" $s.curve (get $s.keys .role) (get $s.existingSecrets .role) $s.trust | sha256sum | trunc 16 | quote }}
 {{- end }}
+
+{{/* The Secret holding the object-storage credentials (keys AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and optionally
+AWS_SESSION_TOKEN): yours (objectStorage.credentials.existingSecret) or the chart's; empty when neither. */}}
+{{- define "stoker.objectStorageSecret" -}}
+{{- $c := .Values.objectStorage.credentials -}}
+{{- if $c.existingSecret -}}{{ $c.existingSecret }}
+{{- else if $c.accessKeyId -}}{{ include "stoker.componentName" (dict "root" . "component" "object-storage") }}
+{{- end -}}
+{{- end }}
+
+{{/* Environment for reading datasets on object storage (workers and the index Job): the endpoint, region and
+addressing as values, the credentials from the Secret — never a value in the pod spec. */}}
+{{- define "stoker.objectStorageEnv" -}}
+{{- $o := .Values.objectStorage }}
+{{- with $o.endpoint }}
+- name: STOKER_S3_ENDPOINT
+  value: {{ . | quote }}
+{{- end }}
+{{- with $o.region }}
+- name: STOKER_S3_REGION
+  value: {{ . | quote }}
+{{- end }}
+- name: STOKER_S3_ADDRESSING
+  value: {{ $o.addressing | quote }}
+- name: STOKER_STORAGE_CONNECTIONS
+  value: {{ $o.connections | quote }}
+- name: STOKER_STORAGE_REQUEST_TIMEOUT
+  value: {{ $o.requestTimeout | quote }}
+- name: STOKER_STORAGE_RETRY_DEADLINE
+  value: {{ $o.retryDeadline | quote }}
+{{- with (include "stoker.objectStorageSecret" .) }}
+- name: AWS_ACCESS_KEY_ID
+  valueFrom:
+    secretKeyRef:
+      name: {{ . }}
+      key: AWS_ACCESS_KEY_ID
+- name: AWS_SECRET_ACCESS_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ . }}
+      key: AWS_SECRET_ACCESS_KEY
+- name: AWS_SESSION_TOKEN
+  valueFrom:
+    secretKeyRef:
+      name: {{ . }}
+      key: AWS_SESSION_TOKEN
+      optional: true
+{{- end }}
+{{- end }}
