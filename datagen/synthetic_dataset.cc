@@ -33,8 +33,25 @@ void OnEncodeError(j_common_ptr cinfo) {
 }
 
 // The libjpeg part, kept free of C++ objects because errors leave it by longjmp.
-bool EncodeRaw(const uint8_t* rgb, int width, int height, const JpegEncodeOptions& options, unsigned char** out,
-               unsigned long* out_size, char* message) {
+// Every bit of every coefficient of every component in a scan of its own: DC in eleven successive-approximation
+// scans, then each AC coefficient alone, bit 10 first, down to bit 0.
+std::vector<jpeg_scan_info> EveryBitScans() {
+  std::vector<jpeg_scan_info> scans;
+  scans.push_back({3, {0, 1, 2, 0}, 0, 0, 0, 10});
+  for (int bit = 10; bit > 0; --bit) scans.push_back({3, {0, 1, 2, 0}, 0, 0, bit, bit - 1});
+  for (int component = 0; component < 3; ++component) {
+    for (int k = 1; k < 64; ++k) {
+      scans.push_back({1, {component, 0, 0, 0}, k, k, 0, 10});
+      for (int bit = 10; bit > 0; --bit) scans.push_back({1, {component, 0, 0, 0}, k, k, bit, bit - 1});
+    }
+  }
+  return scans;
+}
+
+// `scans` (may be empty) lives in the caller's frame: nothing with a destructor may live in this one, which
+// libjpeg's errors leave by longjmp.
+bool EncodeRaw(const uint8_t* rgb, int width, int height, const JpegEncodeOptions& options,
+               const std::vector<jpeg_scan_info>& scans, unsigned char** out, unsigned long* out_size, char* message) {
   jpeg_compress_struct cinfo;
   EncodeErrors errors;
   std::memset(&cinfo, 0, sizeof(cinfo));
@@ -59,6 +76,11 @@ bool EncodeRaw(const uint8_t* rgb, int width, int height, const JpegEncodeOption
       cinfo.comp_info[c].v_samp_factor = 1;
     }
   }
+  if (options.progression == JpegEncodeOptions::Progression::kProgressive) jpeg_simple_progression(&cinfo);
+  if (!scans.empty()) {
+    cinfo.scan_info = scans.data();
+    cinfo.num_scans = static_cast<int>(scans.size());
+  }
   jpeg_start_compress(&cinfo, TRUE);
   while (cinfo.next_scanline < cinfo.image_height) {
     JSAMPROW row = const_cast<JSAMPROW>(rgb + static_cast<size_t>(cinfo.next_scanline) * width * 3);
@@ -75,7 +97,9 @@ StatusOr<std::string> EncodeJpeg(const uint8_t* rgb, int width, int height, cons
   unsigned char* buffer = nullptr;
   unsigned long size = 0;
   char message[JMSG_LENGTH_MAX] = {0};
-  bool ok = EncodeRaw(rgb, width, height, options, &buffer, &size, message);
+  const std::vector<jpeg_scan_info> scans =
+      options.progression == JpegEncodeOptions::Progression::kEveryBit ? EveryBitScans() : std::vector<jpeg_scan_info>();
+  bool ok = EncodeRaw(rgb, width, height, options, scans, &buffer, &size, message);
   std::string out;
   if (ok) out.assign(reinterpret_cast<const char*>(buffer), size);
   std::free(buffer);

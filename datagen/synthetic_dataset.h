@@ -17,6 +17,9 @@ namespace stoker {
 struct JpegEncodeOptions {
   int quality = 96;
   bool chroma_444 = true;  // false: 4:2:0
+  // Baseline; libjpeg's usual progression (about ten scans); or every bit of every coefficient of every component
+  // in a scan of its own (2,090 scans, each legitimate): the scan bomb the worker's limits refuse.
+  enum class Progression { kBaseline, kProgressive, kEveryBit } progression = Progression::kBaseline;
 };
 
 // Encodes interleaved RGB pixels as a baseline JPEG.

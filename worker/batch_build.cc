@@ -24,6 +24,12 @@ std::optional<QuarantineReport> ReadAndDecode(BatchBuild& build, uint64_t sample
                                               std::chrono::steady_clock::time_point* read_done) {
   const JobContext& job = *build.job;
   const uint32_t epoch = build.epoch;
+  if (std::optional<QuarantineReport> known = job.known_bad->Find(sample_id)) {
+    std::memset(out, 0, job.spec.SampleBytes());
+    counters.remembered.fetch_add(1, std::memory_order_relaxed);
+    known->detail += " (found in an earlier epoch; not read or decoded again)";
+    return known;
+  }
   ReadFailure failure;
   bool read = job.reader->Read(sample_id, build.read_ahead.get(), &context.encoded, &failure);
   *read_done = std::chrono::steady_clock::now();
@@ -39,7 +45,11 @@ std::optional<QuarantineReport> ReadAndDecode(BatchBuild& build, uint64_t sample
   counters.bytes_read.fetch_add(context.encoded.size(), std::memory_order_relaxed);
   SampleOutcome outcome =
       context.PipelineFor(job).Run(context.encoded, SampleSeed(job.spec.seed, epoch, sample_id), out);
-  if (!outcome.ok) return QuarantineReport{sample_id, outcome.reason, where + ": " + outcome.detail};
+  if (!outcome.ok) {
+    QuarantineReport report{sample_id, outcome.reason, where + ": " + outcome.detail};
+    job.known_bad->Remember(report);
+    return report;
+  }
   return std::nullopt;
 }
 

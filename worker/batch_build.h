@@ -19,6 +19,7 @@
 #include "common/plan.h"
 #include "worker/batch_buffer.h"
 #include "worker/image_pipeline.h"
+#include "worker/known_bad.h"
 #include "worker/read_ahead.h"
 #include "worker/remote_reader.h"
 #include "worker/sample_reader.h"
@@ -36,6 +37,7 @@ struct JobContext {
   Plan plan;
   std::shared_ptr<const Manifest> manifest;
   std::unique_ptr<SampleSource> reader;  // files (SampleReader) or object storage (RemoteSampleReader)
+  std::shared_ptr<KnownBadSamples> known_bad = std::make_shared<KnownBadSamples>();  // not decoded again
 };
 
 // Opens the job's manifest (checking it is the one the job was created with) and makes its plan. Slow for big
@@ -91,6 +93,7 @@ struct ThreadContext {
 // Thread-safe counters of the work done (the worker's stats and metrics read them).
 struct BuildCounters {
   std::atomic<uint64_t> samples{0}, quarantined{0}, bytes_read{0};
+  std::atomic<uint64_t> remembered{0};  // quarantined from KnownBadSamples, without reading or decoding
   std::atomic<int64_t> busy_ns{0}, read_ns{0}, decode_ns{0}, augment_ns{0};
   std::atomic<int> active{0};  // pipeline threads working on a sample right now
 

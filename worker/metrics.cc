@@ -59,10 +59,14 @@ Collector WorkerCollector(const Worker& worker) {
     gauge("stoker_worker_draining", "1 once SIGTERM started a drain.", s.draining ? 1 : 0);
     counter("stoker_worker_quarantined_samples_total", "Samples that could not be read or decoded.",
             static_cast<double>(s.quarantined));
+    counter("stoker_worker_quarantined_remembered_total",
+            "Quarantined samples known from an earlier epoch (decode_limit, unsupported_format): neither read nor "
+            "decoded again.",
+            static_cast<double>(s.quarantined_remembered));
 
     // Errors by reason: the quarantine vocabulary, plus frames refused from clients. Common reasons pre-created.
     std::map<std::string, uint64_t> errors = s.quarantine_reasons;
-    for (const char* reason : {"read_error", "decode_error", "truncated"}) errors.try_emplace(reason, 0);
+    for (const char* reason : {"read_error", "decode_error", "decode_limit", "truncated"}) errors.try_emplace(reason, 0);
     errors["bad_frame"] = s.bad_frames;
     FamilyBuilder error_family("stoker_worker_errors_total", "Errors by reason (quarantined samples, bad frames).",
                                MetricType::Counter);

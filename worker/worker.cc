@@ -125,6 +125,7 @@ class Worker::Adapter {
     WorkerStats s = stats_;
     s.samples = counters_.samples.load();
     s.quarantined = counters_.quarantined.load();
+    s.quarantined_remembered = counters_.remembered.load();
     s.bytes_read = counters_.bytes_read.load();
     s.busy_seconds = counters_.busy_ns.load() * 1e-9;
     s.read_seconds = counters_.read_ns.load() * 1e-9;

@@ -75,6 +75,7 @@ struct WorkerStats {
   uint64_t bytes_sent = 0;
   uint64_t bytes_read = 0;
   uint64_t quarantined = 0;
+  uint64_t quarantined_remembered = 0;  // of them, known from an earlier epoch: neither read nor decoded
   uint64_t units_done = 0;
   uint64_t units_revoked = 0;
   uint64_t units_fenced = 0;    // leases that ran out unrenewed (coordinator unreachable): stopped sending

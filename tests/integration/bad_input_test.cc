@@ -13,6 +13,8 @@
 #include "common/data_codec.h"
 #include "tests/support/curve_peer.h"
 #include "tests/support/http_client.h"
+#include "common/tar.h"
+#include "datagen/synthetic_dataset.h"
 #include "tests/support/checker.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/test_cluster.h"
@@ -82,6 +84,47 @@ TEST(BadInput, DamagedSamplesAreQuarantinedByIdAndNothingElseIsLost) {
   reported("bad/nolabel", "missing_label");
   reported("bad/notimage", "decode_error");
   reported("bad/cut", "truncated");
+}
+
+// Regression: a scan-bomb JPEG held a worker thread for 101 s and was decoded again every epoch. Now it is refused
+// at the scan limit (decode_limit), reported by id in every epoch, and decoded only once: the worker remembers it.
+TEST(BadInput, AScanBombIsQuarantinedEveryEpochAndDecodedOnce) {
+  TempDir dir;
+  TarWriter tar;
+  for (int i = 0; i < 15; ++i) {
+    auto jpeg = SyntheticJpeg(i);
+    ASSERT_TRUE(jpeg.ok());
+    tar.Add("good/" + std::to_string(i) + ".jpg", *jpeg);
+    tar.Add("good/" + std::to_string(i) + ".cls", std::to_string(i % 3) + "\n");
+  }
+  int w = 0, h = 0;
+  std::vector<uint8_t> rgb = SyntheticImage(99, &w, &h);
+  auto bomb = EncodeJpeg(rgb.data(), w, h, {90, true, JpegEncodeOptions::Progression::kEveryBit});
+  ASSERT_TRUE(bomb.ok()) << bomb.status().ToString();
+  tar.Add("bad/bomb.jpg", *bomb);
+  tar.Add("bad/bomb.cls", "1\n");
+  dir.Write("bomb/shard-0.tar", tar.Finish());
+  auto data = IndexForTest(dir.Join("bomb"), dir.Join("bomb.stoker"));
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  const uint64_t bomb_id = data->id_by_key.at("bad/bomb");
+  LocalCluster cluster(ClusterIn(dir));
+  ASSERT_TRUE(cluster.StartCoordinator().ok());
+  ASSERT_TRUE(cluster.StartWorker(1).ok());
+  JobSpec spec = SpecFor("bomb", *data, 1, 4);
+  spec.epochs = 3;
+  ASSERT_TRUE(cluster.StartConsumer("bomb", spec, 0).ok());
+  auto codes = cluster.WaitForConsumers(std::chrono::seconds(120));
+  ASSERT_TRUE(codes.ok()) << codes.status().ToString();
+  ASSERT_EQ((*codes)[0], 0) << cluster.ReadLog("consumer-bomb.stderr");
+  auto verdict = CheckLogs(spec, data->samples, {cluster.ConsumerLog(0)});
+  ASSERT_TRUE(verdict.ok()) << verdict.status().ToString();
+  ASSERT_TRUE(verdict->ok()) << verdict->Describe();
+  for (const EpochVerdict& e : verdict->epochs) EXPECT_EQ(e.quarantined_ids, std::vector<uint64_t>{bomb_id});
+  const std::string log = cluster.ReadLog("coordinator");
+  EXPECT_NE(log.find("sample " + std::to_string(bomb_id) + " quarantined (decode_limit)"), std::string::npos) << log;
+  auto remembered = ScrapeMetric(cluster.worker_metrics(0), "stoker_worker_quarantined_remembered_total");
+  ASSERT_TRUE(remembered.ok()) << remembered.status().ToString();
+  EXPECT_EQ(*remembered, 2.0) << "the bomb was decoded again in a later epoch";
 }
 
 TEST(BadInput, ShardMissingAtRunTimeIsQuarantinedNotFatal) {
