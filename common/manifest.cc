@@ -2,17 +2,15 @@
 
 #include <capnp/message.h>
 #include <capnp/serialize.h>
-#include <fcntl.h>
 #include <kj/exception.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <limits>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/hash.h"
@@ -46,61 +44,137 @@ bool ImageFormatForExtension(std::string_view ext, ImageFormat* format) {
 }
 
 struct Manifest::Impl {
-  void* map = MAP_FAILED;
-  size_t map_size = 0;
+  std::vector<uint64_t> words;  // the message after the magic, owned and word-aligned
   std::unique_ptr<capnp::FlatArrayMessageReader> reader;
   wire::Manifest::Reader root;
   capnp::List<wire::Sample>::Reader samples;
   capnp::List<wire::Shard>::Reader shards;
-
-  ~Impl() {
-    reader.reset();
-    if (map != MAP_FAILED) ::munmap(map, map_size);
-  }
 };
 
 Manifest::Manifest(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Manifest::~Manifest() = default;
 
+namespace {
+
+// A path of a shard inside the dataset: not empty, no NUL, no ".." component (nothing outside the root).
+bool ValidShardPath(std::string_view path) {
+  if (path.empty() || path.find('\0') != std::string_view::npos) return false;
+  size_t start = 0;
+  while (start <= path.size()) {
+    const size_t slash = std::min(path.find('/', start), path.size());
+    if (path.substr(start, slash - start) == "..") return false;
+    start = slash + 1;
+  }
+  return true;
+}
+
+// Reads every field of every shard, sample and class once, so that a manifest Open accepts can be read for the
+// life of the process without a check or an exception (Cap'n Proto checks a text's terminator when it is read).
+Status Validate(const wire::Manifest::Reader& root, const std::string& path) {
+  const auto shards = root.getShards();
+  const auto samples = root.getSamples();
+  (void)root.getRoot();
+  (void)root.getCreatedBy();
+  if (static_cast<uint16_t>(root.getSource()) > static_cast<uint16_t>(wire::SourceKind::TAR_SHARDS)) {
+    return DataLossError("manifest " + path + ": an unknown source kind");
+  }
+  for (auto c : root.getClasses()) (void)c.size();
+  uint64_t expected_samples = 0;
+  for (uint32_t i = 0; i < shards.size(); ++i) {
+    auto shard = shards[i];
+    if (!ValidShardPath(std::string_view(shard.getPath().cStr(), shard.getPath().size()))) {
+      return DataLossError("manifest " + path + ": shard " + std::to_string(i) +
+                           " has an empty path, a NUL in it or a '..' component");
+    }
+    (void)shard.getEtag();
+    expected_samples += shard.getSampleCount();
+  }
+  if (expected_samples != samples.size()) {
+    return DataLossError("manifest " + path + " is inconsistent: shards declare " + std::to_string(expected_samples) +
+                         " samples, the list holds " + std::to_string(samples.size()));
+  }
+  for (uint64_t i = 0; i < samples.size(); ++i) {
+    auto s = samples[static_cast<unsigned>(i)];
+    const std::string where = "manifest " + path + ": sample " + std::to_string(i);
+    if (s.getShard() >= shards.size()) {
+      return DataLossError(where + " names shard " + std::to_string(s.getShard()) + " of " +
+                           std::to_string(shards.size()));
+    }
+    const uint64_t shard_bytes = shards[s.getShard()].getByteSize();
+    if (s.getOffset() > shard_bytes || s.getSize() > shard_bytes - s.getOffset()) {
+      return DataLossError(where + " lies past the end of its shard");
+    }
+    if (s.getLabel() < -1) return DataLossError(where + " has label " + std::to_string(s.getLabel()));
+    if (static_cast<uint16_t>(s.getFormat()) > static_cast<uint16_t>(wire::ImageFormat::OTHER)) {
+      return DataLossError(where + " has an unknown image format");
+    }
+    (void)s.getKey();
+    (void)s.getDefect();
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 StatusOr<std::shared_ptr<const Manifest>> Manifest::Open(const std::string& path, const std::string& root_override) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    std::string message = "cannot open manifest " + path + ": " + std::strerror(errno);
-    return errno == ENOENT ? NotFoundError(message + " (create one with `stoker index DATASET -o " + path + "`)")
-                           : UnavailableError(message);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) {
+    const int err = errno;
+    std::string message = "cannot open manifest " + path + ": " + std::strerror(err);
+    return err == ENOENT ? NotFoundError(message + " (create one with `stoker index DATASET -o " + path + "`)")
+                         : UnavailableError(message);
   }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || st.st_size < static_cast<off_t>(sizeof(kMagic) + 8)) {
-    ::close(fd);
-    return InvalidArgumentError(path + " is not a stoker manifest (too short)");
-  }
-  auto impl = std::make_unique<Impl>();
-  impl->map_size = static_cast<size_t>(st.st_size);
-  impl->map = ::mmap(nullptr, impl->map_size, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (impl->map == MAP_FAILED) return UnavailableError("cannot map manifest " + path + ": " + std::strerror(errno));
-  const auto* bytes = static_cast<const unsigned char*>(impl->map);
-  if (std::memcmp(bytes, kMagic, sizeof(kMagic)) != 0) {
+  const auto size = static_cast<uint64_t>(in.tellg());
+  in.seekg(0);
+  if (size < sizeof(kMagic) + 8) return InvalidArgumentError(path + " is not a stoker manifest (too short)");
+  char magic[sizeof(kMagic)];
+  in.read(magic, sizeof(magic));
+  if (std::memcmp(magic, kMagic, sizeof(kMagic)) != 0) {
     return InvalidArgumentError(path + " is not a stoker manifest (bad magic; write one with `stoker index`)");
   }
-  if ((impl->map_size - sizeof(kMagic)) % sizeof(capnp::word) != 0) {
+  if ((size - sizeof(kMagic)) % sizeof(capnp::word) != 0) {
     return DataLossError("manifest " + path + " is truncated (size not a whole number of words)");
   }
-  uint64_t fingerprint = Xxh64(bytes, impl->map_size);
+  // Read whole, not mapped: a file truncated under a mapping would kill the process with SIGBUS on a later read.
+  std::vector<uint64_t> words((size - sizeof(kMagic)) / sizeof(capnp::word));
+  in.read(reinterpret_cast<char*>(words.data()), static_cast<std::streamsize>(words.size() * sizeof(capnp::word)));
+  if (!in) return UnavailableError("cannot read manifest " + path + ": " + std::strerror(errno));
+  return FromWords(path, std::move(words), root_override);
+}
 
+StatusOr<std::shared_ptr<const Manifest>> Manifest::Parse(const std::string& path, std::string_view bytes,
+                                                          const std::string& root_override) {
+  if (bytes.size() < sizeof(kMagic) + 8 || std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) {
+    return InvalidArgumentError(path + " is not a stoker manifest (too short or bad magic)");
+  }
+  if ((bytes.size() - sizeof(kMagic)) % sizeof(capnp::word) != 0) {
+    return DataLossError("manifest " + path + " is truncated (size not a whole number of words)");
+  }
+  std::vector<uint64_t> words((bytes.size() - sizeof(kMagic)) / sizeof(capnp::word));
+  std::memcpy(words.data(), bytes.data() + sizeof(kMagic), words.size() * sizeof(capnp::word));
+  return FromWords(path, std::move(words), root_override);
+}
+
+StatusOr<std::shared_ptr<const Manifest>> Manifest::FromWords(const std::string& path, std::vector<uint64_t> words,
+                                                              const std::string& root_override) {
+  Xxh64Stream fingerprint;
+  fingerprint.Update(kMagic, sizeof(kMagic));
+  fingerprint.Update(words.data(), words.size() * sizeof(capnp::word));
+  auto impl = std::make_unique<Impl>();
+  impl->words = std::move(words);
   auto manifest = std::shared_ptr<Manifest>(new Manifest(std::move(impl)));
   manifest->path_ = path;
-  manifest->fingerprint_ = fingerprint;
+  manifest->fingerprint_ = fingerprint.Digest();
   Impl& m = *manifest->impl_;
   try {
-    kj::ArrayPtr<const capnp::word> words(reinterpret_cast<const capnp::word*>(bytes + sizeof(kMagic)),
-                                          (m.map_size - sizeof(kMagic)) / sizeof(capnp::word));
     capnp::ReaderOptions options;
-    // A local file we wrote and validate in full below; lookups re-read pointers for the life of the process,
-    // so the traversal budget must not run out. Nesting stays limited.
+    // A local file, validated in full below; lookups re-read pointers for the life of the process, so the
+    // traversal budget must not run out. Nesting stays limited.
     options.traversalLimitInWords = std::numeric_limits<uint64_t>::max() / 2;
     options.nestingLimit = 16;
-    m.reader = std::make_unique<capnp::FlatArrayMessageReader>(words, options);
+    m.reader = std::make_unique<capnp::FlatArrayMessageReader>(
+        kj::ArrayPtr<const capnp::word>(reinterpret_cast<const capnp::word*>(m.words.data()), m.words.size()),
+        options);
     m.root = m.reader->getRoot<wire::Manifest>();
     const uint32_t version = m.root.getFormatVersion();
     if (version != kFormatVersion && version != kRemoteFormatVersion) {
@@ -108,26 +182,9 @@ StatusOr<std::shared_ptr<const Manifest>> Manifest::Open(const std::string& path
                                   "; this build reads versions " + std::to_string(kFormatVersion) + " and " +
                                   std::to_string(kRemoteFormatVersion) + " (re-run `stoker index`)");
     }
+    STOKER_RETURN_IF_ERROR(Validate(m.root, path));
     m.samples = m.root.getSamples();
     m.shards = m.root.getShards();
-    uint64_t expected_samples = 0;
-    for (auto shard : m.shards) expected_samples += shard.getSampleCount();
-    if (expected_samples != m.samples.size()) {
-      return DataLossError("manifest " + path + " is inconsistent: shards declare " +
-                           std::to_string(expected_samples) + " samples, the list holds " +
-                           std::to_string(m.samples.size()));
-    }
-    for (uint64_t i = 0; i < m.samples.size(); ++i) {
-      auto s = m.samples[static_cast<unsigned>(i)];
-      if (s.getShard() >= m.shards.size()) {
-        return DataLossError("manifest " + path + ": sample " + std::to_string(i) + " names shard " +
-                             std::to_string(s.getShard()) + " of " + std::to_string(m.shards.size()));
-      }
-      auto shard = m.shards[s.getShard()];
-      if (s.getOffset() + s.getSize() > shard.getByteSize()) {
-        return DataLossError("manifest " + path + ": sample " + std::to_string(i) + " lies past the end of its shard");
-      }
-    }
     manifest->root_ = root_override.empty() ? std::string(m.root.getRoot().cStr()) : root_override;
   } catch (const kj::Exception& e) {
     return DataLossError("manifest " + path + " is corrupt: " + std::string(e.getDescription().cStr()));

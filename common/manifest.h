@@ -1,6 +1,8 @@
 // Manifest: a dataset's index (schema/manifest.capnp), opened read-only by the coordinator and workers. The file
-// is memory-mapped and read in place; Open() validates every shard and sample reference once so later lookups
-// need no checks. ManifestWriter builds one (used by `stoker index` and tests).
+// is read whole into memory (a mapping would turn a file truncated underneath into SIGBUS), and Open() validates
+// every field of every shard, sample and class once: a manifest that opens can be read for the life of the process
+// without a check or an exception, and a damaged one is refused (DataLoss) saying what is wrong where.
+// ManifestWriter builds one (used by `stoker index` and tests).
 //
 // Thread safety: a Manifest is immutable; all methods may be called concurrently. ManifestWriter is not.
 #pragma once
@@ -50,6 +52,9 @@ class Manifest {
   // `root_override`, when set, replaces the root recorded at indexing time (the dataset is mounted elsewhere).
   static StatusOr<std::shared_ptr<const Manifest>> Open(const std::string& path,
                                                         const std::string& root_override = "");
+  // The same from a manifest file's bytes (`path` only names it in errors): the fuzz target's way in.
+  static StatusOr<std::shared_ptr<const Manifest>> Parse(const std::string& path, std::string_view bytes,
+                                                         const std::string& root_override = "");
   ~Manifest();
   Manifest(const Manifest&) = delete;
   Manifest& operator=(const Manifest&) = delete;
@@ -71,6 +76,9 @@ class Manifest {
  private:
   struct Impl;
   explicit Manifest(std::unique_ptr<Impl> impl);
+  // The message after the magic, as 8-byte words.
+  static StatusOr<std::shared_ptr<const Manifest>> FromWords(const std::string& path, std::vector<uint64_t> words,
+                                                             const std::string& root_override);
   std::unique_ptr<Impl> impl_;
   std::string path_;
   std::string root_;

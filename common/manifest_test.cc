@@ -4,6 +4,9 @@
 
 #include "tests/support/temp_dir.h"
 
+#include <fstream>
+#include <iterator>
+
 namespace stoker {
 namespace {
 
@@ -90,6 +93,53 @@ TEST(Manifest, BadFilesGetClearErrors) {
   auto cut = Manifest::Open(dir.Join("cut.stoker"));
   EXPECT_FALSE(cut.ok());
   EXPECT_EQ(cut.status().code(), StatusCode::kDataLoss) << cut.status().ToString();
+}
+
+// The bytes of a one-shard manifest whose sample and shard are given here.
+std::string ManifestBytes(const TempDir& dir, uint64_t offset, uint32_t size, const std::string& shard_path,
+                          const std::string& key) {
+  PosixEnv env;
+  ManifestWriter writer(dir.path(), SourceKind::kTarShards);
+  uint32_t shard = writer.AddShard(shard_path, 4096, 0);
+  writer.AddSample(shard, offset, size, 3, ImageFormat::kJpeg, key);
+  EXPECT_TRUE(writer.Write(env, dir.Join("m.stoker"), "test").ok());
+  std::ifstream in(dir.Join("m.stoker"), std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Regression: Open checked offset + size against the shard's size in 64-bit arithmetic that wraps, so an offset
+// near 2^64 passed and the worker later read wherever the sum pointed.
+TEST(Manifest, ASampleWhoseEndWrapsPastTwoToTheSixtyFourIsRefused) {
+  TempDir dir;
+  auto m = Manifest::Parse("wrap", ManifestBytes(dir, UINT64_MAX - 4, 10, "s.tar", "k"));
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(m.status().message().find("sample 0 lies past the end of its shard"), std::string::npos)
+      << m.status().message();
+}
+
+// Regression: text fields were not read at Open, so a key without its terminating NUL opened fine and made a
+// later sample() throw outside any error guard, ending the process.
+TEST(Manifest, ATextFieldWithoutItsTerminatorIsRefusedAtOpen) {
+  TempDir dir;
+  std::string bytes = ManifestBytes(dir, 512, 10, "s.tar", "UNIQUEKEY");
+  const size_t at = bytes.find(std::string("UNIQUEKEY\0", 10));
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 9] = 'Q';
+  auto m = Manifest::Parse("text", bytes);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(m.status().message().find("is corrupt"), std::string::npos) << m.status().message();
+}
+
+TEST(Manifest, AShardPathLeavingTheDatasetRootIsRefused) {
+  TempDir dir;
+  for (const std::string path : {"../../etc/passwd", "a/../../b.tar", ""}) {
+    auto m = Manifest::Parse("paths", ManifestBytes(dir, 512, 10, path, "k"));
+    ASSERT_FALSE(m.ok()) << path;
+    EXPECT_NE(m.status().message().find("shard 0 has an empty path"), std::string::npos) << m.status().message();
+  }
+  EXPECT_TRUE(Manifest::Parse("fine", ManifestBytes(dir, 512, 10, "shards/s..v2.tar", "k")).ok());
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "common/control_codec.h"
 #include "common/data_codec.h"
 #include "common/env.h"
+#include "common/manifest.h"
 #include "common/tar.h"
 #include "coordinator/journal.h"
 #include "coordinator/journal_format.h"
@@ -130,6 +132,40 @@ void Requests(const std::string& dir) {
   Write(dir, "bad", "GET /state\r\n\r\n");
 }
 
+void Manifests(const std::string& dir) {
+  PosixEnv env;
+  const std::string scratch = std::filesystem::temp_directory_path() / "stoker-fuzz-seeds.stoker";
+  ManifestWriter local("/data/imagenet", SourceKind::kTarShards);
+  local.SetClasses({"n01440764", "n01443537"});
+  uint32_t shard = local.AddShard("train/shard-0000.tar", 1 << 20, 0x1234);
+  local.AddSample(shard, 512, 1000, 0, ImageFormat::kJpeg, "n01440764_10026");
+  local.AddSample(shard, 2048, 900, -1, ImageFormat::kPng, "n01443537_1", "missing_label");
+  ManifestWriter remote("s3://bucket/imagenet", SourceKind::kTarShards);
+  shard = remote.AddShard("shard-0000.tar", 1 << 20, 0, "\"0123456789abcdef\"");
+  remote.AddSample(shard, 512, 1000, 7, ImageFormat::kJpeg, "k", "", 0xfeed);
+  for (auto [name, writer] : {std::pair{"local", &local}, std::pair{"remote", &remote}}) {
+    if (writer->Write(env, scratch, "fuzz_seeds").ok()) {
+      std::ifstream in(scratch, std::ios::binary);
+      Write(dir, name, std::string(std::istreambuf_iterator<char>(in), {}));
+    }
+  }
+  std::filesystem::remove(scratch);
+}
+
+void ObjectListings(const std::string& dir) {
+  Write(dir, "list", "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListBucketResult xmlns=\"http://s3.amazonaws.com/"
+                     "doc/2006-03-01/\"><Name>bucket</Name><Prefix>imagenet/</Prefix><KeyCount>2</KeyCount>"
+                     "<IsTruncated>true</IsTruncated><NextContinuationToken>abc&amp;def</NextContinuationToken>"
+                     "<Contents><Key>imagenet/shard-0000.tar</Key><Size>1048576</Size><ETag>&quot;0123&quot;</ETag>"
+                     "</Contents><Contents><Key>imagenet/shard-0001.tar</Key><Size>42</Size><ETag>\"77\"</ETag>"
+                     "</Contents></ListBucketResult>");
+  Write(dir, "error", "<?xml version=\"1.0\"?><Error><Code>SignatureDoesNotMatch</Code><Message>no &#x41;</Message>"
+                      "</Error>");
+  Write(dir, "credentials", "[default]\naws_access_key_id = AKIAEXAMPLE\naws_secret_access_key = secret\n"
+                            "[other]\naws_session_token=t\n");
+  Write(dir, "url", "s3://bucket/prefix/shard-0000.tar");
+}
+
 void Checkpoints(const std::string& dir) {
   Write(dir, "token", EncodeCheckpointToken(CheckpointToken{"resnet50", 3, 12345, 0xfeedface12345678ull}));
 }
@@ -150,5 +186,7 @@ int main(int argc, char** argv) {
   stoker::Jpegs(root + "/jpeg");
   stoker::Requests(root + "/http_request");
   stoker::Checkpoints(root + "/checkpoint");
+  stoker::Manifests(root + "/manifest");
+  stoker::ObjectListings(root + "/object_listing");
   return 0;
 }
