@@ -35,10 +35,14 @@ std::vector<CoalescedRange> CoalesceSpans(const std::vector<SampleSpan>& spans, 
 ReadAhead::ReadAhead(std::shared_ptr<FetchQueue> queue, std::vector<Range> ranges,
                      std::unordered_multimap<uint64_t, Place> places)
     : queue_(std::move(queue)), ranges_(std::move(ranges)) {
-  MutexLock lock(mu_);
-  slots_.resize(ranges_.size());
-  for (const auto& [id, place] : places) ++slots_[place.range].untaken;
-  places_ = std::move(places);
+  {
+    MutexLock lock(mu_);
+    slots_.resize(ranges_.size());
+    for (const auto& [id, place] : places) ++slots_[place.range].untaken;
+    places_ = std::move(places);
+  }
+  // Outside our lock: the queue takes its own lock and then ours (FetchQueue::Next -> MarkAdmitted), so taking it
+  // while holding ours would be the opposite order (TSan reported the inversion).
   queue_->UnitOpened();
 }
 
@@ -169,6 +173,7 @@ void FetchQueue::Release(uint64_t bytes) {
   MutexLock lock(mu_);
   charged_ -= std::min(charged_, bytes);
   if (!units_waiting_.empty()) changed_.NotifyOne();  // room for the next unit, perhaps
+  if (charged_ == 0 && units_ == 0) idle_.NotifyAll();
 }
 
 void FetchQueue::Close() {
@@ -185,6 +190,13 @@ void FetchQueue::UnitOpened() {
 void FetchQueue::UnitClosed() {
   MutexLock lock(mu_);
   if (units_ > 0) --units_;
+  if (charged_ == 0 && units_ == 0) idle_.NotifyAll();
+}
+
+bool FetchQueue::WaitUntilIdle(std::chrono::milliseconds timeout) const {
+  MutexLock lock(mu_);
+  return idle_.WaitUntil(mu_, std::chrono::steady_clock::now() + timeout,
+                         [this]() STOKER_REQUIRES(mu_) { return charged_ == 0 && units_ == 0; });
 }
 
 FetchQueue::Gauges FetchQueue::gauges() const {

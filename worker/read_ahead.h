@@ -124,6 +124,9 @@ class FetchQueue {
     uint64_t budget = 0;
   };
   Gauges gauges() const;
+  // Waits until no read-ahead is alive and nothing is charged (a unit's last reference may be a fetch thread's,
+  // so it can close after its owner let go); false after `timeout`.
+  bool WaitUntilIdle(std::chrono::milliseconds timeout) const;
 
  private:
   struct Ready {
@@ -133,6 +136,7 @@ class FetchQueue {
   const uint64_t budget_;
   mutable Mutex mu_;
   CondVar changed_;
+  mutable CondVar idle_;  // units_ and charged_ reached zero
   std::deque<std::weak_ptr<ReadAhead>> units_waiting_ STOKER_GUARDED_BY(mu_);  // not admitted yet, in lease order
   std::deque<Ready> ready_ STOKER_GUARDED_BY(mu_);  // ranges of admitted units
 
