@@ -29,6 +29,8 @@ uint64_t SpecFingerprint(const JobSpec& spec) {
     << "x" << p.output_width << "\nscale=" << p.scale_min << "," << p.scale_max << "\nratio=" << p.ratio_min << ","
     << p.ratio_max << "\nflip=" << p.flip_probability << "\nresize=" << p.resize_shorter
     << "\nantialias=" << p.antialias;
+  // Added after tokens were first issued: absent for the kernel those jobs had, so their tokens stay valid.
+  if (p.resize_kernel != ResizeKernel::kOpenCv) c << "\nresize_kernel=" << ResizeKernelName(p.resize_kernel);
   std::string text = c.str();
   return Xxh64(text.data(), text.size());
 }

@@ -36,6 +36,23 @@ TEST(SpecFingerprint, ChangesWithEveryFieldThatChangesTheData) {
   b = a;
   b.pipeline.scale_min = 0.2f;
   EXPECT_NE(SpecFingerprint(b), base);
+  b = a;
+  b.pipeline.resize_kernel = ResizeKernel::kOpenCv;
+  EXPECT_NE(SpecFingerprint(b), base);
+}
+
+constexpr uint64_t kFingerprintBeforeResizeKernel = 0x165ec6bf362655e8ULL;
+
+TEST(SpecFingerprint, AJobOfTheOpenCvKernelKeepsTheFingerprintItHadBeforeTheKernelWasAField) {
+  // Tokens issued before resize_kernel existed fingerprinted the spec text without it; those jobs read back as
+  // the OpenCV kernel, whose text is unchanged, so their tokens stay valid. The value: the fingerprint of this
+  // spec as computed before the field (commit 3aeeada).
+  JobSpec a;
+  a.name = "j";
+  a.manifest_path = "/m";
+  a.manifest_fingerprint = 1;
+  a.pipeline.resize_kernel = ResizeKernel::kOpenCv;
+  EXPECT_EQ(SpecFingerprint(a), kFingerprintBeforeResizeKernel);
 }
 
 }  // namespace

@@ -28,6 +28,7 @@ void Compare(std::vector<std::string>& out, const char* field, const T& here, co
 }  // namespace
 
 const char* RemainderName(Remainder r) { return r == Remainder::kDrop ? "drop" : "pad"; }
+const char* ResizeKernelName(ResizeKernel k) { return k == ResizeKernel::kPillow ? "pillow" : "opencv"; }
 const char* PipelineModeName(PipelineMode m) { return m == PipelineMode::kTrain ? "train" : "eval"; }
 
 Status JobSpec::Validate() const {
@@ -96,6 +97,8 @@ std::vector<std::string> JobSpec::Differences(const JobSpec& r) const {
   Compare(out, "flip_probability", a.flip_probability, b.flip_probability);
   Compare(out, "resize_shorter", a.resize_shorter, b.resize_shorter);
   Compare(out, "antialias", a.antialias, b.antialias);
+  Compare(out, "resize_kernel", std::string(ResizeKernelName(a.resize_kernel)),
+          std::string(ResizeKernelName(b.resize_kernel)));
   return out;
 }
 
@@ -122,6 +125,8 @@ void ToWire(const JobSpec& spec, wire::JobSpec::Builder out) {
   p.setFlipProbability(ps.flip_probability);
   p.setResizeShorter(ps.resize_shorter);
   p.setAntialias(ps.antialias);
+  p.setResizeKernel(ps.resize_kernel == ResizeKernel::kPillow ? wire::ResizeKernel::PILLOW
+                                                                : wire::ResizeKernel::OPENCV);
 }
 
 StatusOr<JobSpec> FromWire(wire::JobSpec::Reader in) {
@@ -155,6 +160,11 @@ StatusOr<JobSpec> FromWire(wire::JobSpec::Reader in) {
   spec.pipeline.flip_probability = p.getFlipProbability();
   spec.pipeline.resize_shorter = p.getResizeShorter();
   spec.pipeline.antialias = p.getAntialias();
+  switch (p.getResizeKernel()) {
+    case wire::ResizeKernel::OPENCV: spec.pipeline.resize_kernel = ResizeKernel::kOpenCv; break;
+    case wire::ResizeKernel::PILLOW: spec.pipeline.resize_kernel = ResizeKernel::kPillow; break;
+    default: return InvalidArgumentError("job spec: unknown resize kernel (a newer client?)");
+  }
   STOKER_RETURN_IF_ERROR(spec.Validate());
   return spec;
 }
@@ -192,7 +202,16 @@ void AddJobSpecFlags(FlagSet& flags, JobSpec* spec) {
   flags.AddFloat("ratio-max", &spec->pipeline.ratio_max, "RandomResizedCrop maximum aspect ratio (w/h)");
   flags.AddFloat("flip", &spec->pipeline.flip_probability, "horizontal flip probability (train)");
   flags.AddUint32("resize-shorter", &spec->pipeline.resize_shorter, "eval: shorter side before center crop");
-  flags.AddBool("antialias", &spec->pipeline.antialias, "area interpolation when shrinking");
+  flags.AddBool("antialias", &spec->pipeline.antialias, "shrink with a filter as wide as the reduction");
+  flags.AddChoice("resize-kernel", {"pillow", "opencv"}, ResizeKernelName(spec->pipeline.resize_kernel),
+                  [spec](const std::string& v) {
+                    if (v == "pillow") spec->pipeline.resize_kernel = ResizeKernel::kPillow;
+                    else if (v == "opencv") spec->pipeline.resize_kernel = ResizeKernel::kOpenCv;
+                    else return false;
+                    return true;
+                  },
+                  "pillow: Pillow's bilinear resize byte for byte (torchvision on PIL images); opencv: OpenCV area "
+                  "interpolation, what jobs before this option got");
 }
 
 }  // namespace stoker

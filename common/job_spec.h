@@ -17,6 +17,10 @@ class FlagSet;
 
 enum class Remainder { kDrop, kPad };
 enum class PipelineMode { kTrain, kEval };
+// How a crop becomes the output image. kPillow is Pillow's bilinear resize exactly (what torchvision runs on PIL
+// images; worker/resample.h) and the faster; kOpenCv is what stoker did before it (OpenCV area interpolation when
+// shrinking), kept so that jobs started then keep their bytes (a spec without the field reads as kOpenCv).
+enum class ResizeKernel { kOpenCv, kPillow };
 
 struct PipelineSpec {
   PipelineMode mode = PipelineMode::kTrain;
@@ -29,6 +33,7 @@ struct PipelineSpec {
   float flip_probability = 0.5f;
   uint32_t resize_shorter = 256;
   bool antialias = true;
+  ResizeKernel resize_kernel = ResizeKernel::kPillow;
 
   bool operator==(const PipelineSpec&) const = default;
 };
@@ -64,10 +69,11 @@ StatusOr<JobSpec> FromWire(wire::JobSpec::Reader in);
 
 // Registers --job, --manifest, --batch-size, --ranks, --epochs, --seed, --shuffle, --remainder,
 // --batches-per-unit, --pipeline, --image-size, --scale-min/max, --ratio-min/max, --flip, --resize-shorter,
-// --antialias on `flags`, writing into `spec`.
+// --antialias, --resize-kernel on `flags`, writing into `spec`.
 void AddJobSpecFlags(FlagSet& flags, JobSpec* spec);
 
 const char* RemainderName(Remainder r);
+const char* ResizeKernelName(ResizeKernel k);
 const char* PipelineModeName(PipelineMode m);
 
 }  // namespace stoker

@@ -31,6 +31,26 @@ TEST(JobSpec, RoundTripsThroughTheWire) {
   EXPECT_TRUE(back->Differences(spec).empty());
 }
 
+TEST(JobSpec, ASpecWithoutAResizeKernelIsOneFromBeforeItAndKeepsOpenCv) {
+  // New jobs resize with the Pillow kernel; a spec written before the field existed (a journal, an older client)
+  // reads as the OpenCV kernel it was made with, so its bytes do not change under it.
+  JobSpec spec = Valid();
+  EXPECT_EQ(spec.pipeline.resize_kernel, ResizeKernel::kPillow);
+  capnp::MallocMessageBuilder message;
+  ToWire(spec, message.initRoot<wire::JobSpec>());
+  auto pillow = FromWire(message.getRoot<wire::JobSpec>().asReader());
+  ASSERT_TRUE(pillow.ok());
+  EXPECT_EQ(pillow->pipeline.resize_kernel, ResizeKernel::kPillow);
+  capnp::MallocMessageBuilder old;
+  auto builder = old.initRoot<wire::JobSpec>();
+  ToWire(spec, builder);
+  builder.getPipeline().setResizeKernel(wire::ResizeKernel::OPENCV);  // the field's zero: absent on the wire
+  auto back = FromWire(old.getRoot<wire::JobSpec>().asReader());
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->pipeline.resize_kernel, ResizeKernel::kOpenCv);
+  EXPECT_EQ(spec.Differences(*back), std::vector<std::string>{"resize_kernel: pillow here, opencv registered"});
+}
+
 TEST(JobSpec, ValidationNamesTheField) {
   auto expect_bad = [](JobSpec spec, const std::string& needle) {
     Status s = spec.Validate();

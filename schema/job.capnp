@@ -29,7 +29,13 @@ struct PipelineSpec {
   ratioMax @6 :Float32;
   flipProbability @7 :Float32;
   resizeShorter @8 :UInt32;    # eval: the shorter side is resized to this before the center crop
-  antialias @9 :Bool;          # area interpolation when shrinking (torchvision's antialias=True); bilinear if false
+  antialias @9 :Bool;          # shrink with a filter as wide as the reduction (torchvision's antialias=True)
+  resizeKernel @10 :ResizeKernel;  # how a crop becomes the output; absent (jobs before it existed): opencv
+}
+
+enum ResizeKernel {
+  opencv @0;  # OpenCV: area interpolation when shrinking both sides (antialias), bilinear otherwise
+  pillow @1;  # Pillow's bilinear resize, byte for byte (torchvision on PIL images); the default for new jobs
 }
 
 struct JobSpec {

@@ -1,7 +1,9 @@
 // ImagePipeline (image_pipeline.h): decode the crop region, resize straight into the batch slot, flip.
 #include "worker/image_pipeline.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
@@ -64,6 +66,51 @@ SampleOutcome ImagePipeline::Run(std::span<const uint8_t> encoded, uint64_t samp
   return outcome;
 }
 
+namespace {
+
+// torchvision's Resize(shorter) output size: the shorter side becomes `shorter`, the longer int(shorter * long /
+// short).
+void ResizedSize(int width, int height, uint32_t shorter, int* resized_w, int* resized_h) {
+  if (width <= height) {
+    *resized_w = static_cast<int>(shorter);
+    *resized_h = static_cast<int>(std::floor(static_cast<double>(shorter) * height / width));
+  } else {
+    *resized_h = static_cast<int>(shorter);
+    *resized_w = static_cast<int>(std::floor(static_cast<double>(shorter) * width / height));
+  }
+}
+
+}  // namespace
+
+// Train resizes the crop [x, x + w) x [y, y + h) to the output, its taps inside the crop, as torchvision's
+// resized_crop (crop, then resize) does. Eval resizes the whole image to Resize(shorter)'s size and computes only
+// the outputs CenterCrop keeps: top and left are int(round((resized - output) / 2)). When the image is decoded at
+// 1/d the same spans are taken in reduced pixels (fractional), so the output is close to, not equal to, Pillow's.
+void ImagePipeline::PlanAxes(int width, int height, const Augmentation& aug, int d, ResampleAxis* ax,
+                             ResampleAxis* ay) const {
+  const int out_w = static_cast<int>(spec_.output_width);
+  const int out_h = static_cast<int>(spec_.output_height);
+  const int reduced_w = (width + d - 1) / d;
+  const int reduced_h = (height + d - 1) / d;
+  if (spec_.mode == PipelineMode::kEval) {
+    int resized_w = 0, resized_h = 0;
+    ResizedSize(width, height, spec_.resize_shorter, &resized_w, &resized_h);
+    const int left = static_cast<int>(std::nearbyint((resized_w - out_w) / 2.0));  // Python's round: half to even
+    const int top = static_cast<int>(std::nearbyint((resized_h - out_h) / 2.0));
+    *ax = BuildResampleAxis(0, static_cast<double>(width) / d, resized_w, left, out_w, 0, reduced_w, spec_.antialias);
+    *ay = BuildResampleAxis(0, static_cast<double>(height) / d, resized_h, top, out_h, 0, reduced_h,
+                            spec_.antialias);
+    return;
+  }
+  const CropRect& c = aug.crop;
+  const double x0 = static_cast<double>(c.x) / d, x1 = static_cast<double>(c.x + c.width) / d;
+  const double y0 = static_cast<double>(c.y) / d, y1 = static_cast<double>(c.y + c.height) / d;
+  *ax = BuildResampleAxis(x0, x1, out_w, 0, out_w, static_cast<int>(std::floor(x0)),
+                          std::min(reduced_w, static_cast<int>(std::ceil(x1))), spec_.antialias);
+  *ay = BuildResampleAxis(y0, y1, out_h, 0, out_h, static_cast<int>(std::floor(y0)),
+                          std::min(reduced_h, static_cast<int>(std::ceil(y1))), spec_.antialias);
+}
+
 SampleOutcome ImagePipeline::RunJpeg(std::span<const uint8_t> encoded, uint64_t sample_seed, uint8_t* out) {
   auto start = SteadyClock::now();
   int width = 0, height = 0;
@@ -71,13 +118,35 @@ SampleOutcome ImagePipeline::RunJpeg(std::span<const uint8_t> encoded, uint64_t 
   if (header.code() == StatusCode::kUnimplemented) return RunOther(encoded, sample_seed, out);  // e.g. CMYK
   if (!header.ok()) return Refused(header);
   Augmentation aug = PlanAugmentation(spec_, width, height, sample_seed);
+  const int out_w = static_cast<int>(spec_.output_width);
+  const int out_h = static_cast<int>(spec_.output_height);
   RegionView region;
-  Status decoded = jpeg_.DecodeRegion(aug.crop, static_cast<int>(spec_.output_width),
-                                      static_cast<int>(spec_.output_height), &region);
+  if (spec_.resize_kernel == ResizeKernel::kOpenCv) {
+    Status decoded = jpeg_.DecodeRegion(aug.crop, out_w, out_h, &region);
+    if (!decoded.ok()) return Refused(decoded);
+    last_reduction_ = region.scale_denominator;
+    auto decoded_at = SteadyClock::now();
+    stage_seconds_.decode += std::chrono::duration<double>(decoded_at - start).count();
+    ResizeInto(region.data, region.stride, region.width, region.height, /*bgr=*/false, aug.flip, out);
+    stage_seconds_.augment += SecondsSince(decoded_at);
+    return {};
+  }
+  // The largest DCT reduction that keeps the resize a reduction: the crop (train) or the image against its
+  // Resize(shorter) size (eval) at least d times as large.
+  int d = ChooseScaleDenominator(aug.crop, out_w, out_h);
+  if (spec_.mode == PipelineMode::kEval) {
+    int resized_w = 0, resized_h = 0;
+    ResizedSize(width, height, spec_.resize_shorter, &resized_w, &resized_h);
+    d = ChooseScaleDenominator(CropRect{0, 0, width, height}, resized_w, resized_h);
+  }
+  last_reduction_ = d;
+  ResampleAxis ax, ay;
+  PlanAxes(width, height, aug, d, &ax, &ay);
+  Status decoded = jpeg_.DecodeScaled(d, ax.lowest, ay.lowest, ax.highest, ay.highest, &region);
   if (!decoded.ok()) return Refused(decoded);
   auto decoded_at = SteadyClock::now();
   stage_seconds_.decode += std::chrono::duration<double>(decoded_at - start).count();
-  ResizeInto(region.data, region.stride, region.width, region.height, /*bgr=*/false, aug.flip, out);
+  resampler_.Resize(region.data, region.stride, ax.lowest, ay.lowest, ax, ay, aug.flip, out);
   stage_seconds_.augment += SecondsSince(decoded_at);
   return {};
 }
@@ -94,8 +163,16 @@ SampleOutcome ImagePipeline::RunOther(std::span<const uint8_t> encoded, uint64_t
   auto decoded_at = SteadyClock::now();
   stage_seconds_.decode += std::chrono::duration<double>(decoded_at - start).count();
   Augmentation aug = PlanAugmentation(spec_, image.cols, image.rows, sample_seed);
-  cv::Mat roi = image(cv::Rect(aug.crop.x, aug.crop.y, aug.crop.width, aug.crop.height));
-  ResizeInto(roi.data, roi.step[0], roi.cols, roi.rows, /*bgr=*/true, aug.flip, out);
+  if (spec_.resize_kernel == ResizeKernel::kOpenCv) {
+    cv::Mat roi = image(cv::Rect(aug.crop.x, aug.crop.y, aug.crop.width, aug.crop.height));
+    ResizeInto(roi.data, roi.step[0], roi.cols, roi.rows, /*bgr=*/true, aug.flip, out);
+  } else {
+    ResampleAxis ax, ay;
+    PlanAxes(image.cols, image.rows, aug, /*d=*/1, &ax, &ay);
+    resampler_.Resize(image.data, image.step[0], 0, 0, ax, ay, aug.flip, out);
+    cv::Mat target(static_cast<int>(spec_.output_height), static_cast<int>(spec_.output_width), CV_8UC3, out);
+    cv::cvtColor(target, target, cv::COLOR_BGR2RGB);
+  }
   stage_seconds_.augment += SecondsSince(decoded_at);
   return {};
 #else

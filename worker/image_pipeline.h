@@ -1,9 +1,13 @@
 // ImagePipeline: one sample from encoded bytes to its final uint8 RGB pixels in the batch buffer.
 //
-//   JPEG: header -> crop geometry -> crop-region (and DCT-reduced) decode -> resize into the batch slot -> flip
-//   other formats (PNG, ...): OpenCV imdecode -> crop -> resize into the batch slot -> BGR to RGB -> flip
+//   JPEG: header -> crop geometry -> decode of the region the resize reads (DCT-reduced when the crop is at
+//         least twice the output) -> resize with the flip folded in, straight into the batch slot
+//   other formats (PNG, ...): OpenCV imdecode -> the same resize -> BGR to RGB
 //
-// The resize writes straight into the caller's output (the batch buffer); there is no per-sample tensor.
+// The resize kernel is the job's (PipelineSpec::resize_kernel): Pillow's bilinear resize, byte for byte
+// (worker/resample.h), or OpenCV's area interpolation followed by a flip pass, what jobs before the option got.
+// Eval with the Pillow kernel computes only the centre crop's pixels of Resize(shorter side) over the whole image,
+// which is what torchvision's Resize + CenterCrop computes. There is no per-sample tensor.
 // A sample that cannot be decoded leaves zeros in its slot and reports why, for quarantine.
 //
 // Thread safety: none; one pipeline per worker thread (it owns a decoder and scratch buffers).
@@ -17,6 +21,7 @@
 #include "common/job_spec.h"
 #include "worker/crop_geometry.h"
 #include "worker/jpeg_decoder.h"
+#include "worker/resample.h"
 
 namespace stoker {
 
@@ -40,6 +45,8 @@ class ImagePipeline {
   SampleOutcome Run(std::span<const uint8_t> encoded, uint64_t sample_seed, uint8_t* out);
 
   const StageSeconds& stage_seconds() const { return stage_seconds_; }
+  // The DCT reduction (1, 2, 4 or 8) the last JPEG was decoded at: 1 means its output is Pillow's exactly.
+  int last_reduction() const { return last_reduction_; }
   size_t output_bytes() const { return out_bytes_; }
 
   // True when this build can decode non-JPEG formats (OpenCV imgcodecs).
@@ -48,13 +55,17 @@ class ImagePipeline {
  private:
   SampleOutcome RunJpeg(std::span<const uint8_t> encoded, uint64_t sample_seed, uint8_t* out);
   SampleOutcome RunOther(std::span<const uint8_t> encoded, uint64_t sample_seed, uint8_t* out);
+  // The two axes of a Pillow-kernel resize of a width x height image reduced to 1/d (see image_pipeline.cc).
+  void PlanAxes(int width, int height, const Augmentation& aug, int d, ResampleAxis* ax, ResampleAxis* ay) const;
   // Resizes `src` (RGB or BGR rows) into out; swaps channels when bgr; flips when asked.
   void ResizeInto(const uint8_t* src, size_t stride, int width, int height, bool bgr, bool flip, uint8_t* out);
 
   PipelineSpec spec_;
   size_t out_bytes_;
   JpegRegionDecoder jpeg_;
+  Resampler resampler_;
   StageSeconds stage_seconds_;
+  int last_reduction_ = 1;
 };
 
 // Mirrors an RGB image left-right in place.

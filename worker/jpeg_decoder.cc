@@ -21,11 +21,17 @@ int ChooseScaleDenominator(const CropRect& crop, int min_width, int min_height) 
 
 namespace {
 
-int64_t ThreadCpuNanos() {
+int64_t ClockNanos(clockid_t clock) {
   timespec t{};
-  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  ::clock_gettime(clock, &t);
   return int64_t{t.tv_sec} * 1000000000 + t.tv_nsec;
 }
+
+// The thread's CPU clock is a system call (about 0.5 us here) and the progress monitor runs for every row group,
+// so it is read only once the monotonic clock (vDSO, no system call) says the budget could have been spent: a
+// thread cannot use more CPU time than the time that passed.
+int64_t ThreadCpuNanos() { return ClockNanos(CLOCK_THREAD_CPUTIME_ID); }
+int64_t MonotonicNanos() { return ClockNanos(CLOCK_MONOTONIC); }
 
 }  // namespace
 
@@ -78,7 +84,8 @@ void JpegRegionDecoder::OnProgress(j_common_ptr cinfo) {
   ErrorManager& errors = self->errors_;
   if (d->input_scan_number > self->limits_.max_scans) {
     std::snprintf(errors.message, sizeof(errors.message), "more than %d scans", self->limits_.max_scans);
-  } else if (self->cpu_deadline_ns_ != 0 && ThreadCpuNanos() > self->cpu_deadline_ns_) {
+  } else if (self->cpu_deadline_ns_ != 0 && MonotonicNanos() > self->wall_deadline_ns_ &&
+             ThreadCpuNanos() > self->cpu_deadline_ns_) {
     std::snprintf(errors.message, sizeof(errors.message), "over its budget of %lld ms of CPU time",
                   static_cast<long long>(
                       std::chrono::duration_cast<std::chrono::milliseconds>(self->limits_.max_cpu_time).count()));
@@ -90,7 +97,9 @@ void JpegRegionDecoder::OnProgress(j_common_ptr cinfo) {
 }
 
 void JpegRegionDecoder::StartClock() {
-  cpu_deadline_ns_ = limits_.max_cpu_time.count() > 0 ? ThreadCpuNanos() + limits_.max_cpu_time.count() : 0;
+  const int64_t budget = limits_.max_cpu_time.count();
+  cpu_deadline_ns_ = budget > 0 ? ThreadCpuNanos() + budget : 0;
+  wall_deadline_ns_ = budget > 0 ? MonotonicNanos() + budget : 0;
 }
 
 Status JpegRegionDecoder::Failure(const char* stage) {
@@ -140,6 +149,29 @@ Status JpegRegionDecoder::DecodeRegion(const CropRect& crop, int min_width, int 
                    crop.y + crop.height <= static_cast<int>(cinfo_.image_height),
                "crop outside the image");
   const int d = ChooseScaleDenominator(crop, min_width, min_height);
+  int reduced_w = 0, reduced_h = 0;
+  ScaledSize(d, &reduced_w, &reduced_h);
+  // The crop in reduced coordinates: floor of the start, ceiling of the end, within the reduced image.
+  return Decode(d, crop.x / d, crop.y / d, std::min(reduced_w, (crop.x + crop.width + d - 1) / d),
+                std::min(reduced_h, (crop.y + crop.height + d - 1) / d), /*margin=*/0, out);
+}
+
+void JpegRegionDecoder::ScaledSize(int d, int* width, int* height) const {
+  *width = static_cast<int>((cinfo_.image_width + d - 1) / d);
+  *height = static_cast<int>((cinfo_.image_height + d - 1) / d);
+}
+
+Status JpegRegionDecoder::DecodeScaled(int d, int x0, int y0, int x1, int y1, RegionView* out) {
+  return Decode(d, x0, y0, x1, y1, /*margin=*/1, out);
+}
+
+Status JpegRegionDecoder::Decode(int d, int x0, int y0, int x1, int y1, int margin, RegionView* out) {
+  STOKER_CHECK(header_read_, "decoding without a successful ReadHeader");
+  STOKER_CHECK(d == 1 || d == 2 || d == 4 || d == 8, "DCT reduction must be 1, 2, 4 or 8");
+  int reduced_w = 0, reduced_h = 0;
+  ScaledSize(d, &reduced_w, &reduced_h);
+  STOKER_CHECK(x0 >= 0 && y0 >= 0 && x1 > x0 && y1 > y0 && x1 <= reduced_w && y1 <= reduced_h,
+               "region outside the reduced image");
   // Everything below may longjmp back here; no C++ object with a destructor is created past this point.
   if (setjmp(errors_.jump) != 0) return Failure("decode");
   cinfo_.out_color_space = JCS_RGB;
@@ -147,36 +179,34 @@ Status JpegRegionDecoder::DecodeRegion(const CropRect& crop, int min_width, int 
   cinfo_.scale_denom = static_cast<unsigned>(d);
   cinfo_.dct_method = JDCT_ISLOW;
   jpeg_start_decompress(&cinfo_);
+  STOKER_CHECK(static_cast<int>(cinfo_.output_width) == reduced_w && static_cast<int>(cinfo_.output_height) ==
+               reduced_h, "libjpeg's reduced size differs from ceil(size / d)");
 
-  // The crop in reduced coordinates: floor of the start, ceiling of the end, within the reduced image.
-  const JDIMENSION reduced_w = cinfo_.output_width;
-  const JDIMENSION reduced_h = cinfo_.output_height;
-  JDIMENSION x0 = static_cast<JDIMENSION>(crop.x / d);
-  JDIMENSION x1 = std::min<JDIMENSION>(reduced_w, static_cast<JDIMENSION>((crop.x + crop.width + d - 1) / d));
-  JDIMENSION y0 = static_cast<JDIMENSION>(crop.y / d);
-  JDIMENSION y1 = std::min<JDIMENSION>(reduced_h, static_cast<JDIMENSION>((crop.y + crop.height + d - 1) / d));
-
-  JDIMENSION column = x0;
-  JDIMENSION columns = x1 - x0;
-  if (columns < reduced_w) jpeg_crop_scanline(&cinfo_, &column, &columns);  // widens to iMCU boundaries
+  // `margin` columns more on each side than asked: chroma upsampling (4:2:0, 4:2:2) reads its neighbours, and at
+  // the edge of a cropped scanline libjpeg replicates the edge instead, which differs from a full decode.
+  const JDIMENSION want_x0 = static_cast<JDIMENSION>(std::max(0, x0 - margin));
+  const JDIMENSION want_x1 = static_cast<JDIMENSION>(std::min(reduced_w, x1 + margin));
+  JDIMENSION column = want_x0;
+  JDIMENSION columns = want_x1 - want_x0;
+  if (columns < cinfo_.output_width) jpeg_crop_scanline(&cinfo_, &column, &columns);  // widens to iMCU boundaries
   const size_t stride = static_cast<size_t>(cinfo_.output_width) * 3;
-  const JDIMENSION rows = y1 - y0;
+  const JDIMENSION rows = static_cast<JDIMENSION>(y1 - y0);
   if (scratch_.size() < stride * rows) scratch_.resize(stride * rows);
   if (rows_.size() < rows) rows_.resize(rows);
   for (JDIMENSION r = 0; r < rows; ++r) rows_[r] = scratch_.data() + r * stride;
 
-  if (y0 > 0) jpeg_skip_scanlines(&cinfo_, y0);
+  if (y0 > 0) jpeg_skip_scanlines(&cinfo_, static_cast<JDIMENSION>(y0));
   JDIMENSION done = 0;
   while (done < rows) {
     done += jpeg_read_scanlines(&cinfo_, rows_.data() + done, rows - done);
   }
-  // The rows below the crop are never decoded.
+  // The rows below the region are never decoded.
   jpeg_abort_decompress(&cinfo_);
   header_read_ = false;
 
-  out->data = scratch_.data() + (x0 - column) * 3;
+  out->data = scratch_.data() + (static_cast<JDIMENSION>(x0) - column) * 3;
   out->stride = stride;
-  out->width = static_cast<int>(x1 - x0);
+  out->width = x1 - x0;
   out->height = static_cast<int>(rows);
   out->scale_denominator = d;
   return Status::Ok();

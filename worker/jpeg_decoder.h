@@ -76,6 +76,13 @@ class JpegRegionDecoder {
   // that keeps the region at least min_width x min_height, or at full size.
   Status DecodeRegion(const CropRect& crop, int min_width, int min_height, RegionView* out);
 
+  // Decodes columns [x0, x1) and rows [y0, y1) of the image reduced to 1/d (d = 1, 2, 4 or 8; the reduced image is
+  // ScaledSize(d)) after ReadHeader. The region's pixels are exactly those of the whole reduced image.
+  Status DecodeScaled(int d, int x0, int y0, int x1, int y1, RegionView* out);
+
+  // The size of the image reduced to 1/d, after ReadHeader: ceil(width / d) x ceil(height / d).
+  void ScaledSize(int d, int* width, int* height) const;
+
   // Decodes the whole image at full size (the decode-only baseline in benchmarks).
   Status DecodeFull(RegionView* out);
 
@@ -96,13 +103,15 @@ class JpegRegionDecoder {
   static void OnMessage(j_common_ptr cinfo, int level);
   static void OnProgress(j_common_ptr cinfo);
   void StartClock();
+  Status Decode(int d, int x0, int y0, int x1, int y1, int margin, RegionView* out);
   Status Failure(const char* stage);
 
   jpeg_decompress_struct cinfo_;
   ErrorManager errors_;
   Progress progress_;
   JpegLimits limits_;
-  int64_t cpu_deadline_ns_ = 0;  // the thread CPU clock's reading past which this image is over budget
+  int64_t cpu_deadline_ns_ = 0;   // the thread CPU clock's reading past which this image is over budget
+  int64_t wall_deadline_ns_ = 0;  // the monotonic clock's reading before which it cannot be
   bool header_read_ = false;
   std::vector<uint8_t> scratch_;
   std::vector<JSAMPROW> rows_;

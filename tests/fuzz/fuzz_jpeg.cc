@@ -1,11 +1,14 @@
 // libFuzzer target: a JPEG through the worker's region decoder (worker/jpeg_decoder.h) with a crop and an output
-// size taken from the input's last bytes, under tighter limits than a worker's so the fuzzer stays fast.
+// size taken from the input's last bytes, under tighter limits than a worker's so the fuzzer stays fast; or, by
+// one more byte, through the whole image pipeline (train or eval, the Pillow or the OpenCV resize kernel) into a
+// small output, which also runs the resampler's taps on whatever size the header claims.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "worker/image_pipeline.h"
 #include "worker/jpeg_decoder.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -13,11 +16,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint16_t x = in.ConsumeIntegral<uint16_t>(), y = in.ConsumeIntegral<uint16_t>();
   const uint16_t w = in.ConsumeIntegral<uint16_t>(), h = in.ConsumeIntegral<uint16_t>();
   const int out = in.ConsumeIntegralInRange<int>(1, 256);
+  const uint8_t route = in.ConsumeIntegral<uint8_t>();
   const std::vector<uint8_t> jpeg = in.ConsumeRemainingBytes<uint8_t>();
-  static stoker::JpegRegionDecoder decoder(stoker::JpegLimits{.max_pixels = uint64_t{4} << 20,
-                                                              .max_scans = 64,
-                                                              .max_memory_bytes = size_t{64} << 20,
-                                                              .max_cpu_time = std::chrono::milliseconds(500)});
+  const stoker::JpegLimits limits{.max_pixels = uint64_t{4} << 20,
+                                  .max_scans = 64,
+                                  .max_memory_bytes = size_t{64} << 20,
+                                  .max_cpu_time = std::chrono::milliseconds(500)};
+  if (route & 1) {
+    stoker::PipelineSpec spec;
+    spec.mode = route & 2 ? stoker::PipelineMode::kEval : stoker::PipelineMode::kTrain;
+    spec.resize_kernel = route & 4 ? stoker::ResizeKernel::kOpenCv : stoker::ResizeKernel::kPillow;
+    spec.antialias = !(route & 8);
+    spec.output_width = spec.output_height = static_cast<uint32_t>(1 + out % 64);
+    spec.resize_shorter = spec.output_width + (x % 64);
+    static std::vector<uint8_t> pixels(64 * 64 * 3);
+    stoker::ImagePipeline pipeline(spec, limits);
+    (void)pipeline.Run({jpeg.data(), jpeg.size()}, y, pixels.data());
+    return 0;
+  }
+  static stoker::JpegRegionDecoder decoder(limits);
   int width = 0, height = 0;
   if (!decoder.ReadHeader(jpeg.data(), jpeg.size(), &width, &height).ok()) return 0;
   stoker::CropRect crop;

@@ -114,7 +114,9 @@ void Tars(const std::string& dir) {
 }
 
 void Jpegs(const std::string& dir) {
-  const std::string crop("\x10\x00\x10\x00\x40\x00\x40\x00\x20", 9);  // trailing: crop and output size
+  // Trailing (libFuzzer's data provider takes integers from the end): the route (0: the region decoder; odd: the
+  // whole pipeline, bit 1 eval, bit 2 the OpenCV kernel), then the output size and the crop.
+  const std::string crop("\x10\x00\x10\x00\x40\x00\x40\x00\x20", 9);
   for (int i = 0; i < 3; ++i) {
     int w = 0, h = 0;
     std::vector<uint8_t> rgb = SyntheticImage(i, &w, &h);
@@ -122,7 +124,9 @@ void Jpegs(const std::string& dir) {
     std::vector<uint8_t> small;
     for (int y = 0; y < 48; ++y) small.insert(small.end(), rgb.begin() + y * w * 3, rgb.begin() + y * w * 3 + 64 * 3);
     auto jpeg = EncodeJpeg(small.data(), 64, 48, JpegEncodeOptions{90, i != 1});
-    if (jpeg.ok()) Write(dir, "image-" + std::to_string(i) + ".jpg", *jpeg + crop);
+    if (!jpeg.ok()) continue;
+    Write(dir, "image-" + std::to_string(i) + ".jpg", *jpeg + '\x00' + crop);
+    Write(dir, "pipeline-" + std::to_string(i) + ".jpg", *jpeg + static_cast<char>(1 | (i << 1)) + crop);
   }
 }
 
