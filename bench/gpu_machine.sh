@@ -118,7 +118,7 @@ fi
 if want headline; then
   section "headline: ResNet-50 fed by (c) synthetic, (a) DataLoader x15, (b) stoker on the same 16 cores"
   python3 "$BUNDLE/resnet_headline.py" --bundle "$BUNDLE" --peers "$BUNDLE/peers" --examples "$BUNDLE/examples" \
-    --workers "${HEADLINE_WORKERS:-12,14}" --out "$OUT"
+    --workers "${HEADLINE_WORKERS:-8,10}" --data-planes "${HEADLINE_PLANES:-plain,curve}" --out "$OUT"
 fi
 
 if want lightning; then

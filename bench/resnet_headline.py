@@ -4,9 +4,15 @@
 peers' script (shared/bench/anchor_resnet.py, the same model, batch, bf16 autocast and channels_last), then (b)
 stoker: a coordinator and N single-thread worker processes on this same machine, feeding
 examples/train_resnet50.py through the Python package. Same JPEGs for (a) and (b): the anchor's ImageFolder tree,
-indexed by `stoker index`. Goal: (b) >= 0.95 x (c) with input stall <= 3 %.
+indexed by `stoker index`. Goals: (b) >= 0.95 x (c) with input stall <= 3 % (issue 6); >= 0.98 x (c) with stall
+<= 2 % from <= 10 workers (issue 18).
 
-    python3 bench/resnet_headline.py --bundle .bundle --peers .bundle/peers --workers 12,14 --out $OUT
+Placement, as docs/operations.md recommends for a trainer sharing its node with workers: the trainer process is
+pinned to --trainer-cores cores (0, 1, ...) and runs PyTorch with that many intra-op threads (train_resnet50.py
+--cpu-threads), the coordinator shares core 0, and each worker gets a core of its own after them (--no-pin: none
+of this, the scheduler places everything).
+
+    python3 bench/resnet_headline.py --bundle .bundle --peers .bundle/peers --workers 8,10 --data-planes plain,curve
 
 Needs: .bundle from scripts/bundle-gpu.sh (bin/ and lib/ for the servers, python/ the package with its libraries),
 PyTorch and torchvision. Writes OUT/headline.json (and the anchor's OUT/anchor_resnet.json); process logs and each
@@ -41,10 +47,25 @@ def wait_for_file(path, proc, deadline_s=60):
     sys.exit(f"no {path} within {deadline_s} s")
 
 
-def run_profiled(cmd, env, timeout):
+def pinned(cores):
+    """A preexec_fn that pins the child to `cores` (None: leave it to the scheduler)."""
+    return (lambda: os.sched_setaffinity(0, cores)) if cores else None
+
+
+def placement(args, workers):
+    """Cores for the trainer, the coordinator and each worker: the trainer first, a core per worker after it."""
+    n = os.cpu_count()
+    if not args.pin:
+        return None, None, [None] * workers
+    trainer = set(range(min(args.trainer_cores, n)))
+    return trainer, {0}, [{(args.trainer_cores + i) % n} for i in range(workers)]
+
+
+def run_profiled(cmd, env, timeout, cores=None):
     """Runs the trainer, echoing its output, and measures every thread's CPU time on the machine between its first
     and its last progress line of the measured window (bench/thread_cpu.py): where the cores go while it trains."""
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=pinned(cores))
     first = last = None
     deadline = time.monotonic() + timeout
     for line in proc.stdout:
@@ -64,21 +85,22 @@ def run_profiled(cmd, env, timeout):
     return returncode, cpu
 
 
-def run_stoker(args, workers, manifest, logs):
+def run_stoker(args, workers, plain_data, manifest, logs):
     env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(args.bundle, "lib"))
     procs = []
     files = []
+    trainer_cores, coordinator_cores, worker_cores = placement(args, workers)
 
-    def start(name, argv):
+    def start(name, argv, cores):
         f = open(os.path.join(logs, f"{name}.log"), "w")
         files.append(f)
-        p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=env)
+        p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=env, preexec_fn=pinned(cores))
         procs.append(p)
         return p
 
     bin_dir = os.path.join(args.bundle, "bin")
     # CURVE as deployed: a key per role and their trust file (stoker keygen), the trainer's through the environment.
-    keys = os.path.join(logs, f"keys-{workers}")
+    keys = os.path.join(logs, f"keys-{workers}-{'plain' if plain_data else 'curve'}")
     subprocess.run([os.path.join(bin_dir, "stoker"), "keygen", f"--keyring={keys}"], check=True, env=env,
                    stdout=subprocess.DEVNULL)
     trust = f"--trust-file={os.path.join(keys, 'trust')}"
@@ -88,7 +110,8 @@ def run_stoker(args, workers, manifest, logs):
     c = start(f"coordinator-{workers}", [os.path.join(bin_dir, "stoker-coordinator"), "--listen=tcp://127.0.0.1:0",
                                          f"--endpoint-file={ep_file}", "--log-level=warning",
                                          "--metrics-listen=127.0.0.1:0",
-                                         f"--key-file={os.path.join(keys, 'coordinator.key')}", trust])
+                                         f"--key-file={os.path.join(keys, 'coordinator.key')}", trust],
+              coordinator_cores)
     endpoint = wait_for_file(ep_file, c)
     for i in range(workers):
         f = os.path.join(logs, f"worker-{workers}-{i}.endpoint")
@@ -98,9 +121,9 @@ def run_stoker(args, workers, manifest, logs):
                                             "--listen=tcp://127.0.0.1:0", "--threads=1", f"--endpoint-file={f}",
                                             "--log-level=warning", "--metrics-listen=127.0.0.1:0",
                                             f"--key-file={os.path.join(keys, 'worker.key')}", trust]
-                  + (["--plain-data"] if args.plain_data else []))
+                  + (["--plain-data"] if plain_data else []), worker_cores[i])
         wait_for_file(f, w)
-    summary = os.path.join(logs, f"stoker-{workers}.json")
+    summary = os.path.join(logs, f"stoker-{workers}-{'plain' if plain_data else 'curve'}.json")
     tenv = dict(os.environ, PYTHONPATH=os.path.join(args.bundle, "python"), PYTHONUNBUFFERED="1")
     tenv.pop("LD_LIBRARY_PATH", None)  # the package preloads the libraries vendored next to it
     tenv.update(STOKER_KEY_FILE=os.path.join(keys, "client.key"), STOKER_TRUST_FILE=os.path.join(keys, "trust"))
@@ -109,10 +132,12 @@ def run_stoker(args, workers, manifest, logs):
     cmd = [sys.executable, os.path.join(args.examples, "train_resnet50.py"), f"--coordinator={endpoint}",
            f"--job=headline-{workers}", f"--manifest={manifest}", f"--batch-size={args.batch_size}",
            f"--epochs={epochs}", f"--steps={args.steps}", f"--warmup={args.warmup}", f"--json={summary}",
-           "--print-every=40", f"--prefetch={2 * workers + 4}"]  # every worker busy, with batches to spare
-    log(f"(b) stoker, {workers} workers: " + " ".join(cmd[1:]))
+           "--print-every=40", f"--prefetch={2 * workers + 4}",  # every worker busy, with batches to spare
+           f"--cpu-threads={args.trainer_cores if args.pin else 0}"]
+    log(f"(b) stoker, {workers} workers, data plane {'plain' if plain_data else 'CURVE'}, "
+        f"{'pinned' if args.pin else 'unpinned'}: " + " ".join(cmd[1:]))
     try:
-        returncode, cpu = run_profiled(cmd, tenv, args.timeout)
+        returncode, cpu = run_profiled(cmd, tenv, args.timeout, trainer_cores)
         if returncode != 0:
             sys.exit(f"train_resnet50.py exited with {returncode}")
     finally:
@@ -147,8 +172,14 @@ def main():
     p.add_argument("--warmup", type=int, default=25)
     p.add_argument("--timeout", type=int, default=300)
     p.add_argument("--skip-anchor", action="store_true", help="reuse OUT/anchor_resnet.json")
-    p.add_argument("--plain-data", action="store_true",
-                   help="workers' --plain-data: data tickets, batches unencrypted (control on CURVE)")
+    p.add_argument("--data-planes", default="curve",
+                   help="comma-separated: curve (batches encrypted, the default) and/or plain (workers' --plain-data: "
+                        "data tickets, batches unencrypted, control on CURVE)")
+    p.add_argument("--plain-data", action="store_true", help="the same as --data-planes plain")
+    p.add_argument("--pin", action=argparse.BooleanOptionalAction, default=True,
+                   help="pin the trainer, the coordinator and each worker to cores (see above)")
+    p.add_argument("--trainer-cores", type=int, default=2, help="cores (and PyTorch threads) of the trainer")
+    p.add_argument("--name", default="headline", help="write OUT/NAME.json")
     p.add_argument("--out", default=os.environ.get("OUT", "/tmp/stoker-out"))
     p.add_argument("--logs", default="/tmp/stoker-headline", help="process logs and per-run summaries")
     args = p.parse_args()
@@ -170,30 +201,33 @@ def main():
     env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(args.bundle, "lib"))
     subprocess.run([os.path.join(args.bundle, "bin", "stoker"), "index", "/tmp/anchor_jpegs/train", "-o", manifest],
                    env=env, check=True, timeout=300, stdout=subprocess.DEVNULL)
+    planes = ["plain"] if args.plain_data else [x for x in args.data_planes.split(",") if x]
     runs = {}
-    for w in [int(x) for x in args.workers.split(",") if x]:
-        runs[w] = run_stoker(args, w, manifest, logs)
+    for plane in planes:
+        for w in [int(x) for x in args.workers.split(",") if x]:
+            runs[f"{w}-{plane}"] = (w, plane, run_stoker(args, w, plane == "plain", manifest, logs))
 
     print()
     print(f"ResNet-50, batch {args.batch_size}, bf16 autocast, channels_last, {os.cpu_count()} cores, "
-          f"{runs[next(iter(runs))]['device'] if runs else ''}")
+          f"{next(iter(runs.values()))[2]['device'] if runs else ''}, {'pinned' if args.pin else 'unpinned'}")
     print(f"{'feed':44s} {'img/s':>8s} {'vs (c)':>7s} {'host wait':>10s} {'GPU stall':>10s}")
     print(f"{'(c) synthetic, GPU-resident':44s} {synthetic:8.0f} {1:7.3f} {'-':>10s} {'-':>10s}")
     print(f"{'(a) PyTorch DataLoader, 15 workers':44s} {dataloader:8.0f} {dataloader / synthetic:7.3f} "
           f"{100 * dataloader_wait:9.1f}% {'-':>10s}")
-    for w, r in runs.items():
-        print(f"{'(b) stoker, %d workers x 1 thread' % w:44s} {r['images_per_second']:8.0f} "
+    for w, plane, r in runs.values():
+        print(f"{'(b) stoker, %d workers x 1 thread, %s' % (w, plane):44s} {r['images_per_second']:8.0f} "
               f"{r['images_per_second'] / synthetic:7.3f} {100 * r['host_input_wait_fraction']:9.1f}% "
               f"{100 * r['gpu_input_stall_fraction']:9.1f}%")
     result = {"synthetic_img_s": synthetic, "dataloader_img_s": dataloader, "dataloader_wait_frac": dataloader_wait,
-              "cores": os.cpu_count(), "data_plane": "plain-data" if args.plain_data else "curve",
-              "stoker": {str(w): {"img_s": r["images_per_second"], "ratio_to_synthetic":
+              "cores": os.cpu_count(), "pinned": args.pin, "trainer_cores": args.trainer_cores,
+              "stoker": {key: {"workers": w, "data_plane": plane, "img_s": r["images_per_second"],
+                               "ratio_to_synthetic":
                                   r["images_per_second"] / synthetic, "ratio_to_dataloader":
                                   r["images_per_second"] / dataloader,
                                   "host_wait_frac": r["host_input_wait_fraction"],
                                   "gpu_stall_frac": r["gpu_input_stall_fraction"], "summary": r}
-                         for w, r in runs.items()}}
-    with open(os.path.join(args.out, "headline.json"), "w") as f:
+                         for key, (w, plane, r) in runs.items()}}
+    with open(os.path.join(args.out, f"{args.name}.json"), "w") as f:
         json.dump(result, f, indent=1)
 
 

@@ -46,6 +46,10 @@ def parse_args():
     p.add_argument("--timeout", type=float, default=300, help="seconds one batch may take")
     p.add_argument("--print-every", type=int, default=50, help="steps between progress lines")
     p.add_argument("--json", help="write the summary here")
+    p.add_argument("--cpu-threads", type=int, default=2,
+                   help="PyTorch's intra-op CPU threads (0: PyTorch's default, one per core). With its input made "
+                        "elsewhere the trainer's CPU work is launching kernels; a thread per core only competes "
+                        "with the workers sharing the node")
     return p.parse_args()
 
 
@@ -55,6 +59,8 @@ def main():
         sys.exit("--coordinator (or STOKER_COORDINATOR) is required")
     if not torch.cuda.is_available():
         sys.exit("this example trains on a GPU; none is visible")
+    if args.cpu_threads > 0:
+        torch.set_num_threads(args.cpu_threads)
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     device = int(os.environ.get("LOCAL_RANK", 0))
     torch.cuda.set_device(device)
