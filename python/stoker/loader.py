@@ -82,8 +82,8 @@ class Loader:
     connect creates it from manifest, batch_size, ranks, epochs, seed (and the other job flags: pipeline,
     remainder, image_height, ...); ranks that join later send the same spec, or attach=True to send none.
     rank, ranks: this rank and the world size; None: torch.distributed's, else RANK and WORLD_SIZE, else rank 0.
-    device: a CUDA ordinal, -1 for host batches, "auto" (PyTorch's current device when the Loader connects, if CUDA
-    is available, else -1). dtype: uint8, float32, float16, bfloat16. layout: nchw, or nhwc (PyTorch's
+    device: a CUDA ordinal, -1 for host batches, "auto" (if CUDA is available: LOCAL_RANK's device under torchrun,
+    else PyTorch's current device when the Loader connects; -1 without CUDA). dtype: uint8, float32, float16, bfloat16. layout: nchw, or nhwc (PyTorch's
     channels_last). mean, std: per channel R,G,B in pixel units (default ImageNet's). depth: batches per device in
     pinned and device memory. timeout: seconds one batch may take before StokerError(DEADLINE_EXCEEDED) (None: no
     limit; Ctrl-C still works). claim_timeout: seconds to wait for this rank while another session holds it (a
@@ -162,7 +162,12 @@ class Loader:
         if self._device != "auto":
             return int(self._device)
         torch = _torch()
-        return torch.cuda.current_device() if torch is not None and torch.cuda.is_available() else -1
+        if torch is None or not torch.cuda.is_available():
+            return -1
+        local_rank = os.environ.get("LOCAL_RANK")  # torchrun's: one process per GPU of the node
+        if local_rank is not None and local_rank.isdigit():
+            return int(local_rank) % torch.cuda.device_count()
+        return torch.cuda.current_device()
 
     def open(self):
         """Connects now (otherwise the first use does): claims the rank, creating the job if it is new. Errors of
