@@ -1,7 +1,8 @@
 // Two GPUs: the tensor-parallel broadcast against cudaMemcpyPeer of the same bytes, the agreement step's cost per
 // batch, and the two arrangements end to end (two data-parallel ranks with agreement; one tensor-parallel pair).
 //
-//   nccl_bench [--batch-size 256] [--iterations 100] [--seconds 8] [--workers 4] [--json FILE]
+//   nccl_bench [--batch-size 256] [--iterations 100] [--seconds 8] [--workers 4] [--data-plane curve|plain|insecure]
+//              [--json FILE]
 //
 // 1. Broadcast: device 0 -> device 1 of one batch's bytes (pixels, labels, ids) through the Loader's Collective
 //    (NCCL, loaded at run time), N times, against cudaMemcpyPeerAsync of the same bytes in the same run (peer
@@ -200,6 +201,7 @@ int Main(int argc, char** argv) {
   uint32_t batch = 256, iterations = 100, workers = 4, worker_threads = 2, agreement_steps = 2000;
   double seconds = 8;
   std::string json;
+  bench::DataSecurity security = bench::DataSecurity::kCurve;
   FlagSet flags("nccl_bench [flags]", "Two GPUs: NCCL broadcast vs cudaMemcpyPeer, agreement cost, end to end.");
   flags.AddUint32("batch-size", &batch, "samples per batch (224x224x3)");
   flags.AddUint32("iterations", &iterations, "broadcasts per timed repeat");
@@ -208,6 +210,15 @@ int Main(int argc, char** argv) {
   flags.AddUint32("workers", &workers, "skip-decode worker processes");
   flags.AddUint32("worker-threads", &worker_threads, "threads per worker");
   flags.AddString("json", &json, "write the figures here");
+  flags.AddChoice("data-plane", {"curve", "plain", "insecure"}, "curve",
+                  [&security](const std::string& v) {
+                    if (v == "curve") security = bench::DataSecurity::kCurve;
+                    else if (v == "plain") security = bench::DataSecurity::kPlainData;
+                    else if (v == "insecure") security = bench::DataSecurity::kInsecure;
+                    else return false;
+                    return true;
+                  },
+                  "the end-to-end runs' data plane: CURVE (the default), workers' --plain-data, or --insecure");
   if (auto exit_code = flags.ParseOrExitCode(argc, argv)) return *exit_code;
   int gpus = 0;
   if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus < 2) {
@@ -235,7 +246,7 @@ int Main(int argc, char** argv) {
   const std::string& dir = scratch.path();
   auto manifest = bench::WriteNeverReadManifest(dir, 200000, "nccl_bench");
   Die(manifest.status(), "manifest");
-  auto cluster = bench::StartSkipDecodeCluster(dir, workers, worker_threads);
+  auto cluster = bench::StartSkipDecodeCluster(dir, workers, worker_threads, security);
   Die(cluster.status(), "cluster");
   auto base = [&](const std::string& job, uint32_t ranks, uint32_t rank, int device) {
     JobSpec spec;
@@ -272,6 +283,7 @@ int Main(int argc, char** argv) {
     o.tensor_parallel = {*tp_id, 2, static_cast<uint32_t>(m), std::chrono::seconds(120)};
     return o;
   }, seconds);
+  std::printf("data plane of the end-to-end runs: %s\n", bench::DataSecurityName(security));
   std::printf("3a. two ranks with agreement: %.0f + %.0f img/s, agreement %.1f / %.1f us per batch, waited %.1f / "
               "%.1f %%\n", dp[0].images_per_second, dp[1].images_per_second, dp[0].agreement_micros_per_batch,
               dp[1].agreement_micros_per_batch, 100 * dp[0].wait_fraction, 100 * dp[1].wait_fraction);
@@ -287,7 +299,7 @@ int Main(int argc, char** argv) {
     j << "{\"device\": \"" << prop.name << "\", \"batch_bytes\": " << bytes << ", \"nccl_broadcast_gbps\": "
       << bc.nccl_gbps << ", \"memcpy_peer_gbps\": " << bc.peer_gbps << ", \"broadcast_ratio\": " << bc.ratio
       << ", \"peer_access\": " << (bc.peer_access ? "true" : "false") << ", \"agreement_us_per_step\": " << agree_us
-      << ", \"dp\": [";
+      << ", \"data_plane\": \"" << bench::DataSecurityName(security) << "\", \"dp\": [";
     for (int m = 0; m < 2; ++m) {
       j << (m ? ", " : "") << "{\"img_s\": " << dp[m].images_per_second << ", \"agreement_us_per_batch\": "
         << dp[m].agreement_micros_per_batch << ", \"wait_fraction\": " << dp[m].wait_fraction << "}";
