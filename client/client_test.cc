@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/resource.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <thread>
@@ -163,11 +166,17 @@ class ClientTest : public ::testing::Test {
     if (server_.joinable()) server_.join();
   }
 
-  std::unique_ptr<Client> Connect(uint32_t prefetch, ClientOptions options = {}) {
+  // Options for the in-process coordinator (which runs without CURVE) and the fixture's job.
+  ClientOptions Options(ClientOptions options = {}) const {
     options.coordinator = endpoint_;
-    options.insecure = true;  // the in-process coordinator here runs without CURVE
+    options.insecure = true;
     options.job = spec_.name;
     options.spec = spec_;
+    return options;
+  }
+
+  std::unique_ptr<Client> Connect(uint32_t prefetch, ClientOptions options = {}) {
+    options = Options(options);
     options.prefetch = prefetch;
     auto client = Client::Connect(options);
     EXPECT_TRUE(client.ok()) << client.status().ToString();
@@ -270,14 +279,58 @@ TEST_F(ClientTest, PayloadFramesAreJoinedInOrderAndBadFramingIsDropped) {
 }
 
 TEST_F(ClientTest, PayloadFramesBelowTheMinimumAreRefused) {
-  ClientOptions options;
-  options.coordinator = endpoint_;
-  options.insecure = true;
-  options.job = spec_.name;
-  options.spec = spec_;
+  ClientOptions options = Options();
   options.payload_frame_bytes = 1000;
   auto client = Client::Connect(options);
   EXPECT_EQ(client.status().code(), StatusCode::kInvalidArgument) << client.status().ToString();
+}
+
+// Issue 14: a process out of file descriptors (1,100 fake workers did it) must get an error from Connect, never
+// an exception thrown out of it (before the fix, the coordinator socket's zmq::error_t escaped Client::Connect).
+// Every soft limit from "no descriptor left" upwards, until Connect succeeds.
+TEST_F(ClientTest, RunningOutOfFileDescriptorsIsAnErrorNotACrash) {
+  ClientOptions options = Options();
+  options.connect_timeout = std::chrono::milliseconds(500);
+  rlimit original{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &original), 0);
+  // The soft limit under which exactly `spare` descriptor numbers are free (new descriptors take the lowest free
+  // number; EMFILE is a number at or past the limit).
+  auto limit_leaving = [](rlim_t spare) {
+    auto open = [](rlim_t fd) { return ::fcntl(static_cast<int>(fd), F_GETFD) != -1; };
+    rlim_t limit = 0;
+    for (rlim_t free = 0; free < spare || open(limit); ++limit) {
+      if (!open(limit)) ++free;
+    }
+    return limit;
+  };
+  {  // The process's ZeroMQ context starts its I/O threads with the first socket; libzmq aborts if it cannot
+     // (epoll_create under EMFILE). A trainer's context is started long before its descriptors run out.
+    auto warm = Client::Connect(options);
+    ASSERT_TRUE(warm.ok()) << warm.status().ToString();
+  }
+  // An attempt that claimed the rank and then failed leaves it held until the coordinator's client timeout, so
+  // later attempts may be refused for that instead: what is asserted is that none throws, and that running out
+  // of descriptors was met and reported.
+  int out_of_descriptors = 0;
+  for (rlim_t extra = 0; extra < 48; ++extra) {
+    rlimit low = original;
+    low.rlim_cur = limit_leaving(extra);
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+    StatusOr<std::unique_ptr<Client>> client = InvalidArgumentError("not run");
+    try {
+      client = Client::Connect(options);
+    } catch (const std::exception& e) {
+      ::setrlimit(RLIMIT_NOFILE, &original);
+      FAIL() << "Connect threw with " << extra << " descriptors to spare: " << e.what();
+    }
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &original), 0);
+    if (client.ok()) break;
+    const std::string message = client.status().ToString();
+    if (message.find("Too many open files") != std::string::npos || message.find("eventfd") != std::string::npos) {
+      ++out_of_descriptors;
+    }
+  }
+  EXPECT_GT(out_of_descriptors, 0);
 }
 
 TEST_F(ClientTest, EndOfEpochIsReportedBetweenEpochsAndEndOfJobAfterTheLast) {

@@ -86,7 +86,7 @@ void ZapHandler::Serve() {
         if (!socket_.recv(request.back(), zmq::recv_flags::dontwait)) break;
       } while (request.back().more());
     } catch (const zmq::error_t& e) {
-      STOKER_LOG(kWarning) << "ZAP receive failed: " << e.what();
+      errors_.Note("zap_recv", e);
       continue;
     }
     Answer(request);
@@ -166,7 +166,7 @@ void ZapHandler::Answer(std::vector<zmq::message_t>& request) {
       socket_.send(m, i + 1 < 6 ? zmq::send_flags::sndmore : zmq::send_flags::none);
     }
   } catch (const zmq::error_t& e) {
-    STOKER_LOG(kWarning) << "ZAP reply failed: " << e.what();
+    errors_.Note("zap_reply", e);
   }
 }
 
@@ -181,6 +181,9 @@ void CollectHandshakes(const std::string& component, const ZapHandler* zap, Metr
   std::map<std::string, uint64_t> refused = zap->Refused();
   refused.try_emplace("unknown_key", 0);
   for (const auto& [reason, n] : refused) family.Add({{"result", "refused"}, {"reason", reason}}, static_cast<double>(n));
+  for (const auto& [site, n] : zap->Errors()) {
+    family.Add({{"result", "error"}, {"reason", site}}, static_cast<double>(n));
+  }
   out.push_back(family.Build());
 }
 

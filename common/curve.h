@@ -25,6 +25,7 @@
 #include "common/metrics.h"
 #include "common/status.h"
 #include "common/sync.h"
+#include "common/transport_errors.h"
 
 namespace stoker {
 
@@ -57,6 +58,8 @@ class ZapHandler {
 
   // Handshakes refused, by reason ("unknown_key", "mechanism", "bad_ticket", "no_ticket_key"), and admitted.
   std::map<std::string, uint64_t> Refused() const;
+  // ZAP requests the handler could not receive or answer, by site ("zap_recv", "zap_reply"): logged once, counted.
+  std::map<std::string, uint64_t> Errors() const { return errors_.Counts(); }
   uint64_t admitted() const { return admitted_.load(); }
 
  private:
@@ -74,11 +77,12 @@ class ZapHandler {
   mutable Mutex mu_;
   std::map<std::string, uint64_t> refused_ STOKER_GUARDED_BY(mu_);
   std::string ticket_key_ STOKER_GUARDED_BY(mu_);
+  TransportErrors errors_;
   std::thread thread_;
 };
 
-// stoker_<component>_handshakes_total{result="admitted"|"refused", reason}: the CURVE handshakes the process's ZAP
-// handler decided (nothing without one: CURVE off).
+// stoker_<component>_handshakes_total{result="admitted"|"refused"|"error", reason}: the CURVE handshakes the
+// process's ZAP handler decided, and the ZAP requests it failed to receive or answer (nothing without one: CURVE off).
 void CollectHandshakes(const std::string& component, const ZapHandler* zap, MetricFamilies& out);
 
 }  // namespace stoker

@@ -106,7 +106,11 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options, 
   auto client = std::unique_ptr<Client>(new Client());
   client->core_ = core;
   client->rank_ = options.rank;
-  client->io_ = std::make_unique<internal::IoThread>(options, std::move(security), core);
+  try {  // the coordinator socket: out of descriptors (EMFILE) is an error for the caller, never std::terminate
+    client->io_ = std::make_unique<internal::IoThread>(options, std::move(security), core);
+  } catch (const zmq::error_t& e) {
+    return ResourceExhaustedError(std::string("cannot open the coordinator socket: ") + e.what());
+  }
   auto registered = client->io_->Register(resume);
   if (!registered.ok()) return registered.status();
   // From here on, every failure starts the I/O thread only to give the rank back as it closes.

@@ -156,9 +156,17 @@ TEST(Hostile, NoOtherKeyCanActForAClientAndItsTrainingGetsEverySample) {
                                                      ResumePoint{2, fingerprint}});
   EXPECT_EQ(resume.code(), StatusCode::kAlreadyExists) << resume.ToString();
 
-  // A worker key cannot make client requests at all; no key does not get past the handshake.
+  // A worker key cannot make client requests at all, nor a client key worker requests; no key does not get past
+  // the handshake.
   Status role = Ask(as_worker, ClientHeartbeatRequest{victim_id, "victim", 0, everything, everything, {}, 0});
   EXPECT_EQ(role.code(), StatusCode::kPermissionDenied) << role.ToString();
+  Status worker_registers_a_client = Ask(as_worker, RegisterClientRequest{"c-w", "victim", 1, std::nullopt, 4});
+  EXPECT_EQ(worker_registers_a_client.code(), StatusCode::kPermissionDenied) << worker_registers_a_client.ToString();
+  Status client_registers_a_worker =
+      Ask(mallory, RegisterWorkerRequest{"w-mallory", "tcp://127.0.0.1:9", 1, "0", "", false});
+  EXPECT_EQ(client_registers_a_worker.code(), StatusCode::kPermissionDenied) << client_registers_a_worker.ToString();
+  Status client_leases = Ask(mallory, LeaseRequest{"w-mallory", "victim", 0, 4, 0});
+  EXPECT_EQ(client_leases.code(), StatusCode::kPermissionDenied) << client_leases.ToString();
   zmq::socket_t keyless = Dealer(context, ep, std::nullopt);
   zmq::socket_t stranger = Dealer(context, ep, keys.stranger, keys.coordinator.public_z85);
   for (zmq::socket_t* s : {&keyless, &stranger}) {
