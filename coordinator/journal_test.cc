@@ -27,25 +27,31 @@ JobSpec Spec() {
 
 // The real file system, except that writes can be made to fail the way a full volume fails them: with `full`, an
 // append writes `partial` bytes and then reports ENOSPC; with `full` or `no_room_for_copies`, atomic whole-file
-// writes (compaction's new file) fail outright.
+// writes (compaction's new file) fail outright. It counts the directory syncs and atomic writes asked of it.
 class FullVolumeEnv final : public Env {
  public:
   bool full = false;
   bool no_room_for_copies = false;
   size_t partial = 7;
+  int directory_syncs = 0;
+  int atomic_writes = 0;
 
   StatusOr<std::unique_ptr<RandomAccessFile>> OpenForRead(const std::string& p) override { return real_.OpenForRead(p); }
   StatusOr<FileInfo> Stat(const std::string& p) override { return real_.Stat(p); }
   StatusOr<std::vector<std::string>> ListDirectory(const std::string& p) override { return real_.ListDirectory(p); }
   Status WriteFileAtomically(const std::string& p, const void* data, size_t size) override {
     if (full || no_room_for_copies) return ResourceExhaustedError("cannot write " + p + ".tmp: No space left on device");
-    return real_.WriteFileAtomically(p, data, size);
+    ++atomic_writes;
+    return real_.WriteFileAtomically(p, data, size);  // PosixEnv's: tmp, fsync, rename, fsync of the directory
   }
   Status CreateDirectories(const std::string& p) override { return real_.CreateDirectories(p); }
   StatusOr<std::unique_ptr<WritableFile>> OpenForAppend(const std::string& p) override;
   Status Truncate(const std::string& p, uint64_t size) override { return real_.Truncate(p, size); }
   Status Rename(const std::string& from, const std::string& to) override { return real_.Rename(from, to); }
-  Status SyncDirectory(const std::string& p) override { return real_.SyncDirectory(p); }
+  Status SyncDirectory(const std::string& p) override {
+    ++directory_syncs;
+    return real_.SyncDirectory(p);
+  }
   StatusOr<VolumeSpace> Space(const std::string& p) override { return real_.Space(p); }
 
  private:
@@ -241,6 +247,10 @@ TEST(Journal, AWriteThatFailsForLackOfSpaceLeavesNothingBehindAndIsWrittenLater)
   EXPECT_EQ(std::get<RankProgress>(seen[2]).received, 5u);
 }
 
+// Also (issue 15): neither creating the journal nor compaction's rename made the directory durable, so a crash
+// could lose the file's name (and every record with it) or the compacted file. Creation syncs the directory once,
+// reopening an existing journal needs no sync, and compaction writes through WriteFileAtomically, which fsyncs the
+// directory after its rename.
 TEST(Journal, ACompactionThatFailsLosesNothingAndIsTriedAgainLater) {
   TempDir dir;
   FullVolumeEnv env;
@@ -250,6 +260,7 @@ TEST(Journal, ACompactionThatFailsLosesNothingAndIsTriedAgainLater) {
   CoordinatorState state;
   auto journal = Journal::Open(env, dir.Join("j"), options, [](const Update&) {}, &replay);
   ASSERT_TRUE(journal.ok());
+  EXPECT_EQ(env.directory_syncs, 1) << "creating the journal must sync its directory";
   auto sync = [&](const Update& u) {
     state.Apply(u);
     (*journal)->Append(u);
@@ -263,7 +274,11 @@ TEST(Journal, ACompactionThatFailsLosesNothingAndIsTriedAgainLater) {
   EXPECT_EQ((*journal)->compaction_failures(), 1u) << "tried once, then again only after more growth";
   env.no_room_for_copies = false;
   for (; (*journal)->size_bytes() > 2048; ++i) ASSERT_TRUE(sync(RankProgress{"j", 0, i, i}).ok());
+  EXPECT_EQ(env.atomic_writes, 1) << "the compaction replaces the journal by an atomic (directory-synced) write";
   journal->reset();
+  const int syncs = env.directory_syncs;
+  ASSERT_TRUE(Journal::Open(env, dir.Join("j"), options, [](const Update&) {}, &replay).ok());
+  EXPECT_EQ(env.directory_syncs, syncs) << "an existing journal's name is durable already";
   CoordinatorState replayed;
   for (const Update& u : Replay(dir.Join("j"), &replay)) replayed.Apply(u);
   EXPECT_EQ(replayed.FindJob("j")->ranks[0].received, i - 1);
