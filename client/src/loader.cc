@@ -25,7 +25,6 @@
 namespace stoker {
 
 using namespace internal;  // the Loader's private parts (client/src/loader_impl.h)
-using SteadyClock = std::chrono::steady_clock;
 
 // ---- LoadedBatch ----------------------------------------------------------------------------------------------
 
@@ -142,12 +141,12 @@ Status Loader::Impl::Open() {
 
 StatusOr<LoaderDelivery> Loader::Impl::Next(void* stream, std::chrono::milliseconds timeout) {
   if (stage_ != nullptr) STOKER_RETURN_IF_ERROR(CheckConsumerStream(options_.device, stream));
-  const auto start = SteadyClock::now();
+  const TimePoint start = clock_->Now();
   StatusOr<LoaderDelivery> result =
       stopped_ ? StatusOr<LoaderDelivery>(LoaderDelivery{LoaderDelivery::Kind::kStopped, last_epoch_, {}})
                : (follower() ? FollowerNext(stream) : FetchAndAgree(stream, timeout));
   MutexLock lock(stats_mu_);
-  stats_.wait_seconds += std::chrono::duration<double>(SteadyClock::now() - start).count();
+  stats_.wait_seconds += std::chrono::duration<double>(clock_->Now() - start).count();
   if (result.ok() && result->kind == LoaderDelivery::Kind::kBatch) {
     ++stats_.batches;
     last_epoch_ = result->epoch;
@@ -170,11 +169,11 @@ StatusOr<LoaderDelivery> Loader::Impl::FetchAndAgree(void* stream, std::chrono::
   }
   uint32_t agreed = vote;
   if (agreement_) {
-    const auto begin = SteadyClock::now();
+    const TimePoint begin = clock_->Now();
     StatusOr<uint32_t> max = agreement_->AgreeMax(vote);
     {
       MutexLock lock(stats_mu_);
-      stats_.agreement_seconds += std::chrono::duration<double>(SteadyClock::now() - begin).count();
+      stats_.agreement_seconds += std::chrono::duration<double>(clock_->Now() - begin).count();
       ++stats_.agreements;
     }
     if (!max.ok()) {

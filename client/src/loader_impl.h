@@ -11,6 +11,7 @@
 #include "client/cuda/device_stage.h"
 #include "client/cuda/gpu_probe.h"
 #include "client/nccl/collective.h"
+#include "common/clock.h"
 #include "common/sync.h"
 #include "stoker/loader.h"
 
@@ -90,7 +91,10 @@ struct LoadedBatch::State {
 
 class Loader::Impl {
  public:
-  explicit Impl(const LoaderOptions& options) : options_(options) {}
+  // Time (the wait and agreement figures) is read from the client's clock, the process's unless a test gives one.
+  explicit Impl(const LoaderOptions& options)
+      : options_(options),
+        clock_(options.client.clock ? options.client.clock : std::make_shared<RealClock>()) {}
 
   Status Open();
   StatusOr<LoaderDelivery> Next(void* stream, std::chrono::milliseconds timeout);
@@ -116,6 +120,7 @@ class Loader::Impl {
   Status BroadcastHello();
 
   const LoaderOptions options_;
+  const std::shared_ptr<const Clock> clock_;
   std::unique_ptr<Client> client_;          // not on a follower
   std::shared_ptr<StallProbe> probe_;       // GPU path
   std::shared_ptr<DeviceStage> stage_;      // GPU path
