@@ -333,6 +333,32 @@ TEST_F(ClientTest, RunningOutOfFileDescriptorsIsAnErrorNotACrash) {
   EXPECT_GT(out_of_descriptors, 0);
 }
 
+// Issue 14: 1,100 self-registered workers made every client open 1,100 connections and run out of descriptors.
+// A client connects to at most ClientOptions.max_workers of the listed workers and says how many it left out.
+TEST_F(ClientTest, AClientConnectsToNoMoreWorkersThanItsCap) {
+  zmq::socket_t registrar(context_, zmq::socket_type::dealer);
+  registrar.set(zmq::sockopt::linger, 0);
+  registrar.connect(endpoint_);
+  for (int i = 0; i < 12; ++i) {  // listed, never answering: the client's connections to them just wait
+    RegisterWorkerRequest r{"w-fake-" + std::to_string(i), "tcp://127.0.0.1:" + std::to_string(9 + i), 1, "test"};
+    registrar.send(EncodeRequest(100 + i, r), zmq::send_flags::none);
+    zmq::pollitem_t items[] = {{registrar.handle(), 0, ZMQ_POLLIN, 0}};
+    ASSERT_TRUE(PollOnce(items, std::chrono::seconds(10)).ok());
+    zmq::message_t reply;
+    ASSERT_TRUE(registrar.recv(reply, zmq::recv_flags::dontwait)) << "worker " << i << " was not registered";
+  }
+  ClientOptions options;
+  options.max_workers = 4;
+  auto client = Connect(/*prefetch=*/2, options);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (client->Stats().connected_workers < 4 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // membership arrives with a heartbeat reply
+  }
+  EXPECT_EQ(client->Stats().connected_workers, 4u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));  // two more heartbeats' memberships: still the cap
+  EXPECT_EQ(client->Stats().connected_workers, 4u);
+}
+
 TEST_F(ClientTest, EndOfEpochIsReportedBetweenEpochsAndEndOfJobAfterTheLast) {
   auto client = Connect(/*prefetch=*/12);
   ScriptedWorker worker(context_, endpoint_, spec_);
