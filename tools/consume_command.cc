@@ -32,6 +32,8 @@ int ConsumeCommand(int argc, char** argv) {
   flags.AddBool("attach", &attach, "join an existing job without sending its spec");
   flags.AddUint32("prefetch", &options.prefetch, "batches held at once (the lease window)");
   flags.AddUint32("credits", &options.credits_per_worker, "batches one worker may prepare for us at a time");
+  flags.AddUint32("max-worker-connections", &options.max_workers,
+                  "worker connections held at once (each is a file descriptor)");
   flags.AddString("client-id", &options.client_id, "client id (default: random c-…)");
   AddClientSecurityFlags(flags, &options);
   flags.AddString("log", &log_path, "write the delivery log here");

@@ -77,6 +77,8 @@ LoaderFlags::LoaderFlags(FlagSet& flags) {
   flags.AddBool("attach", &attach_, "join an existing job without sending its spec");
   flags.AddUint32("prefetch", &c.prefetch, "host window: batches workers may send ahead");
   flags.AddUint32("credits", &c.credits_per_worker, "batches one worker may prepare for this rank at a time");
+  flags.AddUint32("max-worker-connections", &c.max_workers,
+                  "worker connections held at once (each is a file descriptor)");
   flags.AddString("client-id", &c.client_id, "client id (default: random c-...)");
   flags.AddString("resume-token", &c.resume_token, "a checkpoint token to resume from");
   flags.AddString("metrics-listen", &c.metrics_listen, "serve /metrics etc. on this host:port (default: none)");
