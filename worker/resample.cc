@@ -152,17 +152,19 @@ __attribute__((target("avx2"))) void Resampler::HorizontalAvx2(const uint8_t* sr
                                                                int src_y, const ResampleAxis& ax,
                                                                const ResampleAxis& ay, bool flip) {
   const int width = ax.size();
-  const int groups = (ax.max_taps + 3) / 4;
+  const int max_groups = (ax.max_taps + 3) / 4;
   offsets_.assign(width, 0);
-  high_.assign(static_cast<size_t>(width) * groups * 16, 0);
-  low_.assign(static_cast<size_t>(width) * groups * 16, 0);
+  groups_.assign(width, 0);
+  high_.assign(static_cast<size_t>(width) * max_groups * 16, 0);
+  low_.assign(static_cast<size_t>(width) * max_groups * 16, 0);
   for (int d = 0; d < width; ++d) {
     const int ox = flip ? width - 1 - d : d;
     offsets_[d] = ax.first[ox] * 3;
+    groups_[d] = (ax.count[ox] + 3) / 4;
     for (int x = 0; x < ax.count[ox]; ++x) {
       const int32_t k = ax.weights[static_cast<size_t>(ox) * ax.max_taps + x];
       for (int c = 0; c < 3; ++c) {
-        size_t at = (static_cast<size_t>(d) * groups + x / 4) * 16 + (x % 4) / 2 * 8 + c * 2 + x % 2;
+        size_t at = (static_cast<size_t>(d) * max_groups + x / 4) * 16 + (x % 4) / 2 * 8 + c * 2 + x % 2;
         high_[at] = static_cast<int16_t>(k >> 11);
         low_[at] = static_cast<int16_t>(k & 0x7FF);
       }
@@ -171,19 +173,24 @@ __attribute__((target("avx2"))) void Resampler::HorizontalAvx2(const uint8_t* sr
   const __m128i shuffle = _mm_setr_epi8(0, 3, 1, 4, 2, 5, -1, -1, 6, 9, 7, 10, 8, 11, -1, -1);
   const __m128i half = _mm_set1_epi32(kHalf);
   const size_t row_bytes = static_cast<size_t>(width) * 3;
-  // Each group loads 16 bytes, up to 13 past the last tap it needs: harmless inside the source region (they fall
-  // in the same or the next row, multiplied by zero weights), so only the last row is done with the scalar code.
+  // A group loads 16 bytes for its 12, so a pixel's loads may run up to 13 bytes past its last tap: harmless inside
+  // the region (they are multiplied by zero weights), but the region may end right after its last pixel. Loads
+  // that would pass the end of the last guaranteed pixel are done by the scalar code instead.
+  const ptrdiff_t region_end = static_cast<ptrdiff_t>(ay.highest - 1 - src_y) * static_cast<ptrdiff_t>(stride) +
+                               static_cast<ptrdiff_t>(ax.highest - src_x) * 3;
   for (int y = ay.lowest; y < ay.highest; ++y) {
     const uint8_t* in = SourceRow(src, stride, src_x, src_y, y);
+    const ptrdiff_t row_start = in - src;  // of column 0 (maybe before src)
     uint8_t* row = rows_.data() + (y - ay.lowest) * row_bytes;
-    if (y == ay.highest - 1) {
-      HorizontalRow(in, ax, flip, 0, width, row);
-      continue;
-    }
-    const int16_t* hi = high_.data();
-    const int16_t* lo = low_.data();
     for (int d = 0; d < width; ++d) {
+      const int groups = groups_[d];
+      if (row_start + offsets_[d] + 12 * (groups - 1) + 16 > region_end) {
+        HorizontalRow(in, ax, flip, d, d + 1, row);
+        continue;
+      }
       const uint8_t* p = in + offsets_[d];
+      const int16_t* hi = high_.data() + static_cast<size_t>(d) * max_groups * 16;
+      const int16_t* lo = low_.data() + static_cast<size_t>(d) * max_groups * 16;
       __m256i sum_hi = _mm256_setzero_si256(), sum_lo = _mm256_setzero_si256();
       for (int g = 0; g < groups; ++g, hi += 16, lo += 16) {
         __m128i bytes = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 12 * g)), shuffle);
@@ -196,7 +203,7 @@ __attribute__((target("avx2"))) void Resampler::HorizontalAvx2(const uint8_t* sr
       q = _mm_srai_epi32(q, kPrecision);
       q = _mm_packus_epi16(_mm_packs_epi32(q, q), q);
       const int32_t pixel = _mm_cvtsi128_si32(q);
-      std::memcpy(row + static_cast<size_t>(d) * 3, &pixel, 4);  // the 4th byte is overwritten by the next pixel
+      std::memcpy(row + static_cast<size_t>(d) * 3, &pixel, 4);  // the 4th byte: the next pixel's, or slack
     }
   }
 }

@@ -65,7 +65,8 @@ class Resampler {
   std::vector<uint8_t> rows_;  // the horizontal pass: one output-width row per source row the vertical pass reads
   // The AVX2 horizontal pass's weights, laid out per destination column in groups of four taps, each weight split
   // into its high and low 11 bits (pmaddwd multiplies 16-bit values): hi * 2^11 + lo is the 22-bit weight.
-  std::vector<int32_t> offsets_;
+  std::vector<int32_t> offsets_;  // per destination column: its first tap's byte in a row
+  std::vector<int32_t> groups_;   // per destination column: its groups of four taps
   std::vector<int16_t> high_, low_;
 };
 
