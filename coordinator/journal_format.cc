@@ -210,26 +210,33 @@ StatusOr<uint64_t> FindValidRecordAfter(const RandomAccessFile& file, uint64_t b
   return uint64_t{0};
 }
 
-// Applies the updates in one valid record's payload.
+// Applies the updates in one valid record's payload, each checked against the state the records before it made
+// (`shadow`): DataLoss if the payload does not decode, FailedPrecondition if an update does not fit.
 Status ApplyPayload(int version, const std::vector<char>& payload, const std::function<void(const Update&)>& apply,
-                    uint64_t* updates) {
-  if (version == 1) {
-    STOKER_ASSIGN_OR_RETURN(Update u, DecodeJournalUpdate(payload.data(), payload.size()));
+                    CoordinatorState* shadow, uint64_t* updates) {
+  auto fitting = [&](const Update& u) -> Status {
+    STOKER_RETURN_IF_ERROR(shadow->Check(u));
+    shadow->Apply(u);
     apply(u);
     ++*updates;
     return Status::Ok();
+  };
+  if (version == 1) {
+    StatusOr<Update> u = DecodeJournalUpdate(payload.data(), payload.size());
+    if (!u.ok()) return DataLossError(u.status().message());
+    return fitting(*u);
   }
   std::vector<Update> group;
-  STOKER_RETURN_IF_ERROR(DecodeMessage<wire::JournalGroup>(
+  Status decoded = DecodeMessage<wire::JournalGroup>(
       payload.data(), payload.size(), [&](wire::JournalGroup::Reader root) -> Status {
         for (auto r : root.getUpdates()) {
           STOKER_ASSIGN_OR_RETURN(Update u, UpdateFromWire(r));
           group.push_back(std::move(u));
         }
         return Status::Ok();
-      }));
-  for (const Update& u : group) apply(u);
-  *updates += group.size();
+      });
+  if (!decoded.ok()) return DataLossError(decoded.message());
+  for (const Update& u : group) STOKER_RETURN_IF_ERROR(fitting(u));
   return Status::Ok();
 }
 
@@ -307,6 +314,7 @@ StatusOr<JournalScan> ScanJournal(const RandomAccessFile& file, const std::funct
   }
   uint64_t offset = sizeof(magic);
   std::vector<char> payload;
+  CoordinatorState shadow;  // what the records so far made: each update must fit it
   while (offset < size) {
     std::string why;
     STOKER_ASSIGN_OR_RETURN(bool valid, ReadRecord(file, offset, scan.version, &payload, &why));
@@ -321,10 +329,13 @@ StatusOr<JournalScan> ScanJournal(const RandomAccessFile& file, const std::funct
       scan.torn_reason = why;
       break;
     }
-    Status applied = ApplyPayload(scan.version, payload, apply, &scan.updates);
+    Status applied = ApplyPayload(scan.version, payload, apply, &shadow, &scan.updates);
     if (!applied.ok()) {
       return DataLossError("record " + std::to_string(scan.records + 1) + " at byte " + std::to_string(offset) +
-                           " passes its checksum but does not decode: " + applied.message());
+                           " passes its checksum but " +
+                           (applied.code() == StatusCode::kFailedPrecondition ? "does not fit the records before it: "
+                                                                               : "does not decode: ") +
+                           applied.message());
     }
     ++scan.records;
     offset += kJournalRecordHeader + payload.size();

@@ -15,7 +15,9 @@
 //     and the caller truncates the file there and logs what went (a crash can leave garbage or zeros there);
 //   - a bad record with a valid record after it is damage in the middle: DataLoss naming both byte offsets,
 //     because dropping the rest would silently delete acknowledged work;
-//   - anything that is not a journal (bad magic) is refused, naming byte 0.
+//   - anything that is not a journal (bad magic) is refused, naming byte 0;
+//   - a valid record whose updates do not fit the state the records before it made (an update for a job nothing
+//     created, a rank out of range, a job created twice) is refused, naming its byte: replaying it would abort.
 // Format 1 ("STKJRN01": one record per update; the length not covered by any checksum) is still read, with the
 // same rule about what follows a bad record, and Journal::Open rewrites it in format 2.
 //

@@ -194,6 +194,38 @@ TEST(JournalRecovery, ZeroLengthRecordsAreDamageNotUndefinedBehaviour) {
   EXPECT_EQ(*empty.Read(0, 0, nullptr), 0u);
 }
 
+// Regression (found by fuzz_journal in the one-CPU-hour run): a record that passes its checksum but whose update
+// does not fit the records before it (here progress for a job no record created) made replay abort the process
+// on CoordinatorState's check: a coordinator would crash-loop on such a file. It is refused, naming the byte.
+TEST(JournalRecovery, AValidRecordThatDoesNotFitTheStateBeforeItRefusesTheStartNamingItsByte) {
+  TempDir dir;
+  WriteJournal(dir.Join("j"), 2);  // the job, then one progress record
+  const uint64_t size_before = std::filesystem::file_size(dir.Join("j"));
+  const Update orphans[] = {RankProgress{"no-such-job", 0, 5, 5}, RankProgress{"j", 7, 1, 1}};
+  for (const Update& orphan : orphans) {
+    std::filesystem::resize_file(dir.Join("j"), size_before);
+    {
+      std::ofstream out(dir.Join("j"), std::ios::binary | std::ios::app);
+      for (const EncodedJournalRecord& r : EncodeJournalGroups({&orphan, 1})) out << r.bytes;
+    }
+    const uint64_t damaged_size = std::filesystem::file_size(dir.Join("j"));
+    Opened o = Open(dir.Join("j"));
+    EXPECT_EQ(o.status.code(), StatusCode::kDataLoss) << o.status.ToString();
+    EXPECT_NE(o.status.message().find("at byte " + std::to_string(size_before)), std::string::npos)
+        << o.status.message();
+    EXPECT_NE(o.status.message().find("does not fit"), std::string::npos) << o.status.message();
+    EXPECT_EQ(std::filesystem::file_size(dir.Join("j")), damaged_size) << "a refusal cuts nothing";
+  }
+  // A job created twice is refused the same way.
+  std::filesystem::resize_file(dir.Join("j"), size_before);
+  {
+    const Update again = JobCreated{Spec(), 100};
+    std::ofstream out(dir.Join("j"), std::ios::binary | std::ios::app);
+    for (const EncodedJournalRecord& r : EncodeJournalGroups({&again, 1})) out << r.bytes;
+  }
+  EXPECT_EQ(Open(dir.Join("j")).status.code(), StatusCode::kDataLoss);
+}
+
 TEST(JournalRecovery, AFirstWriteCutShortIsAnEmptyJournalAndAnythingElseIsNotAJournal) {
   TempDir dir;
   EXPECT_TRUE(Open(dir.Write("a", std::string("STKJ", 4))).status.ok());

@@ -12,6 +12,27 @@ RankRecord& CoordinatorState::Rank(const std::string& job, uint32_t rank) {
   return it->second.ranks[rank];
 }
 
+Status CoordinatorState::Check(const Update& update) const {
+  return std::visit(
+      [this](const auto& u) -> Status {
+        using T = std::decay_t<decltype(u)>;
+        if constexpr (std::is_same_v<T, JobCreated>) {
+          if (jobs_.count(u.spec.name) != 0) return FailedPreconditionError("job '" + u.spec.name + "' created twice");
+        } else if constexpr (std::is_same_v<T, RankSessionStarted> || std::is_same_v<T, RankProgress> ||
+                             std::is_same_v<T, AttemptsReserved>) {
+          auto it = jobs_.find(u.job);
+          const std::string job = u.job.substr(0, 64);
+          if (it == jobs_.end()) return FailedPreconditionError("an update for job '" + job + "', which nothing created");
+          if (u.rank >= it->second.ranks.size()) {
+            return FailedPreconditionError("an update for rank " + std::to_string(u.rank) + " of job '" + job +
+                                           "', which has " + std::to_string(it->second.ranks.size()) + " ranks");
+          }
+        }
+        return Status::Ok();
+      },
+      update);
+}
+
 void CoordinatorState::Apply(const Update& update) {
   std::visit(
       [this](const auto& u) {

@@ -92,6 +92,10 @@ class CoordinatorState {
  public:
   // Applying an update the state cannot take (unknown job, rank out of range) is a bug in the caller.
   void Apply(const Update& update);
+  // Whether Apply could take `update`: FailedPrecondition saying why not (a job created twice, an update for a job no
+  // update created, a rank out of range). Replaying a journal checks every update first: a record can pass its
+  // checksum and still not fit (a bug that wrote it, or files mixed up), and that must refuse the start, not abort.
+  Status Check(const Update& update) const;
 
   const JobRecord* FindJob(const std::string& name) const;
   const std::map<std::string, JobRecord>& jobs() const { return jobs_; }
