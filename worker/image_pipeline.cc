@@ -2,9 +2,11 @@
 #include "worker/image_pipeline.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <string_view>
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
 #if STOKER_WITH_IMGCODECS
@@ -21,6 +23,22 @@ double SecondsSince(SteadyClock::time_point start) {
 }
 
 bool LooksLikeJpeg(std::span<const uint8_t> b) { return b.size() >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF; }
+
+bool StartsWith(std::span<const uint8_t> b, std::string_view prefix, size_t at = 0) {
+  return b.size() >= at + prefix.size() && std::memcmp(b.data() + at, prefix.data(), prefix.size()) == 0;
+}
+
+// The formats `stoker index` takes besides JPEG (png, webp, bmp, tif/tiff, ppm/pgm/pbm, jp2), by their signatures.
+// Only these reach OpenCV's imdecode: it tries every decoder it was built with, and Debian's has many that were
+// never meant for untrusted bytes (a 135-byte "DICOM" image made GDCM abort the process; the jpeg fuzz target
+// found it).
+bool IsAcceptedOtherFormat(std::span<const uint8_t> b) {
+  using namespace std::string_view_literals;
+  return StartsWith(b, "\x89PNG\r\n\x1a\n"sv) || (StartsWith(b, "RIFF"sv) && StartsWith(b, "WEBP"sv, 8)) ||
+         StartsWith(b, "BM"sv) || StartsWith(b, "II*\0"sv) || StartsWith(b, "MM\0*"sv) ||
+         (b.size() >= 3 && b[0] == 'P' && b[1] >= '1' && b[1] <= '6' && std::isspace(b[2])) ||
+         StartsWith(b, "\0\0\0\x0cjP  \r\n\x87\n"sv) || StartsWith(b, "\xff\x4f\xff\x51"sv);
+}
 
 }  // namespace
 
@@ -155,6 +173,11 @@ SampleOutcome ImagePipeline::RunOther(std::span<const uint8_t> encoded, uint64_t
 #if STOKER_WITH_IMGCODECS
   auto start = SteadyClock::now();
   if (encoded.empty()) return {false, "decode_error", "empty image"};
+  if (!IsAcceptedOtherFormat(encoded)) {
+    return {false, "unsupported_format",
+            "neither JPEG, PNG, WebP, BMP, TIFF, PNM nor JPEG 2000 by its first bytes (" +
+                std::to_string(encoded.size()) + " bytes)"};
+  }
   cv::Mat buffer(1, static_cast<int>(encoded.size()), CV_8UC1, const_cast<uint8_t*>(encoded.data()));
   cv::Mat image = cv::imdecode(buffer, cv::IMREAD_COLOR);
   if (image.empty() || image.type() != CV_8UC3) {

@@ -109,6 +109,25 @@ TEST(ImagePipeline, PngGoesThroughOpenCvInRgbOrder) {
 #endif
 }
 
+// Regression (the jpeg fuzz target, one-CPU-hour run): 135 bytes with "DICM" at offset 128 went to OpenCV's
+// imdecode, whose GDCM decoder failed an assertion and aborted the process. Only the formats stoker indexes reach
+// OpenCV now; this is quarantined as unsupported without being decoded.
+TEST(ImagePipeline, ADicomLookalikeNeverReachesOpenCv) {
+  const std::string dicom(
+      "\xff\xd8\x00\xe1\x00\x10\x4a\x46\x49\x46\x00\x01\x01\x00\x14\x00\x14\x14\x33\x00\x14\x14\x14\x14"
+      "\x14\x14\x14\x14\x14\x14\x14\x14\x14\x14\x14\x14\x14\x14\x14\x14\x14\x14\x14\x14\x14\x14\xff\xc0"
+      "\x00\x11\x08\x00\x30\x9c\x00\x03\x01\x22\x00\x02\x11\x01\x03\x11\x01\xff\xc4\x01\x00\x14\x00\x14"
+      "\x14\x33\x00\x14\x14\x14\x14\x14\x14\x14\x14\x14\x14\x14\x14\x14\x14\x14\x14\x14\x14\x14\x14\x14"
+      "\x14\x14\xe5\xe6\xe7\xe8\xe9\xea\xf2\xa1\x00\x00\x00\x00\x00\x00\x00\x00\x0c\x03\x01\x00\x02\x11"
+      "\x03\x11\x00\x3f\x00\x12\x05\x10\x44\x49\x43\x4d\xfb\xd5\x6c",
+      135);
+  std::vector<uint8_t> out(224 * 224 * 3, 0xAB);
+  SampleOutcome o = ImagePipeline(PipelineSpec{}).Run(Bytes(dicom), 1, out.data());
+  EXPECT_FALSE(o.ok);
+  EXPECT_EQ(o.reason, "unsupported_format") << o.detail;
+  EXPECT_EQ(out, std::vector<uint8_t>(out.size(), 0));
+}
+
 TEST(ImagePipeline, UnknownBytesAreQuarantined) {
   std::string junk(1000, 'x');
   ImagePipeline p(PipelineSpec{});
