@@ -40,8 +40,8 @@ for t in "${TARGETS[@]}"; do
   ok=true
   if [ "$status" -ne 0 ] || ls "$artifacts" | grep -q .; then
     ok=false
-    echo "fuzz: $t FAILED (exit $status) — $(ls "$artifacts" | head -3 | tr '\n' ' ')"
-    grep -E "ERROR|SUMMARY|runtime error|Test unit written" "$log" | head -10
+    echo "fuzz: $t FAILED (exit $status) — $(ls "$artifacts" | head -3 | tr '\n' ' ' || true)"
+    grep -E "ERROR|SUMMARY|runtime error|Test unit written" "$log" | head -10 || true  # head may close the pipe
     failed=1
   else
     echo "fuzz: $t ok — ${SECONDS_PER_TARGET}s, ${execs:-?} executions, coverage ${cov:-?}, corpus $(ls "$corpus" | wc -l)"
