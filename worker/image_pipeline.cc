@@ -29,11 +29,14 @@ bool StartsWith(std::span<const uint8_t> b, std::string_view prefix, size_t at =
 }
 
 // The formats `stoker index` takes besides JPEG (png, webp, bmp, tif/tiff, ppm/pgm/pbm, jp2), by their signatures.
-// Only these reach OpenCV's imdecode: it tries every decoder it was built with, and Debian's has many that were
-// never meant for untrusted bytes (a 135-byte "DICOM" image made GDCM abort the process; the jpeg fuzz target
-// found it).
+// Only these reach OpenCV's imdecode: it gives the bytes to the first of its decoders whose own signature check
+// passes, and Debian's build has decoders never meant for untrusted bytes (GDCM, for DICOM, failed an assertion
+// and aborted the process on 135 bytes; the jpeg fuzz target found it). Every decoder checks its signature at the
+// start of the bytes except GDCM, which looks for "DICM" after a 128-byte preamble: a valid-looking start with
+// that behind it went to GDCM too, so it is refused as well.
 bool IsAcceptedOtherFormat(std::span<const uint8_t> b) {
   using namespace std::string_view_literals;
+  if (StartsWith(b, "DICM"sv, 128)) return false;
   return StartsWith(b, "\x89PNG\r\n\x1a\n"sv) || (StartsWith(b, "RIFF"sv) && StartsWith(b, "WEBP"sv, 8)) ||
          StartsWith(b, "BM"sv) || StartsWith(b, "II*\0"sv) || StartsWith(b, "MM\0*"sv) ||
          (b.size() >= 3 && b[0] == 'P' && b[1] >= '1' && b[1] <= '6' && std::isspace(b[2])) ||

@@ -121,11 +121,22 @@ TEST(ImagePipeline, ADicomLookalikeNeverReachesOpenCv) {
       "\x14\x14\xe5\xe6\xe7\xe8\xe9\xea\xf2\xa1\x00\x00\x00\x00\x00\x00\x00\x00\x0c\x03\x01\x00\x02\x11"
       "\x03\x11\x00\x3f\x00\x12\x05\x10\x44\x49\x43\x4d\xfb\xd5\x6c",
       135);
-  std::vector<uint8_t> out(224 * 224 * 3, 0xAB);
-  SampleOutcome o = ImagePipeline(PipelineSpec{}).Run(Bytes(dicom), 1, out.data());
-  EXPECT_FALSE(o.ok);
-  EXPECT_EQ(o.reason, "unsupported_format") << o.detail;
-  EXPECT_EQ(out, std::vector<uint8_t>(out.size(), 0));
+  // The second the fuzzer found once the first was refused: a WebP-looking start with DICM behind the preamble.
+  const std::string webp_start(
+      "\\x52\\x49\\x46\\x46\\x00\\x00\\x00\\x00\\x57\\x45\\x42\\x50\\x49\\x46\\x46\\x00\\x00\\x03\\x09\\x71\\x00\\x6f\\x6f\\x6f"
+      "\\x6f\\x6f\\x6f\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x06\\x6f\\x6f\\x6f\\x6f\\x6f\\x6f\\x6f\\x6f\\x6f\\x6f\\xff\\xd8\\xff"
+      "\\xe0\\x00\\x10\\x5a\\x46\\x04\\x46\\x00\\x41\\x01\\x00\\x00\\x01\\x00\\x01\\x00\\x00\\xff\\xdb\\x00\\x43\\x00\\x03\\x02"
+      "\\x02\\x03\\x02\\x02\\x03\\x03\\x03\\x03\\x04\\x03\\x03\\x04\\x05\\x08\\x05\\x05\\x04\\x04\\x05\\x0a\\x07\\x07\\x06\\x08"
+      "\\x0c\\x0a\\x0c\\x0c\\x0b\\x0a\\x0b\\x0b\\x0d\\x0e\\x12\\x10\\x0d\\xf2\\xd8\\xee\\xf1\\xfd\\x0b\\x10\\x16\\x10\\x11\\xff"
+      "\\xd8\\xff\\xe0\\x00\\x10\\x4a\\x46\\x49\\x44\\x49\\x43\\x4d\\x02\\x00\\x00\\xfb\\x00\\x38\\x00\\x00",
+      140);
+  for (const std::string* bytes : {&dicom, &webp_start}) {
+    std::vector<uint8_t> out(224 * 224 * 3, 0xAB);
+    SampleOutcome o = ImagePipeline(PipelineSpec{}).Run(Bytes(*bytes), 1, out.data());
+    EXPECT_FALSE(o.ok);
+    EXPECT_EQ(o.reason, "unsupported_format") << o.detail;
+    EXPECT_EQ(out, std::vector<uint8_t>(out.size(), 0));
+  }
 }
 
 TEST(ImagePipeline, UnknownBytesAreQuarantined) {
