@@ -20,6 +20,9 @@ done
 [ ${#TARGETS[@]} -gt 0 ] || TARGETS=(control_frame data_frame journal tar jpeg http_request checkpoint manifest \
                                      object_listing)
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
+# OpenCV's pixel limit for non-JPEG images, read when its library loads: what stoker-worker sets for itself
+# (worker/main.cc), at the jpeg target's 4 MP.
+export OPENCV_IO_MAX_IMAGE_PIXELS=${OPENCV_IO_MAX_IMAGE_PIXELS:-4194304}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 failed=0
 results=()

@@ -79,7 +79,10 @@ SampleOutcome ImagePipeline::Run(std::span<const uint8_t> encoded, uint64_t samp
   try {
     outcome = LooksLikeJpeg(encoded) ? RunJpeg(encoded, sample_seed, out) : RunOther(encoded, sample_seed, out);
   } catch (const cv::Exception& e) {
-    outcome = {false, "decode_error", std::string("OpenCV: ") + e.what()};
+    // OpenCV's own size limits (OPENCV_IO_MAX_IMAGE_PIXELS and friends, which stoker-worker sets to its
+    // --max-image-megapixels) are a limit, like the JPEG decoder's; anything else is damage.
+    const bool limit = std::string_view(e.what()).find("CV_IO_MAX_IMAGE") != std::string_view::npos;
+    outcome = {false, limit ? "decode_limit" : "decode_error", std::string("OpenCV: ") + e.what()};
   } catch (const std::bad_alloc&) {
     outcome = {false, "decode_error", "out of memory decoding the image"};
   }

@@ -1,8 +1,11 @@
 // stoker-worker: a CPU pod that reads, decodes, augments and batches samples for the clients that give it credit,
 // under leases from the coordinator. SIGTERM drains it (finish or hand back held work, deregister, exit 0).
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "common/admin_server.h"
 #include "common/env.h"
@@ -148,6 +151,16 @@ Status Serve(const Config& c) {
   return run;
 }
 
+// Makes OPENCV_IO_MAX_IMAGE_PIXELS `max_pixels` for this process: returns true if it already is (or another value
+// was set by whoever started the worker, which stands), else sets it and replaces the process with itself, and
+// returns false only if that exec failed. Nothing has started yet when main calls this.
+bool ImposeOpenCvPixelLimit(uint64_t max_pixels, char** argv) {
+  if (std::getenv("OPENCV_IO_MAX_IMAGE_PIXELS") != nullptr) return true;
+  ::setenv("OPENCV_IO_MAX_IMAGE_PIXELS", std::to_string(max_pixels).c_str(), 1);
+  ::execv("/proc/self/exe", argv);
+  return false;
+}
+
 }  // namespace
 }  // namespace stoker
 
@@ -160,8 +173,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "stoker-worker: %s\n", config.status().ToString().c_str());
     return 2;
   }
-  // The same bound for OpenCV's decoders (PNG and other formats) as the JPEG decoder has (64 MP).
-  ::setenv("OPENCV_IO_MAX_IMAGE_PIXELS", "67108864", /*overwrite=*/0);
+  // The same bound for OpenCV's decoders (PNG and other formats) as the JPEG decoder has. OpenCV reads
+  // OPENCV_IO_MAX_IMAGE_PIXELS once, when its library loads, before main: setting it here would change nothing (a
+  // 200-byte PBM claiming 716 MP made it allocate 2 GB). So the worker sets it and starts itself again.
+  if (!ImposeOpenCvPixelLimit(config->options.jpeg_limits.max_pixels, argv)) {
+    STOKER_LOG(kWarning) << "cannot restart with OPENCV_IO_MAX_IMAGE_PIXELS set: PNG and other non-JPEG images are "
+                            "bounded only by OpenCV's default (1 GP)";
+  }
   std::signal(SIGTERM, OnTerm);
   std::signal(SIGINT, OnInterrupt);
   std::signal(SIGPIPE, SIG_IGN);

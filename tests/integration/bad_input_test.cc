@@ -127,6 +127,43 @@ TEST(BadInput, AScanBombIsQuarantinedEveryEpochAndDecodedOnce) {
   EXPECT_EQ(*remembered, 2.0) << "the bomb was decoded again in a later epoch";
 }
 
+// Regression (the jpeg fuzz target's pipeline route, one-CPU-hour run): a PBM of a few bytes claiming 30000 x
+// 30000 pixels made OpenCV allocate 2.7 GB, because the worker's OPENCV_IO_MAX_IMAGE_PIXELS was set in main,
+// after OpenCV had read it. The worker now starts itself again with it set; the bomb is quarantined as a limit.
+TEST(BadInput, APixelBombInAnotherFormatIsAQuarantinedLimit) {
+  TempDir dir;
+  TarWriter tar;
+  for (int i = 0; i < 15; ++i) {
+    auto jpeg = SyntheticJpeg(i);
+    ASSERT_TRUE(jpeg.ok());
+    tar.Add("good/" + std::to_string(i) + ".jpg", *jpeg);
+    tar.Add("good/" + std::to_string(i) + ".cls", std::to_string(i % 3) + "\n");
+  }
+  tar.Add("bad/bomb.pbm", std::string("P4\n30000 30000\n") + std::string(64, '\xff'));
+  tar.Add("bad/bomb.cls", "1\n");
+  dir.Write("pbm/shard-0.tar", tar.Finish());
+  auto data = IndexForTest(dir.Join("pbm"), dir.Join("pbm.stoker"));
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  const uint64_t bomb_id = data->id_by_key.at("bad/bomb");
+  LocalCluster cluster(ClusterIn(dir));
+  ASSERT_TRUE(cluster.StartCoordinator().ok());
+  ASSERT_TRUE(cluster.StartWorker(1).ok());
+  JobSpec spec = SpecFor("pbm", *data, 1, 4);
+  ASSERT_TRUE(cluster.StartConsumer("pbm", spec, 0).ok());
+  auto codes = cluster.WaitForConsumers(std::chrono::seconds(120));
+  ASSERT_TRUE(codes.ok()) << codes.status().ToString();
+  ASSERT_EQ((*codes)[0], 0) << cluster.ReadLog("consumer-pbm.stderr");
+  auto verdict = CheckLogs(spec, data->samples, {cluster.ConsumerLog(0)});
+  ASSERT_TRUE(verdict.ok()) << verdict.status().ToString();
+  ASSERT_TRUE(verdict->ok()) << verdict->Describe();
+  EXPECT_EQ(verdict->epochs[0].quarantined_ids, std::vector<uint64_t>{bomb_id});
+  const std::string log = cluster.ReadLog("coordinator");
+  // A build without OpenCV imgcodecs never decodes it: unsupported_format.
+  EXPECT_TRUE(log.find("sample " + std::to_string(bomb_id) + " quarantined (decode_limit)") != std::string::npos ||
+              log.find("sample " + std::to_string(bomb_id) + " quarantined (unsupported_format)") != std::string::npos)
+      << log;
+}
+
 TEST(BadInput, ShardMissingAtRunTimeIsQuarantinedNotFatal) {
   TempDir dir;
   auto data = MakeJpegDataset(dir.path(), "jpegs", 40, 20);
