@@ -24,6 +24,7 @@ double SecondsSince(SteadyClock::time_point start) {
 
 bool LooksLikeJpeg(std::span<const uint8_t> b) { return b.size() >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF; }
 
+#if STOKER_WITH_IMGCODECS
 bool StartsWith(std::span<const uint8_t> b, std::string_view prefix, size_t at = 0) {
   return b.size() >= at + prefix.size() && std::memcmp(b.data() + at, prefix.data(), prefix.size()) == 0;
 }
@@ -42,6 +43,7 @@ bool IsAcceptedOtherFormat(std::span<const uint8_t> b) {
          (b.size() >= 3 && b[0] == 'P' && b[1] >= '1' && b[1] <= '6' && std::isspace(b[2])) ||
          StartsWith(b, "\0\0\0\x0cjP  \r\n\x87\n"sv) || StartsWith(b, "\xff\x4f\xff\x51"sv);
 }
+#endif
 
 }  // namespace
 

@@ -82,7 +82,7 @@ TEST(BadInput, DamagedSamplesAreQuarantinedByIdAndNothingElseIsLost) {
   reported("bad/corrupt", "decode_error");
   reported("bad/truncated", "decode_error");
   reported("bad/nolabel", "missing_label");
-  reported("bad/notimage", "decode_error");
+  reported("bad/notimage", "unsupported_format");  // text under a .jpg name: no image format's signature
   reported("bad/cut", "truncated");
 }
 
