@@ -122,7 +122,13 @@ TEST_F(FaultTest, ScaleUpAndDownMidEpoch) {
   JobSpec spec = Spec("scale", data_, 2, 4, 3);
   auto consumers = StartConsumers(cluster, spec, "scale", 20);
   ASSERT_TRUE(WaitForLines(cluster.ConsumerLog(consumers[0]), 6, kWait, &cluster.consumer(consumers[0])).ok());
+  // The consumers wait (stopped) until the newcomers have joined: the whole job takes about a second, and on a fast
+  // run it ended while the four were still starting, so none of them could take work (a failure seen in CI).
+  for (size_t i : consumers) cluster.consumer(i).Signal(SIGSTOP);
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(cluster.StartWorker().ok());
+  Status joined = WaitForMetric(cluster.coordinator_metrics(), "stoker_coordinator_workers{state=\"active\"}", 6, kWait);
+  for (size_t i : consumers) cluster.consumer(i).Signal(SIGCONT);
+  ASSERT_TRUE(joined.ok()) << joined.ToString();
   // The newcomers take work: wait until one of them has sent a batch (not a fixed time: a loaded machine is slow).
   const auto deadline = std::chrono::steady_clock::now() + kWait;
   bool newcomer_sent = false;
