@@ -7,7 +7,9 @@
 # client's: client (its GPU tests, under compute-sanitizer memcheck and racecheck too, and the Python package's test
 # with PyTorch), feed (gpu_feed_bench), headline (bench/resnet_headline.py), nccl (two GPUs: CollectiveTest and
 # nccl_bench), lightning (the package's PyTorch tests with Lightning installed, then bench/lightning_bench.py: the
-# Lightning example vs synthetic input, and a mid-epoch checkpoint resumed through Lightning's checkpointing).
+# Lightning example vs synthetic input, and a mid-epoch checkpoint resumed through Lightning's checkpointing), scale
+# (bench/scale_bench.py: ResNet-18 on one GPU fed by more worker cores than a node's share, then ResNet-50 with DDP
+# on every GPU; for the machines with 32 or more cores: SCALE_WORKERS 8,16,32,48 on 64).
 # Results: $OUT/*.json, $OUT/gpu_machine.log.
 # LD_LIBRARY_PATH is set for our binaries only: PyTorch on that machine must keep its own libraries.
 set -uo pipefail
@@ -133,6 +135,13 @@ if want lightning; then
     --workers "${LIGHTNING_WORKERS:-14}" 2>&1 | grep -vE "^(generating|indexing):"
 fi
 
+if want scale; then
+  section "workers apart from GPUs: one GPU fed by SCALE_WORKERS workers, then DDP on every GPU"
+  timeout 580 python3 "$BUNDLE/scale_bench.py" --bundle "$BUNDLE" --peers "$BUNDLE/peers" --examples "$BUNDLE/examples" \
+    --workers "${SCALE_WORKERS:-8,16,24,30}" --ddp-workers "${SCALE_DDP_WORKERS:-12,16,20}" --out "$OUT" 2>&1 \
+    | grep -vE "^epoch [0-9]+ step"
+fi
+
 if want nccl; then
   section "two GPUs: CollectiveTest, then nccl_bench"
   ours "$BUNDLE/bin/client_test" --gtest_filter='Collective*:LoaderTest.GpuConsumerStreamOfAnotherDevice*' 2>&1 | tail -24
@@ -180,5 +189,5 @@ fi
 
 section done
 # Logs (only a few files come back from the machine): one archive.
-tar czf "$OUT/logs.tgz" -C /tmp stoker-logs $(cd /tmp && ls -d stoker-headline stoker-lightning/*.{log,json} 2>/dev/null) \
-  2>/dev/null
+tar czf "$OUT/logs.tgz" --exclude='keys*' --exclude='*.key' -C /tmp stoker-logs \
+  $(cd /tmp && ls -d stoker-headline stoker-scale stoker-lightning/*.{log,json} 2>/dev/null) 2>/dev/null

@@ -21,7 +21,6 @@ run's summary under --logs.
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -35,23 +34,6 @@ def log(msg):
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def wait_for_file(path, proc, deadline_s=60):
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        if os.path.exists(path) and os.path.getsize(path) > 0:
-            with open(path) as f:
-                return f.read().strip()
-        if proc.poll() is not None:
-            sys.exit(f"{proc.args[0]} exited with {proc.returncode} before writing {path}")
-        time.sleep(0.05)
-    sys.exit(f"no {path} within {deadline_s} s")
-
-
-def pinned(cores):
-    """A preexec_fn that pins the child to `cores` (None: leave it to the scheduler)."""
-    return (lambda: os.sched_setaffinity(0, cores)) if cores else None
-
-
 def placement(args, workers):
     """Cores for the trainer, the coordinator and each worker: the trainer first, a core per worker after it."""
     n = os.cpu_count()
@@ -61,11 +43,12 @@ def placement(args, workers):
     return trainer, {0}, [{(args.trainer_cores + i) % n} for i in range(workers)]
 
 
-def run_profiled(cmd, env, timeout, cores=None):
+def run_profiled(cmd, env, timeout, cores=None, on_line=None):
     """Runs the trainer, echoing its output, and measures every thread's CPU time on the machine between its first
-    and its last progress line of the measured window (bench/thread_cpu.py): where the cores go while it trains."""
+    and its last progress line of the measured window (bench/thread_cpu.py): where the cores go while it trains.
+    on_line(line), if given, sees each progress line as it comes."""
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            preexec_fn=pinned(cores))
+                            preexec_fn=(lambda: os.sched_setaffinity(0, cores)) if cores else None)
     first = last = None
     deadline = time.monotonic() + timeout
     for line in proc.stdout:
@@ -75,6 +58,8 @@ def run_profiled(cmd, env, timeout, cores=None):
                 first = thread_cpu.snapshot()
             else:
                 last = thread_cpu.snapshot()
+            if on_line:
+                on_line(line)
         if time.monotonic() > deadline:
             proc.kill()
             break
@@ -86,85 +71,60 @@ def run_profiled(cmd, env, timeout, cores=None):
 
 
 def run_stoker(args, workers, plain_data, manifest, logs):
-    env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(args.bundle, "lib"))
-    procs = []
-    files = []
+    import support  # python/tests/support.py (the bundle's tests/): the cluster the Python tests use
     trainer_cores, coordinator_cores, worker_cores = placement(args, workers)
-
-    def start(name, argv, cores):
-        f = open(os.path.join(logs, f"{name}.log"), "w")
-        files.append(f)
-        p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=env, preexec_fn=pinned(cores))
-        procs.append(p)
-        return p
-
-    bin_dir = os.path.join(args.bundle, "bin")
-    # CURVE as deployed: a key per role and their trust file (stoker keygen), the trainer's through the environment.
-    keys = os.path.join(logs, f"keys-{workers}-{'plain' if plain_data else 'curve'}")
-    subprocess.run([os.path.join(bin_dir, "stoker"), "keygen", f"--keyring={keys}"], check=True, env=env,
-                   stdout=subprocess.DEVNULL)
-    trust = f"--trust-file={os.path.join(keys, 'trust')}"
-    ep_file = os.path.join(logs, f"coordinator-{workers}.endpoint")
-    if os.path.exists(ep_file):
-        os.remove(ep_file)
-    c = start(f"coordinator-{workers}", [os.path.join(bin_dir, "stoker-coordinator"), "--listen=tcp://127.0.0.1:0",
-                                         f"--endpoint-file={ep_file}", "--log-level=warning",
-                                         "--metrics-listen=127.0.0.1:0",
-                                         f"--key-file={os.path.join(keys, 'coordinator.key')}", trust],
-              coordinator_cores)
-    endpoint = wait_for_file(ep_file, c)
-    for i in range(workers):
-        f = os.path.join(logs, f"worker-{workers}-{i}.endpoint")
-        if os.path.exists(f):
-            os.remove(f)
-        w = start(f"worker-{workers}-{i}", [os.path.join(bin_dir, "stoker-worker"), f"--coordinator={endpoint}",
-                                            "--listen=tcp://127.0.0.1:0", "--threads=1", f"--endpoint-file={f}",
-                                            "--log-level=warning", "--metrics-listen=127.0.0.1:0",
-                                            f"--key-file={os.path.join(keys, 'worker.key')}", trust]
-                  + (["--plain-data"] if plain_data else []), worker_cores[i])
-        wait_for_file(f, w)
-    summary = os.path.join(logs, f"stoker-{workers}-{'plain' if plain_data else 'curve'}.json")
-    tenv = dict(os.environ, PYTHONPATH=os.path.join(args.bundle, "python"), PYTHONUNBUFFERED="1")
-    tenv.pop("LD_LIBRARY_PATH", None)  # the package preloads the libraries vendored next to it
-    tenv.update(STOKER_KEY_FILE=os.path.join(keys, "client.key"), STOKER_TRUST_FILE=os.path.join(keys, "trust"))
-    steps_per_epoch = args.images // args.batch_size
-    epochs = (args.warmup + args.steps) // steps_per_epoch + 2
-    cmd = [sys.executable, os.path.join(args.examples, "train_resnet50.py"), f"--coordinator={endpoint}",
-           f"--job=headline-{workers}", f"--manifest={manifest}", f"--batch-size={args.batch_size}",
-           f"--epochs={epochs}", f"--steps={args.steps}", f"--warmup={args.warmup}", f"--json={summary}",
-           "--print-every=40", f"--prefetch={2 * workers + 4}",  # every worker busy, with batches to spare
-           f"--cpu-threads={args.trainer_cores if args.pin else 0}"]
-    log(f"(b) stoker, {workers} workers, data plane {'plain' if plain_data else 'CURVE'}, "
-        f"{'pinned' if args.pin else 'unpinned'}: " + " ".join(cmd[1:]))
+    plane = "plain" if plain_data else "curve"
+    cluster = support.Cluster(os.path.join(args.bundle, "bin"), None, workers=workers, manifest=manifest,
+                              server_env=dict(os.environ, LD_LIBRARY_PATH=os.path.join(args.bundle, "lib")),
+                              work=os.path.join(logs, f"{workers}-{plane}"), keep=True,
+                              coordinator_flags=["--log-level=warning"],
+                              worker_flags=["--log-level=warning"] + (["--plain-data"] if plain_data else []),
+                              coordinator_cores=coordinator_cores, worker_cores=worker_cores)
     try:
+        summary = os.path.join(logs, f"stoker-{workers}-{plane}.json")
+        tenv = trainer_env(args, cluster)
+        steps_per_epoch = args.images // args.batch_size
+        epochs = (args.warmup + args.steps) // steps_per_epoch + 2
+        cmd = [sys.executable, os.path.join(args.examples, "train_resnet50.py"), f"--coordinator={cluster.endpoint}",
+               f"--job=headline-{workers}", f"--manifest={manifest}", f"--batch-size={args.batch_size}",
+               f"--epochs={epochs}", f"--steps={args.steps}", f"--warmup={args.warmup}", f"--json={summary}",
+               "--print-every=40", f"--prefetch={2 * workers + 4}",  # every worker busy, with batches to spare
+               f"--cpu-threads={args.trainer_cores if args.pin else 0}"]
+        log(f"(b) stoker, {workers} workers, data plane {'plain' if plain_data else 'CURVE'}, "
+            f"{'pinned' if args.pin else 'unpinned'}: " + " ".join(cmd[1:]))
         returncode, cpu = run_profiled(cmd, tenv, args.timeout, trainer_cores)
         if returncode != 0:
             sys.exit(f"train_resnet50.py exited with {returncode}")
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        for f in files:
-            f.close()
+        cluster.stop()
     with open(summary) as f:
         result = json.load(f)
     result["thread_cpu"] = cpu
     connected = result["loader"]["connected_workers"]
     if connected != workers:
-        sys.exit(f"only {connected} of {workers} workers were connected to the client: see {logs}/worker-{workers}-*.log")
+        sys.exit(f"only {connected} of {workers} workers were connected to the client: see {cluster.work}/worker*.log")
     return result
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def trainer_env(args, cluster):
+    """The trainer's environment: the bundle's package (which preloads its own libraries: PyTorch keeps its copies,
+    so no LD_LIBRARY_PATH) and the cluster's client key and trust file."""
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    env.update(cluster.client_env, PYTHONPATH=os.path.join(args.bundle, "python"), PYTHONUNBUFFERED="1")
+    return env
+
+
+def bundle_arguments(description):
+    """A parser with what every GPU-machine script takes: where the bundle, the peers' scripts and examples are."""
+    p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bundle", default=os.path.join(ROOT, ".bundle"))
     p.add_argument("--peers", default=os.path.join(ROOT, ".bundle", "peers"))
     p.add_argument("--examples", default=os.path.join(ROOT, "examples"))
+    return p
+
+
+def main():
+    p = bundle_arguments(__doc__)
     p.add_argument("--workers", default="12,14", help="worker process counts to try (one thread each)")
     p.add_argument("--images", type=int, default=4000, help="JPEGs in the anchor's dataset")
     p.add_argument("--batch-size", type=int, default=256)
@@ -183,6 +143,7 @@ def main():
     p.add_argument("--out", default=os.environ.get("OUT", "/tmp/stoker-out"))
     p.add_argument("--logs", default="/tmp/stoker-headline", help="process logs and per-run summaries")
     args = p.parse_args()
+    sys.path[:0] = [os.path.join(args.bundle, "tests"), os.path.join(args.bundle, "python")]
     logs = args.logs
     os.makedirs(logs, exist_ok=True)
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""ResNet-50 training fed by stoker: torchvision's ResNet-50 in bfloat16 autocast and channels_last, its batches
-from stoker workers, normalised on the GPU by the stoker Loader (bfloat16, NHWC). Prints images/s and how long the
-training loop waited for input: the host's wait in the Loader, and the GPU's input stall (the time the GPU sat idle
-because no batch was there, measured with CUDA events on the training stream).
+"""ResNet-50 training fed by stoker: torchvision's ResNet-50 (or another, --arch) in bfloat16 autocast and
+channels_last, its batches from stoker workers, normalised on the GPU by the stoker Loader (bfloat16, NHWC). Prints
+images/s and how long the training loop waited for input: the host's wait in the Loader, and the GPU's input stall
+(the time the GPU sat idle because no batch was there, measured with CUDA events on the training stream).
+--synthetic trains the same model on one GPU-resident batch instead: the model's demand, to compare against.
 
 Needs a running coordinator and workers (a Kubernetes deployment, or locally `stoker-coordinator` and
 `stoker-worker` processes; bench/resnet_headline.py starts them for you):
@@ -10,7 +11,8 @@ Needs a running coordinator and workers (a Kubernetes deployment, or locally `st
     PYTHONPATH=build/python python3 examples/train_resnet50.py --coordinator tcp://127.0.0.1:7400 \
         --manifest /data/train.stoker --batch-size 256 --epochs 1
 
-With torchrun, each process takes its rank from RANK / WORLD_SIZE / LOCAL_RANK. Labels of quarantined samples are
+With torchrun, each process takes its rank from RANK / WORLD_SIZE / LOCAL_RANK and the model is wrapped in
+DistributedDataParallel (NCCL); --json's {rank} is replaced by the rank. Labels of quarantined samples are
 -1 and padding samples are masked the same way: the loss ignores both.
 """
 import argparse
@@ -19,6 +21,7 @@ import os
 import sys
 import time
 
+import numpy as np
 import torch
 import torchvision
 
@@ -39,6 +42,10 @@ def parse_args():
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--steps", type=int, default=0, help="stop after this many measured steps (0: all epochs)")
     p.add_argument("--warmup", type=int, default=20, help="steps before measuring (cuDNN autotuning, allocator)")
+    p.add_argument("--arch", default="resnet50", help="a torchvision.models constructor (resnet18, resnet50, ...)")
+    p.add_argument("--synthetic", action="store_true",
+                   help="no stoker: train on one random GPU-resident batch (the model's demand, for a ratio)")
+    p.add_argument("--seconds", type=float, default=0, help="stop after this many measured seconds (0: no limit)")
     p.add_argument("--classes", type=int, default=1000)
     p.add_argument("--depth", type=int, default=4, help="batches per GPU in pinned and device memory")
     p.add_argument("--prefetch", type=int, default=8, help="batches workers may send ahead")
@@ -53,9 +60,32 @@ def parse_args():
     return p.parse_args()
 
 
+class SyntheticLoader:
+    """One random batch, already on the GPU and in the Loader's format, served forever: what the model would do if
+    input cost nothing. The same interface as stoker.Loader as far as this script uses it."""
+
+    def __init__(self, batch_size, classes, device, steps_per_epoch=1000):
+        self.images = torch.randn(batch_size, 3, 224, 224, device=device, dtype=torch.bfloat16) \
+            .contiguous(memory_format=torch.channels_last)
+        self.labels = torch.randint(0, classes, (batch_size,), device=device)
+        self.padding = np.zeros(batch_size, dtype=bool)
+        self.steps_per_epoch = steps_per_epoch
+        self.finished = self.stopped = False
+
+    def batches(self):
+        for _ in range(self.steps_per_epoch):
+            yield self
+
+    def stats(self):
+        return {"input_stall_seconds": 0.0}
+
+    def close(self):
+        pass
+
+
 def main():
     args = parse_args()
-    if not args.coordinator:
+    if not args.synthetic and not args.coordinator:
         sys.exit("--coordinator (or STOKER_COORDINATOR) is required")
     if not torch.cuda.is_available():
         sys.exit("this example trains on a GPU; none is visible")
@@ -66,14 +96,21 @@ def main():
     torch.cuda.set_device(device)
     torch.backends.cudnn.benchmark = True
 
-    model = torchvision.models.resnet50(num_classes=args.classes).cuda().to(memory_format=torch.channels_last)
+    model = getattr(torchvision.models, args.arch)(num_classes=args.classes).cuda() \
+        .to(memory_format=torch.channels_last)
+    if world > 1:
+        torch.distributed.init_process_group("nccl", device_id=torch.device("cuda", device))
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device])
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
 
-    spec = dict(attach=True) if args.attach else dict(manifest=args.manifest, ranks=world, epochs=args.epochs,
-                                                      seed=args.seed)
-    loader = stoker.Loader(args.coordinator, args.job, batch_size=args.batch_size, rank=rank, device=device,
-                           dtype="bfloat16", layout="nhwc", depth=args.depth, prefetch=args.prefetch,
-                           timeout=args.timeout, **spec)
+    if args.synthetic:
+        loader = SyntheticLoader(args.batch_size, args.classes, device)
+    else:
+        spec = dict(attach=True) if args.attach else dict(manifest=args.manifest, ranks=world, epochs=args.epochs,
+                                                          seed=args.seed)
+        loader = stoker.Loader(args.coordinator, args.job, batch_size=args.batch_size, rank=rank, device=device,
+                               dtype="bfloat16", layout="nhwc", depth=args.depth, prefetch=args.prefetch,
+                               timeout=args.timeout, **spec)
 
     def step(images, labels):
         with torch.autocast("cuda", dtype=torch.bfloat16):
@@ -88,7 +125,6 @@ def main():
     measuring = False
     t0 = stall0 = 0.0
     loss = None
-    last_print = time.perf_counter()
     done = False
     for epoch in range(args.epochs):
         it = loader.batches()
@@ -117,6 +153,9 @@ def main():
                 print(f"epoch {epoch} step {steps}: {images_seen / elapsed:,.0f} img/s, waiting for input "
                       f"{100 * host_wait / elapsed:.1f} % (host) {100 * stall / elapsed:.1f} % (GPU stall), "
                       f"loss {loss.item():.3f}", flush=True)
+                if args.seconds and elapsed >= args.seconds:
+                    done = True
+                    break
             if args.steps and measuring and steps - steps_at_start >= args.steps:
                 done = True
                 break
@@ -128,6 +167,10 @@ def main():
     elapsed = time.perf_counter() - t0
     stats = loader.stats()
     summary = {
+        "arch": args.arch,
+        "synthetic": args.synthetic,
+        "rank": rank,
+        "world_size": world,
         "images_per_second": images_seen / elapsed,
         "measured_steps": steps - steps_at_start,
         "measured_seconds": elapsed,
@@ -139,12 +182,15 @@ def main():
         "device": torch.cuda.get_device_name(device),
     }
     loader.close()
-    print(f"ResNet-50 fed by stoker: {summary['images_per_second']:,.0f} img/s over {summary['measured_steps']} "
-          f"steps, waiting for input {100 * summary['host_input_wait_fraction']:.1f} % (host), "
-          f"GPU input stall {100 * summary['gpu_input_stall_fraction']:.1f} %", flush=True)
+    print(f"{args.arch} fed by {'synthetic input' if args.synthetic else 'stoker'}"
+          f"{f' (rank {rank} of {world})' if world > 1 else ''}: {summary['images_per_second']:,.0f} img/s over "
+          f"{summary['measured_steps']} steps, waiting for input {100 * summary['host_input_wait_fraction']:.1f} % "
+          f"(host), GPU input stall {100 * summary['gpu_input_stall_fraction']:.1f} %", flush=True)
     if args.json:
-        with open(args.json, "w") as f:
+        with open(args.json.replace("{rank}", str(rank)), "w") as f:
             json.dump(summary, f, indent=1)
+    if world > 1:
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -27,7 +27,8 @@ strip --strip-debug .bundle/python/stoker/lib/libstoker_c.so
 mkdir -p .bundle/examples .bundle/tests
 cp examples/*.py .bundle/examples/
 cp python/tests/*.py .bundle/tests/
-cp bench/gpu_machine.sh bench/resnet_headline.py bench/thread_cpu.py bench/lightning_bench.py .bundle/
+cp bench/gpu_machine.sh bench/resnet_headline.py bench/thread_cpu.py bench/lightning_bench.py bench/scale_bench.py \
+  .bundle/
 # The peers' benchmark scripts (../shared/bench), when this checkout has them beside it.
 if [ -d ../shared/bench ]; then mkdir -p .bundle/peers && cp ../shared/bench/*.py .bundle/peers/; fi
 du -sh .bundle

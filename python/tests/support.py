@@ -1,4 +1,4 @@
-"""What the Python package's tests (and bench/lightning_bench.py) share: a coordinator and workers as separate
+"""What the Python package's tests (and the GPU machine's bench/*.py) share: a coordinator and workers as separate
 processes on loopback, a generated tar dataset indexed into a manifest, the delivery checker (`stoker check`) over
 the logs of processes of which some were resumed from checkpoints, and the numpy reference of the conversion."""
 import argparse
@@ -11,6 +11,7 @@ import sys
 import tempfile
 import time
 import unittest
+import urllib.request
 
 import numpy as np
 
@@ -48,37 +49,62 @@ def wait_for_file(path, proc, deadline_s=30):
 
 class Cluster:
     """A coordinator and `workers` workers as separate processes, on loopback ports they pick, with a dataset of
-    `images` generated JPEGs. bin_dir: the stoker binaries; server_env: their environment (a bundle's libraries).
+    `images` generated JPEGs (or an existing `manifest`). bin_dir: the stoker binaries; server_env: their environment
+    (a bundle's libraries). The benchmarks add flags (worker_flags, coordinator_flags) and pin processes to cores
+    (coordinator_cores, worker_cores: a set of cores, and one per worker); state() reads the coordinator's /state.
 
     CURVE is on, as in production: the cluster makes a keyring (`stoker keygen --keyring`) and gives the servers their
     keys; clients find theirs in STOKER_KEY_FILE / STOKER_TRUST_FILE, which the cluster sets in this process's
     environment (and children inherit), as a Kubernetes pod would from its Secret."""
 
     def __init__(self, bin_dir, images, workers=2, worker_threads=1, coordinator_flags=(), server_env=None,
-                 work=None):
+                 work=None, manifest=None, worker_flags=(), coordinator_cores=None, worker_cores=None, keep=False):
         self.bin_dir = bin_dir
         self.env = server_env
         self.work = work or tempfile.mkdtemp(prefix="stoker-py-")
+        os.makedirs(self.work, exist_ok=True)
+        self.keep = keep  # leave the work folder (logs, keys) after stop(), as STOKER_KEEP does
         self.procs, self.logs = [], []
         try:
-            self.manifest = self._dataset(images)
+            self.manifest = manifest or self._dataset(images)
             self.keys = self._keyring()
-            endpoint_file = os.path.join(self.work, "coordinator.endpoint")
+            endpoint_file = self._fresh("coordinator.endpoint")
+            metrics_file = self._fresh("coordinator.metrics")
             coordinator = self._start("coordinator", ["stoker-coordinator", "--listen=tcp://127.0.0.1:0",
                                                       f"--endpoint-file={endpoint_file}",
-                                                      "--metrics-listen=127.0.0.1:0", *self._keys("coordinator"),
-                                                      *coordinator_flags])
+                                                      "--metrics-listen=127.0.0.1:0",
+                                                      f"--metrics-address-file={metrics_file}",
+                                                      *self._keys("coordinator"), *coordinator_flags],
+                                      coordinator_cores)
             self.endpoint = wait_for_file(endpoint_file, coordinator)
+            self.metrics = wait_for_file(metrics_file, coordinator)
             for i in range(workers):
-                f = os.path.join(self.work, f"worker{i}.endpoint")
+                f = self._fresh(f"worker{i}.endpoint")
                 w = self._start(f"worker{i}", ["stoker-worker", f"--coordinator={self.endpoint}",
                                                "--listen=tcp://127.0.0.1:0", f"--threads={worker_threads}",
                                                f"--endpoint-file={f}", "--metrics-listen=127.0.0.1:0",
-                                               *self._keys("worker")])
+                                               *self._keys("worker"), *worker_flags],
+                                worker_cores[i] if worker_cores else None)
                 wait_for_file(f, w)
         except BaseException:
             self.stop()
             raise
+
+    def _fresh(self, name):
+        """A path in the work folder with nothing at it (an endpoint file of an earlier cluster there is removed)."""
+        path = os.path.join(self.work, name)
+        if os.path.exists(path):
+            os.remove(path)
+        return path
+
+    def state(self):
+        """The coordinator's /state as a dict (its jobs, workers and recommended-workers advice); None if it does
+        not answer within 2 s."""
+        try:
+            with urllib.request.urlopen(f"http://{self.metrics}/state", timeout=2) as r:
+                return json.load(r)
+        except (OSError, ValueError):
+            return None
 
     def _keyring(self):
         keys = os.path.join(self.work, "keys")
@@ -102,11 +128,13 @@ class Cluster:
                        env=self.env)
         return manifest
 
-    def _start(self, name, argv):
+    def _start(self, name, argv, cores=None):
+        """Starts a server from bin_dir, its output in NAME.log; pinned to the set `cores` when given."""
         log = open(os.path.join(self.work, name + ".log"), "w")
         self.logs.append(log)
         proc = subprocess.Popen([os.path.join(self.bin_dir, argv[0])] + argv[1:], stdout=log,
-                                stderr=subprocess.STDOUT, env=self.env)
+                                stderr=subprocess.STDOUT, env=self.env,
+                                preexec_fn=(lambda: os.sched_setaffinity(0, cores)) if cores else None)
         self.procs.append(proc)
         return proc
 
@@ -140,7 +168,7 @@ class Cluster:
                 p.wait(timeout=10)
         for log in self.logs:
             log.close()
-        if os.environ.get("STOKER_KEEP") is None:
+        if not self.keep and os.environ.get("STOKER_KEEP") is None:
             shutil.rmtree(self.work, ignore_errors=True)
 
 
