@@ -43,23 +43,26 @@ def placement(args, workers):
     return trainer, {0}, [{(args.trainer_cores + i) % n} for i in range(workers)]
 
 
-def run_profiled(cmd, env, timeout, cores=None, on_line=None):
+def run_profiled(cmd, env, timeout, cores=None, on_progress=None):
     """Runs the trainer, echoing its output, and measures every thread's CPU time on the machine between its first
     and its last progress line of the measured window (bench/thread_cpu.py): where the cores go while it trains.
-    on_line(line), if given, sees each progress line as it comes."""
+    A snapshot reads every thread of /proc, so it is taken (and on_progress() called) at most once a second: this
+    process is not pinned and must not take the workers' cores."""
+    import support  # python/tests/support.py (the bundle's tests/)
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            preexec_fn=(lambda: os.sched_setaffinity(0, cores)) if cores else None)
+                            preexec_fn=support.pinned(cores))
     first = last = None
     deadline = time.monotonic() + timeout
     for line in proc.stdout:
         print(line, end="", flush=True)
-        if line.startswith("epoch ") and " step " in line:
+        if line.startswith("epoch ") and " step " in line and \
+                (first is None or time.monotonic() - (last or first)["time"] >= 1.0):
             if first is None:
                 first = thread_cpu.snapshot()
             else:
                 last = thread_cpu.snapshot()
-            if on_line:
-                on_line(line)
+            if on_progress:
+                on_progress()
         if time.monotonic() > deadline:
             proc.kill()
             break
@@ -70,16 +73,27 @@ def run_profiled(cmd, env, timeout, cores=None, on_line=None):
     return returncode, cpu
 
 
-def run_stoker(args, workers, plain_data, manifest, logs):
+def server_env(args):
+    """Our binaries' environment: the bundle's libraries (PyTorch must keep its own, so only for them)."""
+    return dict(os.environ, LD_LIBRARY_PATH=os.path.join(args.bundle, "lib"))
+
+
+def start_cluster(args, manifest, work, workers, plain_data, coordinator_cores, worker_cores):
+    """A coordinator and `workers` single-thread workers from the bundle over `manifest` (support.Cluster, CURVE
+    keys as deployed), logs kept under `work`."""
     import support  # python/tests/support.py (the bundle's tests/): the cluster the Python tests use
+    return support.Cluster(os.path.join(args.bundle, "bin"), None, workers=workers, manifest=manifest,
+                           server_env=server_env(args), work=work, keep=True,
+                           coordinator_flags=["--log-level=warning"],
+                           worker_flags=["--log-level=warning"] + (["--plain-data"] if plain_data else []),
+                           coordinator_cores=coordinator_cores, worker_cores=worker_cores)
+
+
+def run_stoker(args, workers, plain_data, manifest, logs):
     trainer_cores, coordinator_cores, worker_cores = placement(args, workers)
     plane = "plain" if plain_data else "curve"
-    cluster = support.Cluster(os.path.join(args.bundle, "bin"), None, workers=workers, manifest=manifest,
-                              server_env=dict(os.environ, LD_LIBRARY_PATH=os.path.join(args.bundle, "lib")),
-                              work=os.path.join(logs, f"{workers}-{plane}"), keep=True,
-                              coordinator_flags=["--log-level=warning"],
-                              worker_flags=["--log-level=warning"] + (["--plain-data"] if plain_data else []),
-                              coordinator_cores=coordinator_cores, worker_cores=worker_cores)
+    cluster = start_cluster(args, manifest, os.path.join(logs, f"{workers}-{plane}"), workers, plain_data,
+                            coordinator_cores, worker_cores)
     try:
         summary = os.path.join(logs, f"stoker-{workers}-{plane}.json")
         tenv = trainer_env(args, cluster)
@@ -106,11 +120,12 @@ def run_stoker(args, workers, plain_data, manifest, logs):
     return result
 
 
-def trainer_env(args, cluster):
+def trainer_env(args, cluster=None):
     """The trainer's environment: the bundle's package (which preloads its own libraries: PyTorch keeps its copies,
-    so no LD_LIBRARY_PATH) and the cluster's client key and trust file."""
+    so no LD_LIBRARY_PATH) and, with a cluster, its client key and trust file."""
     env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
-    env.update(cluster.client_env, PYTHONPATH=os.path.join(args.bundle, "python"), PYTHONUNBUFFERED="1")
+    env.update(cluster.client_env if cluster else {}, PYTHONPATH=os.path.join(args.bundle, "python"),
+               PYTHONUNBUFFERED="1")
     return env
 
 
@@ -159,9 +174,8 @@ def main():
     dataloader_wait = anchor["resnet50_dataloader_nw15_input_wait_frac"]
 
     manifest = "/tmp/anchor.stoker"
-    env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(args.bundle, "lib"))
     subprocess.run([os.path.join(args.bundle, "bin", "stoker"), "index", "/tmp/anchor_jpegs/train", "-o", manifest],
-                   env=env, check=True, timeout=300, stdout=subprocess.DEVNULL)
+                   env=server_env(args), check=True, timeout=300, stdout=subprocess.DEVNULL)
     planes = ["plain"] if args.plain_data else [x for x in args.data_planes.split(",") if x]
     runs = {}
     for plane in planes:

@@ -22,10 +22,10 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 import resnet_headline
 from resnet_headline import log
+
 
 def gpus():
     out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=True).stdout
@@ -54,7 +54,7 @@ def summaries(pattern, ranks):
 
 def run_synthetic(args, arch, ranks, trainer_cores, env):
     pattern = os.path.join(args.logs, f"synthetic-{arch}-{ranks}-{{rank}}.json")
-    cmd = trainer_cmd(args, launcher(ranks), arch, ["--synthetic", "--epochs=1000000", f"--json={pattern}"])
+    cmd = trainer_cmd(args, launcher(ranks), arch, ["--synthetic", f"--json={pattern}"])
     log(f"{arch} on synthetic input, {ranks} GPU(s): " + " ".join(cmd[1:]))
     rc, _ = resnet_headline.run_profiled(cmd, env, args.timeout, trainer_cores)
     if rc != 0:
@@ -63,28 +63,20 @@ def run_synthetic(args, arch, ranks, trainer_cores, env):
 
 
 def run_stoker(args, arch, ranks, workers, demand, manifest, trainer_cores, base_env):
-    import support  # python/tests/support.py (the bundle's tests/): the cluster the Python tests use
-    n = os.cpu_count()
     first = max(trainer_cores) + 1
-    if first + workers > n:
-        sys.exit(f"{workers} workers do not fit on cores {first}..{n - 1}")
+    if first + workers > os.cpu_count():
+        sys.exit(f"{workers} workers do not fit on cores {first}..{os.cpu_count() - 1}")
     tag = f"{arch}-{ranks}gpu-{workers}w"
-    cluster = support.Cluster(os.path.join(args.bundle, "bin"), None, workers=workers, manifest=manifest,
-                              server_env=dict(os.environ, LD_LIBRARY_PATH=os.path.join(args.bundle, "lib")),
-                              work=os.path.join(args.logs, tag), keep=True,
-                              coordinator_flags=["--log-level=warning"],
-                              worker_flags=["--log-level=warning"]
-                              + (["--plain-data"] if args.data_plane == "plain" else []),
-                              coordinator_cores={0}, worker_cores=[{first + i} for i in range(workers)])
+    cluster = resnet_headline.start_cluster(args, manifest, os.path.join(args.logs, tag), workers,
+                                            args.data_plane == "plain", {0}, [{first + i} for i in range(workers)])
     advice = []
 
-    def sample_advice(line):
+    def sample_advice():
         state = cluster.state()
         if state:
-            advice.append(dict(state["advice"], at=time.monotonic()))
+            advice.append(state["advice"])
 
     try:
-        env = dict(base_env, **cluster.client_env)
         pattern = os.path.join(args.logs, f"stoker-{tag}-{{rank}}.json")
         steps_per_epoch = args.images // (args.batch_size * ranks)
         steps = args.warmup + args.seconds * demand / (args.batch_size * ranks) * 1.5
@@ -95,7 +87,8 @@ def run_stoker(args, arch, ranks, workers, demand, manifest, trainer_cores, base
             f"--json={pattern}"])
         log(f"{arch}, {ranks} GPU(s), stoker with {workers} workers on cores {first}..{first + workers - 1}: "
             + " ".join(cmd[1:]))
-        rc, cpu = resnet_headline.run_profiled(cmd, env, args.timeout, trainer_cores, on_line=sample_advice)
+        rc, cpu = resnet_headline.run_profiled(cmd, dict(base_env, **cluster.client_env), args.timeout,
+                                               trainer_cores, on_progress=sample_advice)
         if rc != 0:
             sys.exit(f"the stoker run exited with {rc}: logs in {cluster.work}")
     finally:
@@ -104,25 +97,27 @@ def run_stoker(args, arch, ranks, workers, demand, manifest, trainer_cores, base
     for r in results:
         if r["loader"]["connected_workers"] != workers:
             sys.exit(f"rank {r['rank']} had {r['loader']['connected_workers']} of {workers} workers: {cluster.work}")
-    late = advice[len(advice) // 2:] or advice  # the second half of the window: the estimator's 30 s has filled
-    return {"workers": workers, "ranks": results, "thread_cpu": cpu, "advice_samples": advice,
-            "recommended_last": advice[-1]["recommended_workers"] if advice else None,
-            "recommended_median": statistics.median(a["recommended_workers"] for a in late) if late else None,
-            "demand_last": advice[-1]["demand_samples_per_second"] if advice else None,
-            "per_worker_last": advice[-1]["worker_capacity_samples_per_second"] if advice else None}
+    return {"workers": workers, "ranks": results, "thread_cpu": cpu, "advice_samples": advice}
 
 
-def judge(points, synthetic_rate, ranks):
+def judge(points, synthetic_rate):
     """img/s (all GPUs), ratio to synthetic, worst per-GPU stall; the smallest count meeting >= 0.95x and <= 3 %."""
     met = None
     for p in points:
         p["img_s"] = sum(r["images_per_second"] for r in p["ranks"])
         p["ratio"] = p["img_s"] / synthetic_rate
         p["stall_by_gpu"] = [r["gpu_input_stall_fraction"] for r in p["ranks"]]
-        p["met"] = p["ratio"] >= 0.95 and max(p["stall_by_gpu"]) <= 0.03
-        if p["met"] and met is None:
+        if p["ratio"] >= 0.95 and max(p["stall_by_gpu"]) <= 0.03 and met is None:
             met = p["workers"]
     return met
+
+
+def recommended(point):
+    """The advice's last sample, and its median over the window's second half (the estimator's 30 s has filled)."""
+    samples = [a["recommended_workers"] for a in point["advice_samples"]]
+    if not samples:
+        return "-"
+    return f"{samples[-1]} ({statistics.median(samples[len(samples) // 2:])})"
 
 
 def print_table(title, synthetic_rate, points, met):
@@ -131,8 +126,8 @@ def print_table(title, synthetic_rate, points, met):
     print(f"{'synthetic':34s} {synthetic_rate:8.0f} {1:9.3f}")
     for p in points:
         stall = " ".join(f"{100 * s:.1f}%" for s in p["stall_by_gpu"])
-        rec = f"{p['recommended_last']} ({p['recommended_median']})" if p["recommended_last"] is not None else "-"
-        print(f"{'stoker, %d workers' % p['workers']:34s} {p['img_s']:8.0f} {p['ratio']:9.3f} {stall:>22s} {rec:>12s}")
+        print(f"{'stoker, %d workers' % p['workers']:34s} {p['img_s']:8.0f} {p['ratio']:9.3f} {stall:>22s} "
+              f"{recommended(p):>12s}")
     print(f"removed the stall (>= 0.95x, <= 3 %): {f'{met} workers' if met else 'no count tried'}; "
           "recommended = last sample (median of the window's second half)")
 
@@ -166,11 +161,10 @@ def main():
                     f"gen_jpegs.generate({data!r}, {args.images})"], check=True, timeout=600)
     manifest = "/tmp/scale.stoker"
     subprocess.run([os.path.join(args.bundle, "bin", "stoker"), "index", os.path.join(data, "train"), "-o", manifest],
-                   env=dict(os.environ, LD_LIBRARY_PATH=os.path.join(args.bundle, "lib")), check=True, timeout=300,
-                   stdout=subprocess.DEVNULL)
-    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}  # PyTorch keeps its own libraries
-    env.update(PYTHONPATH=os.path.join(args.bundle, "python"), PYTHONUNBUFFERED="1")
-    result = {"cores": os.cpu_count(), "gpus": gpus(), "data_plane": args.data_plane, "batch_size": args.batch_size,
+                   env=resnet_headline.server_env(args), check=True, timeout=300, stdout=subprocess.DEVNULL)
+    env = resnet_headline.trainer_env(args)
+    ranks = gpus()
+    result = {"cores": os.cpu_count(), "gpus": ranks, "data_plane": args.data_plane, "batch_size": args.batch_size,
               "trainer_cores": args.trainer_cores, "trainer_threads": args.trainer_threads}
 
     counts = [int(x) for x in args.workers.split(",") if x]
@@ -180,7 +174,7 @@ def main():
         synthetic = run_synthetic(args, args.arch, 1, cores, one)[0]
         points = [run_stoker(args, args.arch, 1, w, synthetic["images_per_second"], manifest, cores, one)
                   for w in counts]
-        met = judge(points, synthetic["images_per_second"], 1)
+        met = judge(points, synthetic["images_per_second"])
         result["one_gpu"] = {"arch": args.arch, "device": synthetic["device"],
                              "synthetic_img_s": synthetic["images_per_second"], "points": points,
                              "removed_stall_at": met}
@@ -190,12 +184,11 @@ def main():
 
     counts = [int(x) for x in args.ddp_workers.split(",") if x]
     if counts:
-        ranks = gpus()
         cores = set(range(args.trainer_cores * ranks))
         synthetic = run_synthetic(args, args.ddp_arch, ranks, cores, env)
         rate = sum(r["images_per_second"] for r in synthetic)
         points = [run_stoker(args, args.ddp_arch, ranks, w, rate, manifest, cores, env) for w in counts]
-        met = judge(points, rate, ranks)
+        met = judge(points, rate)
         result["ddp"] = {"arch": args.ddp_arch, "gpus": ranks, "device": synthetic[0]["device"],
                          "synthetic_img_s": rate, "synthetic_by_gpu": [r["images_per_second"] for r in synthetic],
                          "points": points, "removed_stall_at": met}

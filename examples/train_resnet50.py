@@ -64,16 +64,15 @@ class SyntheticLoader:
     """One random batch, already on the GPU and in the Loader's format, served forever: what the model would do if
     input cost nothing. The same interface as stoker.Loader as far as this script uses it."""
 
-    def __init__(self, batch_size, classes, device, steps_per_epoch=1000):
+    def __init__(self, batch_size, classes, device):
         self.images = torch.randn(batch_size, 3, 224, 224, device=device, dtype=torch.bfloat16) \
             .contiguous(memory_format=torch.channels_last)
         self.labels = torch.randint(0, classes, (batch_size,), device=device)
         self.padding = np.zeros(batch_size, dtype=bool)
-        self.steps_per_epoch = steps_per_epoch
         self.finished = self.stopped = False
 
-    def batches(self):
-        for _ in range(self.steps_per_epoch):
+    def batches(self):  # one endless epoch: --steps or --seconds ends it
+        while True:
             yield self
 
     def stats(self):
@@ -87,6 +86,8 @@ def main():
     args = parse_args()
     if not args.synthetic and not args.coordinator:
         sys.exit("--coordinator (or STOKER_COORDINATOR) is required")
+    if args.synthetic and not (args.steps or args.seconds):
+        sys.exit("--synthetic needs --steps or --seconds: its input never ends")
     if not torch.cuda.is_available():
         sys.exit("this example trains on a GPU; none is visible")
     if args.cpu_threads > 0:

@@ -47,6 +47,11 @@ def wait_for_file(path, proc, deadline_s=30):
     raise RuntimeError(f"no {path} within {deadline_s} s")
 
 
+def pinned(cores):
+    """A Popen preexec_fn that pins the child to the set `cores` (None: the scheduler places it)."""
+    return (lambda: os.sched_setaffinity(0, cores)) if cores else None
+
+
 class Cluster:
     """A coordinator and `workers` workers as separate processes, on loopback ports they pick, with a dataset of
     `images` generated JPEGs (or an existing `manifest`). bin_dir: the stoker binaries; server_env: their environment
@@ -133,8 +138,7 @@ class Cluster:
         log = open(os.path.join(self.work, name + ".log"), "w")
         self.logs.append(log)
         proc = subprocess.Popen([os.path.join(self.bin_dir, argv[0])] + argv[1:], stdout=log,
-                                stderr=subprocess.STDOUT, env=self.env,
-                                preexec_fn=(lambda: os.sched_setaffinity(0, cores)) if cores else None)
+                                stderr=subprocess.STDOUT, env=self.env, preexec_fn=pinned(cores))
         self.procs.append(proc)
         return proc
 
