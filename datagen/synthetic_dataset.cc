@@ -32,6 +32,19 @@ void OnEncodeError(j_common_ptr cinfo) {
   std::longjmp(e->jump, 1);
 }
 
+// Adobe's CMYK as a JPEG stores it (inverted): with m = max(R, G, B), C M Y K = 255 R / m, 255 G / m, 255 B / m, m,
+// which a CMYK decoder (Pillow's cmyk2rgb after its inversion) turns back into R G B, up to rounding.
+std::vector<uint8_t> RgbToAdobeCmyk(const uint8_t* rgb, size_t pixels) {
+  std::vector<uint8_t> cmyk(pixels * 4);
+  for (size_t i = 0; i < pixels; ++i) {
+    const uint8_t* p = rgb + 3 * i;
+    const int m = std::max({p[0], p[1], p[2]});
+    for (int c = 0; c < 3; ++c) cmyk[4 * i + c] = static_cast<uint8_t>(m == 0 ? 0 : (255 * p[c] + m / 2) / m);
+    cmyk[4 * i + 3] = static_cast<uint8_t>(m);
+  }
+  return cmyk;
+}
+
 // The libjpeg part, kept free of C++ objects because errors leave it by longjmp.
 // Every bit of every coefficient of every component in a scan of its own: DC in eleven successive-approximation
 // scans, then each AC coefficient alone, bit 10 first, down to bit 0.
@@ -50,8 +63,11 @@ std::vector<jpeg_scan_info> EveryBitScans() {
 
 // `scans` (may be empty) lives in the caller's frame: nothing with a destructor may live in this one, which
 // libjpeg's errors leave by longjmp.
-bool EncodeRaw(const uint8_t* rgb, int width, int height, const JpegEncodeOptions& options,
+// `pixels` are RGB, or CMYK for the CMYK and YCCK colour spaces.
+bool EncodeRaw(const uint8_t* pixels, int width, int height, const JpegEncodeOptions& options,
                const std::vector<jpeg_scan_info>& scans, unsigned char** out, unsigned long* out_size, char* message) {
+  using ColourSpace = JpegEncodeOptions::ColourSpace;
+  const bool cmyk = options.colour_space != ColourSpace::kYCbCr;
   jpeg_compress_struct cinfo;
   EncodeErrors errors;
   std::memset(&cinfo, 0, sizeof(cinfo));
@@ -66,15 +82,17 @@ bool EncodeRaw(const uint8_t* rgb, int width, int height, const JpegEncodeOption
   jpeg_mem_dest(&cinfo, out, out_size);
   cinfo.image_width = static_cast<JDIMENSION>(width);
   cinfo.image_height = static_cast<JDIMENSION>(height);
-  cinfo.input_components = 3;
-  cinfo.in_color_space = JCS_RGB;
+  cinfo.input_components = cmyk ? 4 : 3;
+  cinfo.in_color_space = cmyk ? JCS_CMYK : JCS_RGB;
   jpeg_set_defaults(&cinfo);
+  if (options.colour_space == ColourSpace::kYcck) jpeg_set_colorspace(&cinfo, JCS_YCCK);  // Adobe transform 2
   jpeg_set_quality(&cinfo, options.quality, TRUE);
-  if (options.chroma_444) {
-    for (int c = 0; c < 3; ++c) {
-      cinfo.comp_info[c].h_samp_factor = 1;
-      cinfo.comp_info[c].v_samp_factor = 1;
-    }
+  for (int c = 0; c < cinfo.num_components; ++c) {
+    // Full resolution, or 2x2 for the components a subsampling encoder makes large (libjpeg's default for YCbCr
+    // and YCCK: the first; CMYK has no luma, so C and K here).
+    const bool large = !options.chroma_444 && (c == 0 || (options.colour_space == ColourSpace::kCmyk && c == 3));
+    cinfo.comp_info[c].h_samp_factor = large ? 2 : 1;
+    cinfo.comp_info[c].v_samp_factor = large ? 2 : 1;
   }
   if (options.progression == JpegEncodeOptions::Progression::kProgressive) jpeg_simple_progression(&cinfo);
   if (!scans.empty()) {
@@ -83,7 +101,8 @@ bool EncodeRaw(const uint8_t* rgb, int width, int height, const JpegEncodeOption
   }
   jpeg_start_compress(&cinfo, TRUE);
   while (cinfo.next_scanline < cinfo.image_height) {
-    JSAMPROW row = const_cast<JSAMPROW>(rgb + static_cast<size_t>(cinfo.next_scanline) * width * 3);
+    JSAMPROW row = const_cast<JSAMPROW>(pixels + static_cast<size_t>(cinfo.next_scanline) * width *
+                                        cinfo.input_components);
     jpeg_write_scanlines(&cinfo, &row, 1);
   }
   jpeg_finish_compress(&cinfo);
@@ -94,6 +113,14 @@ bool EncodeRaw(const uint8_t* rgb, int width, int height, const JpegEncodeOption
 }  // namespace
 
 StatusOr<std::string> EncodeJpeg(const uint8_t* rgb, int width, int height, const JpegEncodeOptions& options) {
+  std::vector<uint8_t> cmyk;
+  if (options.colour_space != JpegEncodeOptions::ColourSpace::kYCbCr) {
+    if (options.progression == JpegEncodeOptions::Progression::kEveryBit) {
+      return InvalidArgumentError("JPEG encode: the every-bit progression is for three components only");
+    }
+    cmyk = RgbToAdobeCmyk(rgb, static_cast<size_t>(width) * height);
+    rgb = cmyk.data();
+  }
   unsigned char* buffer = nullptr;
   unsigned long size = 0;
   char message[JMSG_LENGTH_MAX] = {0};

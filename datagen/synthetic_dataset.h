@@ -20,9 +20,13 @@ struct JpegEncodeOptions {
   // Baseline; libjpeg's usual progression (about ten scans); or every bit of every coefficient of every component
   // in a scan of its own (2,090 scans, each legitimate): the scan bomb the worker's limits refuse.
   enum class Progression { kBaseline, kProgressive, kEveryBit } progression = Progression::kBaseline;
+  // The JPEG's colour space: YCbCr (what cameras write); CMYK or YCCK (what print workflows and Photoshop write),
+  // from the RGB pixels as Adobe stores CMYK (inverted, K = 255 - max(R, G, B)), so that decoding gives them back.
+  // chroma_444 = false subsamples the first and last components (CMYK) or the two chroma ones (YCCK) 2x2.
+  enum class ColourSpace { kYCbCr, kCmyk, kYcck } colour_space = ColourSpace::kYCbCr;
 };
 
-// Encodes interleaved RGB pixels as a baseline JPEG.
+// Encodes interleaved RGB pixels as a JPEG.
 StatusOr<std::string> EncodeJpeg(const uint8_t* rgb, int width, int height, const JpegEncodeOptions& options);
 
 // The RGB pixels of synthetic image `index` (size chosen from the index: 2 of 3 are 500x375, 1 of 3 375x500).

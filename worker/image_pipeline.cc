@@ -141,7 +141,6 @@ SampleOutcome ImagePipeline::RunJpeg(std::span<const uint8_t> encoded, uint64_t 
   auto start = SteadyClock::now();
   int width = 0, height = 0;
   Status header = jpeg_.ReadHeader(encoded.data(), encoded.size(), &width, &height);
-  if (header.code() == StatusCode::kUnimplemented) return RunOther(encoded, sample_seed, out);  // e.g. CMYK
   if (!header.ok()) return Refused(header);
   Augmentation aug = PlanAugmentation(spec_, width, height, sample_seed);
   const int out_w = static_cast<int>(spec_.output_width);

@@ -1,5 +1,6 @@
 // The image pipeline: the same seed gives the same bytes, flips mirror, eval equals resize + centre crop, PNG
-// through OpenCV, and corrupt or unknown bytes are quarantined with the reason.
+// through OpenCV, CMYK and YCCK JPEGs decoded like any JPEG, and corrupt or unknown bytes are quarantined with the
+// reason.
 #include "worker/image_pipeline.h"
 
 #include <gtest/gtest.h>
@@ -75,6 +76,33 @@ TEST(ImagePipeline, EvalMatchesResizeThenCenterCrop) {
   std::vector<uint8_t> out(224 * 224 * 3);
   ASSERT_TRUE(ImagePipeline(eval).Run(Bytes(*jpeg), 1, out.data()).ok);
   EXPECT_LT(MeanAbsDiff(out, expected), 4.0);
+}
+
+// Regression: CMYK and YCCK JPEGs were handed to the non-JPEG path, which refuses a JPEG signature, and every one
+// was quarantined as unsupported_format. They give the pixels the YCbCr file of the same picture gives, through
+// either kernel, train and eval, with the same crop.
+TEST(ImagePipeline, CmykAndYcckJpegsAreDecodedNotQuarantined) {
+  using Options = JpegEncodeOptions;
+  int w = 0, h = 0;
+  const std::vector<uint8_t> rgb = SyntheticImage(7, &w, &h);
+  auto ycbcr = EncodeJpeg(rgb.data(), w, h, Options{});
+  ASSERT_TRUE(ycbcr.ok());
+  for (auto space : {Options::ColourSpace::kCmyk, Options::ColourSpace::kYcck}) {
+    auto jpeg = EncodeJpeg(rgb.data(), w, h, Options{.colour_space = space});
+    ASSERT_TRUE(jpeg.ok());
+    for (auto kernel : {ResizeKernel::kPillow, ResizeKernel::kOpenCv}) {
+      for (auto mode : {PipelineMode::kTrain, PipelineMode::kEval}) {
+        PipelineSpec spec;
+        spec.resize_kernel = kernel;
+        spec.mode = mode;
+        std::vector<uint8_t> got(224 * 224 * 3), want(224 * 224 * 3);
+        SampleOutcome outcome = ImagePipeline(spec).Run(Bytes(*jpeg), 11, got.data());
+        ASSERT_TRUE(outcome.ok) << outcome.reason << ": " << outcome.detail;
+        ASSERT_TRUE(ImagePipeline(spec).Run(Bytes(*ycbcr), 11, want.data()).ok);
+        EXPECT_LT(MeanAbsDiff(got, want), 4.0);
+      }
+    }
+  }
 }
 
 TEST(ImagePipeline, CorruptImageLeavesZerosAndSaysWhy) {

@@ -35,6 +35,22 @@ int64_t MonotonicNanos() { return ClockNanos(CLOCK_MONOTONIC); }
 
 }  // namespace
 
+// Pillow opens every CMYK JPEG as "CMYK;I" (Adobe's convention: the stored values are inverted) and converts to RGB
+// with cmyk2rgb: with k = 255 - K and c = 255 - C as Pillow sees them, R = clip(k - c * k / 255), the division
+// rounded as its MULDIV255 does. Written forwards, each RGB pixel lands at or before the CMYK pixel it came from.
+void CmykToRgbInPlace(uint8_t* row, int width) {
+  for (int x = 0; x < width; ++x) {
+    const uint8_t* in = row + 4 * x;
+    const int k = in[3];  // Pillow's 255 - K after its inversion, which is the stored value
+    uint8_t rgb[3];
+    for (int i = 0; i < 3; ++i) {
+      const int t = (255 - in[i]) * k + 128;
+      rgb[i] = static_cast<uint8_t>(std::clamp(k - (((t >> 8) + t) >> 8), 0, 255));
+    }
+    std::memcpy(row + 3 * x, rgb, 3);
+  }
+}
+
 JpegRegionDecoder::JpegRegionDecoder(const JpegLimits& limits) : limits_(limits) {
   std::memset(&cinfo_, 0, sizeof(cinfo_));
   std::memset(&errors_, 0, sizeof(errors_));
@@ -124,11 +140,6 @@ Status JpegRegionDecoder::ReadHeader(const uint8_t* data, size_t size, int* widt
   jpeg_mem_src(&cinfo_, data, static_cast<unsigned long>(size));
   jpeg_read_header(&cinfo_, TRUE);
   header_read_ = true;
-  if (cinfo_.jpeg_color_space == JCS_CMYK || cinfo_.jpeg_color_space == JCS_YCCK) {
-    jpeg_abort_decompress(&cinfo_);
-    header_read_ = false;
-    return UnimplementedError("JPEG in CMYK/YCCK colour space");
-  }
   const uint64_t pixels = uint64_t{cinfo_.image_width} * cinfo_.image_height;
   if (pixels > limits_.max_pixels) {
     jpeg_abort_decompress(&cinfo_);
@@ -174,7 +185,9 @@ Status JpegRegionDecoder::Decode(int d, int x0, int y0, int x1, int y1, int marg
                "region outside the reduced image");
   // Everything below may longjmp back here; no C++ object with a destructor is created past this point.
   if (setjmp(errors_.jump) != 0) return Failure("decode");
-  cinfo_.out_color_space = JCS_RGB;
+  // libjpeg-turbo converts YCCK to CMYK but neither to RGB: those come out as CMYK and are converted row by row.
+  const bool cmyk = cinfo_.jpeg_color_space == JCS_CMYK || cinfo_.jpeg_color_space == JCS_YCCK;
+  cinfo_.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
   cinfo_.scale_num = 1;
   cinfo_.scale_denom = static_cast<unsigned>(d);
   cinfo_.dct_method = JDCT_ISLOW;
@@ -189,7 +202,7 @@ Status JpegRegionDecoder::Decode(int d, int x0, int y0, int x1, int y1, int marg
   JDIMENSION column = want_x0;
   JDIMENSION columns = want_x1 - want_x0;
   if (columns < cinfo_.output_width) jpeg_crop_scanline(&cinfo_, &column, &columns);  // widens to iMCU boundaries
-  const size_t stride = static_cast<size_t>(cinfo_.output_width) * 3;
+  const size_t stride = static_cast<size_t>(cinfo_.output_width) * (cmyk ? 4 : 3);
   const JDIMENSION rows = static_cast<JDIMENSION>(y1 - y0);
   if (scratch_.size() < stride * rows) scratch_.resize(stride * rows);
   if (rows_.size() < rows) rows_.resize(rows);
@@ -199,6 +212,9 @@ Status JpegRegionDecoder::Decode(int d, int x0, int y0, int x1, int y1, int marg
   JDIMENSION done = 0;
   while (done < rows) {
     done += jpeg_read_scanlines(&cinfo_, rows_.data() + done, rows - done);
+  }
+  if (cmyk) {
+    for (JDIMENSION r = 0; r < rows; ++r) CmykToRgbInPlace(rows_[r], static_cast<int>(cinfo_.output_width));
   }
   // The rows below the region are never decoded.
   jpeg_abort_decompress(&cinfo_);

@@ -7,6 +7,8 @@
 //  - jpeg_skip_scanlines / early abort: rows above the crop skip IDCT and colour conversion, rows below it are
 //    never decoded at all.
 // Entropy decoding of the rows above the crop still runs: JPEG's Huffman stream cannot be entered mid-way.
+// CMYK and YCCK JPEGs take the same path: libjpeg-turbo decodes them to CMYK, and each decoded row is converted to
+// RGB the way Pillow converts a CMYK JPEG, so their pixels match torchvision's PIL path as other JPEGs' do.
 //
 // Errors: libjpeg reports fatal errors through a longjmp that we catch here; the message is libjpeg's own.
 // Corrupt-data warnings (truncation, bad Huffman codes, an inconsistent progression) end the decode at once, so a
@@ -38,7 +40,7 @@
 
 namespace stoker {
 
-// Pixels of a decoded region: RGB, `stride` bytes per row. Valid until the decoder's next call.
+// Pixels of a decoded region: RGB, rows `stride` bytes apart (at least 3 x width). Valid until the decoder's next call.
 struct RegionView {
   const uint8_t* data = nullptr;
   size_t stride = 0;
@@ -68,8 +70,7 @@ class JpegRegionDecoder {
   JpegRegionDecoder& operator=(const JpegRegionDecoder&) = delete;
 
   // Parses the headers of `data` (kept by reference until DecodeRegion or the next ReadHeader returns).
-  // DataLoss with libjpeg's message for a file that is not a JPEG or is damaged in its headers;
-  // Unimplemented for colour spaces libjpeg-turbo cannot convert to RGB (CMYK, YCCK).
+  // DataLoss with libjpeg's message for a file that is not a JPEG or is damaged in its headers.
   Status ReadHeader(const uint8_t* data, size_t size, int* width, int* height);
 
   // Decodes `crop` (source pixels, within the image) after ReadHeader, at the largest reduction 1/d (d = 2, 4, 8)
@@ -116,6 +117,10 @@ class JpegRegionDecoder {
   std::vector<uint8_t> scratch_;
   std::vector<JSAMPROW> rows_;
 };
+
+// Converts `width` CMYK pixels as libjpeg-turbo outputs them (CMYK and YCCK JPEGs) to RGB in place, as Pillow does
+// for a JPEG: the first 3 x width bytes of `row` become RGB.
+void CmykToRgbInPlace(uint8_t* row, int width);
 
 // Chooses the DCT reduction for a crop: the largest d in {1, 2, 4, 8} with crop >= d * min on both sides.
 int ChooseScaleDenominator(const CropRect& crop, int min_width, int min_height);

@@ -1,5 +1,5 @@
 // The region decoder against full decoding (4:4:4 and 4:2:0), DCT-domain reduction, damaged input as DATA_LOSS,
-// and images claiming too many pixels refused.
+// images claiming too many pixels refused, and CMYK and YCCK JPEGs decoded to RGB as Pillow decodes them.
 #include "worker/jpeg_decoder.h"
 
 #include <gtest/gtest.h>
@@ -165,6 +165,62 @@ TEST(JpegRegionDecoder, RefusesImagesClaimingTooManyPixels) {
   EXPECT_NE(s.message().find("limit"), std::string::npos);
   // A genuine image still decodes with the same decoder.
   ASSERT_TRUE(decoder.ReadHeader(reinterpret_cast<const uint8_t*>(jpeg->data()), jpeg->size(), &w, &h).ok());
+}
+
+// Pillow's answers (Image.frombytes("CMYK", ..., inverted).convert("RGB") in Pillow 9.4) for CMYK as libjpeg-turbo
+// outputs it: Pillow opens CMYK JPEGs as "CMYK;I".
+TEST(CmykToRgb, GivesPillowsPixels) {
+  std::vector<uint8_t> row = {0, 0, 0, 0, 255, 255, 255, 255, 255, 128, 0, 200,
+                              10, 20, 30, 40, 200, 100, 50, 255, 77, 188, 3, 129};
+  CmykToRgbInPlace(row.data(), 6);
+  const std::vector<uint8_t> pillow = {0, 0, 0, 255, 255, 255, 200, 100, 0, 2, 3, 5, 200, 100, 50, 39, 95, 2};
+  EXPECT_EQ(std::vector<uint8_t>(row.begin(), row.begin() + 18), pillow);
+}
+
+// The CMYK and YCCK files the encoders of print workflows write, baseline and progressive, full and subsampled:
+// each decodes (none is refused, as every one was before: ImageNet has 22), close to the RGB it was made from, and a
+// region is the full decode's pixels.
+TEST(JpegRegionDecoder, DecodesCmykAndYcckJpegs) {
+  using Options = JpegEncodeOptions;
+  int width = 0, height = 0;
+  const std::vector<uint8_t> rgb = SyntheticImage(5, &width, &height);
+  for (auto space : {Options::ColourSpace::kCmyk, Options::ColourSpace::kYcck}) {
+    for (bool full_chroma : {true, false}) {
+      for (auto progression : {Options::Progression::kBaseline, Options::Progression::kProgressive}) {
+        Options options{.quality = 95, .chroma_444 = full_chroma, .progression = progression, .colour_space = space};
+        SCOPED_TRACE(::testing::Message() << (space == Options::ColourSpace::kCmyk ? "CMYK" : "YCCK")
+                                        << (full_chroma ? " 4:4:4" : " subsampled")
+                                        << (progression == Options::Progression::kBaseline ? " baseline" : " progressive"));
+        auto jpeg = EncodeJpeg(rgb.data(), width, height, options);
+        ASSERT_TRUE(jpeg.ok()) << jpeg.status().ToString();
+        Image full = DecodeAll(*jpeg);
+        ASSERT_EQ(full.width, width);
+        ASSERT_EQ(full.height, height);
+        double sum = 0;
+        for (size_t i = 0; i < rgb.size(); ++i) sum += std::abs(int{full.rgb[i]} - int{rgb[i]});
+        EXPECT_LT(sum / rgb.size(), 4.0);  // lossy, but the same picture: inverted or unconverted would be ~100
+
+        JpegRegionDecoder decoder;
+        int w = 0, h = 0;
+        ASSERT_TRUE(decoder.ReadHeader(reinterpret_cast<const uint8_t*>(jpeg->data()), jpeg->size(), &w, &h).ok());
+        RegionView v;
+        CropRect crop{37, 51, 250, 180};
+        ASSERT_TRUE(decoder.DecodeRegion(crop, crop.width, crop.height, &v).ok());
+        int max_diff;
+        double mean_diff;
+        CompareRegion(full, crop, v, &max_diff, &mean_diff);
+        if (full_chroma) {
+          EXPECT_EQ(max_diff, 0);
+        } else {
+          EXPECT_LT(mean_diff, 0.05);  // only the upsampling at the skipped edge can differ
+        }
+        // The DCT-reduced path runs too (a crop twice the output).
+        ASSERT_TRUE(decoder.ReadHeader(reinterpret_cast<const uint8_t*>(jpeg->data()), jpeg->size(), &w, &h).ok());
+        ASSERT_TRUE(decoder.DecodeRegion({0, 0, w, h}, w / 2, h / 2, &v).ok());
+        EXPECT_EQ(v.scale_denominator, 2);
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/checkpoint.h"
@@ -79,6 +80,9 @@ void DataFrames(const std::string& dir) {
   h.sample_ids = {5, 6, 7, 8};
   h.flags = {0, 0, 0, 1};
   Write(dir, "batch", Bytes(EncodeBatchHeader(h)) + sizes);
+  h.flags = {0, 2, 0, 3};  // two quarantined samples, with their reasons
+  h.quarantine_reasons = {"unsupported_format", "decode_error"};
+  Write(dir, "batch-quarantined", Bytes(EncodeBatchHeader(h)) + sizes);
   Write(dir, "error", Bytes(EncodeDataError(DataError{"job", 0, NotFoundError("no such job")})) + sizes);
 }
 
@@ -127,6 +131,19 @@ void Jpegs(const std::string& dir) {
     if (!jpeg.ok()) continue;
     Write(dir, "image-" + std::to_string(i) + ".jpg", *jpeg + '\x00' + crop);
     Write(dir, "pipeline-" + std::to_string(i) + ".jpg", *jpeg + static_cast<char>(1 | (i << 1)) + crop);
+  }
+  // CMYK and YCCK (print workflows' JPEGs), through the region decoder and the pipeline: their own branch.
+  int w = 0, h = 0;
+  std::vector<uint8_t> rgb = SyntheticImage(3, &w, &h);
+  std::vector<uint8_t> small;
+  for (int y = 0; y < 48; ++y) small.insert(small.end(), rgb.begin() + y * w * 3, rgb.begin() + y * w * 3 + 64 * 3);
+  for (auto [name, space, full_chroma] :
+       {std::tuple{"cmyk", JpegEncodeOptions::ColourSpace::kCmyk, true},
+        std::tuple{"ycck", JpegEncodeOptions::ColourSpace::kYcck, false}}) {
+    auto jpeg = EncodeJpeg(small.data(), 64, 48, {.quality = 90, .chroma_444 = full_chroma, .colour_space = space});
+    if (!jpeg.ok()) continue;
+    Write(dir, std::string("image-") + name + ".jpg", *jpeg + '\x00' + crop);
+    Write(dir, std::string("pipeline-") + name + ".jpg", *jpeg + '\x01' + crop);
   }
 }
 
