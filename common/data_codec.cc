@@ -53,6 +53,7 @@ BatchHeader ReadBatchHeader(wire::BatchHeader::Reader h) {
   out.flags = ToVector<uint8_t>(h.getFlags());
   out.payload_bytes = h.getPayloadBytes();
   out.payload_frames = std::max<uint32_t>(h.getPayloadFrames(), 1);  // 0 reads as 1 (older workers)
+  for (auto reason : h.getQuarantineReasons()) out.quarantine_reasons.emplace_back(reason.cStr(), reason.size());
   return out;
 }
 
@@ -65,6 +66,18 @@ Status CheckHeader(const BatchHeader& h, const BatchExpectation& e) {
   }
   if (h.labels.size() != e.batch_size || h.sample_ids.size() != e.batch_size || h.flags.size() != e.batch_size) {
     return InvalidArgumentError("list lengths differ from the batch size");
+  }
+  if (!h.quarantine_reasons.empty()) {
+    const auto quarantined = std::count_if(h.flags.begin(), h.flags.end(),
+                                           [](uint8_t f) { return (f & kSampleFlagQuarantined) != 0; });
+    if (h.quarantine_reasons.size() != static_cast<size_t>(quarantined)) {
+      return InvalidArgumentError("quarantine reasons differ in number from the quarantined samples");
+    }
+    for (const std::string& reason : h.quarantine_reasons) {
+      if (!IsQuarantineReason(reason)) {
+        return InvalidArgumentError("a quarantine reason that is not a short word of [a-z0-9_]");
+      }
+    }
   }
   return Status::Ok();
 }
@@ -89,6 +102,12 @@ Status CheckPayload(const BatchHeader& h, std::span<const size_t> sizes, const B
 }
 
 }  // namespace
+
+bool IsQuarantineReason(std::string_view reason) {
+  return !reason.empty() && reason.size() <= kMaxQuarantineReasonBytes &&
+         std::all_of(reason.begin(), reason.end(),
+                     [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'; });
+}
 
 zmq::message_t EncodeCredit(const Credit& credit) {
   return Encode([&](wire::DataMessage::Builder msg) {
@@ -120,6 +139,10 @@ zmq::message_t EncodeBatchHeader(const BatchHeader& header) {
     SetList(h.initFlags(static_cast<unsigned>(header.flags.size())), header.flags);
     h.setPayloadBytes(header.payload_bytes);
     h.setPayloadFrames(header.payload_frames);
+    auto reasons = h.initQuarantineReasons(static_cast<unsigned>(header.quarantine_reasons.size()));
+    for (size_t i = 0; i < header.quarantine_reasons.size(); ++i) {
+      reasons.set(static_cast<unsigned>(i), header.quarantine_reasons[i]);
+    }
   });
 }
 

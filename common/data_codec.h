@@ -15,12 +15,16 @@
 
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <zmq.hpp>
 
 #include "common/data_messages.h"
 #include "common/status.h"
 
 namespace stoker {
+
+// True for a word a batch header may give as a quarantine reason: 1 to kMaxQuarantineReasonBytes of [a-z0-9_].
+bool IsQuarantineReason(std::string_view reason);
 
 zmq::message_t EncodeCredit(const Credit& credit);
 zmq::message_t EncodeBatchHeader(const BatchHeader& header);

@@ -40,6 +40,7 @@ BatchHeader GoodHeader() {
   h.flags = {0, kSampleFlagQuarantined, kSampleFlagPadding};
   h.payload_bytes = 3 * 4 * 4 * 3;
   h.payload_frames = 1;
+  h.quarantine_reasons = {"unsupported_format"};
   return h;
 }
 
@@ -118,6 +119,19 @@ TEST(DataCodec, AClientAcceptsOnlyBatchesOfItsJobWithTheirAnnouncedPayload) {
   EXPECT_TRUE(DecodeWorkerMessage(EncodeBatchHeader(h), std::vector<size_t>{72, 72}, framed).ok());
   EXPECT_NE(refused(h, {100, 44}, framed).find("larger than this client asked for"), std::string::npos);
   EXPECT_NE(refused(h, {48, 48, 48}, framed).find("announces 2"), std::string::npos);
+  // Quarantine reasons: none (an older worker), or one short word per quarantined sample.
+  h = GoodHeader();
+  h.quarantine_reasons.clear();
+  EXPECT_TRUE(DecodeWorkerMessage(EncodeBatchHeader(h), whole, e).ok());
+  h.quarantine_reasons = {"decode_error", "decode_error"};
+  EXPECT_EQ(refused(h, {144}, e), "quarantine reasons differ in number from the quarantined samples");
+  for (const std::string& bad : {std::string(), std::string(49, 'a'), std::string("Decode error"),
+                                std::string("\x1b[2Jdecode")}) {
+    h.quarantine_reasons = {bad};
+    EXPECT_EQ(refused(h, {144}, e), "a quarantine reason that is not a short word of [a-z0-9_]") << bad;
+  }
+  h.quarantine_reasons = {std::string(48, 'a')};
+  EXPECT_TRUE(DecodeWorkerMessage(EncodeBatchHeader(h), whole, e).ok());
   // Not a batch at all.
   EXPECT_EQ(DecodeWorkerMessage(EncodeCredit({"j", 1, "c", 1, 0}), whole, e).status().message(), "not a batch");
   EXPECT_FALSE(DecodeWorkerMessage(zmq::message_t("not capnp", 9), whole, e).ok());

@@ -16,6 +16,8 @@ namespace stoker {
 // Bits of BatchHeader::flags (schema/data.capnp: sampleFlag*).
 constexpr uint8_t kSampleFlagPadding = 1;      // a repeated sample filling the last global batch
 constexpr uint8_t kSampleFlagQuarantined = 2;  // unreadable input: zero pixels, label -1, reported by id
+// The longest quarantine reason a batch header may carry (schema/data.capnp: quarantineReasons).
+constexpr size_t kMaxQuarantineReasonBytes = 48;
 
 struct Credit {
   std::string job;
@@ -43,6 +45,7 @@ struct BatchHeader {
   std::vector<uint8_t> flags;
   uint64_t payload_bytes = 0;
   uint32_t payload_frames = 1;
+  std::vector<std::string> quarantine_reasons;  // one per quarantined sample, in slot order (empty: not told)
   bool operator==(const BatchHeader&) const = default;
 };
 

@@ -53,6 +53,9 @@ struct BatchHeader {
   flags @13 :List(UInt8);       # count entries: sampleFlag* bits
   payloadBytes @14 :UInt64;
   payloadFrames @15 :UInt32;    # frames of payload after this header; 0 reads as 1 (older workers)
+  quarantineReasons @16 :List(Text);  # one per sample flagged quarantined, in slot order: why, in the quarantine
+                                      # vocabulary (unsupported_format, decode_error, ...: [a-z0-9_], at most 48
+                                      # bytes); empty from older workers
 }
 
 struct DataError {

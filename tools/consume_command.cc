@@ -149,6 +149,9 @@ int ConsumeCommand(int argc, char** argv) {
         .Key("batches").Value(batches)
         .Key("samples").Value(samples)
         .Key("quarantined").Value(quarantined)
+        .Key("quarantined_by_reason").BeginObject();
+    for (const auto& [reason, n] : stats.quarantined_by_reason) j.Key(reason).Value(n);
+    j.EndObject()
         .Key("padding").Value(padding)
         .Key("epochs_ended").Value(epochs_ended)
         .Key("elapsed_seconds").Value(elapsed)
@@ -167,9 +170,14 @@ int ConsumeCommand(int argc, char** argv) {
     std::ofstream(summary_path, std::ios::trunc) << j.str() << "\n";
   }
   if (!failure.ok()) return Fail("consume", failure);
-  std::fprintf(stderr, "rank %u: %llu batches, %llu samples (%llu quarantined) in %.1f s, waited %.1f s\n",
+  std::string why;  // "4 quarantined (unsupported_format: 3, decode_error: 1)"
+  for (const auto& [reason, n] : stats.quarantined_by_reason) {
+    why += (why.empty() ? " (" : ", ") + reason + ": " + std::to_string(n);
+  }
+  if (!why.empty()) why += ")";
+  std::fprintf(stderr, "rank %u: %llu batches, %llu samples, %llu quarantined%s, in %.1f s, waited %.1f s\n",
                options.rank, static_cast<unsigned long long>(batches), static_cast<unsigned long long>(samples),
-               static_cast<unsigned long long>(quarantined), elapsed, stats.wait_seconds);
+               static_cast<unsigned long long>(quarantined), why.c_str(), elapsed, stats.wait_seconds);
   return 0;
 }
 

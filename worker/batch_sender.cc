@@ -49,6 +49,12 @@ BatchHeader HeaderOf(const BatchBuild& build, const std::string& worker_id) {
   h.channels = 3;
   h.labels = build.labels;
   h.flags = build.flags;
+  for (size_t slot = 0; slot < build.flags.size(); ++slot) {
+    if ((build.flags[slot] & kSampleFlagQuarantined) == 0) continue;
+    // A manifest's defect names come from whoever indexed it; the header carries only words a client accepts.
+    const std::string& reason = build.quarantine[slot].reason;
+    h.quarantine_reasons.push_back(IsQuarantineReason(reason) ? reason : "other");
+  }
   h.sample_ids.reserve(build.samples.size());
   for (const PlannedSample& s : build.samples) h.sample_ids.push_back(s.sample_id);
   h.payload_bytes = spec.BatchBytes();

@@ -208,6 +208,10 @@ int stoker_loader_stats_json(stoker_loader* loader, char* buf, size_t capacity, 
     j.Key("startup_seconds").Value(s.client.startup_seconds);
     j.Key("step_seconds").Value(s.client.step_seconds);
     j.Key("samples_delivered").Value(s.client.samples_delivered);
+    j.Key("samples_quarantined").Value(s.client.samples_quarantined);
+    j.Key("quarantined_by_reason").BeginObject();
+    for (const auto& [reason, n] : s.client.quarantined_by_reason) j.Key(reason).Value(n);
+    j.EndObject();
     j.Key("batches_received").Value(s.client.batches_received);
     j.Key("dropped_duplicate").Value(s.client.dropped_duplicate);
     j.Key("dropped_stale_attempt").Value(s.client.dropped_stale_attempt);

@@ -6,6 +6,8 @@
 
 #include <sys/eventfd.h>
 
+#include <algorithm>
+
 #include "client/src/client_core.h"
 #include "client/src/client_metrics.h"
 #include "client/src/io_thread.h"
@@ -56,6 +58,14 @@ size_t Batch::pixel_bytes() const { return data_->pixel_bytes; }
 std::span<const int64_t> Batch::labels() const { return data_->labels; }
 std::span<const uint64_t> Batch::sample_ids() const { return data_->sample_ids; }
 std::span<const uint8_t> Batch::flags() const { return data_->flags; }
+std::string_view Batch::quarantine_reason(uint32_t i) const {
+  if (!is_quarantined(i)) return {};
+  if (data_->quarantine_reasons.empty()) return "unreported";
+  // Reasons are listed in slot order for the quarantined samples only: i's is the one after those before it.
+  const auto before = std::count_if(data_->flags.begin(), data_->flags.begin() + i,
+                                    [](uint8_t f) { return (f & kSampleFlagQuarantined) != 0; });
+  return data_->quarantine_reasons[static_cast<size_t>(before)];
+}
 uint64_t Batch::attempt() const { return data_->attempt; }
 const std::string& Batch::worker_id() const { return data_->worker_id; }
 

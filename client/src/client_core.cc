@@ -56,6 +56,7 @@ std::unique_ptr<ReceivedBatch> MakeReceivedBatch(BatchHeader h, uint64_t steps_p
   batch->labels = std::move(h.labels);
   batch->sample_ids = std::move(h.sample_ids);
   batch->flags = std::move(h.flags);
+  batch->quarantine_reasons = std::move(h.quarantine_reasons);
   batch->pixel_bytes = h.payload_bytes;
   batch->payload = std::move(payload[0]);
   batch->more_payload.reserve(payload.size() - 1);
@@ -213,6 +214,7 @@ ClientCore::Taken ClientCore::Handout(double waited) {
   std::unique_ptr<ReceivedBatch> batch = window->TakeNext();
   ++stats.batches_delivered;
   stats.samples_delivered += batch->count;
+  CountQuarantined(*batch, +1);
   const TimePoint now = clock->Now();
   if (delivered_any) {
     const double step = ToSeconds(now - last_return);
@@ -232,6 +234,28 @@ ClientCore::Taken ClientCore::Handout(double waited) {
   return Taken{Delivery::Kind::kBatch, epoch, std::move(batch)};
 }
 
+// Counts (sign +1) or uncounts (-1, a batch put back) a batch's quarantined samples by reason. A worker chooses the
+// words, so at most kMaxQuarantineReasons distinct ones are kept; the rest count as "other", and samples a worker
+// flagged without saying why as "unreported".
+void ClientCore::CountQuarantined(const ReceivedBatch& batch, int sign) {
+  static const std::string kUnreported = "unreported";
+  std::vector<const std::string*> reasons;
+  for (size_t slot = 0, told = 0; slot < batch.flags.size(); ++slot) {
+    if ((batch.flags[slot] & kSampleFlagQuarantined) == 0) continue;
+    reasons.push_back(batch.quarantine_reasons.empty() ? &kUnreported : &batch.quarantine_reasons[told++]);
+  }
+  std::map<std::string, uint64_t>& by_reason = stats.quarantined_by_reason;
+  for (const std::string* reason : reasons) {
+    std::string key = *reason;
+    if (by_reason.count(key) == 0 && by_reason.size() >= ClientStats::kMaxQuarantineReasons) key = "other";
+    uint64_t& counter = by_reason[key];
+    counter = sign > 0 ? counter + 1 : counter - 1;
+    if (counter == 0) by_reason.erase(key);
+  }
+  stats.samples_quarantined = sign > 0 ? stats.samples_quarantined + reasons.size()
+                                       : stats.samples_quarantined - reasons.size();
+}
+
 // How much of a wait was stall, from the consumer's probe (it judges whether its device still had work queued).
 void ClientCore::AddProbedStall(TimePoint wait_start, TimePoint wait_end, double waited) {
   const double stalled = std::clamp(stall_probe->StalledSeconds(wait_start, wait_end), 0.0, waited);
@@ -242,9 +266,11 @@ void ClientCore::AddProbedStall(TimePoint wait_start, TimePoint wait_end, double
 Status ClientCore::PutBack(std::unique_ptr<ReceivedBatch>& batch) {
   MutexLock lock(mu);
   const uint32_t count = batch->count;
+  const ReceivedBatch& counted = *batch;  // the window keeps the object: it is still there after PutBack
   if (!window->PutBack(batch)) return FailedPreconditionError("only the batch Next() returned last can be put back");
   --stats.batches_delivered;
   stats.samples_delivered -= count;
+  CountQuarantined(counted, -1);
   stats.end_of_job = false;
   end_of_epoch_pending = false;  // its end of epoch comes again after it
   return Status::Ok();

@@ -127,6 +127,7 @@ struct ClientCore {
   bool ReadyToHandOut() const STOKER_REQUIRES(mu);
   bool StageWanted() const STOKER_REQUIRES(mu);
   Taken Handout(double waited) STOKER_REQUIRES(mu);
+  void CountQuarantined(const ReceivedBatch& batch, int sign) STOKER_REQUIRES(mu);
   void AddProbedStall(TimePoint wait_start, TimePoint wait_end, double waited) STOKER_EXCLUDES(mu);
 };
 

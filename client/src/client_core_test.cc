@@ -26,7 +26,9 @@ class ClientCoreTest : public ::testing::Test {
     core_->NoteLeases(leases, core_->HeartbeatSent());
   }
 
-  PrefetchWindow::Outcome Arrive(uint64_t g, uint64_t attempt = 1) {  // NOLINT: a test helper
+  // `quarantined`: flags and reasons per slot (empty reason: flagged without one, as an older worker sends).
+  PrefetchWindow::Outcome Arrive(uint64_t g, uint64_t attempt = 1,  // NOLINT: a test helper
+                                 std::vector<std::optional<std::string>> quarantined = {}) {
     BatchHeader h;
     h.epoch = static_cast<uint32_t>(g / 3);
     h.index = g % 3;
@@ -36,6 +38,11 @@ class ClientCoreTest : public ::testing::Test {
     h.labels = {0, 1};
     h.sample_ids = {2 * g, 2 * g + 1};
     h.flags = {0, 0};
+    for (size_t slot = 0; slot < quarantined.size(); ++slot) {
+      if (!quarantined[slot]) continue;
+      h.flags[slot] = kSampleFlagQuarantined;
+      if (!quarantined[slot]->empty()) h.quarantine_reasons.push_back(*quarantined[slot]);
+    }
     h.payload_bytes = spec_.BatchBytes();
     std::vector<zmq::message_t> payload;
     payload.emplace_back(spec_.BatchBytes());
@@ -164,6 +171,58 @@ TEST_F(ClientCoreTest, APutBackBatchComesAgainAndSoDoesItsEndOfEpoch) {
   auto end = core_->Next(std::chrono::milliseconds(1));
   ASSERT_TRUE(end.ok());
   EXPECT_EQ(end->kind, Delivery::Kind::kEndOfEpoch);
+}
+
+TEST_F(ClientCoreTest, QuarantinedSamplesAreCountedByReasonWhenHandedOutAndUncountedWhenPutBack) {
+  ASSERT_EQ(Arrive(0, 1, {std::string("unsupported_format"), std::string("decode_error")}),
+            PrefetchWindow::Outcome::kAccepted);
+  ASSERT_EQ(Arrive(1, 1, {std::nullopt, std::string()}), PrefetchWindow::Outcome::kAccepted);  // no reason given
+  EXPECT_EQ(core_->Stats().samples_quarantined, 0u);  // received is not delivered
+  auto b0 = TakeBatch();
+  auto b1 = TakeBatch();
+  ClientStats s = core_->Stats();
+  EXPECT_EQ(s.samples_quarantined, 3u);
+  const std::map<std::string, uint64_t> counted = {{"decode_error", 1}, {"unreported", 1}, {"unsupported_format", 1}};
+  EXPECT_EQ(s.quarantined_by_reason, counted);
+  ASSERT_TRUE(core_->PutBack(b1).ok());
+  s = core_->Stats();
+  EXPECT_EQ(s.samples_quarantined, 2u);
+  EXPECT_EQ(s.quarantined_by_reason, (std::map<std::string, uint64_t>{{"decode_error", 1}, {"unsupported_format", 1}}));
+}
+
+TEST(ClientCoreReasons, AWorkerCannotGrowTheReasonsWithoutBound) {
+  // One batch of 40 samples, each quarantined under a word of its own: more words than are kept.
+  auto clock = std::make_shared<FakeClock>();
+  auto core = std::make_shared<ClientCore>(clock, "c-1");
+  JobSpec spec;
+  spec.name = "j";
+  spec.manifest_path = "/m.stoker";
+  spec.batch_size = 40;
+  spec.pipeline.output_height = spec.pipeline.output_width = 1;
+  auto plan = Plan::Make(spec, 40);
+  ASSERT_TRUE(plan.ok());
+  core->Start(spec, *plan, 1, /*window=*/1, /*start=*/0);
+  core->NoteLeases({{"j", 0, 0, 1}}, core->HeartbeatSent());
+  BatchHeader h;
+  h.count = 40;
+  h.attempt = 1;
+  for (uint64_t i = 0; i < 40; ++i) {
+    h.labels.push_back(-1);
+    h.sample_ids.push_back(plan->Sample(0, 0, 0, static_cast<uint32_t>(i)).sample_id);
+    h.flags.push_back(kSampleFlagQuarantined);
+    h.quarantine_reasons.push_back("reason_" + std::to_string(i));
+  }
+  h.payload_bytes = spec.BatchBytes();
+  std::vector<zmq::message_t> payload;
+  payload.emplace_back(spec.BatchBytes());
+  ASSERT_EQ(core->Accept(MakeReceivedBatch(std::move(h), 1, std::move(payload), true)),
+            PrefetchWindow::Outcome::kAccepted);
+  auto taken = core->Next(std::chrono::seconds(5));
+  ASSERT_TRUE(taken.ok()) << taken.status().ToString();
+  ClientStats s = core->Stats();
+  EXPECT_EQ(s.samples_quarantined, 40u);
+  EXPECT_EQ(s.quarantined_by_reason.size(), ClientStats::kMaxQuarantineReasons + 1);
+  EXPECT_EQ(s.quarantined_by_reason["other"], 40 - ClientStats::kMaxQuarantineReasons);
 }
 
 TEST_F(ClientCoreTest, AFatalErrorEndsTheStreamForTheApplication) {

@@ -217,6 +217,15 @@ void CollectClient(const ClientCore& c, MetricFamilies& out) {
     dropped.Add(with, static_cast<double>(n));
   }
   out.push_back(dropped.Build());
+  FamilyBuilder quarantined("stoker_client_quarantined_samples_total",
+                            "Samples next() delivered flagged quarantined (zero pixels, label -1), by the reason their "
+                            "worker gave.", MetricType::Counter);
+  for (const auto& [reason, n] : s.quarantined_by_reason) {
+    MetricLabels with = l;
+    with.emplace_back("reason", reason);
+    quarantined.Add(with, static_cast<double>(n));
+  }
+  out.push_back(quarantined.Build());
   one("stoker_client_worker_errors_total", "Error messages received from workers.", MetricType::Counter,
       static_cast<double>(s.worker_errors));
   CollectTransportErrors("client", c.transport_errors.Counts(), l, out);

@@ -27,6 +27,7 @@ struct ReceivedBatch {
   std::vector<int64_t> labels;
   std::vector<uint64_t> sample_ids;
   std::vector<uint8_t> flags;
+  std::vector<std::string> quarantine_reasons;  // one per quarantined sample, in slot order; empty: not told
   zmq::message_t payload;  // the pixels, as ZeroMQ received them: handed to the application without a copy
   // With ClientOptions::payload_frame_bytes and a stager: the payload's further frames, in order (the stager
   // copies them after `payload`). Without a stager the client joins the frames into `payload` instead.

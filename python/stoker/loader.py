@@ -350,7 +350,8 @@ class Loader:
                 _capi.lib().stoker_loader_request_stop(self._ptr)
 
     def stats(self):
-        """Counters as a dict: batches, wait_seconds, input_stall_seconds, pinned_bytes, dropped_*, ..."""
+        """Counters as a dict: batches, wait_seconds, input_stall_seconds, pinned_bytes, dropped_*,
+        samples_quarantined and quarantined_by_reason ({"unsupported_format": 4, ...}), ..."""
         self._handle()
         with self._lock:
             if not self._ptr:

@@ -98,6 +98,8 @@ class LoaderTest(unittest.TestCase):
                 self.assertEqual(stats["batches"], 2 * steps)
                 self.assertEqual(stats["samples_delivered"], 2 * steps * 8)
                 self.assertEqual(stats["dropped_bad_frame"], 0)
+                self.assertEqual(stats["samples_quarantined"], 0)
+                self.assertEqual(stats["quarantined_by_reason"], {})  # counts by reason: none here
                 self.assertEqual(stats["connected_workers"], 2)  # both workers of the cluster fed it
         finally:
             for loader in loaders:

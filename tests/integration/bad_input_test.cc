@@ -1,10 +1,11 @@
-// Bad input end to end: damaged samples are quarantined and reported by id while everything else is delivered
-// exactly once; unknown jobs, held ranks, mismatched specs, missing paths and garbage frames get clear errors.
+// Bad input end to end: damaged samples are quarantined and reported by id (and counted by reason where the user
+// looks) while everything else, CMYK and YCCK JPEGs included, is delivered exactly once; unknown jobs, held ranks, mismatched specs, missing paths and garbage frames get clear errors.
 #include <gtest/gtest.h>
 
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "common/control_codec.h"
@@ -19,6 +20,7 @@
 #include "tests/support/fixtures.h"
 #include "tests/support/test_cluster.h"
 #include "tests/support/temp_dir.h"
+#include "tools/delivery_log.h"
 
 namespace stoker::testing {
 namespace {
@@ -84,6 +86,35 @@ TEST(BadInput, DamagedSamplesAreQuarantinedByIdAndNothingElseIsLost) {
   reported("bad/nolabel", "missing_label");
   reported("bad/notimage", "unsupported_format");  // text under a .jpg name: no image format's signature
   reported("bad/cut", "truncated");
+  // The consumer says why, where its user looks: the summary line and the JSON summary count by reason, each
+  // delivery of a quarantined sample (padding repeats some) under its sample's reason.
+  const std::map<std::string, std::string> reason_of = {{"bad/corrupt", "decode_error"},
+      {"bad/truncated", "decode_error"}, {"bad/nolabel", "missing_label"}, {"bad/notimage", "unsupported_format"},
+      {"bad/cut", "truncated"}};
+  PosixEnv env;
+  auto delivered = ReadDeliveryLog(env, cluster.ConsumerLog(0));
+  ASSERT_TRUE(delivered.ok());
+  std::map<std::string, uint64_t> by_reason;
+  uint64_t quarantined = 0;
+  for (const LoggedBatch& b : *delivered) {
+    for (uint64_t id : b.batch.sample_ids) {
+      for (const auto& [key, reason] : reason_of) {
+        const bool hit = data->id_by_key.at(key) == id;
+        quarantined += hit;
+        by_reason[reason] += hit;
+      }
+    }
+  }
+  std::string line = std::to_string(quarantined) + " quarantined (", json = R"("quarantined_by_reason": {)";
+  for (const auto& [reason, n] : by_reason) {
+    line += reason + ": " + std::to_string(n) + (reason == by_reason.rbegin()->first ? ")" : ", ");
+    json += "\"" + reason + "\": " + std::to_string(n) + (reason == by_reason.rbegin()->first ? "}" : ", ");
+  }
+  const std::string said = cluster.ReadLog("consumer-damaged.stderr");
+  EXPECT_NE(said.find(line), std::string::npos) << line << "\n" << said;
+  std::ifstream in(cluster.dir() + "/consumer-damaged.json");
+  const std::string summary((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(summary.find(json), std::string::npos) << json << "\n" << summary;
 }
 
 // One bomb among 15 good JPEGs, fed to one rank by one single-thread worker for `epochs` epochs: every epoch must

@@ -58,6 +58,15 @@ StatusOr<TestDataset> MakeDamagedDataset(const std::string& dir, uint64_t good_i
       a.Add("bad/nolabel.jpg", unlabeled);
       a.Add("bad/notimage.jpg", "this is a text file with a .jpg name\n");
       a.Add("bad/notimage.cls", "3");
+      // Good, though print workflows' colour spaces: CMYK and YCCK JPEGs decode like any other.
+      int w = 0, h = 0;
+      std::vector<uint8_t> rgb = SyntheticImage(1003, &w, &h);
+      STOKER_ASSIGN_OR_RETURN(std::string cmyk, EncodeJpeg(rgb.data(), w, h, {.colour_space = JpegEncodeOptions::ColourSpace::kCmyk}));
+      a.Add("good/cmyk.jpg", cmyk);
+      a.Add("good/cmyk.cls", "6");
+      STOKER_ASSIGN_OR_RETURN(std::string ycck, EncodeJpeg(rgb.data(), w, h, {.colour_space = JpegEncodeOptions::ColourSpace::kYcck}));
+      a.Add("good/ycck.jpg", ycck);
+      a.Add("good/ycck.cls", "7");
     }
   }
   std::string shard_a = a.Finish();

@@ -34,7 +34,7 @@ StatusOr<TestDataset> MakeJpegDataset(const std::string& dir, const std::string&
 //   "bad/nolabel"     JPEG without a .cls member
 //   "bad/notimage"    a .jpg member holding text
 //   "bad/cut"         the last member of a tar shard that ends inside it (truncated tar)
-// Everything else ("good/NNN") is a good JPEG.
+// Everything else is a good JPEG: "good/NNN", and "good/cmyk" and "good/ycck" in those colour spaces.
 StatusOr<TestDataset> MakeDamagedDataset(const std::string& dir, uint64_t good_images);
 
 }  // namespace stoker::testing

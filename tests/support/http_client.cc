@@ -133,6 +133,18 @@ Status WaitForMetric(const std::string& address, const std::string& series, doub
   return DeadlineExceededError(series + " did not reach " + std::to_string(at_least) + " (last: " + last + ")");
 }
 
+Status WaitForReady(const std::string& address, Duration timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string last = "never answered";
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto ready = HttpGet(address, "/readyz", Millis(2000));
+    if (ready.ok() && ready->status == 200) return Status::Ok();
+    last = ready.ok() ? std::to_string(ready->status) + " " + ready->body : ready.status().message();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // polling another process, with a deadline
+  }
+  return DeadlineExceededError(address + " did not become ready (last: " + last + ")");
+}
+
 int OpenIdleConnection(uint16_t port) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;

@@ -35,4 +35,8 @@ StatusOr<double> ScrapeMetric(const std::string& address, const std::string& ser
 // `timeout`. Polling is the only way to wait on another process's counter.
 Status WaitForMetric(const std::string& address, const std::string& series, double at_least, Duration timeout);
 
+// Polls `address`'s /readyz until it answers 200 (a restarted coordinator replays its journal first);
+// DeadlineExceeded, saying the last answer, after `timeout`.
+Status WaitForReady(const std::string& address, Duration timeout);
+
 }  // namespace stoker

@@ -24,10 +24,12 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "common/clock.h"
@@ -119,6 +121,9 @@ class Batch {
   std::span<const uint8_t> flags() const;      // bit 1: padding, bit 2: quarantined
   bool is_padding(uint32_t i) const { return (flags()[i] & 1) != 0; }
   bool is_quarantined(uint32_t i) const { return (flags()[i] & 2) != 0; }
+  // Why sample i was quarantined (unsupported_format, decode_error, ...; "unreported" if its worker did not say);
+  // empty for a sample that was not.
+  std::string_view quarantine_reason(uint32_t i) const;
   uint64_t attempt() const;
   const std::string& worker_id() const;
 
@@ -142,6 +147,11 @@ struct Delivery {
 struct ClientStats {
   uint64_t batches_delivered = 0;
   uint64_t samples_delivered = 0;
+  uint64_t samples_quarantined = 0;    // of them, flagged quarantined (zero pixels, label -1)
+  // The same by reason, as the workers gave it (unsupported_format, decode_error, ...): at most
+  // kMaxQuarantineReasons words, the rest under "other"; "unreported" where a worker gave none.
+  std::map<std::string, uint64_t> quarantined_by_reason;
+  static constexpr size_t kMaxQuarantineReasons = 32;
   uint64_t batches_received = 0;
   uint64_t bytes_received = 0;
   uint64_t dropped_duplicate = 0;
