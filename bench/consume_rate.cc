@@ -11,7 +11,7 @@
 #include <mutex>
 #include <thread>
 
-#include "common/manifest.h"
+#include "dataset/manifest.h"
 #include "stoker/client.h"
 
 namespace stoker::bench {

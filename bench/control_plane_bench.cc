@@ -24,13 +24,13 @@
 #include <zmq.hpp>
 
 #include "bench/consume_rate.h"
-#include "common/control_codec.h"
-#include "common/curve.h"
-#include "common/keys.h"
-#include "common/wire.h"
-#include "common/flags.h"
-#include "common/manifest.h"
-#include "common/plan.h"
+#include "wire/control_codec.h"
+#include "auth/curve.h"
+#include "auth/keys.h"
+#include "wire/frames.h"
+#include "base/flags.h"
+#include "dataset/manifest.h"
+#include "dataset/plan.h"
 #include "tools/local_cluster.h"
 
 namespace stoker {

@@ -34,7 +34,7 @@
 #include "client/cuda/cuda_handles.h"
 #include "client/cuda/device_stage.h"
 #include "client/src/received_batch.h"
-#include "common/flags.h"
+#include "base/flags.h"
 #include "stoker/loader.h"
 #include "tools/local_cluster.h"
 

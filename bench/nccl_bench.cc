@@ -29,7 +29,7 @@
 #include "bench/consume_rate.h"
 #include "client/cuda/cuda_handles.h"
 #include "client/nccl/collective.h"
-#include "common/flags.h"
+#include "base/flags.h"
 #include "stoker/loader.h"
 #include "tools/local_cluster.h"
 

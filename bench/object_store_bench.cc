@@ -17,7 +17,7 @@
 #include <sstream>
 
 #include "bench/consume_rate.h"
-#include "common/flags.h"
+#include "base/flags.h"
 #include "datagen/synthetic_dataset.h"
 #include "storage/object_store.h"
 #include "tools/dataset_index.h"

@@ -16,7 +16,7 @@
 #include <opencv2/imgcodecs.hpp>
 #endif
 
-#include "common/flags.h"
+#include "base/flags.h"
 #include "datagen/synthetic_dataset.h"
 #include "worker/crop_geometry.h"
 #include "worker/image_pipeline.h"

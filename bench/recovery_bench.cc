@@ -15,8 +15,8 @@
 
 #include "bench/consume_rate.h"
 #include "tools/dataset_index.h"
-#include "common/flags.h"
-#include "common/manifest.h"
+#include "base/flags.h"
+#include "dataset/manifest.h"
 #include "stoker/client.h"
 #include "tools/local_cluster.h"
 #include "datagen/synthetic_dataset.h"

@@ -17,8 +17,8 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "common/flags.h"
-#include "common/manifest.h"
+#include "base/flags.h"
+#include "dataset/manifest.h"
 #include "stoker/client.h"
 #include "tools/subprocess.h"
 #include "bench/consume_rate.h"

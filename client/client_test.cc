@@ -12,12 +12,12 @@
 #include <cstdlib>
 #include <thread>
 
-#include "common/control_codec.h"
-#include "common/data_codec.h"
+#include "wire/control_codec.h"
+#include "wire/data_codec.h"
 #include "client/src/client_metrics.h"
 #include "tests/support/http_client.h"
-#include "common/manifest.h"
-#include "common/wire.h"
+#include "dataset/manifest.h"
+#include "wire/frames.h"
 #include "coordinator/impl.h"
 #include "coordinator/service.h"
 #include "tests/support/temp_dir.h"

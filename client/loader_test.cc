@@ -15,7 +15,7 @@
 
 #include "client/cuda/gpu_probe.h"
 #include "client/src/convert_host.h"
-#include "common/flags.h"
+#include "base/flags.h"
 #include "stoker/c_api.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/test_cluster.h"

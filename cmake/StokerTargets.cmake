@@ -19,12 +19,35 @@ function(stoker_target_defaults target)
   endif()
 endfunction()
 
-# stoker_library(name ALIAS stoker::name SOURCES ... DEPS ...)
+# stoker_include_root(target folder): `target` and what links it may include "<folder>/..." and nothing else of the
+# tree. Each folder's include root is a directory in the build tree holding one link, to that folder: a target sees
+# the folders of the targets it links, so an include of a higher layer (or of a component it does not link) fails
+# to compile. The public API (include/stoker/) comes from stoker::api. scripts/check-layers.py checks the headers no
+# translation unit of their own folder compiles.
+function(stoker_include_root target folder)
+  set(root ${PROJECT_BINARY_DIR}/include-roots/${folder})
+  if(NOT EXISTS ${root}/${folder})
+    file(MAKE_DIRECTORY ${root})
+    file(CREATE_LINK ${PROJECT_SOURCE_DIR}/${folder} ${root}/${folder} SYMBOLIC)
+  endif()
+  target_include_directories(${target} PUBLIC ${root})
+endfunction()
+
+# The top-level folder of the CMakeLists.txt being read: "worker" for worker/CMakeLists.txt.
+function(stoker_current_folder out)
+  file(RELATIVE_PATH relative ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_SOURCE_DIR})
+  string(REGEX REPLACE "/.*" "" folder "${relative}")
+  set(${out} ${folder} PARENT_SCOPE)
+endfunction()
+
+# stoker_library(name SOURCES ... PUBLIC_DEPS ... PRIVATE_DEPS ...): a static library stoker::name whose include
+# root is its folder.
 function(stoker_library name)
   cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
   add_library(${name} STATIC ${ARG_SOURCES})
   add_library(stoker::${name} ALIAS ${name})
-  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR})
+  stoker_current_folder(folder)
+  stoker_include_root(${name} ${folder})
   target_link_libraries(${name} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
   stoker_target_defaults(${name})
 endfunction()

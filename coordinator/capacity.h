@@ -21,7 +21,7 @@
 #include <string>
 #include <tuple>
 
-#include "common/clock.h"
+#include "stoker/clock.h"
 
 namespace stoker::coordinator {
 

@@ -4,9 +4,9 @@
 
 #include <algorithm>
 
-#include "common/checkpoint.h"
-#include "common/data_tickets.h"
-#include "common/logging.h"
+#include "dataset/checkpoint.h"
+#include "auth/data_tickets.h"
+#include "base/logging.h"
 #include "coordinator/journal.h"
 
 namespace stoker::coordinator {

@@ -34,12 +34,12 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/clock.h"
-#include "common/plan.h"
-#include "common/status.h"
-#include "common/control_messages.h"
-#include "common/json_writer.h"
-#include "common/sync.h"
+#include "stoker/clock.h"
+#include "dataset/plan.h"
+#include "stoker/status.h"
+#include "wire/control_messages.h"
+#include "base/json_writer.h"
+#include "base/sync.h"
 #include "coordinator/capacity.h"
 #include "coordinator/state.h"
 

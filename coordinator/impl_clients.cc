@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <sstream>
 
-#include "common/checkpoint.h"
-#include "common/logging.h"
-#include "common/manifest.h"
+#include "dataset/checkpoint.h"
+#include "base/logging.h"
+#include "dataset/manifest.h"
 
 namespace stoker::coordinator {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "common/logging.h"
+#include "base/logging.h"
 
 namespace stoker::coordinator {
 

@@ -4,9 +4,9 @@
 
 #include <gtest/gtest.h>
 
-#include "common/checkpoint.h"
-#include "common/data_tickets.h"
-#include "common/manifest.h"
+#include "dataset/checkpoint.h"
+#include "auth/data_tickets.h"
+#include "dataset/manifest.h"
 #include "coordinator/journal.h"
 #include "tests/support/temp_dir.h"
 

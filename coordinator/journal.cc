@@ -3,8 +3,8 @@
 
 #include <cstring>
 
-#include "common/logging.h"
-#include "common/sync.h"
+#include "base/logging.h"
+#include "base/sync.h"
 #include "coordinator/journal_format.h"
 
 namespace stoker::coordinator {

@@ -26,10 +26,10 @@
 #include <string>
 #include <vector>
 
-#include "common/env.h"
-#include "common/status.h"
+#include "base/env.h"
+#include "stoker/status.h"
 #include "coordinator/state.h"
-#include "common/sync.h"
+#include "base/sync.h"
 
 namespace stoker::coordinator {
 

@@ -6,9 +6,10 @@
 
 #include <cstring>
 
-#include "common/hash.h"
-#include "common/wire.h"
+#include "base/hash.h"
+#include "wire/frames.h"
 #include "stoker/schema/journal.capnp.h"
+#include "wire/job_spec_wire.h"
 
 namespace stoker::coordinator {
 namespace {

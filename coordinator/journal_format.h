@@ -30,8 +30,8 @@
 #include <string>
 #include <vector>
 
-#include "common/env.h"
-#include "common/status.h"
+#include "base/env.h"
+#include "stoker/status.h"
 #include "coordinator/state.h"
 
 namespace stoker::coordinator {

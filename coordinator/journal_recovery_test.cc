@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "common/hash.h"
+#include "base/hash.h"
 #include "coordinator/journal.h"
 #include "coordinator/journal_format.h"
 #include "tests/support/temp_dir.h"

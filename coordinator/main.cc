@@ -5,13 +5,13 @@
 #include <csignal>
 #include <cstdio>
 
-#include "common/admin_server.h"
-#include "common/curve.h"
-#include "common/env.h"
-#include "common/flags.h"
-#include "common/logging.h"
+#include "base/admin_server.h"
+#include "auth/curve.h"
+#include "base/env.h"
+#include "base/flags.h"
+#include "base/logging.h"
 #include "coordinator/impl.h"
-#include "common/data_tickets.h"
+#include "auth/data_tickets.h"
 #include "coordinator/journal.h"
 #include "coordinator/metrics.h"
 #include "coordinator/service.h"

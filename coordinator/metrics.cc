@@ -1,7 +1,7 @@
 // The coordinator's Prometheus families (metrics.h), built at scrape time from the Impl's and the service's stats.
 #include "coordinator/metrics.h"
 
-#include "common/control_codec.h"
+#include "wire/control_codec.h"
 
 namespace stoker::coordinator {
 

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "common/metrics.h"
+#include "base/metrics.h"
 #include "coordinator/impl.h"
 #include "coordinator/journal.h"
 #include "coordinator/service.h"

@@ -7,10 +7,10 @@
 #include <cerrno>
 #include <variant>
 
-#include "common/control_codec.h"
-#include "common/logging.h"
-#include "common/metrics.h"
-#include "common/wire.h"
+#include "wire/control_codec.h"
+#include "base/logging.h"
+#include "base/metrics.h"
+#include "wire/frames.h"
 
 namespace stoker::coordinator {
 

@@ -32,12 +32,12 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "common/admin_server.h"
-#include "common/control_codec.h"
-#include "common/curve.h"
-#include "common/status.h"
-#include "common/sync.h"
-#include "common/transport_errors.h"
+#include "base/admin_server.h"
+#include "wire/control_codec.h"
+#include "auth/curve.h"
+#include "stoker/status.h"
+#include "base/sync.h"
+#include "wire/transport_errors.h"
 #include "coordinator/impl.h"
 #include "coordinator/journal.h"
 

@@ -12,7 +12,7 @@
 #include <variant>
 #include <vector>
 
-#include "common/job_spec.h"
+#include "stoker/job_spec.h"
 
 namespace stoker::coordinator {
 

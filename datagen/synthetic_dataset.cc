@@ -13,9 +13,9 @@
 #include <opencv2/imgproc.hpp>
 #include <thread>
 
-#include "common/rng.h"
-#include "common/tar.h"
-#include "common/sync.h"
+#include "base/rng.h"
+#include "dataset/tar.h"
+#include "base/sync.h"
 
 namespace stoker {
 namespace {

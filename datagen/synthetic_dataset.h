@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "common/env.h"
-#include "common/status.h"
+#include "base/env.h"
+#include "stoker/status.h"
 
 namespace stoker {
 

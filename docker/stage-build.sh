@@ -4,9 +4,9 @@
 # or outside it (STOKER_BINARIES=prebuilt: a Debian 12 build made on the host, as CI does with the build it tests).
 #   docker/stage-build.sh [--bundle-libs] BUILD_DIR DEST
 # DEST/bin             stoker, stoker-coordinator, stoker-worker (debug info stripped)
-# DEST/lib             the client's static libraries: libclient.a (libclient_cuda.a where built), libcommon.a,
-#                      libschema.a
-# DEST/include         their headers: stoker/*.h, stoker/schema/*.capnp.h, common/*.h
+# DEST/lib             the client's static libraries: libclient.a (libclient_cuda.a where built), the layers'
+#                      (libbase.a, libdataset.a, libwire.a, libauth.a) and libschema.a
+# DEST/include         their headers: stoker/*.h, stoker/schema/*.capnp.h, base/ dataset/ wire/ auth/*.h
 # DEST/python/stoker   the Python package with its lib/libstoker_c.so
 # DEST/build-info      the build's settings an image depends on (build type, CUDA, imgcodecs), for the record
 # --bundle-libs copies the shared libraries `stoker` and libstoker_c.so load, except the C and C++ runtime, next to
@@ -19,16 +19,19 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 build=$1
 dest=$2
 
-mkdir -p "$dest/bin" "$dest/lib" "$dest/include/stoker/schema" "$dest/include/common" "$dest/python"
+mkdir -p "$dest/bin" "$dest/lib" "$dest/include/stoker/schema" "$dest/python"
 for b in stoker stoker-coordinator stoker-worker; do
   install -m 755 "$build/bin/$b" "$dest/bin/$b"
 done
-for a in client/libclient.a common/libcommon.a schema/libschema.a; do
+for a in client/libclient.a base/libbase.a dataset/libdataset.a wire/libwire.a auth/libauth.a schema/libschema.a; do
   install -m 644 "$build/$a" "$dest/lib/"
 done
 if [ -f "$build/client/libclient_cuda.a" ]; then install -m 644 "$build/client/libclient_cuda.a" "$dest/lib/"; fi
-install -m 644 "$src"/client/include/stoker/*.h "$dest/include/stoker/"
-install -m 644 "$src"/common/*.h "$dest/include/common/"
+install -m 644 "$src"/include/stoker/*.h "$dest/include/stoker/"
+for layer in base dataset wire auth; do
+  mkdir -p "$dest/include/$layer"
+  install -m 644 "$src/$layer"/*.h "$dest/include/$layer/"
+done
 install -m 644 "$build"/schema/stoker/schema/*.capnp.h "$dest/include/stoker/schema/"
 rm -rf "$dest/python/stoker"
 cp -r "$build/python/stoker" "$dest/python/"

@@ -12,7 +12,7 @@ $Cxx.namespace("stoker::wire");
 const protocolVersion :UInt16 = 1;
 
 enum StatusCode {
-  # The same codes as stoker::StatusCode (common/status.h) and, for familiarity, gRPC/absl.
+  # The same codes as stoker::StatusCode (stoker/status.h) and, for familiarity, gRPC/absl.
   ok @0;
   cancelled @1;
   unknown @2;

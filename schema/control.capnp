@@ -14,7 +14,7 @@
 # so that a restarted process is a new peer. Jobs are named by their JobSpec.name.
 #
 # Identity: with CURVE (the default) every connection is authenticated by the key it presented, and the
-# coordinator knows each request's sender as "<role>:<name>" of that key (common/keys.h), never from a field of the
+# coordinator knows each request's sender as "<role>:<name>" of that key (auth/keys.h), never from a field of the
 # message. A worker key may only make worker requests, a client key only client requests; a rank is held by the
 # identity that registered it, and only that identity may acknowledge, continue or release it; a worker id is bound
 # to the identity that registered it. senderId still tells sessions of one identity apart.
@@ -80,7 +80,7 @@ struct RegisterWorker {
   dataPublicKey @3 :Text;       # z85 CURVE public key of the data port (made at the worker's start); clients
                                 # learn it from the worker list and talk to no other. Empty without CURVE
   dataPlain @4 :Bool;           # the data port authenticates clients by data ticket (ZeroMQ PLAIN) and does not
-                                # encrypt (--plain-data; common/data_tickets.h). dataPublicKey is then empty
+                                # encrypt (--plain-data; auth/data_tickets.h). dataPublicKey is then empty
 }
 
 struct RegisterWorkerReply {

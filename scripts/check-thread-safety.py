@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks the lock annotations (common/sync.h: STOKER_GUARDED_BY, STOKER_REQUIRES, ...) with clang's
+"""Checks the lock annotations (base/sync.h: STOKER_GUARDED_BY, STOKER_REQUIRES, ...) with clang's
 -Wthread-safety: every translation unit of the libraries and binaries in the build's compile_commands.json is parsed
 by clang++ with -fsyntax-only (no code is generated: a fraction of a build's time), and any thread-safety warning
 fails the check. GCC, which builds stoker, ignores the annotations; this is where they are enforced.
@@ -19,7 +19,8 @@ import subprocess
 import sys
 
 # Where shared state lives; tests, benchmarks and generated code are not checked.
-CHECKED = ("coordinator/", "worker/", "client/", "common/", "storage/", "tools/", "datagen/")
+CHECKED = ("coordinator/", "worker/", "client/", "base/", "dataset/", "wire/", "auth/", "storage/", "tools/",
+           "datagen/")
 # GCC's options that clang does not know or that would turn unrelated clang warnings into errors.
 DROPPED = {"-Werror", "-Wno-error=restrict", "-Wno-error=maybe-uninitialized", "-fno-fat-lto-objects"}
 

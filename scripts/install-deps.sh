@@ -9,7 +9,7 @@ set -euo pipefail
 BUILD_PACKAGES=(
   build-essential cmake pkg-config
   libzmq3-dev cppzmq-dev          # transport
-  libsodium-dev                   # keyed BLAKE2b: the data tickets of plain data ports (common/data_tickets.h)
+  libsodium-dev                   # keyed BLAKE2b: the data tickets of plain data ports (auth/data_tickets.h)
   capnproto libcapnp-dev          # wire format and manifests
   prometheus-cpp-dev              # metrics
   libcurl4-openssl-dev            # object storage: S3 (SigV4 signed by libcurl) and HTTP(S) by range

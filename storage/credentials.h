@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "common/status.h"
+#include "stoker/status.h"
 
 namespace stoker {
 

@@ -10,7 +10,7 @@
 #include <memory>
 #include <vector>
 
-#include "common/sync.h"
+#include "base/sync.h"
 #include "storage/http_transport.h"
 
 namespace stoker {

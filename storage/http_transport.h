@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/clock.h"
+#include "stoker/clock.h"
 #include "storage/credentials.h"
 
 namespace stoker {

@@ -15,8 +15,8 @@
 #include <string_view>
 #include <vector>
 
-#include "common/status.h"
-#include "common/sync.h"
+#include "stoker/status.h"
+#include "base/sync.h"
 #include "storage/http_transport.h"
 #include "storage/options.h"
 #include "storage/stats.h"

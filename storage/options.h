@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/flags.h"
+#include "base/flags.h"
 #include "storage/credentials.h"
 #include "storage/retry.h"
 

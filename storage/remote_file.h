@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "common/env.h"
-#include "common/sync.h"
+#include "base/env.h"
+#include "base/sync.h"
 #include "storage/object_store.h"
 
 namespace stoker {

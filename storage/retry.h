@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/clock.h"
+#include "stoker/clock.h"
 #include "storage/http_transport.h"
 
 namespace stoker {

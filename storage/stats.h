@@ -10,8 +10,8 @@
 #include <prometheus/histogram.h>
 #include <string>
 
-#include "common/metrics.h"
-#include "common/sync.h"
+#include "base/metrics.h"
+#include "base/sync.h"
 #include "storage/http_transport.h"
 
 namespace stoker {

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "common/status.h"
+#include "stoker/status.h"
 
 namespace stoker {
 

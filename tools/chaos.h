@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
+#include "stoker/status.h"
 #include "tools/local_cluster.h"
 #include "tools/tcp_proxy.h"
 

@@ -2,10 +2,11 @@
 #include <cstdio>
 
 #include "tools/delivery_check.h"
-#include "common/flags.h"
-#include "common/manifest.h"
+#include "base/flags.h"
+#include "dataset/manifest.h"
 #include "tools/commands.h"
 #include "tools/delivery_log.h"
+#include "dataset/job_spec_flags.h"
 
 namespace stoker {
 

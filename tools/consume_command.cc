@@ -5,12 +5,13 @@
 #include <thread>
 
 #include "stoker/client.h"
-#include "common/flags.h"
-#include "common/hash.h"
-#include "common/json_writer.h"
-#include "common/logging.h"
+#include "base/flags.h"
+#include "base/hash.h"
+#include "base/json_writer.h"
+#include "base/logging.h"
 #include "tools/commands.h"
 #include "tools/delivery_log.h"
+#include "dataset/job_spec_flags.h"
 
 namespace stoker {
 

@@ -8,8 +8,8 @@
 #include <map>
 #include <unordered_map>
 
-#include "common/hash.h"
-#include "common/tar.h"
+#include "base/hash.h"
+#include "dataset/tar.h"
 
 namespace stoker {
 namespace {

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "common/env.h"
-#include "common/manifest.h"
-#include "common/status.h"
+#include "base/env.h"
+#include "dataset/manifest.h"
+#include "stoker/status.h"
 
 namespace stoker {
 

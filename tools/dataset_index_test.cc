@@ -5,9 +5,9 @@
 
 #include <cstring>
 
-#include "common/hash.h"
-#include "common/manifest.h"
-#include "common/tar.h"
+#include "base/hash.h"
+#include "dataset/manifest.h"
+#include "dataset/tar.h"
 #include "tests/support/temp_dir.h"
 
 namespace stoker {

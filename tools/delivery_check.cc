@@ -4,8 +4,8 @@
 #include <set>
 #include <sstream>
 
-#include "common/data_messages.h"
-#include "common/sync.h"
+#include "wire/data_messages.h"
+#include "base/sync.h"
 
 namespace stoker {
 namespace {

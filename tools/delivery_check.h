@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "common/plan.h"
-#include "common/sync.h"
+#include "dataset/plan.h"
+#include "base/sync.h"
 
 namespace stoker {
 

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "common/data_messages.h"
+#include "wire/data_messages.h"
 
 namespace stoker {
 namespace {

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "tools/delivery_check.h"
-#include "common/env.h"
-#include "common/status.h"
+#include "base/env.h"
+#include "stoker/status.h"
 
 namespace stoker {
 

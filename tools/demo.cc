@@ -3,8 +3,8 @@
 
 #include <cstdio>
 
-#include "common/logging.h"
-#include "common/manifest.h"
+#include "base/logging.h"
+#include "dataset/manifest.h"
 #include "datagen/synthetic_dataset.h"
 #include "tools/dataset_index.h"
 #include "tools/progress.h"

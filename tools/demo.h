@@ -14,10 +14,10 @@
 #include <thread>
 #include <vector>
 
-#include "common/job_spec.h"
-#include "common/plan.h"
-#include "common/status.h"
-#include "common/sync.h"
+#include "stoker/job_spec.h"
+#include "dataset/plan.h"
+#include "stoker/status.h"
+#include "base/sync.h"
 #include "stoker/client.h"
 #include "storage/options.h"
 #include "tools/chaos.h"

@@ -2,11 +2,12 @@
 #include <csignal>
 #include <cstdlib>
 
-#include "common/flags.h"
-#include "common/logging.h"
-#include "common/manifest.h"
+#include "base/flags.h"
+#include "base/logging.h"
+#include "dataset/manifest.h"
 #include "tools/commands.h"
 #include "tools/demo.h"
+#include "dataset/job_spec_flags.h"
 
 namespace stoker {
 namespace {

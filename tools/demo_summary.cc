@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "common/json_writer.h"
+#include "base/json_writer.h"
 #include "tools/commands.h"
 #include "tools/demo.h"
 

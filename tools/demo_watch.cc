@@ -6,9 +6,9 @@
 #include <deque>
 #include <tuple>
 
-#include "common/env.h"
-#include "common/json_writer.h"
-#include "common/logging.h"
+#include "base/env.h"
+#include "base/json_writer.h"
+#include "base/logging.h"
 #include "tools/demo.h"
 #include "tools/progress.h"
 

@@ -17,8 +17,8 @@
 #include <thread>
 #include <vector>
 
-#include "common/status.h"
-#include "common/sync.h"
+#include "stoker/status.h"
+#include "base/sync.h"
 
 namespace stoker {
 

@@ -1,7 +1,7 @@
 // stoker gen-dataset DIR: writes ImageNet-like JPEG tar shards (datagen/synthetic_dataset.h) with live progress.
 #include <cstdio>
 
-#include "common/flags.h"
+#include "base/flags.h"
 #include "tools/commands.h"
 #include "tools/progress.h"
 #include "datagen/synthetic_dataset.h"

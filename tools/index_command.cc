@@ -6,7 +6,7 @@
 #include <cstdlib>
 
 #include "tools/dataset_index.h"
-#include "common/flags.h"
+#include "base/flags.h"
 #include "storage/object_store.h"
 #include "tools/commands.h"
 #include "tools/progress.h"

@@ -2,9 +2,9 @@
 // their public keys as trust-file lines. See docs/operations.md, "Security", for who gets which file.
 #include <cstdio>
 
-#include "common/env.h"
-#include "common/flags.h"
-#include "common/keys.h"
+#include "base/env.h"
+#include "base/flags.h"
+#include "auth/keys.h"
 #include "tools/commands.h"
 #include "tools/keyring.h"
 

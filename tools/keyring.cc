@@ -9,7 +9,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "common/env.h"
+#include "base/env.h"
 
 namespace stoker {
 

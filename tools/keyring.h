@@ -7,8 +7,8 @@
 
 #include <string>
 
-#include "common/keys.h"
-#include "common/status.h"
+#include "auth/keys.h"
+#include "stoker/status.h"
 
 namespace stoker {
 

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "common/job_spec.h"
-#include "common/status.h"
+#include "stoker/job_spec.h"
+#include "stoker/status.h"
 #include "stoker/client.h"
 #include "tools/keyring.h"
 #include "tools/subprocess.h"

@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "common/status.h"
+#include "stoker/status.h"
 #include "tools/subprocess.h"
 
 namespace stoker {

@@ -5,7 +5,7 @@
 #include <atomic>
 #include <thread>
 
-#include "common/sync.h"
+#include "base/sync.h"
 #include "storage/remote_file.h"
 
 namespace stoker {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "common/env.h"
+#include "base/env.h"
 #include "storage/object_store.h"
 #include "tools/dataset_index.h"
 

@@ -12,12 +12,12 @@
 #include <sstream>
 #include <thread>
 
-#include "common/checkpoint.h"
+#include "dataset/checkpoint.h"
 #include "tools/dataset_index.h"
 #include "tools/delivery_check.h"
-#include "common/flags.h"
-#include "common/json_writer.h"
-#include "common/manifest.h"
+#include "base/flags.h"
+#include "base/json_writer.h"
+#include "dataset/manifest.h"
 #include "tools/chaos.h"
 #include "tools/commands.h"
 #include "tools/delivery_log.h"

@@ -6,8 +6,8 @@
 #include <cstring>
 #include <string>
 
-#include "common/logging.h"
-#include "common/status.h"
+#include "base/logging.h"
+#include "stoker/status.h"
 #include "tools/commands.h"
 
 namespace stoker {

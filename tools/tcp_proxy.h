@@ -16,7 +16,7 @@
 #include <string>
 #include <thread>
 
-#include "common/status.h"
+#include "stoker/status.h"
 
 namespace stoker {
 

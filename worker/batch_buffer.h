@@ -15,7 +15,7 @@
 #include <mutex>
 #include <vector>
 
-#include "common/sync.h"
+#include "base/sync.h"
 
 namespace stoker {
 

@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <cstring>
 
-#include "common/checkpoint.h"
-#include "common/data_messages.h"
+#include "dataset/checkpoint.h"
+#include "wire/data_messages.h"
 #include "worker/crop_geometry.h"
-#include "common/sync.h"
+#include "base/sync.h"
 
 namespace stoker {
 namespace {

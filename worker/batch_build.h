@@ -13,17 +13,17 @@
 #include <tuple>
 #include <vector>
 
-#include "common/control_messages.h"
-#include "common/env.h"
-#include "common/manifest.h"
-#include "common/plan.h"
+#include "wire/control_messages.h"
+#include "base/env.h"
+#include "dataset/manifest.h"
+#include "dataset/plan.h"
 #include "worker/batch_buffer.h"
 #include "worker/image_pipeline.h"
 #include "worker/known_bad.h"
 #include "worker/read_ahead.h"
 #include "worker/remote_reader.h"
 #include "worker/sample_reader.h"
-#include "common/sync.h"
+#include "base/sync.h"
 
 namespace stoker {
 

@@ -5,8 +5,8 @@
 #include <chrono>
 #include <vector>
 
-#include "common/clock.h"
-#include "common/data_codec.h"
+#include "stoker/clock.h"
+#include "wire/data_codec.h"
 
 namespace stoker {
 namespace {

@@ -12,8 +12,8 @@
 #include <string>
 #include <zmq.hpp>
 
-#include "common/data_messages.h"
-#include "common/transport_errors.h"
+#include "wire/data_messages.h"
+#include "wire/transport_errors.h"
 #include "worker/batch_buffer.h"
 #include "worker/batch_build.h"
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "common/hash.h"
+#include "base/hash.h"
 
 namespace stoker {
 namespace {

@@ -9,8 +9,8 @@
 
 #include <cstdint>
 
-#include "common/job_spec.h"
-#include "common/rng.h"
+#include "stoker/job_spec.h"
+#include "base/rng.h"
 
 namespace stoker {
 

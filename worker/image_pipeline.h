@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "common/job_spec.h"
+#include "stoker/job_spec.h"
 #include "worker/crop_geometry.h"
 #include "worker/jpeg_decoder.h"
 #include "worker/resample.h"

@@ -4,9 +4,9 @@
 
 #include <algorithm>
 
-#include "common/metrics.h"
-#include "common/wire.h"
-#include "common/logging.h"
+#include "base/metrics.h"
+#include "wire/frames.h"
+#include "base/logging.h"
 
 namespace stoker {
 

@@ -25,11 +25,11 @@
 #include <tuple>
 #include <vector>
 
-#include "common/clock.h"
-#include "common/control_codec.h"
-#include "common/data_messages.h"
-#include "common/json_writer.h"
-#include "common/request_tracker.h"
+#include "stoker/clock.h"
+#include "wire/control_codec.h"
+#include "wire/data_messages.h"
+#include "base/json_writer.h"
+#include "wire/request_tracker.h"
 #include "worker/batch_build.h"
 #include "worker/worker.h"
 

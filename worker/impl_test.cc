@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "common/checkpoint.h"
+#include "dataset/checkpoint.h"
 
 namespace stoker {
 namespace {

@@ -2,7 +2,7 @@
 // finished batch goes, and how the unit ends — sent and reported, revoked, fenced, or handed back.
 #include "worker/impl.h"
 
-#include "common/logging.h"
+#include "base/logging.h"
 
 namespace stoker {
 

@@ -35,7 +35,7 @@
 
 #include <jpeglib.h>
 
-#include "common/status.h"
+#include "stoker/status.h"
 #include "worker/crop_geometry.h"
 
 namespace stoker {

@@ -16,8 +16,8 @@
 #include <string>
 #include <unordered_map>
 
-#include "common/control_messages.h"
-#include "common/sync.h"
+#include "wire/control_messages.h"
+#include "base/sync.h"
 
 namespace stoker {
 

@@ -7,10 +7,10 @@
 #include <cstdlib>
 #include <string>
 
-#include "common/admin_server.h"
-#include "common/env.h"
-#include "common/flags.h"
-#include "common/logging.h"
+#include "base/admin_server.h"
+#include "base/env.h"
+#include "base/flags.h"
+#include "base/logging.h"
 #include "worker/metrics.h"
 #include "worker/worker.h"
 

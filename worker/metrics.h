@@ -3,7 +3,7 @@
 // held. Built at scrape time from Worker::Stats() and the Worker's histograms.
 #pragma once
 
-#include "common/metrics.h"
+#include "base/metrics.h"
 #include "worker/worker.h"
 
 namespace stoker {

@@ -24,9 +24,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/clock.h"
-#include "common/status.h"
-#include "common/sync.h"
+#include "stoker/clock.h"
+#include "stoker/status.h"
+#include "base/sync.h"
 #include "storage/object_store.h"
 
 namespace stoker {

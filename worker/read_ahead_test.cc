@@ -9,8 +9,8 @@
 #include <cstring>
 #include <map>
 
-#include "common/hash.h"
-#include "common/manifest.h"
+#include "base/hash.h"
+#include "dataset/manifest.h"
 #include "tests/support/temp_dir.h"
 #include "worker/remote_reader.h"
 

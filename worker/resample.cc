@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "common/status.h"
+#include "stoker/status.h"
 
 namespace stoker {
 namespace {

@@ -2,8 +2,8 @@
 #include "worker/sample_reader.h"
 #include <cstdio>
 
-#include "common/hash.h"
-#include "common/sync.h"
+#include "base/hash.h"
+#include "base/sync.h"
 
 namespace stoker {
 

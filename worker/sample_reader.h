@@ -14,9 +14,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/env.h"
-#include "common/manifest.h"
-#include "common/sync.h"
+#include "base/env.h"
+#include "dataset/manifest.h"
+#include "base/sync.h"
 #include "worker/sample_source.h"
 
 namespace stoker {

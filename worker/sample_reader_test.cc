@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "common/tar.h"
+#include "dataset/tar.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/temp_dir.h"
 

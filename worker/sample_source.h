@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "common/manifest.h"
+#include "dataset/manifest.h"
 
 namespace stoker {
 

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/sync.h"
+#include "base/sync.h"
 
 namespace stoker {
 

@@ -13,14 +13,14 @@
 #include <thread>
 #include <vector>
 
-#include "common/control_channel.h"
-#include "common/curve.h"
-#include "common/data_codec.h"
-#include "common/json_writer.h"
-#include "common/logging.h"
-#include "common/metrics.h"
-#include "common/sync.h"
-#include "common/wire.h"
+#include "wire/control_channel.h"
+#include "auth/curve.h"
+#include "wire/data_codec.h"
+#include "base/json_writer.h"
+#include "base/logging.h"
+#include "base/metrics.h"
+#include "base/sync.h"
+#include "wire/frames.h"
 #include "worker/batch_buffer.h"
 #include "worker/batch_build.h"
 #include "worker/batch_sender.h"
@@ -87,6 +87,7 @@ class Worker::Adapter {
     } catch (const zmq::error_t& e) {
       return InvalidArgumentError("cannot connect to coordinator '" + options_.coordinator + "': " + e.what());
     }
+    PublishState(clock_.Now());  // /state says who this worker is from the moment its endpoint is published
     return advertised_;
   }
 

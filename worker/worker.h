@@ -22,11 +22,11 @@
 #include <string>
 #include <zmq.hpp>
 
-#include "common/admin_server.h"
-#include "common/clock.h"
-#include "common/env.h"
-#include "common/keys.h"
-#include "common/status.h"
+#include "base/admin_server.h"
+#include "stoker/clock.h"
+#include "base/env.h"
+#include "auth/keys.h"
+#include "stoker/status.h"
 #include "storage/options.h"
 #include "storage/stats.h"
 #include "worker/jpeg_decoder.h"

@@ -9,7 +9,7 @@
 #include <string>
 #include <utility>
 
-#include "common/status.h"
+#include "stoker/status.h"
 
 namespace stoker::cuda {
 

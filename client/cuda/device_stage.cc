@@ -9,7 +9,7 @@
 #include "client/cuda/cuda_handles.h"
 #include "client/cuda/normalize.h"
 #include "client/src/convert_host.h"
-#include "common/sync.h"
+#include "base/sync.h"
 
 namespace stoker {
 

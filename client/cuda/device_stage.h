@@ -23,7 +23,7 @@
 #include <memory>
 
 #include "client/src/received_batch.h"
-#include "common/status.h"
+#include "stoker/status.h"
 #include "stoker/client.h"
 #include "stoker/loader.h"
 

@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "client/cuda/cuda_handles.h"
-#include "common/logging.h"
+#include "base/logging.h"
 
 namespace stoker {
 

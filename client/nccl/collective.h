@@ -14,7 +14,7 @@
 #include <memory>
 #include <string>
 
-#include "common/status.h"
+#include "stoker/status.h"
 #include "stoker/loader.h"
 
 namespace stoker {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "client/cuda/gpu_probe.h"
-#include "common/checkpoint.h"
+#include "dataset/checkpoint.h"
 #include "stoker/loader.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/test_cluster.h"

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "common/checkpoint.h"
-#include "common/flags.h"
-#include "common/json_writer.h"
+#include "dataset/checkpoint.h"
+#include "base/flags.h"
+#include "base/json_writer.h"
 #include "stoker/loader.h"
 
 struct stoker_loader {

@@ -12,11 +12,11 @@
 #include "client/src/client_metrics.h"
 #include "client/src/io_thread.h"
 #include "client/src/received_batch.h"
-#include "common/checkpoint.h"
-#include "common/flags.h"
-#include "common/keys.h"
-#include "common/logging.h"
-#include "common/wire.h"
+#include "dataset/checkpoint.h"
+#include "base/flags.h"
+#include "auth/keys.h"
+#include "base/logging.h"
+#include "wire/frames.h"
 
 namespace stoker {
 

@@ -21,13 +21,13 @@
 
 #include "client/src/received_batch.h"
 #include "client/src/window.h"
-#include "common/clock.h"
-#include "common/data_messages.h"
-#include "common/job_spec.h"
-#include "common/metrics.h"
-#include "common/plan.h"
-#include "common/sync.h"
-#include "common/transport_errors.h"
+#include "stoker/clock.h"
+#include "wire/data_messages.h"
+#include "stoker/job_spec.h"
+#include "base/metrics.h"
+#include "dataset/plan.h"
+#include "base/sync.h"
+#include "wire/transport_errors.h"
 #include "stoker/client.h"
 
 namespace stoker::internal {

@@ -4,8 +4,8 @@
 #include "client/cuda/gpu_probe.h"
 #include "client/src/client_core.h"
 #include "client/src/nvml.h"
-#include "common/json_writer.h"
-#include "common/logging.h"
+#include "base/json_writer.h"
+#include "base/logging.h"
 
 namespace stoker::internal {
 

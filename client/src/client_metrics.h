@@ -14,10 +14,10 @@
 #include <memory>
 #include <string>
 
-#include "common/admin_server.h"
-#include "common/metrics.h"
-#include "common/status.h"
-#include "common/sync.h"
+#include "base/admin_server.h"
+#include "base/metrics.h"
+#include "stoker/status.h"
+#include "base/sync.h"
 
 namespace stoker::internal {
 

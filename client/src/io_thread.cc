@@ -9,9 +9,9 @@
 #include <cstdlib>
 #include <set>
 
-#include "common/curve.h"
-#include "common/logging.h"
-#include "common/wire.h"
+#include "auth/curve.h"
+#include "base/logging.h"
+#include "wire/frames.h"
 
 namespace stoker::internal {
 

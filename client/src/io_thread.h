@@ -20,9 +20,9 @@
 #include <zmq.hpp>
 
 #include "client/src/client_core.h"
-#include "common/control_channel.h"
-#include "common/data_codec.h"
-#include "common/keys.h"
+#include "wire/control_channel.h"
+#include "wire/data_codec.h"
+#include "auth/keys.h"
 #include "stoker/client.h"
 
 namespace stoker::internal {

@@ -20,7 +20,7 @@
 #include "client/src/convert_host.h"
 #include "client/src/loader_impl.h"
 #include "client/src/received_batch.h"
-#include "common/logging.h"
+#include "base/logging.h"
 
 namespace stoker {
 

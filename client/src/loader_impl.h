@@ -11,8 +11,8 @@
 #include "client/cuda/device_stage.h"
 #include "client/cuda/gpu_probe.h"
 #include "client/nccl/collective.h"
-#include "common/clock.h"
-#include "common/sync.h"
+#include "stoker/clock.h"
+#include "base/sync.h"
 #include "stoker/loader.h"
 
 namespace stoker {

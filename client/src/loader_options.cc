@@ -3,8 +3,9 @@
 #include <sstream>
 #include <vector>
 
-#include "common/flags.h"
+#include "base/flags.h"
 #include "stoker/loader.h"
+#include "dataset/job_spec_flags.h"
 
 namespace stoker {
 

@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "client/src/loader_impl.h"
-#include "common/logging.h"
+#include "base/logging.h"
 
 namespace stoker {
 

@@ -8,7 +8,7 @@
 #include <sstream>
 #include <vector>
 
-#include "common/logging.h"
+#include "base/logging.h"
 
 // The subset of nvml.h the client uses (NVML's ABI is stable: these are the _v2 entry points of 2013 onwards),
 // declared as nvml.h declares them, at global scope with C linkage: a call through a pointer whose parameter types

@@ -12,7 +12,7 @@
 #include <memory>
 #include <string>
 
-#include "common/status.h"
+#include "stoker/status.h"
 
 namespace stoker {
 

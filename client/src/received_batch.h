@@ -11,7 +11,7 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "common/status.h"
+#include "stoker/status.h"
 
 namespace stoker::internal {
 

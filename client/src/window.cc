@@ -1,7 +1,7 @@
 // PrefetchWindow (window.h): slots, positions and the attempts that fence stale copies.
 #include "client/src/window.h"
 
-#include "common/check.h"
+#include "stoker/check.h"
 
 namespace stoker::internal {
 

@@ -26,9 +26,9 @@
 #include <vector>
 
 #include "client/src/received_batch.h"
-#include "common/control_messages.h"
-#include "common/json_writer.h"
-#include "common/plan.h"
+#include "wire/control_messages.h"
+#include "base/json_writer.h"
+#include "dataset/plan.h"
 
 namespace stoker::internal {
 

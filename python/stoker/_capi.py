@@ -1,4 +1,4 @@
-"""ctypes bindings to libstoker_c.so, stoker's C ABI (client/include/stoker/c_api.h): one declaration per C function,
+"""ctypes bindings to libstoker_c.so, stoker's C ABI (include/stoker/c_api.h): one declaration per C function,
 the batch info struct, and the search for the library. Everything user-facing is in loader.py."""
 import ctypes
 import ctypes.util
@@ -12,7 +12,7 @@ NCHW, NHWC = 0, 1
 DTYPE_NAMES = {UINT8: "uint8", FLOAT32: "float32", FLOAT16: "float16", BFLOAT16: "bfloat16"}
 DTYPE_SIZES = {UINT8: 1, FLOAT32: 4, FLOAT16: 2, BFLOAT16: 2}
 
-# Status codes (common/status.h), for StokerError.code.
+# Status codes (include/stoker/status.h), for StokerError.code.
 INVALID_ARGUMENT, DEADLINE_EXCEEDED, NOT_FOUND, ALREADY_EXISTS = 3, 4, 5, 6
 RESOURCE_EXHAUSTED, FAILED_PRECONDITION, INTERNAL, UNAVAILABLE = 8, 9, 13, 14
 

@@ -1,6 +1,6 @@
 """The Loader's state for training frameworks: what Loader.state_dict() returns and Loader.load_state_dict() takes.
 
-A small picklable dict around the rank's checkpoint token (common/checkpoint.h): the token decides where delivery
+A small picklable dict around the rank's checkpoint token (dataset/checkpoint.h): the token decides where delivery
 resumes and carries the job spec's fingerprint (the coordinator refuses it for another spec or dataset); the other
 fields are for people and frameworks to read, and let a state of another job be refused before anything connects.
 """

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <zmq.hpp>
 
-#include "common/control_codec.h"
+#include "wire/control_codec.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   uint64_t request_id = 0;

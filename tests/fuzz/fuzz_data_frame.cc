@@ -7,8 +7,8 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "common/data_codec.h"
-#include "common/wire.h"
+#include "wire/data_codec.h"
+#include "wire/frames.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);

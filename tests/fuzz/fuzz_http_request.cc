@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "common/http_server.h"
+#include "base/http_server.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)stoker::ParseRequestLine(std::string_view(reinterpret_cast<const char*>(data), size));

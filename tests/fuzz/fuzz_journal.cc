@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/env.h"
+#include "base/env.h"
 #include "coordinator/journal_format.h"
 #include "coordinator/state.h"
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "common/manifest.h"
+#include "dataset/manifest.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto manifest = stoker::Manifest::Parse("fuzz.stoker", std::string_view(reinterpret_cast<const char*>(data), size));

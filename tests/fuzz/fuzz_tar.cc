@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "common/env.h"
-#include "common/tar.h"
+#include "base/env.h"
+#include "dataset/tar.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   stoker::StringFile file("fuzz.tar", std::string(reinterpret_cast<const char*>(data), size));

@@ -11,12 +11,12 @@
 #include <tuple>
 #include <vector>
 
-#include "common/checkpoint.h"
-#include "common/control_codec.h"
-#include "common/data_codec.h"
-#include "common/env.h"
-#include "common/manifest.h"
-#include "common/tar.h"
+#include "dataset/checkpoint.h"
+#include "wire/control_codec.h"
+#include "wire/data_codec.h"
+#include "base/env.h"
+#include "dataset/manifest.h"
+#include "dataset/tar.h"
 #include "coordinator/journal.h"
 #include "coordinator/journal_format.h"
 #include "datagen/synthetic_dataset.h"

@@ -8,13 +8,13 @@
 #include <map>
 #include <sstream>
 
-#include "common/control_codec.h"
-#include "common/wire.h"
+#include "wire/control_codec.h"
+#include "wire/frames.h"
 #include "stoker/schema/control.capnp.h"
-#include "common/data_codec.h"
+#include "wire/data_codec.h"
 #include "tests/support/curve_peer.h"
 #include "tests/support/http_client.h"
-#include "common/tar.h"
+#include "dataset/tar.h"
 #include "datagen/synthetic_dataset.h"
 #include "tests/support/checker.h"
 #include "tests/support/fixtures.h"

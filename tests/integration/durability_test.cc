@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/control_codec.h"
+#include "wire/control_codec.h"
 #include "tests/support/checker.h"
 #include "tests/support/curve_peer.h"
 #include "tests/support/exact_delivery.h"

@@ -8,10 +8,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "common/checkpoint.h"
+#include "dataset/checkpoint.h"
 #include "tools/dataset_index.h"
-#include "common/manifest.h"
-#include "common/tar.h"
+#include "dataset/manifest.h"
+#include "dataset/tar.h"
 #include "datagen/synthetic_dataset.h"
 #include "tests/support/checker.h"
 #include "tests/support/fixtures.h"

@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "common/checkpoint.h"
-#include "common/control_codec.h"
-#include "common/data_codec.h"
-#include "common/http_server.h"
-#include "common/wire.h"
+#include "dataset/checkpoint.h"
+#include "wire/control_codec.h"
+#include "wire/data_codec.h"
+#include "base/http_server.h"
+#include "wire/frames.h"
 #include "tests/support/checker.h"
 #include "tests/support/exact_delivery.h"
 #include "tests/support/curve_peer.h"

@@ -16,7 +16,7 @@
 #include <regex>
 #include <sstream>
 
-#include "common/manifest.h"
+#include "dataset/manifest.h"
 #include "storage/object_store.h"
 #include "tests/support/checker.h"
 #include "tests/support/fixtures.h"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "common/flags.h"
+#include "base/flags.h"
 #include "datagen/synthetic_dataset.h"
 
 namespace stoker {

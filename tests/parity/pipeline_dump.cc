@@ -12,10 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "common/flags.h"
-#include "common/job_spec.h"
+#include "base/flags.h"
+#include "stoker/job_spec.h"
 #include "worker/crop_geometry.h"
 #include "worker/image_pipeline.h"
+#include "dataset/job_spec_flags.h"
 
 namespace stoker {
 namespace {

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "tools/delivery_check.h"
-#include "common/job_spec.h"
-#include "common/status.h"
+#include "stoker/job_spec.h"
+#include "stoker/status.h"
 #include "tools/delivery_log.h"
 #include "tools/local_cluster.h"
 

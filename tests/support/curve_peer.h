@@ -6,10 +6,10 @@
 #include <string>
 #include <zmq.hpp>
 
-#include "common/curve.h"
-#include "common/env.h"
-#include "common/keys.h"
-#include "common/status.h"
+#include "auth/curve.h"
+#include "base/env.h"
+#include "auth/keys.h"
+#include "stoker/status.h"
 
 namespace stoker::testing {
 

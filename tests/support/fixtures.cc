@@ -3,8 +3,8 @@
 #include <cstdio>
 
 #include "tools/dataset_index.h"
-#include "common/manifest.h"
-#include "common/tar.h"
+#include "dataset/manifest.h"
+#include "dataset/tar.h"
 #include "datagen/synthetic_dataset.h"
 
 namespace stoker::testing {

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "common/job_spec.h"
-#include "common/status.h"
+#include "stoker/job_spec.h"
+#include "stoker/status.h"
 
 namespace stoker::testing {
 

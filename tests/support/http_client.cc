@@ -15,7 +15,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "common/http_server.h"
+#include "base/http_server.h"
 
 namespace stoker {
 

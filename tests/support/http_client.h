@@ -8,8 +8,8 @@
 #include <map>
 #include <string>
 
-#include "common/clock.h"
-#include "common/status.h"
+#include "stoker/clock.h"
+#include "stoker/status.h"
 
 namespace stoker {
 

@@ -1,0 +1,54 @@
+// Data tickets (data_tickets.h): keyed BLAKE2b (libsodium's crypto_generichash) all the way down.
+#include "auth/data_tickets.h"
+
+#include <sodium.h>
+#include <zmq.h>
+
+#include "stoker/check.h"
+
+namespace stoker {
+namespace {
+
+constexpr size_t kKeyBytes = crypto_generichash_KEYBYTES;  // 32
+
+std::string KeyedHash(const std::string& key, const std::string& message) {
+  STOKER_CHECK(key.size() >= crypto_generichash_KEYBYTES_MIN && key.size() <= crypto_generichash_KEYBYTES_MAX,
+               "a data ticket key of the wrong size");
+  std::string out(kKeyBytes, '\0');
+  crypto_generichash(reinterpret_cast<unsigned char*>(out.data()), out.size(),
+                     reinterpret_cast<const unsigned char*>(message.data()), message.size(),
+                     reinterpret_cast<const unsigned char*>(key.data()), key.size());
+  return out;
+}
+
+}  // namespace
+
+StatusOr<std::string> DataTicketMasterKey(const KeyPair& coordinator) {
+  std::string secret(32, '\0');
+  if (coordinator.secret_z85.size() != 40 ||
+      zmq_z85_decode(reinterpret_cast<uint8_t*>(secret.data()), coordinator.secret_z85.c_str()) == nullptr) {
+    return InvalidArgumentError("the coordinator's key pair has no valid secret key");
+  }
+  std::string key = KeyedHash(secret, "stoker data tickets v1");
+  sodium_memzero(secret.data(), secret.size());
+  return key;
+}
+
+std::string WorkerTicketKey(const std::string& master_key, const std::string& worker_id) {
+  return KeyedHash(master_key, "worker\n" + worker_id);
+}
+
+std::string DataTicket(const std::string& worker_key, const std::string& client_identity) {
+  const std::string mac = KeyedHash(worker_key, "client\n" + client_identity);
+  std::string hex(2 * mac.size() + 1, '\0');
+  sodium_bin2hex(hex.data(), hex.size(), reinterpret_cast<const unsigned char*>(mac.data()), mac.size());
+  hex.pop_back();
+  return hex;
+}
+
+bool VerifyDataTicket(const std::string& worker_key, const std::string& client_identity, const std::string& ticket) {
+  const std::string expected = DataTicket(worker_key, client_identity);
+  return ticket.size() == expected.size() && sodium_memcmp(ticket.data(), expected.data(), expected.size()) == 0;
+}
+
+}  // namespace stoker

@@ -1,0 +1,53 @@
+#include "base/admin_server.h"
+
+#include "base/env.h"
+#include "base/logging.h"
+
+namespace stoker {
+
+Status LoopWatch::Check(Duration max_silence) const {
+  Duration silent = clock_.Now().time_since_epoch() - Duration(last_ns_.load());
+  if (silent <= max_silence) return Status::Ok();
+  return UnavailableError("main loop silent for " + std::to_string(ToMillis(silent)) + " ms");
+}
+
+StatusOr<std::unique_ptr<AdminServer>> AdminServer::Start(const std::string& listen, const MetricsHub& hub,
+                                                          AdminHandlers handlers) {
+  auto probe = [](const std::function<Status()>& check, const char* good) {
+    return [check, good] {
+      Status s = check ? check() : Status::Ok();
+      if (s.ok()) return HttpResponse{200, "text/plain; charset=utf-8", std::string(good) + "\n"};
+      return HttpResponse{503, "text/plain; charset=utf-8", s.message() + "\n"};
+    };
+  };
+  std::map<std::string, HttpHandler> routes;
+  routes["/metrics"] = [&hub] {
+    return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", hub.Exposition()};
+  };
+  routes["/healthz"] = probe(handlers.live, "ok");
+  routes["/readyz"] = probe(handlers.ready, "ready");
+  routes["/state"] = [state = handlers.state] {
+    return HttpResponse{200, "application/json", (state ? state() : std::string("{}")) + "\n"};
+  };
+  HttpServerOptions options;
+  options.listen = listen;
+  STOKER_ASSIGN_OR_RETURN(auto http, HttpServer::Start(options, std::move(routes)));
+  return std::unique_ptr<AdminServer>(new AdminServer(std::move(http)));
+}
+
+StatusOr<std::unique_ptr<AdminServer>> AdminServer::StartForFlags(const std::string& listen,
+                                                                 const std::string& address_file,
+                                                                 const MetricsHub& hub, AdminHandlers handlers) {
+  auto started = Start(listen, hub, std::move(handlers));
+  if (!started.ok()) return started.status().WithContext("--metrics-listen " + listen);
+  const std::string& address = (*started)->address();
+  STOKER_LOG(kInfo) << "metrics on http://" << address << "/metrics";
+  if (!address_file.empty()) {
+    PosixEnv env;
+    Status written = env.WriteFileAtomically(address_file, address.data(), address.size());
+    if (!written.ok()) return written.WithContext("--metrics-address-file");
+  }
+  return started;
+}
+
+}  // namespace stoker

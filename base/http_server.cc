@@ -1,0 +1,326 @@
+#include "base/http_server.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "base/logging.h"
+
+namespace stoker {
+namespace {
+
+const char* Reason(int status) {
+  switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 503: return "Service Unavailable";
+    default: return "Unknown";
+  }
+}
+
+}  // namespace
+
+StatusOr<std::pair<std::string, uint16_t>> ParseHostPort(const std::string& text) {
+  size_t colon = text.rfind(':');
+  if (colon == std::string::npos) {
+    return InvalidArgumentError("'" + text + "' is not host:port (e.g. 0.0.0.0:9400, :9400, 127.0.0.1:0)");
+  }
+  std::string host = text.substr(0, colon);
+  std::string port_text = text.substr(colon + 1);
+  if (host.find(':') != std::string::npos || host.find('[') != std::string::npos) {
+    return InvalidArgumentError("'" + text + "': IPv6 addresses are not supported; use an IPv4 address or a name");
+  }
+  char* end = nullptr;
+  errno = 0;
+  unsigned long port = std::strtoul(port_text.c_str(), &end, 10);
+  if (port_text.empty() || *end != '\0' || errno != 0 || port > 65535) {
+    return InvalidArgumentError("'" + text + "': port '" + port_text + "' is not a number from 0 to 65535");
+  }
+  if (host.empty() || host == "*") host = "0.0.0.0";
+  return std::make_pair(host, static_cast<uint16_t>(port));
+}
+
+struct HttpServer::Connection {
+  int fd = -1;
+  std::string in;
+  std::string out;
+  size_t sent = 0;
+  bool responding = false;
+  bool draining = false;  // response sent and write side shut: reading until the peer closes (or the deadline)
+  TimePoint deadline;
+  uint64_t accepted = 0;  // order of acceptance: the oldest still-silent connection is the one evicted when full
+};
+
+HttpServer::HttpServer(HttpServerOptions options, std::map<std::string, HttpHandler> routes)
+    : options_(std::move(options)), routes_(std::move(routes)) {}
+
+StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& options,
+                                                        std::map<std::string, HttpHandler> routes) {
+  STOKER_ASSIGN_OR_RETURN(auto host_port, ParseHostPort(options.listen));
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  std::string port_text = std::to_string(host_port.second);
+  int rc = ::getaddrinfo(host_port.first.c_str(), port_text.c_str(), &hints, &found);
+  if (rc != 0 || found == nullptr) {
+    return InvalidArgumentError("cannot resolve '" + host_port.first + "' (from " + options.listen +
+                                "): " + ::gai_strerror(rc));
+  }
+  sockaddr_in addr;
+  std::memcpy(&addr, found->ai_addr, sizeof(addr));
+  ::freeaddrinfo(found);
+
+  auto server = std::unique_ptr<HttpServer>(new HttpServer(options, std::move(routes)));
+  server->listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (server->listen_fd_ < 0) return UnavailableError(std::string("socket: ") + std::strerror(errno));
+  int one = 1;
+  ::setsockopt(server->listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (::bind(server->listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    int err = errno;
+    ::close(server->listen_fd_);
+    server->listen_fd_ = -1;
+    return UnavailableError("cannot listen on " + options.listen + ": " + std::strerror(err));
+  }
+  socklen_t len = sizeof(addr);
+  if (::listen(server->listen_fd_, 64) != 0 ||
+      ::getsockname(server->listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    int err = errno;
+    ::close(server->listen_fd_);
+    server->listen_fd_ = -1;
+    return UnavailableError("cannot listen on " + options.listen + ": " + std::strerror(err));
+  }
+  server->port_ = ntohs(addr.sin_port);
+  char ip[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &addr.sin_addr, ip, sizeof(ip));
+  server->address_ = std::string(ip) + ":" + std::to_string(server->port_);
+  server->stop_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (server->stop_fd_ < 0) {
+    ::close(server->listen_fd_);
+    server->listen_fd_ = -1;
+    return InternalError("eventfd failed");
+  }
+  server->thread_ = std::thread([s = server.get()] { s->Serve(); });
+  return server;
+}
+
+HttpServer::~HttpServer() {
+  if (stop_fd_ >= 0) {
+    uint64_t one = 1;
+    ssize_t n = ::write(stop_fd_, &one, sizeof(one));
+    (void)n;
+  }
+  if (thread_.joinable()) thread_.join();
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+  if (stop_fd_ >= 0) ::close(stop_fd_);
+}
+
+HttpServerStats HttpServer::Stats() const { return {responses_.load(), rejected_.load()}; }
+
+void HttpServer::Serve() {
+  std::map<int, Connection> connections;
+  while (true) {
+    std::vector<pollfd> fds;
+    fds.push_back({stop_fd_, POLLIN, 0});
+    fds.push_back({listen_fd_, POLLIN, 0});
+    TimePoint now = std::chrono::steady_clock::now();
+    TimePoint soonest = now + Millis(1000);
+    for (auto& [fd, c] : connections) {
+      fds.push_back({fd, static_cast<short>(c.responding && !c.draining ? POLLOUT : POLLIN), 0});
+      soonest = std::min(soonest, c.deadline);
+    }
+    if (now < accept_paused_until_) {
+      fds[1].fd = -1;  // out of descriptors: poll() ignores negative fds, so the listener does not spin
+      soonest = std::min(soonest, accept_paused_until_);
+    }
+    int timeout_ms = static_cast<int>(std::max<int64_t>(0, ToMillis(soonest - now)) + 1);
+    if (::poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) {
+      STOKER_LOG(kError) << "HTTP server poll failed: " << std::strerror(errno) << "; no longer serving";
+      break;
+    }
+    if (fds[0].revents & POLLIN) break;
+    if (fds[1].revents & POLLIN) Accept(connections);
+    for (size_t i = 2; i < fds.size(); ++i) {
+      auto it = connections.find(fds[i].fd);
+      if (it == connections.end() || fds[i].revents == 0) continue;
+      Connection& c = it->second;
+      if (c.draining) {
+        char sink[4096];
+        ssize_t n;
+        while ((n = ::recv(c.fd, sink, sizeof(sink), 0)) > 0) {
+        }
+        if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+          ::close(c.fd);
+          c.fd = -1;
+        }
+      } else if (!c.responding) {
+        Read(c);
+      } else {
+        ssize_t n = ::send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
+        if (n > 0) {
+          c.sent += static_cast<size_t>(n);
+        } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+          c.sent = c.out.size();  // the peer went away: nothing more to do for it
+        }
+      }
+    }
+    now = std::chrono::steady_clock::now();
+    for (auto it = connections.begin(); it != connections.end();) {
+      Connection& c = it->second;
+      if (c.fd >= 0 && c.responding && !c.draining && c.sent >= c.out.size()) {
+        // Sent. Closing now with unread request bytes would send a reset that can destroy the response in
+        // flight (a 431's oversized head, pipelined requests): shut the write side and read until the peer closes.
+        ::shutdown(c.fd, SHUT_WR);
+        c.draining = true;
+        c.deadline = std::min(c.deadline, now + Millis(1000));
+      }
+      bool closed = c.fd < 0;
+      bool late = now >= c.deadline;
+      if (late && !c.draining) rejected_.fetch_add(1);
+      if (closed || late) {
+        if (c.fd >= 0) ::close(c.fd);
+        it = connections.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& [fd, c] : connections) {
+    if (c.fd >= 0) ::close(c.fd);
+  }
+}
+
+void HttpServer::Accept(std::map<int, Connection>& connections) {
+  for (int i = 0; i < 64; ++i) {
+    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        accept_paused_until_ = std::chrono::steady_clock::now() + Millis(100);
+      }
+      return;  // EAGAIN, or a connection that vanished before we took it
+    }
+    if (connections.size() >= options_.max_connections && !EvictOldestSilent(connections)) {
+      ::close(fd);  // every slot is answering a request: this one waits for the next accept
+      rejected_.fetch_add(1);
+      continue;
+    }
+    Connection& c = connections[fd];
+    c.fd = fd;
+    c.deadline = std::chrono::steady_clock::now() + options_.io_timeout;
+    c.accepted = ++accepted_;
+  }
+}
+
+// Full: the newest connection is the likeliest to be a probe or a scrape that sends its request at once, so the
+// oldest one that has not sent a whole request yet makes room. Connections held open and silent therefore cannot
+// lock the kubelet's probes out, however many of them an attacker opens.
+bool HttpServer::EvictOldestSilent(std::map<int, Connection>& connections) {
+  auto oldest = connections.end();
+  for (auto it = connections.begin(); it != connections.end(); ++it) {
+    if (!it->second.responding && (oldest == connections.end() || it->second.accepted < oldest->second.accepted)) {
+      oldest = it;
+    }
+  }
+  if (oldest == connections.end()) return false;
+  if (oldest->second.fd >= 0) ::close(oldest->second.fd);
+  connections.erase(oldest);
+  rejected_.fetch_add(1);
+  return true;
+}
+
+void HttpServer::Read(Connection& c) {
+  char buf[4096];
+  while (true) {
+    ssize_t n = ::recv(c.fd, buf, sizeof(buf), 0);
+    if (n > 0) {
+      c.in.append(buf, static_cast<size_t>(n));
+      if (c.in.find("\r\n\r\n") != std::string::npos || c.in.find("\n\n") != std::string::npos) {
+        return Answer(c);
+      }
+      if (c.in.size() > options_.max_request_bytes) {
+        rejected_.fetch_add(1);
+        return Respond(c, {431, "text/plain; charset=utf-8",
+                           "request head over " + std::to_string(options_.max_request_bytes) + " bytes\n"},
+                       false);
+      }
+      continue;
+    }
+    if (n == 0 || (errno != EAGAIN && errno != EINTR)) {  // closed before a whole request
+      ::close(c.fd);
+      c.fd = -1;
+    }
+    return;
+  }
+}
+
+StatusOr<HttpRequestLine> ParseRequestLine(std::string_view head) {
+  std::string_view line = head.substr(0, head.find('\n'));
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  const size_t sp1 = line.find(' ');
+  const size_t sp2 = sp1 == std::string_view::npos ? std::string_view::npos : line.find(' ', sp1 + 1);
+  if (sp2 == std::string_view::npos || line.substr(sp2 + 1, 5) != "HTTP/") {
+    return InvalidArgumentError("malformed request line");
+  }
+  HttpRequestLine r;
+  r.method = std::string(line.substr(0, sp1));
+  const std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+  r.path = std::string(target.substr(0, target.find('?')));
+  return r;
+}
+
+void HttpServer::Answer(Connection& c) {
+  auto request = ParseRequestLine(c.in);
+  if (!request.ok()) {
+    rejected_.fetch_add(1);
+    return Respond(c, {400, "text/plain; charset=utf-8", "malformed request line\n"}, false);
+  }
+  const std::string& method = request->method;
+  const std::string& path = request->path;
+  bool head = method == "HEAD";
+  if (method != "GET" && !head) {
+    rejected_.fetch_add(1);
+    return Respond(c, {405, "text/plain; charset=utf-8", "only GET and HEAD\n"}, false);
+  }
+  auto route = routes_.find(path);
+  if (route == routes_.end()) {
+    rejected_.fetch_add(1);
+    std::string known;
+    for (const auto& [p, h] : routes_) known += " " + p;
+    return Respond(c, {404, "text/plain; charset=utf-8", "no such path; try:" + known + "\n"}, head);
+  }
+  HttpResponse response;
+  try {
+    response = route->second();
+  } catch (const std::exception& e) {
+    response = {500, "text/plain; charset=utf-8", std::string("handler failed: ") + e.what() + "\n"};
+  }
+  Respond(c, response, head);
+}
+
+void HttpServer::Respond(Connection& c, const HttpResponse& response, bool head) {
+  c.out = "HTTP/1.1 " + std::to_string(response.status) + " " + Reason(response.status) + "\r\n";
+  c.out += "Content-Type: " + response.content_type + "\r\n";
+  c.out += "Content-Length: " + std::to_string(response.body.size()) + "\r\n";
+  if (response.status == 405) c.out += "Allow: GET, HEAD\r\n";
+  c.out += "Cache-Control: no-store\r\nConnection: close\r\n\r\n";
+  if (!head) c.out += response.body;
+  c.responding = true;
+  c.sent = 0;
+  responses_.fetch_add(1);
+}
+
+}  // namespace stoker

@@ -1,0 +1,66 @@
+// JobSpec: validation names the field, differences describe each field.
+#include "stoker/job_spec.h"
+
+#include <gtest/gtest.h>
+
+namespace stoker {
+namespace {
+
+JobSpec Valid() {
+  JobSpec spec;
+  spec.name = "imagenet-rn50";
+  spec.manifest_path = "/data/m.stoker";
+  spec.batch_size = 64;
+  spec.world_size = 2;
+  spec.epochs = 3;
+  spec.seed = 7;
+  spec.remainder = Remainder::kPad;
+  spec.pipeline.mode = PipelineMode::kEval;
+  return spec;
+}
+
+TEST(JobSpec, ValidationNamesTheField) {
+  auto expect_bad = [](JobSpec spec, const std::string& needle) {
+    Status s = spec.Validate();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << needle;
+    EXPECT_NE(s.message().find(needle), std::string::npos) << s.message();
+  };
+  JobSpec s = Valid();
+  s.name = "bad name!";
+  expect_bad(s, "job name");
+  s = Valid();
+  s.batch_size = 0;
+  expect_bad(s, "batch_size");
+  s = Valid();
+  s.world_size = 0;
+  expect_bad(s, "world_size");
+  s = Valid();
+  s.pipeline.scale_min = 0.9f;
+  s.pipeline.scale_max = 0.5f;
+  expect_bad(s, "scale");
+  s = Valid();
+  s.pipeline.resize_shorter = 100;
+  expect_bad(s, "resize_shorter");
+  s = Valid();
+  s.batch_size = 65536;
+  s.pipeline.output_height = 4096;
+  expect_bad(s, "2 GiB");
+  EXPECT_TRUE(Valid().Validate().ok());
+}
+
+TEST(JobSpec, DifferencesDescribeEachField) {
+  JobSpec a = Valid(), b = Valid();
+  b.batch_size = 32;
+  b.seed = 8;
+  auto diff = a.Differences(b);
+  ASSERT_EQ(diff.size(), 2u);
+  EXPECT_EQ(diff[0], "batch_size: 64 here, 32 registered");
+  EXPECT_EQ(diff[1], "seed: 7 here, 8 registered");
+  // An unset fingerprint matches whatever the coordinator filled in.
+  b = Valid();
+  b.manifest_fingerprint = 99;
+  EXPECT_TRUE(a.Differences(b).empty());
+}
+
+}  // namespace
+}  // namespace stoker

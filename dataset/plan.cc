@@ -1,0 +1,118 @@
+#include "dataset/plan.h"
+
+#include "base/hash.h"
+
+namespace stoker {
+
+KeyedPermutation::KeyedPermutation(uint64_t n, uint64_t key) : n_(n) {
+  uint32_t bits = 2;
+  while (bits < 64 && (uint64_t{1} << bits) < n) ++bits;
+  if (bits % 2 != 0) ++bits;
+  half_bits_ = bits / 2;
+  half_mask_ = (uint64_t{1} << half_bits_) - 1;
+  for (int i = 0; i < 4; ++i) round_keys_[i] = DeriveSeed(key, static_cast<uint64_t>(i));
+}
+
+uint64_t KeyedPermutation::Encrypt(uint64_t x) const {
+  uint64_t left = x >> half_bits_;
+  uint64_t right = x & half_mask_;
+  for (uint64_t k : round_keys_) {
+    uint64_t next = left ^ (Mix64(right ^ k) & half_mask_);
+    left = right;
+    right = next;
+  }
+  return (left << half_bits_) | right;
+}
+
+uint64_t KeyedPermutation::operator()(uint64_t i) const {
+  STOKER_CHECK(i < n_, "permutation index out of range");
+  // Cycle walking: Encrypt is a bijection of [0, 2^bits); following it until the value lands in [0, n) gives a
+  // bijection of [0, n). The domain is less than 4n, so the walk is short.
+  uint64_t x = Encrypt(i);
+  while (x >= n_) x = Encrypt(x);
+  return x;
+}
+
+StatusOr<Plan> Plan::Make(const JobSpec& spec, uint64_t num_samples) {
+  STOKER_RETURN_IF_ERROR(spec.Validate());
+  if (num_samples == 0) {
+    return InvalidArgumentError("job '" + spec.name + "': the dataset has no samples");
+  }
+  Plan plan;
+  plan.num_samples_ = num_samples;
+  plan.world_size_ = spec.world_size;
+  plan.batch_size_ = spec.batch_size;
+  plan.epochs_ = spec.epochs;
+  plan.batches_per_unit_ = spec.batches_per_unit;
+  plan.seed_ = spec.seed;
+  plan.shuffle_ = spec.shuffle;
+  uint64_t global = uint64_t{spec.world_size} * spec.batch_size;
+  plan.steps_ = spec.remainder == Remainder::kDrop ? num_samples / global : (num_samples + global - 1) / global;
+  if (plan.steps_ == 0) {
+    return InvalidArgumentError("job '" + spec.name + "': the dataset has " + std::to_string(num_samples) +
+                                " samples, fewer than one global batch (" + std::to_string(spec.world_size) +
+                                " ranks x " + std::to_string(spec.batch_size) +
+                                "); use --remainder pad or a smaller batch size");
+  }
+  plan.units_per_epoch_ = (plan.steps_ + spec.batches_per_unit - 1) / spec.batches_per_unit;
+  return plan;
+}
+
+uint64_t Plan::real_samples_per_epoch() const {
+  uint64_t positions = steps_ * world_size_ * batch_size_;
+  return positions < num_samples_ ? positions : num_samples_;
+}
+
+uint64_t Plan::padded_samples_per_epoch() const {
+  return steps_ * world_size_ * batch_size_ - real_samples_per_epoch();
+}
+
+Plan::UnitRange Plan::Unit(uint64_t global_unit) const {
+  STOKER_CHECK(global_unit < total_units(), "unit out of range");
+  UnitRange range;
+  range.epoch = static_cast<uint32_t>(global_unit / units_per_epoch_);
+  uint64_t u = global_unit % units_per_epoch_;
+  range.first_batch = u * batches_per_unit_;
+  uint64_t end = range.first_batch + batches_per_unit_;
+  if (end > steps_) end = steps_;
+  range.count = static_cast<uint32_t>(end - range.first_batch);
+  return range;
+}
+
+uint64_t Plan::UnitOf(uint64_t global_batch) const {
+  return EpochOf(global_batch) * units_per_epoch_ + BatchInEpoch(global_batch) / batches_per_unit_;
+}
+
+uint64_t Plan::UnitEnd(uint64_t global_unit) const {
+  UnitRange r = Unit(global_unit);
+  return GlobalBatch(r.epoch, r.first_batch + r.count);
+}
+
+KeyedPermutation Plan::Permutation(uint32_t epoch) const {
+  return KeyedPermutation(num_samples_, DeriveSeed(seed_, 0x706c616eULL /* "plan" */, epoch));
+}
+
+PlannedSample Plan::AtPosition(const KeyedPermutation& perm, uint64_t position) const {
+  PlannedSample s;
+  s.padding = position >= num_samples_;
+  uint64_t source = s.padding ? position % num_samples_ : position;
+  s.sample_id = shuffle_ ? perm(source) : source;
+  return s;
+}
+
+PlannedSample Plan::Sample(uint32_t epoch, uint32_t rank, uint64_t batch, uint32_t slot) const {
+  STOKER_CHECK(rank < world_size_ && batch < steps_ && slot < batch_size_ && epoch < epochs_,
+               "plan position out of range");
+  uint64_t position = (batch * world_size_ + rank) * batch_size_ + slot;
+  return AtPosition(Permutation(epoch), position);
+}
+
+void Plan::BatchSamples(uint32_t epoch, uint32_t rank, uint64_t batch, std::span<PlannedSample> out) const {
+  STOKER_CHECK(out.size() == batch_size_, "BatchSamples needs batch_size entries");
+  STOKER_CHECK(rank < world_size_ && batch < steps_ && epoch < epochs_, "plan position out of range");
+  KeyedPermutation perm = Permutation(epoch);
+  uint64_t first = (batch * world_size_ + rank) * batch_size_;
+  for (uint32_t slot = 0; slot < batch_size_; ++slot) out[slot] = AtPosition(perm, first + slot);
+}
+
+}  // namespace stoker

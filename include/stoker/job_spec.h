@@ -1,0 +1,74 @@
+// JobSpec: what a training job asks of stoker (dataset, pipeline, batch size, ranks, epochs, seed, remainder
+// policy), as a plain C++ value. It validates itself with messages that name the field, describes how two specs
+// differ (a registration that disagrees with the job it joins is refused with that description) and has a
+// fingerprint (what checkpoint tokens carry). wire/job_spec_wire.h converts it to and from schema/job.capnp.
+//
+// Thread safety: a value.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "stoker/status.h"
+
+namespace stoker {
+
+enum class Remainder { kDrop, kPad };
+enum class PipelineMode { kTrain, kEval };
+// How a crop becomes the output image. kPillow is Pillow's bilinear resize exactly (what torchvision runs on PIL
+// images; worker/resample.h) and the faster; kOpenCv is what stoker did before it (OpenCV area interpolation when
+// shrinking), kept so that jobs started then keep their bytes (a spec without the field reads as kOpenCv).
+enum class ResizeKernel { kOpenCv, kPillow };
+
+struct PipelineSpec {
+  PipelineMode mode = PipelineMode::kTrain;
+  uint32_t output_height = 224;
+  uint32_t output_width = 224;
+  float scale_min = 0.08f;
+  float scale_max = 1.0f;
+  float ratio_min = 3.0f / 4.0f;
+  float ratio_max = 4.0f / 3.0f;
+  float flip_probability = 0.5f;
+  uint32_t resize_shorter = 256;
+  bool antialias = true;
+  ResizeKernel resize_kernel = ResizeKernel::kPillow;
+
+  bool operator==(const PipelineSpec&) const = default;
+};
+
+struct JobSpec {
+  std::string name;
+  std::string manifest_path;
+  uint64_t manifest_fingerprint = 0;  // 0: filled in by the coordinator from the manifest file
+  PipelineSpec pipeline;
+  uint32_t batch_size = 256;
+  uint32_t world_size = 1;
+  uint32_t epochs = 1;
+  uint64_t seed = 0;
+  bool shuffle = true;
+  Remainder remainder = Remainder::kDrop;
+  uint32_t batches_per_unit = 1;
+
+  bool operator==(const JobSpec&) const = default;
+
+  // Checks every field on its own (not against a manifest): InvalidArgument naming the field.
+  Status Validate() const;
+
+  // One line per differing field, "batch_size: 32 here, 64 registered". Empty when equal. A zero fingerprint on
+  // either side matches any fingerprint.
+  std::vector<std::string> Differences(const JobSpec& registered) const;
+
+  uint64_t SampleBytes() const { return uint64_t{pipeline.output_height} * pipeline.output_width * 3; }
+  uint64_t BatchBytes() const { return SampleBytes() * batch_size; }
+};
+
+// XXH64 over every field of the spec, the manifest fingerprint included, in a fixed order: what a checkpoint
+// token names, so that resuming against another spec or dataset is refused.
+uint64_t SpecFingerprint(const JobSpec& spec);
+
+const char* RemainderName(Remainder r);
+const char* ResizeKernelName(ResizeKernel k);
+const char* PipelineModeName(PipelineMode m);
+
+}  // namespace stoker

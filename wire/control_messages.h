@@ -1,0 +1,170 @@
+// The control protocol's requests and responses as plain C++ values. control_codec.h turns them into and out of
+// Cap'n Proto frames (schema/control.capnp). The coordinator decodes each request fully before its Impl sees it,
+// so malformed input can never leave it half-updated; workers and clients use the same values. Field meanings are
+// documented once, in schema/control.capnp.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "stoker/job_spec.h"
+
+namespace stoker {
+
+struct LeaseRef {
+  std::string job;
+  uint32_t rank = 0;
+  uint64_t unit = 0;
+  uint64_t attempt = 0;
+  bool operator==(const LeaseRef&) const = default;
+};
+
+struct LeaseGrant {
+  std::string job;
+  uint32_t rank = 0;
+  uint64_t unit = 0;
+  uint32_t epoch = 0;
+  uint64_t first_batch = 0;
+  uint32_t batch_count = 0;
+  uint64_t attempt = 0;
+  std::vector<uint64_t> skip;
+  uint32_t ttl_ms = 0;
+  std::string client_id;          // the session the batches are for: send them to this client only
+  uint64_t spec_fingerprint = 0;  // the job's SpecFingerprint: a worker holding another spec under the name reloads
+  std::string client_identity;    // the authenticated identity holding the rank: its connections only
+};
+
+struct WorkerInfo {
+  std::string worker_id;
+  std::string data_endpoint;
+  std::string data_public_key;  // z85; empty without CURVE
+  std::string data_ticket;      // a plain data port: this client's ticket for it (common/data_tickets.h)
+  bool operator==(const WorkerInfo&) const = default;
+};
+
+struct QuarantineReport {
+  uint64_t sample_id = 0;
+  std::string reason;
+  std::string detail;
+};
+
+enum class UnitOutcome { kSent, kUndeliverable, kAbandoned };
+
+struct RegisterWorkerRequest {
+  std::string worker_id;
+  std::string data_endpoint;
+  uint32_t threads = 1;
+  std::string version;
+  std::string data_public_key;  // z85; empty without CURVE
+  bool data_plain = false;      // the data port checks data tickets instead of encrypting (--plain-data)
+};
+struct RegisterWorkerResponse {
+  uint32_t heartbeat_interval_ms = 0;
+  uint32_t lease_ttl_ms = 0;
+  std::string data_ticket_key;  // 32 bytes for a plain data port with CURVE on; empty otherwise
+};
+
+struct WorkerHeartbeatRequest {
+  std::string worker_id;
+  std::vector<LeaseRef> leases;
+  bool draining = false;
+  double busy_seconds = 0;   // telemetry, cumulative
+  uint64_t samples_made = 0;
+};
+struct WorkerHeartbeatResponse {
+  std::vector<LeaseRef> revoked;
+};
+
+struct LeaseRequest {
+  std::string worker_id;
+  std::string job;
+  uint32_t rank = 0;
+  uint32_t max_batches = 0;
+  uint32_t wait_ms = 0;
+};
+struct LeaseResponse {
+  std::vector<LeaseGrant> leases;
+  bool job_done = false;
+};
+
+struct UnitDoneRequest {
+  std::string worker_id;
+  std::string job;
+  uint32_t rank = 0;
+  uint64_t unit = 0;
+  uint64_t attempt = 0;
+  UnitOutcome outcome = UnitOutcome::kSent;
+  uint32_t batches_sent = 0;
+  std::vector<QuarantineReport> quarantined;
+};
+
+struct ResumePoint {
+  uint64_t position = 0;          // global batch index
+  uint64_t spec_fingerprint = 0;  // SpecFingerprint of the job the checkpoint was taken in
+};
+
+struct RegisterClientRequest {
+  std::string client_id;
+  std::string job;
+  uint32_t rank = 0;
+  std::optional<JobSpec> spec;
+  uint32_t window = 0;
+  std::optional<ResumePoint> resume;
+};
+struct RegisterClientResponse {
+  JobSpec spec;
+  uint64_t steps_per_epoch = 0;
+  uint64_t samples_per_epoch = 0;
+  uint64_t start_batch = 0;
+  uint32_t heartbeat_interval_ms = 0;
+  std::vector<WorkerInfo> workers;
+  uint64_t membership_version = 0;
+};
+
+struct ClientHeartbeatRequest {
+  std::string client_id;
+  std::string job;
+  uint32_t rank = 0;
+  uint64_t consumed = 0;
+  uint64_t received_watermark = 0;
+  std::vector<uint64_t> received_above;
+  uint64_t membership_version = 0;
+  double step_seconds = 0;   // telemetry, cumulative
+  double stall_seconds = 0;
+  uint64_t samples_delivered = 0;
+};
+struct ClientHeartbeatResponse {
+  uint64_t membership_version = 0;
+  bool workers_changed = false;
+  std::vector<WorkerInfo> workers;
+  std::vector<LeaseRef> leases;
+};
+
+struct DeregisterRequest {
+  std::string sender_id;  // "w-…" or "c-…"
+  std::string job;
+  uint32_t rank = 0;
+};
+
+struct GetJobRequest {
+  std::string sender_id;
+  std::string job;
+};
+
+// Who sent a request, as the transport authenticated it: the CURVE key's "<role>:<name>", never a field of the
+// message. Empty with CURVE off (--insecure): every caller may then do anything.
+struct Caller {
+  std::string identity;
+};
+
+using RequestBody = std::variant<RegisterWorkerRequest, WorkerHeartbeatRequest, LeaseRequest, UnitDoneRequest,
+                                 RegisterClientRequest, ClientHeartbeatRequest, GetJobRequest, DeregisterRequest>;
+
+// Replies: std::monostate for "status only" (unitDone, deregister, and every error).
+using ReplyBody = std::variant<std::monostate, RegisterWorkerResponse, WorkerHeartbeatResponse, LeaseResponse,
+                               RegisterClientResponse, ClientHeartbeatResponse, JobSpec>;
+
+}  // namespace stoker

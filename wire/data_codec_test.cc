@@ -1,0 +1,156 @@
+// The data plane's codec: every message round-trips, and the receivers' decoders refuse, with a reason, every way a
+// frame can disagree with what the receiver expects.
+#include "wire/data_codec.h"
+
+#include <gtest/gtest.h>
+
+#include "wire/frames.h"
+#include "stoker/schema/data.capnp.h"
+
+namespace stoker {
+namespace {
+
+BatchExpectation Expected() {
+  BatchExpectation e;
+  e.job = "j";
+  e.rank = 1;
+  e.epochs = 2;
+  e.steps_per_epoch = 5;
+  e.batch_size = 3;
+  e.height = 4;
+  e.width = 4;
+  return e;
+}
+
+BatchHeader GoodHeader() {
+  BatchHeader h;
+  h.job = "j";
+  h.epoch = 1;
+  h.rank = 1;
+  h.index = 4;
+  h.unit = 9;
+  h.attempt = 7;
+  h.worker_id = "w-1";
+  h.count = 3;
+  h.height = 4;
+  h.width = 4;
+  h.channels = 3;
+  h.labels = {5, -1, 6};
+  h.sample_ids = {11, 12, 1234567};
+  h.flags = {0, kSampleFlagQuarantined, kSampleFlagPadding};
+  h.payload_bytes = 3 * 4 * 4 * 3;
+  h.payload_frames = 1;
+  h.quarantine_reasons = {"unsupported_format"};
+  return h;
+}
+
+TEST(DataCodec, EveryMessageRoundTrips) {
+  Credit credit{"j", 3, "c-1", 4, 8 << 20};
+  auto c = DecodeDataMessage(EncodeCredit(credit), ControlReaderOptions());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(std::get<Credit>(*c), credit);
+
+  BatchHeader header = GoodHeader();
+  auto h = DecodeDataMessage(EncodeBatchHeader(header), BatchHeaderReaderOptions(3));
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  EXPECT_EQ(std::get<BatchHeader>(*h), header);
+
+  DataError error{"j", 2, NotFoundError("unknown job 'j'")};
+  auto e = DecodeDataMessage(EncodeDataError(error), ControlReaderOptions());
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(std::get<DataError>(*e), error);
+}
+
+TEST(DataCodec, AWorkerAcceptsOnlyCreditsOfItsVersionFromANamedClient) {
+  EXPECT_TRUE(DecodeCredit(EncodeCredit({"j", 0, "c-1", 2, 0})).ok());
+  EXPECT_EQ(DecodeCredit(EncodeCredit({"j", 0, "", 2, 0})).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(DecodeCredit(EncodeBatchHeader(GoodHeader())).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(DecodeCredit(zmq::message_t("garbage!", 8)).status().code(), StatusCode::kInvalidArgument);
+  capnp::MallocMessageBuilder future;
+  auto msg = future.initRoot<wire::DataMessage>();
+  msg.setProtocolVersion(99);
+  msg.initCredit().setClientId("c-1");
+  auto refused = DecodeCredit(ToFrame(future));
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(refused.status().message().find("version 99"), std::string::npos) << refused.status().message();
+}
+
+TEST(DataCodec, AClientAcceptsOnlyBatchesOfItsJobWithTheirAnnouncedPayload) {
+  const BatchExpectation e = Expected();
+  const size_t whole[] = {144};
+  auto ok = DecodeWorkerMessage(EncodeBatchHeader(GoodHeader()), whole, e);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(std::get<BatchHeader>(*ok).sample_ids[2], 1234567u);
+
+  auto refused = [&](BatchHeader h, std::vector<size_t> sizes, const BatchExpectation& expected) {
+    auto r = DecodeWorkerMessage(EncodeBatchHeader(h), sizes, expected);
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    return r.ok() ? std::string() : r.status().message();
+  };
+  BatchHeader h = GoodHeader();
+  h.job = "other";
+  EXPECT_EQ(refused(h, {144}, e), "batch for another job or rank");
+  h = GoodHeader();
+  h.rank = 0;
+  EXPECT_EQ(refused(h, {144}, e), "batch for another job or rank");
+  h = GoodHeader();
+  h.epoch = 2;
+  EXPECT_EQ(refused(h, {144}, e), "index out of range");
+  h = GoodHeader();
+  h.index = 5;
+  EXPECT_EQ(refused(h, {144}, e), "index out of range");
+  h = GoodHeader();
+  h.width = 5;
+  EXPECT_EQ(refused(h, {144}, e), "shape differs from the job's");
+  h = GoodHeader();
+  h.sample_ids.pop_back();
+  EXPECT_EQ(refused(h, {144}, e), "list lengths differ from the batch size");
+  EXPECT_NE(refused(GoodHeader(), {}, e).find("announces 1 payload frames, 0 came"), std::string::npos);
+  EXPECT_NE(refused(GoodHeader(), {140}, e).find("payload length"), std::string::npos);
+  h = GoodHeader();
+  h.payload_bytes = 47;
+  EXPECT_NE(refused(h, {144}, e).find("payload length"), std::string::npos);
+  // Several frames only when the client asked for them, and none larger than it asked for.
+  h = GoodHeader();
+  h.payload_frames = 2;
+  EXPECT_NE(refused(h, {72, 72}, e).find("larger than this client asked for"), std::string::npos);
+  BatchExpectation framed = e;
+  framed.max_frame_bytes = 80;
+  EXPECT_TRUE(DecodeWorkerMessage(EncodeBatchHeader(h), std::vector<size_t>{72, 72}, framed).ok());
+  EXPECT_NE(refused(h, {100, 44}, framed).find("larger than this client asked for"), std::string::npos);
+  EXPECT_NE(refused(h, {48, 48, 48}, framed).find("announces 2"), std::string::npos);
+  // Quarantine reasons: none (an older worker), or one short word per quarantined sample.
+  h = GoodHeader();
+  h.quarantine_reasons.clear();
+  EXPECT_TRUE(DecodeWorkerMessage(EncodeBatchHeader(h), whole, e).ok());
+  h.quarantine_reasons = {"decode_error", "decode_error"};
+  EXPECT_EQ(refused(h, {144}, e), "quarantine reasons differ in number from the quarantined samples");
+  for (const std::string& bad : {std::string(), std::string(49, 'a'), std::string("Decode error"),
+                                std::string("\x1b[2Jdecode")}) {
+    h.quarantine_reasons = {bad};
+    EXPECT_EQ(refused(h, {144}, e), "a quarantine reason that is not a short word of [a-z0-9_]") << bad;
+  }
+  h.quarantine_reasons = {std::string(48, 'a')};
+  EXPECT_TRUE(DecodeWorkerMessage(EncodeBatchHeader(h), whole, e).ok());
+  // Not a batch at all.
+  EXPECT_EQ(DecodeWorkerMessage(EncodeCredit({"j", 1, "c", 1, 0}), whole, e).status().message(), "not a batch");
+  EXPECT_FALSE(DecodeWorkerMessage(zmq::message_t("not capnp", 9), whole, e).ok());
+}
+
+TEST(DataCodec, AWorkersErrorReachesTheClientAsAValue) {
+  auto m = DecodeWorkerMessage(EncodeDataError({"j", 1, FailedPreconditionError("manifest differs")}), {},
+                               Expected());
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(std::get<DataError>(*m).status.code(), StatusCode::kFailedPrecondition);
+}
+
+TEST(DataCodec, HugeListsAreRefusedWithinTheReadersLimits) {
+  BatchHeader h = GoodHeader();
+  h.count = 3;
+  h.sample_ids.assign(200000, 1);  // far beyond a 3-sample batch's traversal limit
+  auto m = DecodeWorkerMessage(EncodeBatchHeader(h), std::vector<size_t>{144}, Expected());
+  EXPECT_EQ(m.status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace stoker

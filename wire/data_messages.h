@@ -1,0 +1,61 @@
+// The data plane's messages (schema/data.capnp) as plain C++ values: credits from a client to a worker, batch
+// headers and errors from a worker to a client. common/data_codec.h turns them into and out of frames; worker,
+// client and tests never build these Cap'n Proto messages by hand. Field meanings are documented once, in
+// schema/data.capnp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "stoker/status.h"
+
+namespace stoker {
+
+// Bits of BatchHeader::flags (schema/data.capnp: sampleFlag*).
+constexpr uint8_t kSampleFlagPadding = 1;      // a repeated sample filling the last global batch
+constexpr uint8_t kSampleFlagQuarantined = 2;  // unreadable input: zero pixels, label -1, reported by id
+// The longest quarantine reason a batch header may carry (schema/data.capnp: quarantineReasons).
+constexpr size_t kMaxQuarantineReasonBytes = 48;
+
+struct Credit {
+  std::string job;
+  uint32_t rank = 0;
+  std::string client_id;
+  uint32_t credits = 0;          // 0 withdraws
+  uint64_t max_frame_bytes = 0;  // 0: each payload in one frame
+  bool operator==(const Credit&) const = default;
+};
+
+struct BatchHeader {
+  std::string job;
+  uint32_t epoch = 0;
+  uint32_t rank = 0;
+  uint64_t index = 0;    // within the epoch
+  uint64_t unit = 0;     // global unit of the lease that made it
+  uint64_t attempt = 0;  // the lease's attempt (fencing token)
+  std::string worker_id;
+  uint32_t count = 0;
+  uint32_t height = 0;
+  uint32_t width = 0;
+  uint32_t channels = 0;
+  std::vector<int64_t> labels;
+  std::vector<uint64_t> sample_ids;
+  std::vector<uint8_t> flags;
+  uint64_t payload_bytes = 0;
+  uint32_t payload_frames = 1;
+  std::vector<std::string> quarantine_reasons;  // one per quarantined sample, in slot order (empty: not told)
+  bool operator==(const BatchHeader&) const = default;
+};
+
+struct DataError {
+  std::string job;
+  uint32_t rank = 0;
+  Status status;
+  bool operator==(const DataError&) const = default;
+};
+
+using DataBody = std::variant<Credit, BatchHeader, DataError>;
+
+}  // namespace stoker
