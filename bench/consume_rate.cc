@@ -60,16 +60,16 @@ const char* DataSecurityName(DataSecurity security) {
   return "?";
 }
 
-void ApplyDataSecurity(DataSecurity security, LocalClusterOptions& options) {
+void ApplyDataSecurity(DataSecurity security, tools::LocalClusterOptions& options) {
   options.insecure = security == DataSecurity::kInsecure;
   options.plain_data = security == DataSecurity::kPlainData;
 }
 
-StatusOr<std::unique_ptr<LocalCluster>> StartSkipDecodeCluster(const std::string& dir, uint32_t workers,
+StatusOr<std::unique_ptr<tools::LocalCluster>> StartSkipDecodeCluster(const std::string& dir, uint32_t workers,
                                                                uint32_t threads, DataSecurity security) {
-  LocalClusterOptions options{dir, "", true, {"--log-level", "warning"}};
+  tools::LocalClusterOptions options{dir, "", true, {"--log-level", "warning"}};
   ApplyDataSecurity(security, options);
-  auto cluster = std::make_unique<LocalCluster>(options);
+  auto cluster = std::make_unique<tools::LocalCluster>(options);
   STOKER_RETURN_IF_ERROR(cluster->StartCoordinator());
   for (uint32_t i = 0; i < workers; ++i) {
     STOKER_RETURN_IF_ERROR(cluster->StartWorker(threads, {"--bench-skip-decode", "--log-level", "warning"}).status());
@@ -81,7 +81,7 @@ double SecondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-StatusOr<Rate> ConsumeFor(const LocalCluster& cluster, const JobSpec& spec, uint32_t prefetch, uint32_t credits,
+StatusOr<Rate> ConsumeFor(const tools::LocalCluster& cluster, const JobSpec& spec, uint32_t prefetch, uint32_t credits,
                           double warmup, double seconds) {
   std::vector<std::unique_ptr<Client>> clients;
   for (uint32_t r = 0; r < spec.world_size; ++r) {

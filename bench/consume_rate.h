@@ -22,20 +22,20 @@ struct Rate {
 
 // Consumes `spec` (all ranks, one client each, with the cluster's client key) from the cluster's coordinator for
 // warmup + seconds; rates over the timed part.
-StatusOr<Rate> ConsumeFor(const LocalCluster& cluster, const JobSpec& spec, uint32_t prefetch, uint32_t credits,
+StatusOr<Rate> ConsumeFor(const tools::LocalCluster& cluster, const JobSpec& spec, uint32_t prefetch, uint32_t credits,
                           double warmup, double seconds);
 
 // How a benchmark's data plane is secured: CURVE everywhere (the default); --plain-data (the control plane CURVE,
 // the data ports checking data tickets, batches unencrypted); --insecure (nothing at all).
 enum class DataSecurity { kCurve, kPlainData, kInsecure };
 const char* DataSecurityName(DataSecurity security);
-void ApplyDataSecurity(DataSecurity security, LocalClusterOptions& options);
+void ApplyDataSecurity(DataSecurity security, tools::LocalClusterOptions& options);
 
 // For the transport benchmarks: a manifest of `samples` JPEG samples that are never read, written as
 // dir/name.stoker (returned), and a coordinator with `workers` workers of `threads` threads each that only send
 // (--bench-skip-decode: batches hold patterns, so the feed is measured, not decoding), secured as `security` says.
 StatusOr<std::string> WriteNeverReadManifest(const std::string& dir, uint32_t samples, const std::string& name);
-StatusOr<std::unique_ptr<LocalCluster>> StartSkipDecodeCluster(const std::string& dir, uint32_t workers,
+StatusOr<std::unique_ptr<tools::LocalCluster>> StartSkipDecodeCluster(const std::string& dir, uint32_t workers,
                                                                uint32_t threads,
                                                                DataSecurity security = DataSecurity::kCurve);
 

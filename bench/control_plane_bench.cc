@@ -222,9 +222,9 @@ int Main(int argc, char** argv) {
     specs[j].epochs = 100000;
     plans.push_back(*Plan::Make(specs[j], 1000000));
   }
-  LocalClusterOptions options{dir, "", true, {"--log-level", "warning"}, {"taskset", "-c", std::to_string(cpu)}};
+  tools::LocalClusterOptions options{dir, "", true, {"--log-level", "warning"}, {"taskset", "-c", std::to_string(cpu)}};
   options.insecure = insecure;
-  LocalCluster cluster(options);
+  tools::LocalCluster cluster(options);
   if (Status s = cluster.StartCoordinator(); !s.ok()) {
     std::fprintf(stderr, "%s\n", s.ToString().c_str());
     return 1;

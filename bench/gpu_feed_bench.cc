@@ -91,8 +91,8 @@ void RawCopies(const Config& c, uint64_t bytes, const std::vector<cuda::PinnedMe
   Die(cuda::CudaStatus(cudaStreamSynchronize(stream), "cudaStreamSynchronize"), "raw copy");
 }
 
-internal::ReceivedBatch MakeReceived(const Config& c, std::mt19937_64& rng) {
-  internal::ReceivedBatch b;
+client::ReceivedBatch MakeReceived(const Config& c, std::mt19937_64& rng) {
+  client::ReceivedBatch b;
   b.count = c.batch;
   b.height = c.height;
   b.width = c.width;
@@ -120,13 +120,13 @@ struct FormatResult {
 FormatResult MeasureFormat(const Config& c, const OutputFormat& format, const std::string& name,
                            const std::vector<cuda::PinnedMemory>& pinned, const std::vector<cuda::DeviceMemory>& device,
                            cudaStream_t raw_stream, cudaStream_t consumer) {
-  auto stage = DeviceStage::Create(c.device, {c.batch, c.height, c.width}, c.depth, format);
-  Die(stage.status(), "DeviceStage::Create");
+  auto stage = client::DeviceStage::Create(c.device, {c.batch, c.height, c.width}, c.depth, format);
+  Die(stage.status(), "client::DeviceStage::Create");
   std::mt19937_64 rng(42);
   // Fill every pinned slot once, through the real Stage.
   for (uint32_t s = 0; s < c.depth; ++s) {
-    internal::ReceivedBatch b = MakeReceived(c, rng);
-    internal::StageReport report;
+    client::ReceivedBatch b = MakeReceived(c, rng);
+    client::StageReport report;
     Die((*stage)->Stage(s, b, &report), "Stage");
     Die((*stage)->ConsumerWaitsFor(s, consumer), "ConsumerWaitsFor");
     Die((*stage)->RecordRelease(s, consumer), "RecordRelease");
@@ -174,11 +174,11 @@ StagingResult MeasureStaging(const Config& c, cudaStream_t consumer) {
   OutputFormat format;
   format.dtype = DType::kBFloat16;
   format.layout = Layout::kNHWC;
-  auto stage = DeviceStage::Create(c.device, {c.batch, c.height, c.width}, c.depth, format);
-  Die(stage.status(), "DeviceStage::Create");
+  auto stage = client::DeviceStage::Create(c.device, {c.batch, c.height, c.width}, c.depth, format);
+  Die(stage.status(), "client::DeviceStage::Create");
   std::mt19937_64 rng(7);
   const uint32_t n = std::max<uint32_t>(c.iterations / 4, c.depth * 4);
-  std::vector<internal::ReceivedBatch> received;
+  std::vector<client::ReceivedBatch> received;
   for (uint32_t i = 0; i < c.depth * 2; ++i) received.push_back(MakeReceived(c, rng));
   std::vector<zmq::message_t> payloads;
   for (auto& r : received) payloads.emplace_back(r.payload.data(), r.payload.size());  // copies to restore from
@@ -187,10 +187,10 @@ StagingResult MeasureStaging(const Config& c, cudaStream_t consumer) {
     auto t = Clock::now();
     for (uint32_t i = 0; i < n; ++i) {
       const size_t slot = i % c.depth;
-      internal::ReceivedBatch& b = received[i % received.size()];
+      client::ReceivedBatch& b = received[i % received.size()];
       if (b.payload.size() == 0) b.payload.copy(payloads[i % received.size()]);  // Stage let the last one go
       b.staged_pixels = nullptr;
-      internal::StageReport report;
+      client::StageReport report;
       Die((*stage)->Stage(slot, b, &report), "Stage");
       Die((*stage)->ConsumerWaitsFor(slot, consumer), "ConsumerWaitsFor");
       Die((*stage)->RecordRelease(slot, consumer), "RecordRelease");

@@ -41,17 +41,17 @@ using bench::Median;
 constexpr auto Die = bench::DieUnlessOk;
 
 // Joins a two-member communicator, one thread per device.
-std::vector<std::unique_ptr<Collective>> JoinPair() {
-  auto id = NewNcclIdHex();
+std::vector<std::unique_ptr<client::Collective>> JoinPair() {
+  auto id = client::NewNcclIdHex();
   Die(id.status(), "NCCL id");
   auto join = [&](int member) {
-    auto c = Collective::Join({*id, 2, static_cast<uint32_t>(member), std::chrono::seconds(120)}, member);
-    Die(c.status(), "Collective::Join");
+    auto c = client::Collective::Join({*id, 2, static_cast<uint32_t>(member), std::chrono::seconds(120)}, member);
+    Die(c.status(), "client::Collective::Join");
     return std::move(*c);
   };
   auto a = std::async(std::launch::async, join, 0);
   auto b = std::async(std::launch::async, join, 1);
-  std::vector<std::unique_ptr<Collective>> pair;
+  std::vector<std::unique_ptr<client::Collective>> pair;
   pair.push_back(a.get());
   pair.push_back(b.get());
   return pair;
@@ -62,7 +62,7 @@ struct BroadcastResult {
   bool peer_access = false;
 };
 
-BroadcastResult MeasureBroadcast(std::vector<std::unique_ptr<Collective>>& pair, size_t bytes, uint32_t iterations) {
+BroadcastResult MeasureBroadcast(std::vector<std::unique_ptr<client::Collective>>& pair, size_t bytes, uint32_t iterations) {
   std::vector<cuda::DeviceMemory> buf;
   for (int d = 0; d < 2; ++d) {
     Die(cuda::CudaStatus(cudaSetDevice(d), "cudaSetDevice"), "device");
@@ -118,7 +118,7 @@ BroadcastResult MeasureBroadcast(std::vector<std::unique_ptr<Collective>>& pair,
   return r;
 }
 
-double MeasureAgreementMicros(std::vector<std::unique_ptr<Collective>>& pair, uint32_t steps) {
+double MeasureAgreementMicros(std::vector<std::unique_ptr<client::Collective>>& pair, uint32_t steps) {
   std::vector<double> per_step(2);
   auto member = [&](int m) {
     Die(cuda::CudaStatus(cudaSetDevice(m), "cudaSetDevice"), "device");
@@ -269,14 +269,14 @@ int Main(int argc, char** argv) {
     o.output.layout = Layout::kNHWC;
     return o;
   };
-  auto agree_id = NewNcclIdHex();
+  auto agree_id = client::NewNcclIdHex();
   Die(agree_id.status(), "NCCL id");
   std::vector<PerGpu> dp = RunPair([&](int m) {
     LoaderOptions o = base("dp", 2, m, m);
     o.agreement = {*agree_id, 2, static_cast<uint32_t>(m), std::chrono::seconds(120)};
     return o;
   }, seconds);
-  auto tp_id = NewNcclIdHex();
+  auto tp_id = client::NewNcclIdHex();
   Die(tp_id.status(), "NCCL id");
   std::vector<PerGpu> tp = RunPair([&](int m) {
     LoaderOptions o = base("tp", 1, 0, m);

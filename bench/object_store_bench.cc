@@ -21,9 +21,9 @@
 #include "datagen/synthetic_dataset.h"
 #include "storage/object_store.h"
 #include "tools/dataset_index.h"
-#include "tools/fault_proxy.h"
+#include "tests/support/fault_proxy.h"
 #include "tools/local_cluster.h"
-#include "tools/object_servers.h"
+#include "tests/support/object_servers.h"
 #include "tools/remote_index.h"
 
 namespace stoker {
@@ -61,15 +61,15 @@ struct Measured {
 
 // Generates the shards once, uploads them to the S3 server and nginx, and indexes all three copies (with
 // per-sample checksums everywhere, so every configuration verifies the same way).
-std::map<std::string, std::string> Stage(const std::string& dir, uint64_t images, ObjectStore& s3, WebServer& web) {
+std::map<std::string, std::string> Stage(const std::string& dir, uint64_t images, storage::ObjectStore& s3, testing::WebServer& web) {
   PosixEnv env;
-  GenerateOptions gen;
+  datagen::GenerateOptions gen;
   gen.images = images;
   gen.per_shard = 256;
-  bench::DieUnlessOk(GenerateTarDataset(env, dir + "/shards", gen), "generating the dataset");
+  bench::DieUnlessOk(datagen::GenerateTarDataset(env, dir + "/shards", gen), "generating the dataset");
   std::map<std::string, std::string> manifests = {{"local", dir + "/local.stoker"}, {"s3", dir + "/s3.stoker"},
                                                   {"http", dir + "/http.stoker"}};
-  bench::DieUnlessOk(IndexDataset(env, dir + "/shards", manifests["local"], IndexOptions{}).status(), "indexing");
+  bench::DieUnlessOk(tools::IndexDataset(env, dir + "/shards", manifests["local"], tools::IndexOptions{}).status(), "indexing");
   std::vector<std::string> s3_urls, http_urls;
   std::filesystem::create_directories(web.www() + "/d");
   for (const auto& entry : std::filesystem::directory_iterator(dir + "/shards")) {
@@ -82,8 +82,8 @@ std::map<std::string, std::string> Stage(const std::string& dir, uint64_t images
     s3_urls.push_back(std::string("s3://") + kBucket + "/" + name);
     http_urls.push_back(web.url() + "d/" + name);
   }
-  bench::DieUnlessOk(IndexRemoteDataset(s3, env, s3_urls, manifests["s3"], IndexOptions{}).status(), "indexing s3");
-  bench::DieUnlessOk(IndexRemoteDataset(s3, env, http_urls, manifests["http"], IndexOptions{}).status(),
+  bench::DieUnlessOk(tools::IndexRemoteDataset(s3, env, s3_urls, manifests["s3"], tools::IndexOptions{}).status(), "indexing s3");
+  bench::DieUnlessOk(tools::IndexRemoteDataset(s3, env, http_urls, manifests["http"], tools::IndexOptions{}).status(),
                      "indexing http");
   return manifests;
 }
@@ -92,7 +92,7 @@ StatusOr<Measured> Measure(const std::string& dir, const Config& c, uint32_t thr
                            uint32_t credits, double seconds, pid_t server) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  LocalCluster cluster({dir, "", true, {"--log-level", "warning"}});
+  tools::LocalCluster cluster({dir, "", true, {"--log-level", "warning"}});
   STOKER_RETURN_IF_ERROR(cluster.StartCoordinator());
   std::vector<std::string> flags = {"--log-level", "warning"};
   flags.insert(flags.end(), c.worker_flags.begin(), c.worker_flags.end());
@@ -135,21 +135,21 @@ int Main(int argc, char** argv) {
 
   bench::ScratchDir scratch("object-store-bench");
   const std::string& dir = scratch.path();
-  auto s3 = S3Server::Start(dir + "/s3", kBucket, kKey, kSecret);
+  auto s3 = testing::S3Server::Start(dir + "/s3", kBucket, kKey, kSecret);
   bench::DieUnlessOk(s3.status(), "starting s3rver (scripts/install-test-servers.sh)");
-  auto web = WebServer::Start(dir + "/web");
+  auto web = testing::WebServer::Start(dir + "/web");
   bench::DieUnlessOk(web.status(), "starting nginx");
   ::setenv("AWS_ACCESS_KEY_ID", kKey, 1);  // the workers inherit them
   ::setenv("AWS_SECRET_ACCESS_KEY", kSecret, 1);
-  StorageOptions options;
+  storage::StorageOptions options;
   options.s3_endpoint = (*s3)->endpoint();
-  options.s3_addressing = S3Addressing::kPath;
+  options.s3_addressing = storage::S3Addressing::kPath;
   options.credentials.access_key_id = kKey;
-  options.credentials.secret_access_key = Secret(kSecret);
-  auto store = MakeObjectStore(options, nullptr);
+  options.credentials.secret_access_key = storage::Secret(kSecret);
+  auto store = storage::MakeObjectStore(options, nullptr);
   std::map<std::string, std::string> m = Stage(dir, images, *store, **web);
-  auto s3_proxy = FaultProxy::Start((*s3)->port());
-  auto web_proxy = FaultProxy::Start((*web)->port());
+  auto s3_proxy = testing::FaultProxy::Start((*s3)->port());
+  auto web_proxy = testing::FaultProxy::Start((*web)->port());
   bench::DieUnlessOk(s3_proxy.status(), "proxy");
   bench::DieUnlessOk(web_proxy.status(), "proxy");
   (*s3_proxy)->SetLatency(std::chrono::microseconds(rtt_ms * 500));

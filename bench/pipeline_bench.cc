@@ -45,7 +45,7 @@ int Main(int argc, char** argv) {
   uint32_t quality = 96;
   bool subsample = false;
   std::string json, dump_dir;
-  FlagSet flags("pipeline_bench [flags]", "Worker pipeline images/s per core against decode-only, same run.");
+  FlagSet flags("pipeline_bench [flags]", "worker::Worker pipeline images/s per core against decode-only, same run.");
   flags.AddUint("images", &count, "distinct synthetic images");
   flags.AddDouble("seconds", &seconds, "timed seconds per measurement");
   flags.AddUint32("batch", &batch, "batch the pipeline writes into");
@@ -58,7 +58,7 @@ int Main(int argc, char** argv) {
   std::vector<std::string> images;
   double bytes = 0;
   for (uint64_t i = 0; i < count; ++i) {
-    auto jpeg = SyntheticJpeg(i, {static_cast<int>(quality), !subsample});
+    auto jpeg = datagen::SyntheticJpeg(i, {static_cast<int>(quality), !subsample});
     if (!jpeg.ok()) return 1;
     bytes += jpeg->size();
     if (!dump_dir.empty()) {
@@ -77,10 +77,10 @@ int Main(int argc, char** argv) {
     if (m.empty()) std::abort();
   });
 #endif
-  JpegRegionDecoder decoder;
+  worker::JpegRegionDecoder decoder;
   double full = Rate(images, seconds, [&](const std::string& b, size_t) {
     int w, h;
-    RegionView v;
+    worker::RegionView v;
     if (!decoder.ReadHeader(reinterpret_cast<const uint8_t*>(b.data()), b.size(), &w, &h).ok() ||
         !decoder.DecodeFull(&v).ok()) {
       std::abort();
@@ -88,14 +88,14 @@ int Main(int argc, char** argv) {
   });
   std::vector<uint8_t> batch_buffer(size_t{batch} * 224 * 224 * 3);
   auto pipeline_rate = [&](PipelineSpec spec) {
-    ImagePipeline pipeline(spec);
+    worker::ImagePipeline pipeline(spec);
     double r = Rate(images, seconds, [&](const std::string& b, size_t n) {
       uint8_t* slot = batch_buffer.data() + (n % batch) * pipeline.output_bytes();
-      if (!pipeline.Run({reinterpret_cast<const uint8_t*>(b.data()), b.size()}, SampleSeed(1, 0, n), slot).ok) {
+      if (!pipeline.Run({reinterpret_cast<const uint8_t*>(b.data()), b.size()}, worker::SampleSeed(1, 0, n), slot).ok) {
         std::abort();
       }
     });
-    const StageSeconds& s = pipeline.stage_seconds();
+    const worker::StageSeconds& s = pipeline.stage_seconds();
     std::printf("    (%s: decode %.0f%% of pipeline time, resize+flip %.0f%%)\n",
                 spec.mode == PipelineMode::kTrain ? "train" : "eval", 100 * s.decode / (s.decode + s.augment),
                 100 * s.augment / (s.decode + s.augment));

@@ -36,7 +36,7 @@ struct RunResult {
 };
 
 // Consumes `batches` batches of `spec`; if kill_after > 0, kill -9 worker 0 after that many and start a new one.
-RunResult Run(LocalCluster& cluster, const JobSpec& spec, uint64_t batches, uint64_t kill_after, uint32_t prefetch) {
+RunResult Run(tools::LocalCluster& cluster, const JobSpec& spec, uint64_t batches, uint64_t kill_after, uint32_t prefetch) {
   RunResult r;
   ClientOptions options;
   options.coordinator = cluster.coordinator_endpoint();
@@ -116,10 +116,10 @@ int Main(int argc, char** argv) {
   PosixEnv env;
   std::string manifest = dir + "/recovery.stoker";
   if (auto m = Manifest::Open(manifest); !m.ok() || (*m)->num_samples() != images) {
-    GenerateOptions gen;
+    datagen::GenerateOptions gen;
     gen.images = images;
-    Status s = GenerateTarDataset(env, dir + "/shards", gen);
-    if (s.ok()) s = IndexDataset(env, dir + "/shards", manifest, IndexOptions{}).status();
+    Status s = datagen::GenerateTarDataset(env, dir + "/shards", gen);
+    if (s.ok()) s = tools::IndexDataset(env, dir + "/shards", manifest, tools::IndexOptions{}).status();
     if (!s.ok()) {
       std::fprintf(stderr, "%s\n", s.ToString().c_str());
       return 1;
@@ -128,7 +128,7 @@ int Main(int argc, char** argv) {
   std::string run_dir = dir + "/run";
   std::string mkdir = "rm -rf " + run_dir + " && mkdir -p " + run_dir;
   if (std::system(mkdir.c_str()) != 0) return 1;
-  LocalCluster cluster({run_dir, "", true, {"--log-level", "warning"}});
+  tools::LocalCluster cluster({run_dir, "", true, {"--log-level", "warning"}});
   Status s = cluster.StartCoordinator();
   for (uint32_t i = 0; i < workers && s.ok(); ++i) s = cluster.StartWorker(1, {"--log-level", "warning"}).status();
   if (!s.ok()) {

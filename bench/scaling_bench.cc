@@ -33,10 +33,10 @@ std::vector<std::vector<uint8_t>> LoadImages(const std::string& manifest_path, u
   std::vector<std::vector<uint8_t>> images;
   auto manifest = Manifest::Open(manifest_path);
   if (!manifest.ok()) return images;
-  SampleReader reader(env, *manifest);
+  worker::SampleReader reader(env, *manifest);
   for (uint64_t id = 0; id < std::min<uint64_t>(count, (*manifest)->num_samples()); ++id) {
     std::vector<uint8_t> bytes;
-    ReadFailure why;
+    worker::ReadFailure why;
     if (reader.Read(id, &bytes, &why)) images.push_back(std::move(bytes));
   }
   return images;
@@ -55,8 +55,8 @@ double StandalonePipelineRate(const std::vector<std::vector<uint8_t>>& images, u
     pid_t pid = ::fork();
     if (pid == 0) {
       ::close(fds[0]);
-      ImagePipeline pipeline{PipelineSpec{}};
-      JpegRegionDecoder decoder;
+      worker::ImagePipeline pipeline{PipelineSpec{}};
+      worker::JpegRegionDecoder decoder;
       std::vector<uint8_t> batch(64 * pipeline.output_bytes());
       uint64_t n = 0;
       auto start = std::chrono::steady_clock::now();
@@ -64,11 +64,11 @@ double StandalonePipelineRate(const std::vector<std::vector<uint8_t>>& images, u
         for (const auto& b : images) {
           if (full_decode_only) {
             int w, h;
-            RegionView v;
+            worker::RegionView v;
             if (decoder.ReadHeader(b.data(), b.size(), &w, &h).ok() && decoder.DecodeFull(&v).ok()) ++n;
           } else {
             uint8_t* slot = batch.data() + (n % 64) * pipeline.output_bytes();
-            if (pipeline.Run(b, SampleSeed(1, 0, n + p * 1000003ull), slot).ok) ++n;
+            if (pipeline.Run(b, worker::SampleSeed(1, 0, n + p * 1000003ull), slot).ok) ++n;
           }
         }
       }
@@ -109,10 +109,10 @@ int Main(int argc, char** argv) {
     manifest = dir + "/scaling.stoker";
     auto existing = Manifest::Open(manifest);
     if (!existing.ok() || (*existing)->num_samples() != images) {
-      GenerateOptions gen;
+      datagen::GenerateOptions gen;
       gen.images = images;
-      Status s = GenerateTarDataset(env, dir + "/shards", gen);
-      if (s.ok()) s = IndexDataset(env, dir + "/shards", manifest, IndexOptions{}).status();
+      Status s = datagen::GenerateTarDataset(env, dir + "/shards", gen);
+      if (s.ok()) s = tools::IndexDataset(env, dir + "/shards", manifest, tools::IndexOptions{}).status();
       if (!s.ok()) {
         std::fprintf(stderr, "%s\n", s.ToString().c_str());
         return 1;
@@ -135,7 +135,7 @@ int Main(int argc, char** argv) {
     std::string run_dir = dir + "/run-" + std::to_string(n);
     std::string mkdir = "mkdir -p " + run_dir;
     if (std::system(mkdir.c_str()) != 0) return 1;
-    LocalCluster cluster({run_dir, "", true, {"--log-level", "warning"}});
+    tools::LocalCluster cluster({run_dir, "", true, {"--log-level", "warning"}});
     Status s = cluster.StartCoordinator();
     for (uint32_t i = 0; i < n && s.ok(); ++i) s = cluster.StartWorker(1, {"--log-level", "warning"}).status();
     if (!s.ok()) {

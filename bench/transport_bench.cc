@@ -61,7 +61,7 @@ Rate MeasureRaw(size_t bytes, double seconds) {
   pull.set(zmq::sockopt::linger, 0);
   pull.bind("tcp://127.0.0.1:*");
   std::string endpoint = pull.get(zmq::sockopt::last_endpoint);
-  auto sender = Subprocess::Start({ExecutableDirectory() + "/transport_bench", "--raw-sender", endpoint, "--bytes",
+  auto sender = tools::Subprocess::Start({tools::ExecutableDirectory() + "/transport_bench", "--raw-sender", endpoint, "--bytes",
                                    std::to_string(bytes)});
   if (!sender.ok()) {
     std::fprintf(stderr, "%s\n", sender.status().ToString().c_str());
@@ -96,9 +96,9 @@ Rate MeasureStoker(const std::string& dir, uint32_t batch, double seconds, uint3
   for (uint32_t i = 0; i < 100000; ++i) writer.AddSample(shard, 512ull * i, 1, i % 1000, ImageFormat::kJpeg, "s");
   std::string manifest = dir + "/transport.stoker";
   if (!writer.Write(env, manifest, "transport_bench").ok()) return {};
-  LocalClusterOptions options{dir, "", true, {"--log-level", "warning"}};
+  tools::LocalClusterOptions options{dir, "", true, {"--log-level", "warning"}};
   bench::ApplyDataSecurity(security, options);
-  LocalCluster cluster(options);
+  tools::LocalCluster cluster(options);
   Status started = cluster.StartCoordinator();
   for (uint32_t i = 0; i < workers && started.ok(); ++i) {
     started = cluster.StartWorker(threads, {"--bench-skip-decode", "--log-level", "warning"}).status();

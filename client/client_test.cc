@@ -479,7 +479,7 @@ TEST_F(ClientTest, ServesStarvationMetricsPerGpuAndHealth) {
   ASSERT_TRUE(metrics.ok());
   ASSERT_EQ(metrics->status, 200);
   // The UUID comes from CUDA where it lists GPUs (a machine with two), else from the fake NVML.
-  const std::string uuid = internal::GpuUuidForOrdinal(1);
+  const std::string uuid = client::GpuUuidForOrdinal(1);
   const bool fake = uuid == "GPU-0fa4e000-0000-4000-8000-000000000001";
   const std::string labels = R"({pipeline="client-test",rank="0",gpu="1",gpu_uuid=")" + uuid + R"("})";
   const std::string& text = metrics->body;

@@ -42,7 +42,7 @@ class LoaderTest : public ::testing::Test {
     auto data = testing::MakeJpegDataset(dir_->path(), "jpegs", 70, 35);
     ASSERT_TRUE(data.ok()) << data.status().ToString();
     data_ = new testing::TestDataset(*data);
-    cluster_ = new LocalCluster(testing::ClusterIn(*dir_));
+    cluster_ = new tools::LocalCluster(testing::ClusterIn(*dir_));
     ASSERT_TRUE(cluster_->StartCoordinator().ok());
     for (int i = 0; i < 2; ++i) ASSERT_TRUE(cluster_->StartWorker(2).ok());
   }
@@ -74,11 +74,11 @@ class LoaderTest : public ::testing::Test {
 
   static TempDir* dir_;
   static testing::TestDataset* data_;
-  static LocalCluster* cluster_;
+  static tools::LocalCluster* cluster_;
 };
 TempDir* LoaderTest::dir_ = nullptr;
 testing::TestDataset* LoaderTest::data_ = nullptr;
-LocalCluster* LoaderTest::cluster_ = nullptr;
+tools::LocalCluster* LoaderTest::cluster_ = nullptr;
 
 // Every sample of each epoch once: ids unique per epoch, 64 of the 70 (8 steps x 8).
 class ExactlyOnce {
@@ -122,7 +122,7 @@ TEST_F(LoaderTest, HostPathDeliversEverySampleOnceConvertedLikeTheReference) {
     EXPECT_EQ(v.shape, (std::array<int64_t, 4>{8, 3, 32, 32}));
     EXPECT_EQ(v.strides, (std::array<int64_t, 4>{3 * 32 * 32, 32 * 32, 32, 1}));
     std::vector<float> expected(ElementCount(v));
-    ConvertOnHost(b.host_pixels(), 8, 32, 32, o.output, expected.data());
+    client::ConvertOnHost(b.host_pixels(), 8, 32, 32, o.output, expected.data());
     ASSERT_EQ(std::memcmp(v.data, expected.data(), expected.size() * sizeof(float)), 0) << "batch " << b.position();
     EXPECT_EQ(std::vector<int64_t>(v.labels, v.labels + 8), std::vector<int64_t>(b.labels().begin(), b.labels().end()));
     EXPECT_EQ(b.position(), uint64_t{b.epoch()} * 8 + b.index());
@@ -224,7 +224,7 @@ TEST(LoaderOptionsTest, BadOptionsAreRefusedBeforeAnythingStarts) {
   EXPECT_EQ(no_device.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(no_device.status().message().find("need a device"), std::string::npos);
   o.tensor_parallel.size = 1;
-  o.device = static_cast<int>(ListGpus().size());  // one past the last device this machine has
+  o.device = static_cast<int>(client::ListGpus().size());  // one past the last device this machine has
   auto missing = Loader::Open(o);
   EXPECT_EQ(missing.status().code(), StatusCode::kFailedPrecondition) << missing.status().ToString();
   EXPECT_NE(missing.status().message().find("device -1"), std::string::npos) << missing.status().message();
@@ -341,7 +341,7 @@ TEST_F(LoaderTest, CAbiDeliversTheJobAndReportsErrorsAsCodesWithMessages) {
     std::vector<uint16_t> expected(8 * 3 * 32 * 32);
     OutputFormat f16;
     f16.dtype = DType::kFloat16;
-    ConvertOnHost(i.host_pixels, 8, 32, 32, f16, expected.data());
+    client::ConvertOnHost(i.host_pixels, 8, 32, 32, f16, expected.data());
     EXPECT_EQ(std::memcmp(i.data, expected.data(), expected.size() * 2), 0);
     std::set<uint64_t>& ids = ids_by_epoch[i.epoch];
     for (uint32_t k = 0; k < i.count; ++k) EXPECT_TRUE(ids.insert(i.host_sample_ids[k]).second);
@@ -363,7 +363,7 @@ TEST_F(LoaderTest, CAbiDeliversTheJobAndReportsErrorsAsCodesWithMessages) {
 
 #ifdef STOKER_WITH_CUDA
 
-bool HaveGpu() { return !ListGpus().empty(); }
+bool HaveGpu() { return !client::ListGpus().empty(); }
 
 #define EXPECT_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call
 
@@ -382,7 +382,7 @@ void ExpectDeviceBatchMatchesHost(const LoadedBatch& b, const OutputFormat& form
   const auto n = static_cast<uint32_t>(v.shape[0]);
   const size_t bytes = ElementCount(v) * DTypeSize(format.dtype);
   std::vector<uint8_t> expected(bytes);
-  ConvertOnHost(b.host_pixels(), n, static_cast<uint32_t>(v.shape[2]), static_cast<uint32_t>(v.shape[3]), format,
+  client::ConvertOnHost(b.host_pixels(), n, static_cast<uint32_t>(v.shape[2]), static_cast<uint32_t>(v.shape[3]), format,
                 expected.data());
   EXPECT_EQ(ToHost(v.data, bytes, stream), expected)
       << DTypeName(format.dtype) << " " << LayoutName(format.layout) << " batch " << b.position();
@@ -467,7 +467,7 @@ TEST_F(LoaderTest, GpuOddImageSizesKeepLabelsAlignedAndRight) {
 // A consumer stream of another device would make the slot's release unrecordable: refused at Next(), nothing
 // taken (needs two GPUs).
 TEST_F(LoaderTest, GpuConsumerStreamOfAnotherDeviceIsRefused) {
-  if (ListGpus().size() < 2) GTEST_SKIP() << "needs two GPUs";
+  if (client::ListGpus().size() < 2) GTEST_SKIP() << "needs two GPUs";
   LoaderOptions o = Options("gpu-other-stream", 1);
   o.device = 0;
   auto loader = Loader::Open(o);
@@ -510,7 +510,7 @@ TEST_F(LoaderTest, ConsumerStreamSlowerThanTheCopiesSeesNoCorruption) {
     const LoadedBatch& b = d->batch;
     const BatchView& v = b.view();
     std::vector<uint8_t> converted(ElementCount(v) * 2);
-    ConvertOnHost(b.host_pixels(), 8, 32, 32, o.output, converted.data());
+    client::ConvertOnHost(b.host_pixels(), 8, 32, 32, o.output, converted.data());
     expected_pixels.push_back(cuda::testing::HostChecksum(converted.data(), converted.size()));
     uint64_t l = 0, s = 0;
     for (int64_t x : b.labels()) l += static_cast<uint64_t>(x);

@@ -17,7 +17,7 @@
 #include "dataset/tar.h"
 #include "base/sync.h"
 
-namespace stoker {
+namespace stoker::datagen {
 namespace {
 
 struct EncodeErrors {
@@ -229,4 +229,4 @@ Status GenerateTarDataset(Env& env, const std::string& directory, const Generate
   return first_error;
 }
 
-}  // namespace stoker
+}  // namespace stoker::datagen

@@ -12,7 +12,7 @@
 #include "base/env.h"
 #include "stoker/status.h"
 
-namespace stoker {
+namespace stoker::datagen {
 
 struct JpegEncodeOptions {
   int quality = 96;
@@ -48,4 +48,4 @@ struct GenerateOptions {
 // index % classes). Shards already present with the expected name are rewritten.
 Status GenerateTarDataset(Env& env, const std::string& directory, const GenerateOptions& options);
 
-}  // namespace stoker
+}  // namespace stoker::datagen

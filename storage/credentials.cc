@@ -4,7 +4,7 @@
 #include <fstream>
 #include <sstream>
 
-namespace stoker {
+namespace stoker::storage {
 namespace {
 
 std::string_view Trim(std::string_view s) {
@@ -103,4 +103,4 @@ StatusOr<S3Credentials> LoadS3Credentials(const GetEnvFunction& getenv, const st
   return none;
 }
 
-}  // namespace stoker
+}  // namespace stoker::storage

@@ -13,7 +13,7 @@
 
 #include "stoker/status.h"
 
-namespace stoker {
+namespace stoker::storage {
 
 // A string that must never reach a log, an error, /state or a metric label. Only the signer reads it (reveal()).
 class Secret {
@@ -50,4 +50,4 @@ StatusOr<S3Credentials> ParseCredentialsFile(std::string_view text, const std::s
 StatusOr<S3Credentials> LoadS3Credentials(const GetEnvFunction& getenv, const std::string& file,
                                           const std::string& profile);
 
-}  // namespace stoker
+}  // namespace stoker::storage

@@ -7,7 +7,7 @@
 
 #include "tests/support/temp_dir.h"
 
-namespace stoker {
+namespace stoker::storage {
 namespace {
 
 GetEnvFunction FakeEnv(std::map<std::string, std::string> vars) {
@@ -70,4 +70,4 @@ TEST(Credentials, NoneMeansAnonymous) {
 }
 
 }  // namespace
-}  // namespace stoker
+}  // namespace stoker::storage

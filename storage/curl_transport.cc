@@ -7,7 +7,7 @@
 #include <cstring>
 #include <mutex>
 
-namespace stoker {
+namespace stoker::storage {
 namespace {
 
 constexpr size_t kMaxErrorBody = 64 << 10;
@@ -193,4 +193,4 @@ StorageResponse CurlTransport::Perform(const StorageRequest& request) {
   return response;
 }
 
-}  // namespace stoker
+}  // namespace stoker::storage

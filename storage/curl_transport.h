@@ -13,7 +13,7 @@
 #include "base/sync.h"
 #include "storage/http_transport.h"
 
-namespace stoker {
+namespace stoker::storage {
 
 struct CurlOptions {
   size_t max_connections = 16;
@@ -41,4 +41,4 @@ class CurlTransport final : public HttpTransport {
   size_t created_ STOKER_GUARDED_BY(mu_) = 0;
 };
 
-}  // namespace stoker
+}  // namespace stoker::storage

@@ -15,7 +15,7 @@
 #include "stoker/clock.h"
 #include "storage/credentials.h"
 
-namespace stoker {
+namespace stoker::storage {
 
 // How an exchange failed below HTTP (no status line, or a body cut short).
 // kFatal: trying again cannot help (TLS verification, a malformed URL, an unsupported protocol).
@@ -57,4 +57,4 @@ class HttpTransport {
   virtual StorageResponse Perform(const StorageRequest& request) = 0;
 };
 
-}  // namespace stoker
+}  // namespace stoker::storage

@@ -8,7 +8,7 @@
 #include "storage/curl_transport.h"
 #include "storage/s3_xml.h"
 
-namespace stoker {
+namespace stoker::storage {
 namespace {
 
 constexpr char kEmptyPayloadSha256[] = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
@@ -229,4 +229,4 @@ Status HttpObjectStore::Put(const std::string& url, std::string_view data) {
   return Status::Ok();
 }
 
-}  // namespace stoker
+}  // namespace stoker::storage

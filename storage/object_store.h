@@ -22,7 +22,7 @@
 #include "storage/stats.h"
 #include "storage/url.h"
 
-namespace stoker {
+namespace stoker::storage {
 
 struct ObjectInfo {
   std::string url;
@@ -83,4 +83,4 @@ class HttpObjectStore final : public ObjectStore {
 // An HttpObjectStore over libcurl with the options' connection pool.
 std::unique_ptr<HttpObjectStore> MakeObjectStore(const StorageOptions& options, StorageStats* stats);
 
-}  // namespace stoker
+}  // namespace stoker::storage

@@ -9,7 +9,7 @@
 #include <functional>
 #include <thread>
 
-namespace stoker {
+namespace stoker::storage {
 namespace {
 
 constexpr char kSecret[] = "wJalrXUtnFEMI-never-print-me";
@@ -215,4 +215,4 @@ TEST(ObjectStore, ShutdownEndsABackoffAtOnce) {
 }
 
 }  // namespace
-}  // namespace stoker
+}  // namespace stoker::storage

@@ -1,7 +1,7 @@
 // StorageFlags (options.h): flags, then the standard AWS environment, then defaults.
 #include "storage/options.h"
 
-namespace stoker {
+namespace stoker::storage {
 namespace {
 
 std::string FirstSet(const GetEnvFunction& getenv, std::initializer_list<const char*> names) {
@@ -75,4 +75,4 @@ StatusOr<StorageOptions> StorageFlags::Resolve(const GetEnvFunction& getenv) con
   return o;
 }
 
-}  // namespace stoker
+}  // namespace stoker::storage

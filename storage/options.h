@@ -14,7 +14,7 @@
 #include "storage/credentials.h"
 #include "storage/retry.h"
 
-namespace stoker {
+namespace stoker::storage {
 
 enum class S3Addressing { kPath, kVirtualHost };
 
@@ -45,4 +45,4 @@ class StorageFlags {
   bool insecure_tls_ = false;
 };
 
-}  // namespace stoker
+}  // namespace stoker::storage

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
-namespace stoker {
+namespace stoker::storage {
 
 RemoteFile::RemoteFile(ObjectStore& store, ObjectInfo info, size_t block_bytes)
     : store_(store), info_(std::move(info)), block_bytes_(std::max<size_t>(512, block_bytes)) {}
@@ -32,4 +32,4 @@ StatusOr<size_t> RemoteFile::Read(uint64_t offset, size_t n, void* out) const {
   return n;
 }
 
-}  // namespace stoker
+}  // namespace stoker::storage

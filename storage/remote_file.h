@@ -16,7 +16,7 @@
 #include "base/sync.h"
 #include "storage/object_store.h"
 
-namespace stoker {
+namespace stoker::storage {
 
 class RemoteFile final : public RandomAccessFile {
  public:
@@ -40,4 +40,4 @@ class RemoteFile final : public RandomAccessFile {
   mutable std::atomic<uint64_t> fetched_{0}, requests_{0};
 };
 
-}  // namespace stoker
+}  // namespace stoker::storage

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 
-namespace stoker {
+namespace stoker::storage {
 
 AttemptVerdict ClassifyAttempt(const StorageResponse& r) {
   switch (r.failure) {
@@ -51,4 +51,4 @@ std::string StatusLabel(const StorageResponse& r) {
   return "error";
 }
 
-}  // namespace stoker
+}  // namespace stoker::storage

@@ -17,7 +17,7 @@
 #include "stoker/clock.h"
 #include "storage/http_transport.h"
 
-namespace stoker {
+namespace stoker::storage {
 
 struct RetryPolicy {
   Duration initial_backoff = Millis(50);
@@ -39,4 +39,4 @@ Duration BackoffDelay(const RetryPolicy& policy, int attempt, uint64_t random, c
 // others ("4xx"), or the transport failure ("timeout", "connect", "reset", "error"). A small fixed set.
 std::string StatusLabel(const StorageResponse& response);
 
-}  // namespace stoker
+}  // namespace stoker::storage

@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-namespace stoker {
+namespace stoker::storage {
 namespace {
 
 StorageResponse Status(long status) {
@@ -52,4 +52,4 @@ TEST(Retry, StatusLabelsAreAFixedSet) {
 }
 
 }  // namespace
-}  // namespace stoker
+}  // namespace stoker::storage

@@ -3,7 +3,7 @@
 
 #include <optional>
 
-namespace stoker {
+namespace stoker::storage {
 namespace {
 
 constexpr size_t kMaxResponseBytes = 64 << 20;  // a page of 1,000 keys of 1 KiB each is ~1.3 MB
@@ -162,4 +162,4 @@ S3Error ParseS3Error(std::string_view xml) {
   return error;
 }
 
-}  // namespace stoker
+}  // namespace stoker::storage

@@ -14,7 +14,7 @@
 
 #include "stoker/status.h"
 
-namespace stoker {
+namespace stoker::storage {
 
 struct ListedObject {
   std::string key;
@@ -40,4 +40,4 @@ S3Error ParseS3Error(std::string_view xml);
 // XML text with its five named entities and numeric character references decoded (others kept as they are).
 std::string XmlUnescape(std::string_view text);
 
-}  // namespace stoker
+}  // namespace stoker::storage

@@ -5,7 +5,7 @@
 
 #include <random>
 
-namespace stoker {
+namespace stoker::storage {
 namespace {
 
 constexpr char kPage[] = R"(<?xml version="1.0" encoding="UTF-8"?>
@@ -75,4 +75,4 @@ TEST(S3Xml, Unescapes) {
 }
 
 }  // namespace
-}  // namespace stoker
+}  // namespace stoker::storage

@@ -3,7 +3,7 @@
 
 #include "storage/retry.h"
 
-namespace stoker {
+namespace stoker::storage {
 
 StorageStats::StorageStats() : latency_(LatencyBuckets()) {}
 
@@ -62,4 +62,4 @@ void CollectStorageStats(const std::string& component, const StorageStats& stats
                     .Build());
 }
 
-}  // namespace stoker
+}  // namespace stoker::storage

@@ -14,7 +14,7 @@
 #include "base/sync.h"
 #include "storage/http_transport.h"
 
-namespace stoker {
+namespace stoker::storage {
 
 class StorageStats {
  public:
@@ -42,4 +42,4 @@ class StorageStats {
 // Appends stoker_<component>_storage_{requests_total,bytes_total,retries_total,failures_total,request_seconds}.
 void CollectStorageStats(const std::string& component, const StorageStats& stats, MetricFamilies& out);
 
-}  // namespace stoker
+}  // namespace stoker::storage

@@ -1,7 +1,7 @@
 // ParseObjectUrl and UriEncode (url.h).
 #include "storage/url.h"
 
-namespace stoker {
+namespace stoker::storage {
 namespace {
 
 bool ValidBucket(std::string_view b) {
@@ -96,4 +96,4 @@ std::string UriEncode(std::string_view text, bool keep_slash) {
   return out;
 }
 
-}  // namespace stoker
+}  // namespace stoker::storage

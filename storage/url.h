@@ -11,7 +11,7 @@
 
 #include "stoker/status.h"
 
-namespace stoker {
+namespace stoker::storage {
 
 enum class UrlScheme { kS3, kHttp, kHttps };
 
@@ -31,4 +31,4 @@ StatusOr<ObjectUrl> ParseObjectUrl(std::string_view url);
 // canonical URI and query string want it.
 std::string UriEncode(std::string_view text, bool keep_slash);
 
-}  // namespace stoker
+}  // namespace stoker::storage

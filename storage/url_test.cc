@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-namespace stoker {
+namespace stoker::storage {
 namespace {
 
 TEST(ObjectUrl, ParsesS3AndHttp) {
@@ -44,4 +44,4 @@ TEST(ObjectUrl, EncodesLikeSigV4) {
 }
 
 }  // namespace
-}  // namespace stoker
+}  // namespace stoker::storage

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <set>
 
-namespace stoker {
+namespace stoker::tools {
 namespace {
 
 // A port free right now on 127.0.0.1 (the worker binds it a moment later; a clash makes its start fail loudly).
@@ -138,4 +138,4 @@ void Chaos::Calm() {
   stopped_.clear();
 }
 
-}  // namespace stoker
+}  // namespace stoker::tools

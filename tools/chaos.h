@@ -20,7 +20,7 @@
 #include "tools/local_cluster.h"
 #include "tools/tcp_proxy.h"
 
-namespace stoker {
+namespace stoker::tools {
 
 struct ChaosOptions {
   std::chrono::milliseconds min_interval{1500};  // between two faults
@@ -71,4 +71,4 @@ class Chaos {
   std::map<std::string, uint64_t> counts_;
 };
 
-}  // namespace stoker
+}  // namespace stoker::tools

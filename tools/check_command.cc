@@ -8,7 +8,7 @@
 #include "tools/delivery_log.h"
 #include "dataset/job_spec_flags.h"
 
-namespace stoker {
+namespace stoker::tools {
 
 int CheckCommand(int argc, char** argv) {
   JobSpec spec;
@@ -43,4 +43,4 @@ int CheckCommand(int argc, char** argv) {
   return ok ? 0 : 1;
 }
 
-}  // namespace stoker
+}  // namespace stoker::tools

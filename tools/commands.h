@@ -2,7 +2,9 @@
 // process exit code: 0 success, 1 failure, 2 bad usage.
 #pragma once
 
-namespace stoker {
+#include "stoker/status.h"
+
+namespace stoker::tools {
 
 int IndexCommand(int argc, char** argv);       // stoker index PATH -o MANIFEST
 int GenDatasetCommand(int argc, char** argv);  // stoker gen-dataset DIR
@@ -13,6 +15,6 @@ int SoakCommand(int argc, char** argv);        // stoker soak --minutes N
 int KeygenCommand(int argc, char** argv);      // stoker keygen --role ROLE
 
 // Prints `status` as "stoker <command>: <message>" and returns the exit code for it.
-int Fail(const char* command, const class Status& status);
+int Fail(const char* command, const Status& status);
 
-}  // namespace stoker
+}  // namespace stoker::tools

@@ -13,7 +13,7 @@
 #include "tools/delivery_log.h"
 #include "dataset/job_spec_flags.h"
 
-namespace stoker {
+namespace stoker::tools {
 
 int ConsumeCommand(int argc, char** argv) {
   ClientOptions options;
@@ -182,4 +182,4 @@ int ConsumeCommand(int argc, char** argv) {
   return 0;
 }
 
-}  // namespace stoker
+}  // namespace stoker::tools

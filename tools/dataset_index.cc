@@ -11,7 +11,7 @@
 #include "base/hash.h"
 #include "dataset/tar.h"
 
-namespace stoker {
+namespace stoker::tools {
 namespace {
 
 constexpr size_t kHashChunk = 4 << 20;
@@ -369,4 +369,4 @@ StatusOr<IndexReport> IndexDataset(Env& env, const std::string& dataset, const s
   return report;
 }
 
-}  // namespace stoker
+}  // namespace stoker::tools

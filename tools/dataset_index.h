@@ -17,7 +17,7 @@
 #include "dataset/manifest.h"
 #include "stoker/status.h"
 
-namespace stoker {
+namespace stoker::tools {
 
 struct IndexProgress {
   uint64_t files_done = 0;
@@ -85,4 +85,4 @@ void AddScannedShard(const std::string& name, uint64_t byte_size, const std::str
 // Splits a tar member path into WebDataset key and extension: "a/b/x.seg.png" -> ("a/b/x", "seg.png").
 void SplitWebDatasetName(const std::string& name, std::string* key, std::string* ext);
 
-}  // namespace stoker
+}  // namespace stoker::tools

@@ -10,7 +10,7 @@
 #include "dataset/tar.h"
 #include "tests/support/temp_dir.h"
 
-namespace stoker {
+namespace stoker::tools {
 namespace {
 
 using testing::TempDir;
@@ -166,4 +166,4 @@ TEST(DatasetIndex, MissingOrEmptyDatasetsAreClearErrors) {
 }
 
 }  // namespace
-}  // namespace stoker
+}  // namespace stoker::tools

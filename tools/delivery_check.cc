@@ -7,7 +7,7 @@
 #include "wire/data_messages.h"
 #include "base/sync.h"
 
-namespace stoker {
+namespace stoker::tools {
 namespace {
 constexpr size_t kMaxExamples = 20;
 }
@@ -125,4 +125,4 @@ EpochVerdict DeliveryChecker::Check(uint32_t epoch) const {
   return v;
 }
 
-}  // namespace stoker
+}  // namespace stoker::tools

@@ -23,7 +23,7 @@
 #include "dataset/plan.h"
 #include "base/sync.h"
 
-namespace stoker {
+namespace stoker::tools {
 
 struct ConsumedBatch {
   uint32_t epoch = 0;
@@ -84,4 +84,4 @@ class DeliveryChecker {
   std::map<uint32_t, EpochLog> epochs_ STOKER_GUARDED_BY(mu_);
 };
 
-}  // namespace stoker
+}  // namespace stoker::tools

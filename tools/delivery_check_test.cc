@@ -4,7 +4,7 @@
 
 #include "wire/data_messages.h"
 
-namespace stoker {
+namespace stoker::tools {
 namespace {
 
 Plan MakePlan(uint32_t ranks, uint32_t batch, uint64_t n, Remainder rem) {
@@ -95,4 +95,4 @@ TEST(DeliveryChecker, PaddingFlagMustMatchThePlan) {
 }
 
 }  // namespace
-}  // namespace stoker
+}  // namespace stoker::tools

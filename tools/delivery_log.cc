@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
-namespace stoker {
+namespace stoker::tools {
 
 std::string FormatLogLine(const LoggedBatch& b) {
   std::ostringstream out;
@@ -53,4 +53,4 @@ StatusOr<std::vector<LoggedBatch>> ReadDeliveryLog(Env& env, const std::string& 
   return out;
 }
 
-}  // namespace stoker
+}  // namespace stoker::tools

@@ -14,7 +14,7 @@
 #include "base/env.h"
 #include "stoker/status.h"
 
-namespace stoker {
+namespace stoker::tools {
 
 struct LoggedBatch {
   ConsumedBatch batch;
@@ -28,4 +28,4 @@ StatusOr<LoggedBatch> ParseLogLine(const std::string& line);
 // Reads every batch line of a log file; InvalidArgument names the line that does not parse.
 StatusOr<std::vector<LoggedBatch>> ReadDeliveryLog(Env& env, const std::string& path);
 
-}  // namespace stoker
+}  // namespace stoker::tools

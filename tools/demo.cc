@@ -9,7 +9,7 @@
 #include "tools/dataset_index.h"
 #include "tools/progress.h"
 
-namespace stoker {
+namespace stoker::tools {
 namespace {
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
@@ -62,7 +62,7 @@ Status Demo::PrepareDataset() {
     std::fprintf(stderr, "dataset: %s (%llu images, already generated)\n", manifest_path.c_str(),
                  static_cast<unsigned long long>(o_.images));
   } else {
-    GenerateOptions gen;
+    datagen::GenerateOptions gen;
     gen.images = o_.images;
     ProgressLine line;
     const auto start = std::chrono::steady_clock::now();
@@ -74,7 +74,7 @@ Status Demo::PrepareDataset() {
                     s > 0 ? done / s : 0);
       line.Update(text);
     };
-    STOKER_RETURN_IF_ERROR(GenerateTarDataset(env, shards, gen));
+    STOKER_RETURN_IF_ERROR(datagen::GenerateTarDataset(env, shards, gen));
     line.Finish();
     STOKER_ASSIGN_OR_RETURN(IndexReport report, IndexDataset(env, shards, manifest_path, IndexOptions{}));
     std::fprintf(stderr, "dataset: %s: %llu samples in %llu shards (%.0f MB)\n", manifest_path.c_str(),
@@ -198,4 +198,4 @@ void Demo::Consume(uint32_t rank) {
   }
 }
 
-}  // namespace stoker
+}  // namespace stoker::tools

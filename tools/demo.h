@@ -24,7 +24,7 @@
 #include "tools/delivery_check.h"
 #include "tools/local_cluster.h"
 
-namespace stoker {
+namespace stoker::tools {
 
 struct DemoOptions {
   std::string data = "stoker-demo-data";
@@ -47,7 +47,7 @@ struct DemoOptions {
   // Over object storage: the shards are uploaded to this s3:// prefix (or read from this http(s):// directory) and
   // indexed there; the workers read them by range.
   std::string object_store;
-  StorageOptions storage;
+  storage::StorageOptions storage;
 };
 
 // What the consumers have seen so far, shared with the progress line.
@@ -121,4 +121,4 @@ class Demo {
 // Prints the summary (and writes it as JSON to options.summary_json when set); returns the exit code.
 int SummarizeDemo(const DemoOptions& options, const JobSpec& spec, const Demo& demo, const DemoOutcome& outcome);
 
-}  // namespace stoker
+}  // namespace stoker::tools

@@ -9,7 +9,7 @@
 #include "tools/demo.h"
 #include "dataset/job_spec_flags.h"
 
-namespace stoker {
+namespace stoker::tools {
 namespace {
 
 std::atomic<bool> g_interrupted{false};
@@ -55,7 +55,7 @@ Status ParseDemoFlags(int argc, char** argv, DemoOptions* o, JobSpec* spec) {
   flags.AddString("object-store", &o->object_store,
                   "run over object storage: upload the generated shards to this s3:// prefix (or read them from "
                   "this http(s):// directory), index them there, and have the workers read them by range");
-  StorageFlags storage;
+  storage::StorageFlags storage;
   storage.Register(flags);
   AddJobSpecFlags(flags, spec);
   STOKER_RETURN_IF_ERROR(flags.Parse(argc, argv, 2));
@@ -66,7 +66,7 @@ Status ParseDemoFlags(int argc, char** argv, DemoOptions* o, JobSpec* spec) {
     // The workers this demo starts read the same storage: they inherit these (and the AWS_* credentials).
     ::setenv("STOKER_S3_ENDPOINT", o->storage.s3_endpoint.c_str(), 1);
     ::setenv("STOKER_S3_REGION", o->storage.s3_region.c_str(), 1);
-    ::setenv("STOKER_S3_ADDRESSING", o->storage.s3_addressing == S3Addressing::kPath ? "path" : "virtual", 1);
+    ::setenv("STOKER_S3_ADDRESSING", o->storage.s3_addressing == storage::S3Addressing::kPath ? "path" : "virtual", 1);
   }
   if (!SetLogLevelFromString(log_level)) return InvalidArgumentError("--log-level " + log_level);
   auto stall_ms = ParseDurationMs(stall);
@@ -93,4 +93,4 @@ int DemoCommand(int argc, char** argv) {
   return SummarizeDemo(options, spec, demo, outcome);
 }
 
-}  // namespace stoker
+}  // namespace stoker::tools

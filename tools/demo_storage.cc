@@ -6,12 +6,12 @@
 #include "tools/demo.h"
 #include "tools/remote_index.h"
 
-namespace stoker {
+namespace stoker::tools {
 
 StatusOr<std::string> Demo::StageOnObjectStore(const std::string& shards) {
   PosixEnv env;
-  StorageStats stats;
-  std::unique_ptr<HttpObjectStore> store = MakeObjectStore(o_.storage, &stats);
+  storage::StorageStats stats;
+  std::unique_ptr<storage::HttpObjectStore> store = storage::MakeObjectStore(o_.storage, &stats);
   STOKER_ASSIGN_OR_RETURN(std::vector<std::string> names, env.ListDirectory(shards));
   uint64_t uploaded = 0;
   for (const std::string& name : names) {
@@ -39,4 +39,4 @@ StatusOr<std::string> Demo::StageOnObjectStore(const std::string& shards) {
   return manifest_path;
 }
 
-}  // namespace stoker
+}  // namespace stoker::tools

@@ -7,7 +7,7 @@
 #include "tools/commands.h"
 #include "tools/demo.h"
 
-namespace stoker {
+namespace stoker::tools {
 namespace {
 
 struct Totals {
@@ -126,4 +126,4 @@ int SummarizeDemo(const DemoOptions& o, const JobSpec& spec, const Demo& demo, c
   return t.all_ok ? 0 : 1;
 }
 
-}  // namespace stoker
+}  // namespace stoker::tools

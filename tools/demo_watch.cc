@@ -12,7 +12,7 @@
 #include "tools/demo.h"
 #include "tools/progress.h"
 
-namespace stoker {
+namespace stoker::tools {
 namespace {
 
 std::string Bar(double fraction, int width) {
@@ -176,4 +176,4 @@ void Demo::StopServers(DemoOutcome& outcome) {
   outcome.coordinator_clean = code.has_value() && *code == 0;
 }
 
-}  // namespace stoker
+}  // namespace stoker::tools

@@ -6,10 +6,10 @@
 #include "tools/progress.h"
 #include "datagen/synthetic_dataset.h"
 
-namespace stoker {
+namespace stoker::tools {
 
 int GenDatasetCommand(int argc, char** argv) {
-  GenerateOptions options;
+  datagen::GenerateOptions options;
   uint32_t quality = 96;
   bool subsample = false;
   FlagSet flags("stoker gen-dataset DIR [flags]",
@@ -39,7 +39,7 @@ int GenDatasetCommand(int argc, char** argv) {
     progress.Update(line);
   };
   PosixEnv env;
-  Status s = GenerateTarDataset(env, positional[0], options);
+  Status s = datagen::GenerateTarDataset(env, positional[0], options);
   progress.Finish();
   if (!s.ok()) return Fail("gen-dataset", s);
   std::printf("wrote %llu images in %llu shards under %s\n", static_cast<unsigned long long>(options.images),
@@ -48,4 +48,4 @@ int GenDatasetCommand(int argc, char** argv) {
   return 0;
 }
 
-}  // namespace stoker
+}  // namespace stoker::tools

@@ -12,7 +12,7 @@
 #include "tools/progress.h"
 #include "tools/remote_index.h"
 
-namespace stoker {
+namespace stoker::tools {
 
 int IndexCommand(int argc, char** argv) {
   std::string output;
@@ -34,7 +34,7 @@ int IndexCommand(int argc, char** argv) {
                 "then quarantine a sample whose bytes differ)");
   flags.AddBool("strict", &strict, "fail on any unusable sample instead of recording it for quarantine");
   flags.AddUint32("parallel", &parallel, "remote datasets: shards scanned at once");
-  StorageFlags storage_flags;
+  storage::StorageFlags storage_flags;
   storage_flags.Register(flags);
   std::vector<std::string> positional;
   Status parsed = flags.Parse(argc, argv, 2, &positional);
@@ -59,12 +59,12 @@ int IndexCommand(int argc, char** argv) {
                   static_cast<unsigned long long>(p.samples), read / 1e6, seconds > 0 ? read / 1e6 / seconds : 0.0);
     progress.Update(line);
   };
-  StorageStats storage_stats;
-  std::unique_ptr<HttpObjectStore> store;
+  storage::StorageStats storage_stats;
+  std::unique_ptr<storage::HttpObjectStore> store;
   if (remote) {
     auto storage = storage_flags.Resolve([](const char* name) { return std::getenv(name); });
     if (!storage.ok()) return Fail("index", storage.status());
-    store = MakeObjectStore(*storage, &storage_stats);
+    store = storage::MakeObjectStore(*storage, &storage_stats);
   }
   auto report = remote ? IndexRemoteDataset(*store, env, positional, output, options)
                        : IndexDataset(env, positional[0], output, options);
@@ -96,4 +96,4 @@ int IndexCommand(int argc, char** argv) {
   return 0;
 }
 
-}  // namespace stoker
+}  // namespace stoker::tools

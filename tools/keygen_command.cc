@@ -8,7 +8,7 @@
 #include "tools/commands.h"
 #include "tools/keyring.h"
 
-namespace stoker {
+namespace stoker::tools {
 
 int KeygenCommand(int argc, char** argv) {
   std::string role_text, name = "default", out = ".", trust, keyring;
@@ -46,4 +46,4 @@ int KeygenCommand(int argc, char** argv) {
   return 0;
 }
 
-}  // namespace stoker
+}  // namespace stoker::tools

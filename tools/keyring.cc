@@ -11,7 +11,7 @@
 
 #include "base/env.h"
 
-namespace stoker {
+namespace stoker::tools {
 
 Status WriteKeyFile(const std::string& path, const KeyPair& key) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -55,4 +55,4 @@ StatusOr<Keyring> MakeKeyring(const std::string& dir) {
   return k;
 }
 
-}  // namespace stoker
+}  // namespace stoker::tools

@@ -10,7 +10,7 @@
 #include "auth/keys.h"
 #include "stoker/status.h"
 
-namespace stoker {
+namespace stoker::tools {
 
 // Writes `key` to `path` readable by its owner only (0600), refusing to overwrite an existing file.
 Status WriteKeyFile(const std::string& path, const KeyPair& key);
@@ -32,4 +32,4 @@ struct Keyring {
 // Makes the keyring under `dir` (created), or reuses the one there.
 StatusOr<Keyring> MakeKeyring(const std::string& dir);
 
-}  // namespace stoker
+}  // namespace stoker::tools

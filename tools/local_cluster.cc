@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-namespace stoker {
+namespace stoker::tools {
 
 std::vector<std::string> JobFlags(const JobSpec& spec) {
   std::vector<std::string> flags = {
@@ -199,4 +199,4 @@ StatusOr<std::vector<int>> LocalCluster::WaitForConsumers(std::chrono::milliseco
   return codes;
 }
 
-}  // namespace stoker
+}  // namespace stoker::tools

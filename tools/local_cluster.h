@@ -21,7 +21,7 @@
 #include "tools/keyring.h"
 #include "tools/subprocess.h"
 
-namespace stoker {
+namespace stoker::tools {
 
 // `stoker consume` flags for a job spec.
 std::vector<std::string> JobFlags(const JobSpec& spec);
@@ -118,4 +118,4 @@ size_t CountLines(const std::string& path);
 Status WaitForLines(const std::string& path, size_t lines, std::chrono::milliseconds timeout,
                     Subprocess* process = nullptr);
 
-}  // namespace stoker
+}  // namespace stoker::tools

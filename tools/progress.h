@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <string>
 
-namespace stoker {
+namespace stoker::tools {
 
 class ProgressLine {
  public:
@@ -42,4 +42,4 @@ class ProgressLine {
   std::chrono::steady_clock::time_point last_{};
 };
 
-}  // namespace stoker
+}  // namespace stoker::tools

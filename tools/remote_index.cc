@@ -8,23 +8,23 @@
 #include "base/sync.h"
 #include "storage/remote_file.h"
 
-namespace stoker {
+namespace stoker::tools {
 namespace {
 
 bool IsTar(const std::string& url) { return url.size() > 4 && url.compare(url.size() - 4, 4, ".tar") == 0; }
 
 // The shards the locations name: an s3:// prefix is listed; a .tar URL is one shard.
-StatusOr<std::vector<ObjectInfo>> FindShards(ObjectStore& store, const std::vector<std::string>& locations) {
-  std::vector<ObjectInfo> shards;
+StatusOr<std::vector<storage::ObjectInfo>> FindShards(storage::ObjectStore& store, const std::vector<std::string>& locations) {
+  std::vector<storage::ObjectInfo> shards;
   for (const std::string& location : locations) {
     if (IsTar(location)) {
-      STOKER_ASSIGN_OR_RETURN(ObjectInfo info, store.Stat(location));
+      STOKER_ASSIGN_OR_RETURN(storage::ObjectInfo info, store.Stat(location));
       shards.push_back(std::move(info));
       continue;
     }
-    STOKER_ASSIGN_OR_RETURN(std::vector<ObjectInfo> listed, store.List(location));
+    STOKER_ASSIGN_OR_RETURN(std::vector<storage::ObjectInfo> listed, store.List(location));
     size_t before = shards.size();
-    for (ObjectInfo& o : listed) {
+    for (storage::ObjectInfo& o : listed) {
       if (IsTar(o.url)) shards.push_back(std::move(o));
     }
     if (shards.size() == before) return InvalidArgumentError(location + ": no .tar objects under this prefix");
@@ -49,7 +49,7 @@ StatusOr<std::string> CommonUrlRoot(const std::vector<std::string>& urls) {
     root.resize(n);
   }
   root.resize(root.rfind('/') + 1);
-  STOKER_ASSIGN_OR_RETURN(ObjectUrl parsed, ParseObjectUrl(root));
+  STOKER_ASSIGN_OR_RETURN(storage::ObjectUrl parsed, storage::ParseObjectUrl(root));
   const size_t scheme_end = root.find("://") + 3;
   if (root.find('/', scheme_end) == std::string::npos) {
     return InvalidArgumentError("the shards are not on one host (or bucket): index them separately");
@@ -58,11 +58,11 @@ StatusOr<std::string> CommonUrlRoot(const std::vector<std::string>& urls) {
   return root;
 }
 
-StatusOr<IndexReport> IndexRemoteDataset(ObjectStore& store, Env& env, const std::vector<std::string>& locations,
+StatusOr<IndexReport> IndexRemoteDataset(storage::ObjectStore& store, Env& env, const std::vector<std::string>& locations,
                                          const std::string& manifest_path, const IndexOptions& options) {
-  STOKER_ASSIGN_OR_RETURN(std::vector<ObjectInfo> shards, FindShards(store, locations));
+  STOKER_ASSIGN_OR_RETURN(std::vector<storage::ObjectInfo> shards, FindShards(store, locations));
   std::vector<std::string> urls;
-  for (const ObjectInfo& s : shards) urls.push_back(s.url);
+  for (const storage::ObjectInfo& s : shards) urls.push_back(s.url);
   STOKER_ASSIGN_OR_RETURN(std::string root, CommonUrlRoot(urls));
 
   std::vector<Scanned> scanned(shards.size());
@@ -72,7 +72,7 @@ StatusOr<IndexReport> IndexRemoteDataset(ObjectStore& store, Env& env, const std
   progress.files_total = shards.size();
   auto scan_some = [&] {
     for (size_t i = next++; i < shards.size(); i = next++) {
-      RemoteFile file(store, shards[i], 4096);
+      storage::RemoteFile file(store, shards[i], 4096);
       scanned[i].scan = ScanShard(file, shards[i].url.substr(root.size()), options);
       scanned[i].fetched = file.bytes_fetched();
       MutexLock lock(progress_mu);
@@ -105,4 +105,4 @@ StatusOr<IndexReport> IndexRemoteDataset(ObjectStore& store, Env& env, const std
   return report;
 }
 
-}  // namespace stoker
+}  // namespace stoker::tools

@@ -15,7 +15,7 @@
 #include "storage/object_store.h"
 #include "tools/dataset_index.h"
 
-namespace stoker {
+namespace stoker::tools {
 
 // The manifest's root for these shard URLs: everything up to their common last '/'. InvalidArgument if they do
 // not share a scheme and host (or bucket).
@@ -23,7 +23,7 @@ StatusOr<std::string> CommonUrlRoot(const std::vector<std::string>& urls);
 
 // Indexes the shards at `locations` (one s3:// prefix or .tar URL, or several .tar URLs) and writes the manifest
 // to `manifest_path` (a local file).
-StatusOr<IndexReport> IndexRemoteDataset(ObjectStore& store, Env& env, const std::vector<std::string>& locations,
+StatusOr<IndexReport> IndexRemoteDataset(storage::ObjectStore& store, Env& env, const std::vector<std::string>& locations,
                                          const std::string& manifest_path, const IndexOptions& options);
 
-}  // namespace stoker
+}  // namespace stoker::tools

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace stoker {
+namespace stoker::tools {
 
 struct FlatVerdict {
   bool flat = true;
@@ -41,4 +41,4 @@ inline FlatVerdict JudgeFlat(const std::string& what, const std::vector<uint64_t
   return v;
 }
 
-}  // namespace stoker
+}  // namespace stoker::tools

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace stoker {
+namespace stoker::tools {
 namespace {
 
 TEST(SoakBounds, AFlatSeriesPassesAGrowingOneFailsAndTheCeilingAlwaysHolds) {
@@ -18,4 +18,4 @@ TEST(SoakBounds, AFlatSeriesPassesAGrowingOneFailsAndTheCeilingAlwaysHolds) {
 }
 
 }  // namespace
-}  // namespace stoker
+}  // namespace stoker::tools

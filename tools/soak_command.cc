@@ -25,7 +25,7 @@
 #include "tools/soak_bounds.h"
 #include "datagen/synthetic_dataset.h"
 
-namespace stoker {
+namespace stoker::tools {
 namespace {
 
 struct ProcessSample {
@@ -93,10 +93,10 @@ int SoakCommand(int argc, char** argv) {
   if (Status s = env.CreateDirectories(data + "/run"); !s.ok()) return Fail("soak", s);
   std::string manifest = data + "/soak.stoker";
   if (auto existing = Manifest::Open(manifest); !existing.ok() || (*existing)->num_samples() != images) {
-    GenerateOptions gen;
+    datagen::GenerateOptions gen;
     gen.images = images;
     gen.per_shard = 64;
-    if (Status s = GenerateTarDataset(env, data + "/shards", gen); !s.ok()) return Fail("soak", s);
+    if (Status s = datagen::GenerateTarDataset(env, data + "/shards", gen); !s.ok()) return Fail("soak", s);
     if (auto r = IndexDataset(env, data + "/shards", manifest, IndexOptions{}); !r.ok()) return Fail("soak", r.status());
   }
   std::remove((data + "/run/coordinator.journal").c_str());
@@ -302,4 +302,4 @@ int SoakCommand(int argc, char** argv) {
   return ok ? 0 : 1;
 }
 
-}  // namespace stoker
+}  // namespace stoker::tools

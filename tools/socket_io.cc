@@ -7,7 +7,7 @@
 
 #include <cerrno>
 
-namespace stoker {
+namespace stoker::tools {
 
 void CloseAbruptly(int fd) {
   if (fd < 0) return;
@@ -34,4 +34,4 @@ bool WriteAll(int fd, const char* data, size_t n) {
   return true;
 }
 
-}  // namespace stoker
+}  // namespace stoker::tools

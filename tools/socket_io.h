@@ -3,7 +3,7 @@
 
 #include <cstddef>
 
-namespace stoker {
+namespace stoker::tools {
 
 // Closes `fd` with a RST instead of a FIN (SO_LINGER 0), as a crashed peer or a middlebox would. -1 is ignored.
 void CloseAbruptly(int fd);
@@ -12,4 +12,4 @@ void CloseAbruptly(int fd);
 // MSG_NOSIGNAL: a peer gone must not SIGPIPE the process hosting the proxy.
 bool WriteAll(int fd, const char* data, size_t n);
 
-}  // namespace stoker
+}  // namespace stoker::tools

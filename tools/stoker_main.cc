@@ -10,7 +10,7 @@
 #include "stoker/status.h"
 #include "tools/commands.h"
 
-namespace stoker {
+namespace stoker::tools {
 
 int Fail(const char* command, const Status& status) {
   if (status.code() == StatusCode::kCancelled) return 0;  // --help
@@ -18,7 +18,7 @@ int Fail(const char* command, const Status& status) {
   return status.code() == StatusCode::kInvalidArgument ? 2 : 1;
 }
 
-}  // namespace stoker
+}  // namespace stoker::tools
 
 namespace {
 const char kUsage[] =
@@ -41,13 +41,13 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   std::string command = argv[1];
-  if (command == "demo") return stoker::DemoCommand(argc, argv);
-  if (command == "gen-dataset") return stoker::GenDatasetCommand(argc, argv);
-  if (command == "index") return stoker::IndexCommand(argc, argv);
-  if (command == "consume") return stoker::ConsumeCommand(argc, argv);
-  if (command == "check") return stoker::CheckCommand(argc, argv);
-  if (command == "soak") return stoker::SoakCommand(argc, argv);
-  if (command == "keygen") return stoker::KeygenCommand(argc, argv);
+  if (command == "demo") return stoker::tools::DemoCommand(argc, argv);
+  if (command == "gen-dataset") return stoker::tools::GenDatasetCommand(argc, argv);
+  if (command == "index") return stoker::tools::IndexCommand(argc, argv);
+  if (command == "consume") return stoker::tools::ConsumeCommand(argc, argv);
+  if (command == "check") return stoker::tools::CheckCommand(argc, argv);
+  if (command == "soak") return stoker::tools::SoakCommand(argc, argv);
+  if (command == "keygen") return stoker::tools::KeygenCommand(argc, argv);
   std::fprintf(stderr, "stoker: unknown command '%s'\n\n%s", command.c_str(), kUsage);
   return 2;
 }

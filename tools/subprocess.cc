@@ -16,7 +16,7 @@
 
 extern char** environ;
 
-namespace stoker {
+namespace stoker::tools {
 
 namespace {
 // A pidfd becomes readable when the process exits: waiting on it needs no polling loop (Linux >= 5.3).
@@ -195,4 +195,4 @@ StatusOr<std::string> WaitForFileContent(const std::string& path, const std::fun
   return result;
 }
 
-}  // namespace stoker
+}  // namespace stoker::tools

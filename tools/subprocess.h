@@ -15,7 +15,7 @@
 
 #include "stoker/status.h"
 
-namespace stoker {
+namespace stoker::tools {
 
 class Subprocess {
  public:
@@ -60,4 +60,4 @@ StatusOr<std::string> WaitForFileContent(const std::string& path, const std::fun
 StatusOr<std::string> WaitForFile(const std::string& path, std::chrono::milliseconds timeout,
                                   Subprocess* process = nullptr);
 
-}  // namespace stoker
+}  // namespace stoker::tools

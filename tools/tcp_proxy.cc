@@ -16,7 +16,7 @@
 
 #include "tools/socket_io.h"
 
-namespace stoker {
+namespace stoker::tools {
 
 StatusOr<std::unique_ptr<TcpProxy>> TcpProxy::Start(const std::string& target) {
   size_t scheme = target.find("://");
@@ -166,4 +166,4 @@ void TcpProxy::Loop() {
   }
 }
 
-}  // namespace stoker
+}  // namespace stoker::tools

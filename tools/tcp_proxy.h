@@ -18,7 +18,7 @@
 
 #include "stoker/status.h"
 
-namespace stoker {
+namespace stoker::tools {
 
 class TcpProxy {
  public:
@@ -52,4 +52,4 @@ class TcpProxy {
   std::thread thread_;
 };
 
-}  // namespace stoker
+}  // namespace stoker::tools

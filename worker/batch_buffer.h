@@ -17,7 +17,7 @@
 
 #include "base/sync.h"
 
-namespace stoker {
+namespace stoker::worker {
 
 class BatchBufferPool : public std::enable_shared_from_this<BatchBufferPool> {
  public:
@@ -77,4 +77,4 @@ class BatchBufferPool : public std::enable_shared_from_this<BatchBufferPool> {
   size_t outstanding_ STOKER_GUARDED_BY(mu_) = 0;
 };
 
-}  // namespace stoker
+}  // namespace stoker::worker

@@ -10,7 +10,7 @@
 #include "worker/crop_geometry.h"
 #include "base/sync.h"
 
-namespace stoker {
+namespace stoker::worker {
 namespace {
 
 int64_t Nanos(std::chrono::steady_clock::duration d) {
@@ -162,4 +162,4 @@ void BuildSample(BatchBuild& build, uint32_t slot, ThreadContext& context, bool 
   }
 }
 
-}  // namespace stoker
+}  // namespace stoker::worker

@@ -25,7 +25,7 @@
 #include "worker/sample_reader.h"
 #include "base/sync.h"
 
-namespace stoker {
+namespace stoker::worker {
 
 using UnitKey = std::tuple<std::string, uint32_t, uint64_t>;  // (job, rank, global unit)
 
@@ -109,4 +109,4 @@ struct BuildCounters {
 // it (zero pixels, label -1, flagged, reported). With skip_decode only the sample id is written (diagnostics).
 void BuildSample(BatchBuild& build, uint32_t slot, ThreadContext& context, bool skip_decode, BuildCounters& counters);
 
-}  // namespace stoker
+}  // namespace stoker::worker

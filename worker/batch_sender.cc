@@ -8,7 +8,7 @@
 #include "stoker/clock.h"
 #include "wire/data_codec.h"
 
-namespace stoker {
+namespace stoker::worker {
 namespace {
 
 // One batch's payload on its way out, shared by its frames: the buffer returns to the pool with the last one.
@@ -112,4 +112,4 @@ bool BatchSender::Send(const std::string& peer, uint64_t max_frame_bytes, BatchB
   return true;
 }
 
-}  // namespace stoker
+}  // namespace stoker::worker

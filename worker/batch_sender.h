@@ -17,7 +17,7 @@
 #include "worker/batch_buffer.h"
 #include "worker/batch_build.h"
 
-namespace stoker {
+namespace stoker::worker {
 
 class BatchSender {
  public:
@@ -52,4 +52,4 @@ class BatchSender {
 // The header of `build` as it goes on the wire.
 BatchHeader HeaderOf(const BatchBuild& build, const std::string& worker_id);
 
-}  // namespace stoker
+}  // namespace stoker::worker

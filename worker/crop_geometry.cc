@@ -6,7 +6,7 @@
 
 #include "base/hash.h"
 
-namespace stoker {
+namespace stoker::worker {
 namespace {
 // Python's round(): halves go to the even neighbour (std::nearbyint in the default rounding mode does the same).
 int RoundHalfEven(double v) { return static_cast<int>(std::nearbyint(v)); }
@@ -80,4 +80,4 @@ uint64_t SampleSeed(uint64_t job_seed, uint32_t epoch, uint64_t sample_id) {
   return DeriveSeed(job_seed, 0x61756dULL /* "aug" */, epoch, sample_id);
 }
 
-}  // namespace stoker
+}  // namespace stoker::worker

@@ -12,7 +12,7 @@
 #include "stoker/job_spec.h"
 #include "base/rng.h"
 
-namespace stoker {
+namespace stoker::worker {
 
 struct CropRect {
   int x = 0;       // left column in source pixels
@@ -40,4 +40,4 @@ Augmentation PlanAugmentation(const PipelineSpec& spec, int width, int height, u
 // The seed of one sample's randomness.
 uint64_t SampleSeed(uint64_t job_seed, uint32_t epoch, uint64_t sample_id);
 
-}  // namespace stoker
+}  // namespace stoker::worker

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <vector>
 
-namespace stoker {
+namespace stoker::worker {
 namespace {
 
 // An independent transcription of torchvision.transforms.RandomResizedCrop.get_params (torchvision 0.26), taking
@@ -121,4 +121,4 @@ TEST(PlanAugmentation, IsAFunctionOfTheSampleSeed) {
 }
 
 }  // namespace
-}  // namespace stoker
+}  // namespace stoker::worker

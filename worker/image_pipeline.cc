@@ -13,7 +13,7 @@
 #include <opencv2/imgcodecs.hpp>
 #endif
 
-namespace stoker {
+namespace stoker::worker {
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;
@@ -232,4 +232,4 @@ void ImagePipeline::ResizeInto(const uint8_t* src, size_t stride, int width, int
   if (flip) FlipHorizontalInPlace(out, out_w, out_h);
 }
 
-}  // namespace stoker
+}  // namespace stoker::worker

@@ -23,7 +23,7 @@
 #include "worker/jpeg_decoder.h"
 #include "worker/resample.h"
 
-namespace stoker {
+namespace stoker::worker {
 
 struct SampleOutcome {
   bool ok = true;
@@ -71,4 +71,4 @@ class ImagePipeline {
 // Mirrors an RGB image left-right in place.
 void FlipHorizontalInPlace(uint8_t* pixels, int width, int height);
 
-}  // namespace stoker
+}  // namespace stoker::worker

@@ -13,7 +13,7 @@
 
 #include "datagen/synthetic_dataset.h"
 
-namespace stoker {
+namespace stoker::worker {
 namespace {
 
 std::span<const uint8_t> Bytes(const std::string& s) {
@@ -27,7 +27,7 @@ double MeanAbsDiff(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b)
 }
 
 TEST(ImagePipeline, SameSeedSameBytesDifferentSeedDifferentCrop) {
-  auto jpeg = SyntheticJpeg(3);
+  auto jpeg = datagen::SyntheticJpeg(3);
   ImagePipeline a(PipelineSpec{}), b(PipelineSpec{});
   std::vector<uint8_t> x(224 * 224 * 3), y(224 * 224 * 3), z(224 * 224 * 3, 0xAB);
   ASSERT_TRUE(a.Run(Bytes(*jpeg), 99, x.data()).ok);
@@ -39,7 +39,7 @@ TEST(ImagePipeline, SameSeedSameBytesDifferentSeedDifferentCrop) {
 }
 
 TEST(ImagePipeline, FlipMirrorsTheSameCrop) {
-  auto jpeg = SyntheticJpeg(5);
+  auto jpeg = datagen::SyntheticJpeg(5);
   PipelineSpec never, always;
   never.flip_probability = 0;
   always.flip_probability = 1;
@@ -51,9 +51,9 @@ TEST(ImagePipeline, FlipMirrorsTheSameCrop) {
 }
 
 TEST(ImagePipeline, EvalMatchesResizeThenCenterCrop) {
-  auto jpeg = SyntheticJpeg(6);
+  auto jpeg = datagen::SyntheticJpeg(6);
   int w, h;
-  std::vector<uint8_t> rgb = SyntheticImage(6, &w, &h);
+  std::vector<uint8_t> rgb = datagen::SyntheticImage(6, &w, &h);
   // Reference: decode everything, resize the shorter side to 256, take the centre 224x224.
   cv::Mat decoded;
   {
@@ -82,13 +82,13 @@ TEST(ImagePipeline, EvalMatchesResizeThenCenterCrop) {
 // was quarantined as unsupported_format. They give the pixels the YCbCr file of the same picture gives, through
 // either kernel, train and eval, with the same crop.
 TEST(ImagePipeline, CmykAndYcckJpegsAreDecodedNotQuarantined) {
-  using Options = JpegEncodeOptions;
+  using Options = datagen::JpegEncodeOptions;
   int w = 0, h = 0;
-  const std::vector<uint8_t> rgb = SyntheticImage(7, &w, &h);
-  auto ycbcr = EncodeJpeg(rgb.data(), w, h, Options{});
+  const std::vector<uint8_t> rgb = datagen::SyntheticImage(7, &w, &h);
+  auto ycbcr = datagen::EncodeJpeg(rgb.data(), w, h, Options{});
   ASSERT_TRUE(ycbcr.ok());
   for (auto space : {Options::ColourSpace::kCmyk, Options::ColourSpace::kYcck}) {
-    auto jpeg = EncodeJpeg(rgb.data(), w, h, Options{.colour_space = space});
+    auto jpeg = datagen::EncodeJpeg(rgb.data(), w, h, Options{.colour_space = space});
     ASSERT_TRUE(jpeg.ok());
     for (auto kernel : {ResizeKernel::kPillow, ResizeKernel::kOpenCv}) {
       for (auto mode : {PipelineMode::kTrain, PipelineMode::kEval}) {
@@ -106,7 +106,7 @@ TEST(ImagePipeline, CmykAndYcckJpegsAreDecodedNotQuarantined) {
 }
 
 TEST(ImagePipeline, CorruptImageLeavesZerosAndSaysWhy) {
-  auto jpeg = SyntheticJpeg(8);
+  auto jpeg = datagen::SyntheticJpeg(8);
   std::string cut = jpeg->substr(0, 600);
   ImagePipeline p(PipelineSpec{});
   std::vector<uint8_t> out(224 * 224 * 3, 0x55);
@@ -123,12 +123,12 @@ TEST(ImagePipeline, PngGoesThroughOpenCvInRgbOrder) {
   if (!ImagePipeline::SupportsNonJpeg()) GTEST_SKIP() << "built without OpenCV imgcodecs";
 #if STOKER_WITH_IMGCODECS
   int w, h;
-  std::vector<uint8_t> rgb = SyntheticImage(9, &w, &h);
+  std::vector<uint8_t> rgb = datagen::SyntheticImage(9, &w, &h);
   cv::Mat bgr;
   cv::cvtColor(cv::Mat(h, w, CV_8UC3, rgb.data()), bgr, cv::COLOR_RGB2BGR);
   std::vector<uint8_t> png;
   ASSERT_TRUE(cv::imencode(".png", bgr, png));
-  auto jpeg = EncodeJpeg(rgb.data(), w, h, {100, true});
+  auto jpeg = datagen::EncodeJpeg(rgb.data(), w, h, {100, true});
   PipelineSpec spec;
   std::vector<uint8_t> from_png(224 * 224 * 3), from_jpeg(224 * 224 * 3);
   ASSERT_TRUE(ImagePipeline(spec).Run({png.data(), png.size()}, 5, from_png.data()).ok);
@@ -177,4 +177,4 @@ TEST(ImagePipeline, UnknownBytesAreQuarantined) {
 }
 
 }  // namespace
-}  // namespace stoker
+}  // namespace stoker::worker

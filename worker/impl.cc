@@ -8,7 +8,7 @@
 #include "wire/frames.h"
 #include "base/logging.h"
 
-namespace stoker {
+namespace stoker::worker {
 
 WorkerImpl::WorkerImpl(const WorkerOptions& options, std::string id, uint32_t threads, const Clock& clock,
                        const BuildCounters& counters)
@@ -353,4 +353,4 @@ void WorkerImpl::WriteState(JsonWriter& j) const {
   j.EndArray();
 }
 
-}  // namespace stoker
+}  // namespace stoker::worker

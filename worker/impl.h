@@ -33,7 +33,7 @@
 #include "worker/batch_build.h"
 #include "worker/worker.h"
 
-namespace stoker {
+namespace stoker::worker {
 
 // Where a finished batch goes: the client connection of its stream, in frames of at most max_frame_bytes (0: one).
 struct BatchRoute {
@@ -200,4 +200,4 @@ class WorkerImpl {
   TimePoint last_storage_log_;
 };
 
-}  // namespace stoker
+}  // namespace stoker::worker

@@ -6,7 +6,7 @@
 
 #include "dataset/checkpoint.h"
 
-namespace stoker {
+namespace stoker::worker {
 namespace {
 
 class WorkerImplTest : public ::testing::Test {
@@ -420,4 +420,4 @@ TEST_F(WorkerImplTest, AnUnansweredUnitDoneIsSentAgain) {
 }
 
 }  // namespace
-}  // namespace stoker
+}  // namespace stoker::worker

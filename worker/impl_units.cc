@@ -4,7 +4,7 @@
 
 #include "base/logging.h"
 
-namespace stoker {
+namespace stoker::worker {
 
 void WorkerImpl::RequestLeases() {
   for (auto& [key, stream] : streams_) {
@@ -188,4 +188,4 @@ void WorkerImpl::ReportUnit(const UnitKey& key, const UnitWork& work, UnitOutcom
   Send(std::move(done));
 }
 
-}  // namespace stoker
+}  // namespace stoker::worker

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <string>
 
-namespace stoker {
+namespace stoker::worker {
 
 int ChooseScaleDenominator(const CropRect& crop, int min_width, int min_height) {
   for (int d : {8, 4, 2}) {
@@ -234,4 +234,4 @@ Status JpegRegionDecoder::DecodeFull(RegionView* out) {
   return DecodeRegion(all, all.width, all.height, out);
 }
 
-}  // namespace stoker
+}  // namespace stoker::worker

@@ -38,7 +38,7 @@
 #include "stoker/status.h"
 #include "worker/crop_geometry.h"
 
-namespace stoker {
+namespace stoker::worker {
 
 // Pixels of a decoded region: RGB, rows `stride` bytes apart (at least 3 x width). Valid until the decoder's next call.
 struct RegionView {
@@ -125,4 +125,4 @@ void CmykToRgbInPlace(uint8_t* row, int width);
 // Chooses the DCT reduction for a crop: the largest d in {1, 2, 4, 8} with crop >= d * min on both sides.
 int ChooseScaleDenominator(const CropRect& crop, int min_width, int min_height);
 
-}  // namespace stoker
+}  // namespace stoker::worker

@@ -9,7 +9,7 @@
 
 #include "datagen/synthetic_dataset.h"
 
-namespace stoker {
+namespace stoker::worker {
 namespace {
 
 struct Image {
@@ -47,7 +47,7 @@ void CompareRegion(const Image& full, const CropRect& crop, const RegionView& v,
 }
 
 TEST(JpegRegionDecoder, RegionEqualsTheFullDecodeFor444) {
-  auto jpeg = SyntheticJpeg(0, {96, true});
+  auto jpeg = datagen::SyntheticJpeg(0, {96, true});
   ASSERT_TRUE(jpeg.ok());
   Image full = DecodeAll(*jpeg);
   JpegRegionDecoder decoder;
@@ -67,7 +67,7 @@ TEST(JpegRegionDecoder, RegionEqualsTheFullDecodeFor444) {
 }
 
 TEST(JpegRegionDecoder, RegionMatchesTheFullDecodeFor420UpToEdgeUpsampling) {
-  auto jpeg = SyntheticJpeg(4, {90, false});
+  auto jpeg = datagen::SyntheticJpeg(4, {90, false});
   ASSERT_TRUE(jpeg.ok());
   Image full = DecodeAll(*jpeg);
   JpegRegionDecoder decoder;
@@ -90,7 +90,7 @@ TEST(JpegRegionDecoder, ReducesInTheDctDomainWhenTheCropIsLarge) {
   EXPECT_EQ(ChooseScaleDenominator({0, 0, 1800, 1800}, 224, 224), 8);
   EXPECT_EQ(ChooseScaleDenominator({0, 0, 1000, 900}, 224, 224), 4);
 
-  auto jpeg = SyntheticJpeg(2, {96, true});
+  auto jpeg = datagen::SyntheticJpeg(2, {96, true});
   Image full = DecodeAll(*jpeg);
   JpegRegionDecoder decoder;
   int w, h;
@@ -118,7 +118,7 @@ TEST(JpegRegionDecoder, ReducesInTheDctDomainWhenTheCropIsLarge) {
 }
 
 TEST(JpegRegionDecoder, DamagedInputIsDataLossWithLibjpegsWords) {
-  auto jpeg = SyntheticJpeg(1, {96, true});
+  auto jpeg = datagen::SyntheticJpeg(1, {96, true});
   JpegRegionDecoder decoder;
   int w, h;
   RegionView v;
@@ -146,7 +146,7 @@ TEST(JpegRegionDecoder, DamagedInputIsDataLossWithLibjpegsWords) {
 
 TEST(JpegRegionDecoder, RefusesImagesClaimingTooManyPixels) {
   // A small JPEG whose header claims 65000x65000: without the limit libjpeg would allocate gigabytes.
-  auto jpeg = SyntheticJpeg(3, {90, true});
+  auto jpeg = datagen::SyntheticJpeg(3, {90, true});
   std::string bomb = *jpeg;
   for (size_t i = 0; i + 9 < bomb.size(); ++i) {
     if (static_cast<uint8_t>(bomb[i]) == 0xFF && static_cast<uint8_t>(bomb[i + 1]) == 0xC0) {  // SOF0
@@ -181,9 +181,9 @@ TEST(CmykToRgb, GivesPillowsPixels) {
 // each decodes (none is refused, as every one was before: ImageNet has 22), close to the RGB it was made from, and a
 // region is the full decode's pixels.
 TEST(JpegRegionDecoder, DecodesCmykAndYcckJpegs) {
-  using Options = JpegEncodeOptions;
+  using Options = datagen::JpegEncodeOptions;
   int width = 0, height = 0;
-  const std::vector<uint8_t> rgb = SyntheticImage(5, &width, &height);
+  const std::vector<uint8_t> rgb = datagen::SyntheticImage(5, &width, &height);
   for (auto space : {Options::ColourSpace::kCmyk, Options::ColourSpace::kYcck}) {
     for (bool full_chroma : {true, false}) {
       for (auto progression : {Options::Progression::kBaseline, Options::Progression::kProgressive}) {
@@ -191,7 +191,7 @@ TEST(JpegRegionDecoder, DecodesCmykAndYcckJpegs) {
         SCOPED_TRACE(::testing::Message() << (space == Options::ColourSpace::kCmyk ? "CMYK" : "YCCK")
                                         << (full_chroma ? " 4:4:4" : " subsampled")
                                         << (progression == Options::Progression::kBaseline ? " baseline" : " progressive"));
-        auto jpeg = EncodeJpeg(rgb.data(), width, height, options);
+        auto jpeg = datagen::EncodeJpeg(rgb.data(), width, height, options);
         ASSERT_TRUE(jpeg.ok()) << jpeg.status().ToString();
         Image full = DecodeAll(*jpeg);
         ASSERT_EQ(full.width, width);
@@ -224,4 +224,4 @@ TEST(JpegRegionDecoder, DecodesCmykAndYcckJpegs) {
 }
 
 }  // namespace
-}  // namespace stoker
+}  // namespace stoker::worker

@@ -13,7 +13,7 @@
 #include "worker/image_pipeline.h"
 #include "worker/jpeg_decoder.h"
 
-namespace stoker {
+namespace stoker::worker {
 namespace {
 
 // A w x h RGB image of gradients and noise, as JPEG (4:4:4, or libjpeg's default 4:2:0 when `subsampled`):
@@ -164,4 +164,4 @@ TEST(JpegLimits, AnImageOverItsCpuBudgetIsRefusedAndThePipelineSaysDecodeLimit) 
 }
 
 }  // namespace
-}  // namespace stoker
+}  // namespace stoker::worker

@@ -19,7 +19,7 @@
 #include "wire/control_messages.h"
 #include "base/sync.h"
 
-namespace stoker {
+namespace stoker::worker {
 
 class KnownBadSamples {
  public:
@@ -48,4 +48,4 @@ class KnownBadSamples {
   std::unordered_map<uint64_t, QuarantineReport> reports_ STOKER_GUARDED_BY(mu_);
 };
 
-}  // namespace stoker
+}  // namespace stoker::worker

@@ -14,7 +14,7 @@
 #include "worker/metrics.h"
 #include "worker/worker.h"
 
-namespace stoker {
+namespace stoker::worker {
 namespace {
 
 std::atomic<bool> g_stop{false};
@@ -74,7 +74,7 @@ StatusOr<Config> ParseFlags(int argc, char** argv) {
   flags.AddBool("bench-skip-decode", &o.skip_decode,
                 "diagnostics only: send batches without reading or decoding samples (each image holds only its "
                 "sample id), to measure the transport alone");
-  StorageFlags storage;
+  storage::StorageFlags storage;
   storage.Register(flags);
   flags.AddUint("read-ahead-bytes", &o.read_ahead_bytes,
                 "object storage: most bytes fetched ahead of the pipeline and not yet used (bounds its memory)");
@@ -162,10 +162,11 @@ bool ImposeOpenCvPixelLimit(uint64_t max_pixels, char** argv) {
 }
 
 }  // namespace
-}  // namespace stoker
+}  // namespace stoker::worker
 
 int main(int argc, char** argv) {
   using namespace stoker;
+  using namespace stoker::worker;
   SetLogComponent("worker");
   auto config = ParseFlags(argc, argv);
   if (config.status().code() == StatusCode::kCancelled) return 0;  // --help

@@ -3,7 +3,7 @@
 
 #include <chrono>
 
-namespace stoker {
+namespace stoker::worker {
 
 using prometheus::MetricType;
 
@@ -94,7 +94,7 @@ Collector WorkerCollector(const Worker& worker) {
       out.push_back(handshakes.Build());
     }
 
-    CollectStorageStats("worker", worker.storage_stats(), out);
+    storage::CollectStorageStats("worker", worker.storage_stats(), out);
     CollectReadAhead(s, out);
 
     FamilyBuilder stages("stoker_worker_stage_seconds",
@@ -106,4 +106,4 @@ Collector WorkerCollector(const Worker& worker) {
   };
 }
 
-}  // namespace stoker
+}  // namespace stoker::worker

@@ -6,9 +6,9 @@
 #include "base/metrics.h"
 #include "worker/worker.h"
 
-namespace stoker {
+namespace stoker::worker {
 
 // `worker` must outlive the collector's registration.
 Collector WorkerCollector(const Worker& worker);
 
-}  // namespace stoker
+}  // namespace stoker::worker

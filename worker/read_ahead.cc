@@ -5,7 +5,7 @@
 #include <cstring>
 #include <numeric>
 
-namespace stoker {
+namespace stoker::worker {
 
 std::vector<CoalescedRange> CoalesceSpans(const std::vector<SampleSpan>& spans, uint64_t max_gap,
                                           uint64_t max_length) {
@@ -69,7 +69,7 @@ uint64_t ReadAhead::total_length() const {
   return total;
 }
 
-void ReadAhead::Fetch(size_t i, ObjectStore& store) {
+void ReadAhead::Fetch(size_t i, storage::ObjectStore& store) {
   const Range& range = ranges_[i];
   // Not zero-filled: every byte is written by the read (or the buffer is dropped).
   std::unique_ptr<uint8_t[]> data(new uint8_t[range.length]);
@@ -204,7 +204,7 @@ FetchQueue::Gauges FetchQueue::gauges() const {
   return {charged_, units_, units_waiting_.size() + ready_.size(), budget_};
 }
 
-RangeFetcher::RangeFetcher(ObjectStore& store, uint64_t budget_bytes, size_t threads)
+RangeFetcher::RangeFetcher(storage::ObjectStore& store, uint64_t budget_bytes, size_t threads)
     : store_(store), queue_(std::make_shared<FetchQueue>(budget_bytes)) {
   for (size_t i = 0; i < std::max<size_t>(1, threads); ++i) {
     threads_.emplace_back([this] {
@@ -223,4 +223,4 @@ RangeFetcher::~RangeFetcher() {
   for (std::thread& t : threads_) t.join();
 }
 
-}  // namespace stoker
+}  // namespace stoker::worker

@@ -29,7 +29,7 @@
 #include "base/sync.h"
 #include "storage/object_store.h"
 
-namespace stoker {
+namespace stoker::worker {
 
 // One sample's bytes in a shard.
 struct SampleSpan {
@@ -82,7 +82,7 @@ class ReadAhead {
 
   // For the FetchQueue: the unit's bytes now count against the budget; then the fetch threads read each range.
   void MarkAdmitted();
-  void Fetch(size_t i, ObjectStore& store);
+  void Fetch(size_t i, storage::ObjectStore& store);
   uint64_t total_length() const;
   size_t range_count() const { return ranges_.size(); }
 
@@ -148,7 +148,7 @@ class FetchQueue {
 // The fetch threads: each takes the next admitted range and reads it (blocking, on one pooled connection).
 class RangeFetcher {
  public:
-  RangeFetcher(ObjectStore& store, uint64_t budget_bytes, size_t threads);
+  RangeFetcher(storage::ObjectStore& store, uint64_t budget_bytes, size_t threads);
   ~RangeFetcher();  // closes the queue and joins the threads
   RangeFetcher(const RangeFetcher&) = delete;
   RangeFetcher& operator=(const RangeFetcher&) = delete;
@@ -156,9 +156,9 @@ class RangeFetcher {
   const std::shared_ptr<FetchQueue>& queue() const { return queue_; }
 
  private:
-  ObjectStore& store_;
+  storage::ObjectStore& store_;
   std::shared_ptr<FetchQueue> queue_;
   std::vector<std::thread> threads_;
 };
 
-}  // namespace stoker
+}  // namespace stoker::worker

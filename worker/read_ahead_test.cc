@@ -14,13 +14,13 @@
 #include "tests/support/temp_dir.h"
 #include "worker/remote_reader.h"
 
-namespace stoker {
+namespace stoker::worker {
 namespace {
 
-class MemoryStore final : public ObjectStore {
+class MemoryStore final : public storage::ObjectStore {
  public:
-  StatusOr<ObjectInfo> Stat(const std::string& url) override { return ObjectInfo{url, objects.at(url).size(), etag}; }
-  StatusOr<std::vector<ObjectInfo>> List(const std::string&) override { return UnimplementedError("no"); }
+  StatusOr<storage::ObjectInfo> Stat(const std::string& url) override { return storage::ObjectInfo{url, objects.at(url).size(), etag}; }
+  StatusOr<std::vector<storage::ObjectInfo>> List(const std::string&) override { return UnimplementedError("no"); }
   Status Put(const std::string&, std::string_view) override { return UnimplementedError("no"); }
   Status ReadRange(const std::string& url, uint64_t offset, size_t n, const std::string& expected_etag,
                    uint8_t* out) override {
@@ -162,4 +162,4 @@ TEST(RemoteReader, StorageFailuresHandTheUnitBack) {
 }
 
 }  // namespace
-}  // namespace stoker
+}  // namespace stoker::worker

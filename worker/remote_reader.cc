@@ -1,7 +1,7 @@
 // RemoteSampleReader and WorkerStorage (remote_reader.h).
 #include "worker/remote_reader.h"
 
-namespace stoker {
+namespace stoker::worker {
 
 std::string StorageFailureReason(const Status& status) {
   switch (status.code()) {
@@ -16,7 +16,7 @@ std::string StorageFailureReason(const Status& status) {
   }
 }
 
-RemoteSampleReader::RemoteSampleReader(ObjectStore& store, std::shared_ptr<FetchQueue> queue,
+RemoteSampleReader::RemoteSampleReader(storage::ObjectStore& store, std::shared_ptr<FetchQueue> queue,
                                        std::shared_ptr<const Manifest> manifest, RemoteReaderOptions options)
     : store_(store), queue_(std::move(queue)), manifest_(std::move(manifest)), options_(options) {}
 
@@ -74,11 +74,11 @@ WorkerStorage::~WorkerStorage() {
   fetcher.reset();  // joins the fetch threads while the store they use still exists
 }
 
-std::unique_ptr<WorkerStorage> MakeWorkerStorage(const StorageOptions& options, uint64_t read_ahead_bytes) {
+std::unique_ptr<WorkerStorage> MakeWorkerStorage(const storage::StorageOptions& options, uint64_t read_ahead_bytes) {
   auto storage = std::make_unique<WorkerStorage>();
-  storage->store = MakeObjectStore(options, &storage->stats);
+  storage->store = storage::MakeObjectStore(options, &storage->stats);
   storage->fetcher = std::make_unique<RangeFetcher>(*storage->store, read_ahead_bytes, options.max_connections);
   return storage;
 }
 
-}  // namespace stoker
+}  // namespace stoker::worker

@@ -16,7 +16,7 @@
 #include "worker/read_ahead.h"
 #include "worker/sample_source.h"
 
-namespace stoker {
+namespace stoker::worker {
 
 struct RemoteReaderOptions {
   uint64_t coalesce_gap_bytes = 64 << 10;  // samples of a shard this close are fetched in one request
@@ -26,7 +26,7 @@ struct RemoteReaderOptions {
 
 class RemoteSampleReader final : public SampleSource {
  public:
-  RemoteSampleReader(ObjectStore& store, std::shared_ptr<FetchQueue> queue, std::shared_ptr<const Manifest> manifest,
+  RemoteSampleReader(storage::ObjectStore& store, std::shared_ptr<FetchQueue> queue, std::shared_ptr<const Manifest> manifest,
                      RemoteReaderOptions options);
 
   std::shared_ptr<ReadAhead> Prefetch(const std::vector<uint64_t>& sample_ids) override;
@@ -36,7 +36,7 @@ class RemoteSampleReader final : public SampleSource {
  private:
   Status ReadAlone(const SampleInfo& info, std::vector<uint8_t>* out);
 
-  ObjectStore& store_;
+  storage::ObjectStore& store_;
   const std::shared_ptr<FetchQueue> queue_;
   const std::shared_ptr<const Manifest> manifest_;
   const RemoteReaderOptions options_;
@@ -45,8 +45,8 @@ class RemoteSampleReader final : public SampleSource {
 // A worker's means to read remote datasets: made at start, shared by every job. Destroying it cuts retry backoffs
 // short and joins the fetch threads.
 struct WorkerStorage {
-  StorageStats stats;
-  std::unique_ptr<HttpObjectStore> store;
+  storage::StorageStats stats;
+  std::unique_ptr<storage::HttpObjectStore> store;
   std::unique_ptr<RangeFetcher> fetcher;
   RemoteReaderOptions reader;
 
@@ -54,9 +54,9 @@ struct WorkerStorage {
 };
 
 // `read_ahead_bytes`: the fetched-but-unused bytes a worker may hold; one fetch thread per storage connection.
-std::unique_ptr<WorkerStorage> MakeWorkerStorage(const StorageOptions& options, uint64_t read_ahead_bytes);
+std::unique_ptr<WorkerStorage> MakeWorkerStorage(const storage::StorageOptions& options, uint64_t read_ahead_bytes);
 
 // The quarantine vocabulary's word for a storage error: storage_not_found, storage_denied, storage_changed, ...
 std::string StorageFailureReason(const Status& status);
 
-}  // namespace stoker
+}  // namespace stoker::worker

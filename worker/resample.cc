@@ -9,7 +9,7 @@
 
 #include "stoker/status.h"
 
-namespace stoker {
+namespace stoker::worker {
 namespace {
 
 constexpr int kPrecision = 22;  // Pillow's PRECISION_BITS for 8-bit images
@@ -247,4 +247,4 @@ __attribute__((target("avx2"))) void Resampler::VerticalAvx2(const ResampleAxis&
   }
 }
 
-}  // namespace stoker
+}  // namespace stoker::worker

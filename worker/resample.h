@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace stoker {
+namespace stoker::worker {
 
 // The taps of one axis: for each output index, `count` consecutive source indices from `first`, with weights.
 struct ResampleAxis {
@@ -70,4 +70,4 @@ class Resampler {
   std::vector<int16_t> high_, low_;
 };
 
-}  // namespace stoker
+}  // namespace stoker::worker

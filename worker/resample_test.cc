@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-namespace stoker {
+namespace stoker::worker {
 namespace {
 
 constexpr int kWidth = 9, kHeight = 7;
@@ -152,4 +152,4 @@ TEST(Resample, EveryOutputReadsInsideItsClipWindow) {
 }
 
 }  // namespace
-}  // namespace stoker
+}  // namespace stoker::worker

@@ -5,7 +5,7 @@
 #include "base/hash.h"
 #include "base/sync.h"
 
-namespace stoker {
+namespace stoker::worker {
 
 bool ChecksumMatches(const SampleInfo& info, const std::vector<uint8_t>& bytes, ReadFailure* failure) {
   if (info.checksum == 0) return true;
@@ -77,4 +77,4 @@ bool SampleReader::Read(uint64_t sample_id, std::vector<uint8_t>* out, ReadFailu
   return ChecksumMatches(info, *out, failure);
 }
 
-}  // namespace stoker
+}  // namespace stoker::worker

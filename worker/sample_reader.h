@@ -19,7 +19,7 @@
 #include "base/sync.h"
 #include "worker/sample_source.h"
 
-namespace stoker {
+namespace stoker::worker {
 
 class SampleReader final : public SampleSource {
  public:
@@ -49,4 +49,4 @@ class SampleReader final : public SampleSource {
   std::unordered_map<uint32_t, Open> open_ STOKER_GUARDED_BY(mu_);
 };
 
-}  // namespace stoker
+}  // namespace stoker::worker

@@ -8,7 +8,7 @@
 #include "tests/support/fixtures.h"
 #include "tests/support/temp_dir.h"
 
-namespace stoker {
+namespace stoker::worker {
 namespace {
 
 using testing::TempDir;
@@ -58,4 +58,4 @@ TEST(SampleReader, ReadsByOffsetAndReportsEveryFailureByReason) {
 }
 
 }  // namespace
-}  // namespace stoker
+}  // namespace stoker::worker

@@ -14,7 +14,7 @@
 
 #include "dataset/manifest.h"
 
-namespace stoker {
+namespace stoker::worker {
 
 struct ReadFailure {
   std::string reason;  // read_error, short_read, shard_changed, index_defect, checksum_mismatch, storage_*
@@ -38,4 +38,4 @@ class SampleSource {
 // False (and a checksum_mismatch failure) when the manifest recorded the sample's XXH64 and `bytes` do not have it.
 bool ChecksumMatches(const SampleInfo& info, const std::vector<uint8_t>& bytes, ReadFailure* failure);
 
-}  // namespace stoker
+}  // namespace stoker::worker

@@ -12,7 +12,7 @@
 
 #include "base/sync.h"
 
-namespace stoker {
+namespace stoker::worker {
 
 template <typename Context>
 class TaskPool {
@@ -75,4 +75,4 @@ class TaskPool {
   std::vector<std::thread> threads_;
 };
 
-}  // namespace stoker
+}  // namespace stoker::worker

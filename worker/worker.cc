@@ -27,7 +27,7 @@
 #include "worker/impl.h"
 #include "worker/thread_pool.h"
 
-namespace stoker {
+namespace stoker::worker {
 namespace {
 
 constexpr const char* kStages[] = {"read", "decode", "augment", "collate", "send"};
@@ -147,7 +147,7 @@ class Worker::Adapter {
     return s;
   }
 
-  const StorageStats& storage_stats() const { return storage_->stats; }
+  const storage::StorageStats& storage_stats() const { return storage_->stats; }
 
   const WorkerHistograms& histograms() const { return histograms_; }
   const LoopWatch& watch() const { return watch_; }
@@ -470,7 +470,7 @@ WorkerStats Worker::Stats() const { return adapter_->Stats(); }
 const WorkerHistograms& Worker::histograms() const { return adapter_->histograms(); }
 std::string Worker::StateJson() const { return adapter_->StateJson(); }
 const LoopWatch& Worker::watch() const { return adapter_->watch(); }
-const StorageStats& Worker::storage_stats() const { return adapter_->storage_stats(); }
+const storage::StorageStats& Worker::storage_stats() const { return adapter_->storage_stats(); }
 const std::string& Worker::id() const { return adapter_->id(); }
 
-}  // namespace stoker
+}  // namespace stoker::worker

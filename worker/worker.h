@@ -31,7 +31,7 @@
 #include "storage/stats.h"
 #include "worker/jpeg_decoder.h"
 
-namespace stoker {
+namespace stoker::worker {
 
 struct WorkerOptions {
   std::string worker_id;                     // empty: a random "w-…"
@@ -47,7 +47,7 @@ struct WorkerOptions {
   Duration drain_grace = Millis(30000);      // SIGTERM: finish held units within this, then hand back the rest
   size_t max_open_shards = 256;
   // Datasets on object storage (storage/options.h): the client, and the fetched bytes read ahead may hold at most.
-  StorageOptions storage;
+  storage::StorageOptions storage;
   uint64_t read_ahead_bytes = 256ull << 20;
   // Diagnostics: neither read nor decode samples; each image slot only gets its sample id in its first 8 bytes.
   // Measures the transport and the control plane alone (bench/transport_bench). Never for training.
@@ -130,7 +130,7 @@ class Worker {
   // Beaten every turn of Run(): the liveness probe.
   const LoopWatch& watch() const;
   // Exchanges with object storage (stoker_worker_storage_* metrics).
-  const StorageStats& storage_stats() const;
+  const storage::StorageStats& storage_stats() const;
   const std::string& id() const;
 
  private:
@@ -138,4 +138,4 @@ class Worker {
   std::unique_ptr<Adapter> adapter_;
 };
 
-}  // namespace stoker
+}  // namespace stoker::worker

@@ -11,7 +11,7 @@
 #include "client/src/convert_host.h"
 #include "base/sync.h"
 
-namespace stoker {
+namespace stoker::client {
 
 using cuda::CudaStatus;
 
@@ -190,7 +190,7 @@ uint64_t DeviceStage::device_bytes() const { return impl_->device_bytes; }
 const uint8_t* DeviceStage::HostPixels(size_t slot) const { return impl_->slots[slot].pinned; }
 void* DeviceStage::DeviceRaw(size_t slot) const { return impl_->slots[slot].raw; }
 
-Status DeviceStage::Stage(size_t slot, internal::ReceivedBatch& batch, internal::StageReport* report) {
+Status DeviceStage::Stage(size_t slot, client::ReceivedBatch& batch, client::StageReport* report) {
   Impl& m = *impl_;
   Impl::Slot& s = m.slots[slot];
   if (batch.pixel_bytes != m.pixel_bytes || batch.labels.size() != m.shape.batch ||
@@ -316,4 +316,4 @@ BatchView DeviceStage::View(size_t slot) const {
   return v;
 }
 
-}  // namespace stoker
+}  // namespace stoker::client

@@ -27,9 +27,9 @@
 #include "stoker/client.h"
 #include "stoker/loader.h"
 
-namespace stoker {
+namespace stoker::client {
 
-class DeviceStage final : public internal::BatchStager {
+class DeviceStage final : public client::BatchStager {
  public:
   struct Shape {
     uint32_t batch = 0, height = 0, width = 0;
@@ -41,7 +41,7 @@ class DeviceStage final : public internal::BatchStager {
   DeviceStage& operator=(const DeviceStage&) = delete;
 
   uint32_t depth() const override;
-  Status Stage(size_t slot, internal::ReceivedBatch& batch, internal::StageReport* report) override;
+  Status Stage(size_t slot, client::ReceivedBatch& batch, client::StageReport* report) override;
   // Stage's device half, on what the slot's pinned buffer holds: after the consumer's release of the slot, the
   // host->device copy and the conversion. Stage calls it; bench/gpu_feed_bench times it alone against raw copies.
   Status Transfer(size_t slot);
@@ -81,4 +81,4 @@ StatusOr<std::shared_ptr<StallProbe>> MakeCudaStallProbe(int device);
 Status CheckConsumerStream(int device, void* stream);
 Status ArmCudaStallProbe(StallProbe& probe, int device, void* stream);
 
-}  // namespace stoker
+}  // namespace stoker::client

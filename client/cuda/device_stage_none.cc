@@ -2,7 +2,7 @@
 // host path is all there is.
 #include "client/cuda/device_stage.h"
 
-namespace stoker {
+namespace stoker::client {
 
 struct DeviceStage::Impl {};
 
@@ -17,7 +17,7 @@ DeviceStage::~DeviceStage() = default;
 
 // Never reached: no DeviceStage exists without CUDA.
 uint32_t DeviceStage::depth() const { return 0; }
-Status DeviceStage::Stage(size_t, internal::ReceivedBatch&, internal::StageReport*) { return UnimplementedError("no CUDA"); }
+Status DeviceStage::Stage(size_t, client::ReceivedBatch&, client::StageReport*) { return UnimplementedError("no CUDA"); }
 Status DeviceStage::Transfer(size_t) { return UnimplementedError("no CUDA"); }
 Status CheckConsumerStream(int, void*) { return UnimplementedError("no CUDA"); }
 Status DeviceStage::ConsumerWaitsFor(size_t, void*) { return UnimplementedError("no CUDA"); }
@@ -36,4 +36,4 @@ uint64_t DeviceStage::device_bytes() const { return 0; }
 StatusOr<std::shared_ptr<StallProbe>> MakeCudaStallProbe(int) { return UnimplementedError("no CUDA"); }
 Status ArmCudaStallProbe(StallProbe&, int, void*) { return UnimplementedError("no CUDA"); }
 
-}  // namespace stoker
+}  // namespace stoker::client

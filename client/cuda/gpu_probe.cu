@@ -5,7 +5,7 @@
 
 #include "client/cuda/gpu_probe.h"
 
-namespace stoker {
+namespace stoker::client {
 
 bool BuiltWithCuda() { return true; }
 
@@ -38,4 +38,4 @@ std::vector<GpuDevice> ListGpus(std::string* why) {
   return devices;
 }
 
-}  // namespace stoker
+}  // namespace stoker::client

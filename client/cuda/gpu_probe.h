@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace stoker {
+namespace stoker::client {
 
 struct GpuDevice {
   int ordinal = 0;
@@ -25,4 +25,4 @@ bool BuiltWithCuda();
 // The devices visible to this process; empty without CUDA or without a GPU (the reason goes to *why).
 std::vector<GpuDevice> ListGpus(std::string* why = nullptr);
 
-}  // namespace stoker
+}  // namespace stoker::client

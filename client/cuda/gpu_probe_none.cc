@@ -1,7 +1,7 @@
 // The probe in a build without CUDA: no devices, and a reason that says so.
 #include "client/cuda/gpu_probe.h"
 
-namespace stoker {
+namespace stoker::client {
 
 bool BuiltWithCuda() { return false; }
 
@@ -10,4 +10,4 @@ std::vector<GpuDevice> ListGpus(std::string* why) {
   return {};
 }
 
-}  // namespace stoker
+}  // namespace stoker::client

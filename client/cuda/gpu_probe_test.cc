@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-namespace stoker {
+namespace stoker::client {
 namespace {
 
 TEST(GpuProbe, ListsDevicesOrSkipsWithAReason) {
@@ -23,4 +23,4 @@ TEST(GpuProbe, ListsDevicesOrSkipsWithAReason) {
 }
 
 }  // namespace
-}  // namespace stoker
+}  // namespace stoker::client

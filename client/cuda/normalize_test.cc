@@ -15,7 +15,7 @@
 #include "client/cuda/normalize.h"
 #endif
 
-namespace stoker {
+namespace stoker::client {
 namespace {
 
 #ifdef STOKER_WITH_CUDA
@@ -76,4 +76,4 @@ TEST(ConvertKernel, MatchesTheHostReferenceBitForBitAndWritesEveryElement) {
 #endif
 
 }  // namespace
-}  // namespace stoker
+}  // namespace stoker::client

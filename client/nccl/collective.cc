@@ -15,7 +15,7 @@
 #include "client/cuda/cuda_handles.h"
 #include "base/logging.h"
 
-namespace stoker {
+namespace stoker::client {
 
 using cuda::CudaStatus;
 
@@ -327,4 +327,4 @@ Status CollectiveBuffers::WaitUnused(uint32_t i, Collective& collective) {
   return collective.WaitEvent(impl_->used[i].get());
 }
 
-}  // namespace stoker
+}  // namespace stoker::client

@@ -17,7 +17,7 @@
 #include "stoker/status.h"
 #include "stoker/loader.h"
 
-namespace stoker {
+namespace stoker::client {
 
 class Collective {
  public:
@@ -79,4 +79,4 @@ class CollectiveBuffers {
 
 StatusOr<std::string> NewNcclIdHex();
 
-}  // namespace stoker
+}  // namespace stoker::client

@@ -2,7 +2,7 @@
 // agreement fails to open, with the reason.
 #include "client/nccl/collective.h"
 
-namespace stoker {
+namespace stoker::client {
 
 namespace {
 Status NoNccl() {
@@ -39,4 +39,4 @@ Status CollectiveBuffers::WaitUnused(uint32_t, Collective&) { return NoNccl(); }
 
 StatusOr<std::string> NewNcclIdHex() { return NoNccl(); }
 
-}  // namespace stoker
+}  // namespace stoker::client

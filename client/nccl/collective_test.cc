@@ -18,7 +18,7 @@
 #include "tests/support/test_cluster.h"
 #include "tests/support/temp_dir.h"
 
-namespace stoker {
+namespace stoker::client {
 namespace {
 
 using testing::TempDir;
@@ -85,7 +85,7 @@ class CollectiveTest : public ::testing::Test {
     auto data = testing::MakeJpegDataset(dir_.path(), "jpegs", 70, 35);
     ASSERT_TRUE(data.ok()) << data.status().ToString();
     data_ = *data;
-    cluster_ = std::make_unique<LocalCluster>(testing::ClusterIn(dir_));
+    cluster_ = std::make_unique<tools::LocalCluster>(testing::ClusterIn(dir_));
     ASSERT_TRUE(cluster_->StartCoordinator().ok());
     for (int i = 0; i < 2; ++i) ASSERT_TRUE(cluster_->StartWorker(2).ok());
   }
@@ -141,7 +141,7 @@ class CollectiveTest : public ::testing::Test {
 
   TempDir dir_;
   testing::TestDataset data_;
-  std::unique_ptr<LocalCluster> cluster_;
+  std::unique_ptr<tools::LocalCluster> cluster_;
 };
 
 TEST_F(CollectiveTest, TensorParallelFollowerGetsEveryBatchOfItsLeaderBitForBit) {
@@ -248,4 +248,4 @@ TEST_F(CollectiveTest, AMemberThatNeverArrivesFailsTheOthersWithinTheTimeout) {
 }
 
 }  // namespace
-}  // namespace stoker
+}  // namespace stoker::client

@@ -20,8 +20,8 @@
 
 namespace stoker {
 
-using internal::ClientCore;
-using internal::ReceivedBatch;
+using client::ClientCore;
+using client::ReceivedBatch;
 
 // ---- Batch -----------------------------------------------------------------------------------------------------
 
@@ -117,7 +117,7 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options, 
   client->core_ = core;
   client->rank_ = options.rank;
   try {  // the coordinator socket: out of descriptors (EMFILE) is an error for the caller, never std::terminate
-    client->io_ = std::make_unique<internal::IoThread>(options, std::move(security), core);
+    client->io_ = std::make_unique<client::IoThread>(options, std::move(security), core);
   } catch (const zmq::error_t& e) {
     return ResourceExhaustedError(std::string("cannot open the coordinator socket: ") + e.what());
   }
@@ -152,13 +152,13 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options, 
 }
 
 void Client::JoinMetrics(const ClientOptions& options) {
-  const std::string gpu_uuid = internal::GpuUuidForOrdinal(options.gpu);
+  const std::string gpu_uuid = client::GpuUuidForOrdinal(options.gpu);
   core_->labels = {{"pipeline", core_->spec.name},
                    {"rank", std::to_string(rank_)},
                    {"gpu", options.gpu >= 0 ? std::to_string(options.gpu) : "none"},
                    {"gpu_uuid", gpu_uuid}};
-  auto& process = internal::ClientProcess::Get();
-  metrics_member_ = process.Join(internal::MemberFor(core_, options.gpu, gpu_uuid));
+  auto& process = client::ClientProcess::Get();
+  metrics_member_ = process.Join(client::MemberFor(core_, options.gpu, gpu_uuid));
   std::string listen = options.metrics_listen;
   if (listen.empty()) {
     if (const char* env = std::getenv("STOKER_METRICS_LISTEN")) listen = env;
@@ -175,7 +175,7 @@ void Client::JoinMetrics(const ClientOptions& options) {
 }
 
 Client::~Client() {
-  if (metrics_member_ != 0) internal::ClientProcess::Get().Leave(metrics_member_);
+  if (metrics_member_ != 0) client::ClientProcess::Get().Leave(metrics_member_);
   io_.reset();  // joins the I/O thread, which withdraws credits and deregisters
   if (stage_thread_.joinable()) stage_thread_.join();  // the I/O thread's end set `closing`
 }

@@ -7,7 +7,7 @@
 
 #include <algorithm>
 
-namespace stoker::internal {
+namespace stoker::client {
 namespace {
 
 double UnixSeconds() {
@@ -358,4 +358,4 @@ Status ClientCore::Ready() const {
   return Status::Ok();
 }
 
-}  // namespace stoker::internal
+}  // namespace stoker::client

@@ -30,7 +30,7 @@
 #include "wire/transport_errors.h"
 #include "stoker/client.h"
 
-namespace stoker::internal {
+namespace stoker::client {
 
 struct ClientCore {
   // What Next() hands the Client: a batch, or the end of an epoch or of the job.
@@ -136,4 +136,4 @@ struct ClientCore {
 std::unique_ptr<ReceivedBatch> MakeReceivedBatch(BatchHeader header, uint64_t steps_per_epoch,
                                                  std::vector<zmq::message_t> payload, bool join_frames);
 
-}  // namespace stoker::internal
+}  // namespace stoker::client

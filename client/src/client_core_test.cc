@@ -6,7 +6,7 @@
 
 #include <thread>
 
-namespace stoker::internal {
+namespace stoker::client {
 namespace {
 
 class ClientCoreTest : public ::testing::Test {
@@ -248,4 +248,4 @@ TEST_F(ClientCoreTest, ReadinessFollowsTheCoordinatorsLastReplyOnTheClientsClock
 }
 
 }  // namespace
-}  // namespace stoker::internal
+}  // namespace stoker::client

@@ -7,7 +7,7 @@
 #include "base/json_writer.h"
 #include "base/logging.h"
 
-namespace stoker::internal {
+namespace stoker::client {
 
 ClientProcess& ClientProcess::Get() {
   static ClientProcess* process = new ClientProcess();  // never destroyed, see the header
@@ -249,4 +249,4 @@ std::string ClientStateJson(const ClientCore& c) {
   return j.str();
 }
 
-}  // namespace stoker::internal
+}  // namespace stoker::client

@@ -19,7 +19,7 @@
 #include "stoker/status.h"
 #include "base/sync.h"
 
-namespace stoker::internal {
+namespace stoker::client {
 
 class ClientProcess {
  public:
@@ -68,4 +68,4 @@ std::string ClientStateJson(const ClientCore& core);
 // The UUID of the GPU a CUDA ordinal names (from CUDA when built with it, else NVML), or "" if unknown.
 std::string GpuUuidForOrdinal(int ordinal);
 
-}  // namespace stoker::internal
+}  // namespace stoker::client

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstring>
 
-namespace stoker {
+namespace stoker::client {
 
 NormalizeConstants MakeNormalizeConstants(const OutputFormat& format) {
   NormalizeConstants k{};
@@ -111,4 +111,4 @@ void ConvertOnHost(const uint8_t* in, uint32_t n, uint32_t h, uint32_t w, const 
   }
 }
 
-}  // namespace stoker
+}  // namespace stoker::client

@@ -11,7 +11,7 @@
 
 #include "stoker/loader.h"
 
-namespace stoker {
+namespace stoker::client {
 
 // `in` holds n x h x w x 3 bytes; `out` has room for n x 3 x h x w elements of format.dtype.
 void ConvertOnHost(const uint8_t* in, uint32_t n, uint32_t h, uint32_t w, const OutputFormat& format, void* out);
@@ -29,4 +29,4 @@ uint16_t FloatToBFloat16Bits(float f);
 float HalfBitsToFloat(uint16_t h);
 float BFloat16BitsToFloat(uint16_t b);
 
-}  // namespace stoker
+}  // namespace stoker::client

@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-namespace stoker {
+namespace stoker::client {
 namespace {
 
 std::vector<uint8_t> RandomPixels(uint32_t n, uint32_t h, uint32_t w, uint32_t seed) {
@@ -131,4 +131,4 @@ TEST(OutputFormat, RefusesStdOfZeroAndNonFiniteMeans) {
 }
 
 }  // namespace
-}  // namespace stoker
+}  // namespace stoker::client

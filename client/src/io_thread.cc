@@ -13,7 +13,7 @@
 #include "base/logging.h"
 #include "wire/frames.h"
 
-namespace stoker::internal {
+namespace stoker::client {
 
 namespace {
 
@@ -469,4 +469,4 @@ void IoThread::WorkerCannotServe(const Status& error) {
   }
 }
 
-}  // namespace stoker::internal
+}  // namespace stoker::client

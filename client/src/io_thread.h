@@ -25,7 +25,7 @@
 #include "auth/keys.h"
 #include "stoker/client.h"
 
-namespace stoker::internal {
+namespace stoker::client {
 
 // The process's ZeroMQ context for clients: created on first use, never destroyed (a client's sockets may close
 // during static destruction). Its I/O threads: $STOKER_CLIENT_IO_THREADS, else one per four cores (1 to 8), so a
@@ -95,4 +95,4 @@ class IoThread {
   std::thread thread_;
 };
 
-}  // namespace stoker::internal
+}  // namespace stoker::client

@@ -24,7 +24,7 @@
 
 namespace stoker {
 
-using namespace internal;  // the Loader's private parts (client/src/loader_impl.h)
+using namespace client;  // the Loader's private parts (client/src/loader_impl.h)
 
 // ---- LoadedBatch ----------------------------------------------------------------------------------------------
 
@@ -112,10 +112,10 @@ Status Loader::Impl::Open() {
     if (client_options.gpu < 0) client_options.gpu = o.device;
     // Staging copies every batch once anyway, frame by frame: ask for 8 MiB frames (see payload_frame_bytes).
     if (client_options.payload_frame_bytes == 0) client_options.payload_frame_bytes = kStagedFrameBytes;
-    make_stager = [this](const JobSpec& spec) -> StatusOr<std::shared_ptr<internal::BatchStager>> {
+    make_stager = [this](const JobSpec& spec) -> StatusOr<std::shared_ptr<client::BatchStager>> {
       DeviceStage::Shape shape{spec.batch_size, spec.pipeline.output_height, spec.pipeline.output_width};
       STOKER_ASSIGN_OR_RETURN(stage_, DeviceStage::Create(options_.device, shape, options_.depth, options_.output));
-      return std::shared_ptr<internal::BatchStager>(stage_);
+      return std::shared_ptr<client::BatchStager>(stage_);
     };
   }
   STOKER_ASSIGN_OR_RETURN(client_, Client::Connect(client_options, make_stager));

@@ -16,7 +16,7 @@
 #include "stoker/loader.h"
 
 namespace stoker {
-namespace internal {
+namespace client {
 
 // Host path: converted batches live in `depth` buffers, position % depth, each held until its batch is released.
 struct HostBuffers {
@@ -72,11 +72,11 @@ inline size_t MetaBytes(uint32_t batch) {
   return (bytes + 15) & ~size_t{15};
 }
 
-}  // namespace internal
+}  // namespace client
 
 struct LoadedBatch::State {
   Batch batch;                          // the client's (invalid on a follower)
-  std::shared_ptr<DeviceStage> stage;   // null on the host path
+  std::shared_ptr<client::DeviceStage> stage;   // null on the host path
   size_t slot = 0;
   void* stream = nullptr;               // the consumer's stream at Next()
   BatchView view;
@@ -85,8 +85,8 @@ struct LoadedBatch::State {
   std::vector<int64_t> labels;          // a follower's host copies (the leader's come from `batch`)
   std::vector<uint64_t> sample_ids;
   std::vector<uint8_t> flags;
-  std::shared_ptr<internal::HostBuffers> host_buffers;      // host path with a conversion: buffer `slot` is ours
-  std::shared_ptr<internal::FollowerSlots> follower_slots;  // a follower: slot `slot` is ours
+  std::shared_ptr<client::HostBuffers> host_buffers;      // host path with a conversion: buffer `slot` is ours
+  std::shared_ptr<client::FollowerSlots> follower_slots;  // a follower: slot `slot` is ours
 };
 
 class Loader::Impl {
@@ -112,23 +112,23 @@ class Loader::Impl {
   StatusOr<LoaderDelivery> FetchAndAgree(void* stream, std::chrono::milliseconds timeout);
   StatusOr<LoaderDelivery> Deliver(Delivery d, void* stream);
   StatusOr<LoaderDelivery> FollowerNext(void* stream);
-  StatusOr<LoaderDelivery> ReceiveBatch(const internal::MetaHeader& h, const uint8_t* host, size_t slot, void* stream);
+  StatusOr<LoaderDelivery> ReceiveBatch(const client::MetaHeader& h, const uint8_t* host, size_t slot, void* stream);
   Status OpenLeaderMeta();
   Status OpenFollower();
   // Leader: tells the followers what this Next() returns (and sends the batch's bytes after it).
-  Status BroadcastMeta(internal::MetaKind kind, uint32_t epoch, const Status& error, const Batch* batch);
+  Status BroadcastMeta(client::MetaKind kind, uint32_t epoch, const Status& error, const Batch* batch);
   Status BroadcastHello();
 
   const LoaderOptions options_;
   const std::shared_ptr<const Clock> clock_;
   std::unique_ptr<Client> client_;          // not on a follower
   std::shared_ptr<StallProbe> probe_;       // GPU path
-  std::shared_ptr<DeviceStage> stage_;      // GPU path
-  std::shared_ptr<internal::HostBuffers> host_buffers_;     // host path, converting
-  std::shared_ptr<internal::FollowerSlots> follower_slots_;
+  std::shared_ptr<client::DeviceStage> stage_;      // GPU path
+  std::shared_ptr<client::HostBuffers> host_buffers_;     // host path, converting
+  std::shared_ptr<client::FollowerSlots> follower_slots_;
   uint64_t follower_batches_ = 0;           // a follower's batches so far: its slot is this % depth
-  std::unique_ptr<Collective> tensor_parallel_, agreement_;
-  std::unique_ptr<CollectiveBuffers> meta_;  // tensor parallel: one per depth, metadata of one delivery
+  std::unique_ptr<client::Collective> tensor_parallel_, agreement_;
+  std::unique_ptr<client::CollectiveBuffers> meta_;  // tensor parallel: one per depth, metadata of one delivery
   uint64_t meta_sequence_ = 0;
   JobSpec spec_;
   uint64_t steps_ = 0;

@@ -10,7 +10,7 @@
 
 namespace stoker {
 
-using namespace internal;  // the Loader's private parts (client/src/loader_impl.h)
+using namespace client;  // the Loader's private parts (client/src/loader_impl.h)
 
 Status Loader::Impl::BroadcastHello() {
   STOKER_ASSIGN_OR_RETURN(auto hello, CollectiveBuffers::Allocate(options_.device, kHelloBytes, 1));
@@ -138,7 +138,7 @@ StatusOr<LoaderDelivery> Loader::Impl::FollowerNext(void* stream) {
 
 // After the leader's metadata said "a batch": its raw bytes into the follower's slot, converted there, and the
 // consumer's stream made to wait for them. A failure here aborts the group: its broadcasts are out of step.
-StatusOr<LoaderDelivery> Loader::Impl::ReceiveBatch(const internal::MetaHeader& h, const uint8_t* host, size_t slot,
+StatusOr<LoaderDelivery> Loader::Impl::ReceiveBatch(const client::MetaHeader& h, const uint8_t* host, size_t slot,
                                                     void* stream) {
   auto state = std::make_unique<LoadedBatch::State>();
   state->slot = slot;

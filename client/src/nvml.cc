@@ -26,7 +26,7 @@ struct nvmlMemory_t {
 };
 }  // extern "C"
 
-namespace stoker {
+namespace stoker::client {
 namespace {
 
 using nvmlReturn_t = int;
@@ -174,4 +174,4 @@ StatusOr<std::string> Nvml::UuidForCudaOrdinal(int ordinal) const {
   return r.uuid;
 }
 
-}  // namespace stoker
+}  // namespace stoker::client

@@ -14,7 +14,7 @@
 
 #include "stoker/status.h"
 
-namespace stoker {
+namespace stoker::client {
 
 struct NvmlDeviceReading {
   std::string uuid;            // "GPU-…": joins dcgm-exporter's UUID label
@@ -46,4 +46,4 @@ class Nvml {
   std::unique_ptr<Api> api_;
 };
 
-}  // namespace stoker
+}  // namespace stoker::client

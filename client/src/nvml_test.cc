@@ -6,7 +6,7 @@
 
 #include <cstdlib>
 
-namespace stoker {
+namespace stoker::client {
 namespace {
 
 constexpr const char* kUuid0 = "GPU-0fa4e000-0000-4000-8000-000000000000";
@@ -65,4 +65,4 @@ TEST_F(NvmlTest, AMissingLibraryIsUnavailableWithTheReason) {
 }
 
 }  // namespace
-}  // namespace stoker
+}  // namespace stoker::client

@@ -13,7 +13,7 @@
 
 #include "stoker/status.h"
 
-namespace stoker::internal {
+namespace stoker::client {
 
 struct ReceivedBatch {
   uint32_t epoch = 0;
@@ -71,4 +71,4 @@ class BatchStager {
   virtual Status Stage(size_t slot, ReceivedBatch& batch, StageReport* report) = 0;
 };
 
-}  // namespace stoker::internal
+}  // namespace stoker::client

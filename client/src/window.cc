@@ -3,7 +3,7 @@
 
 #include "stoker/check.h"
 
-namespace stoker::internal {
+namespace stoker::client {
 
 PrefetchWindow::PrefetchWindow(uint32_t size, uint64_t start)
     : size_(size),
@@ -154,4 +154,4 @@ const char* OutcomeName(PrefetchWindow::Outcome outcome) {
   return "unknown";
 }
 
-}  // namespace stoker::internal
+}  // namespace stoker::client

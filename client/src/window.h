@@ -30,7 +30,7 @@
 #include "base/json_writer.h"
 #include "dataset/plan.h"
 
-namespace stoker::internal {
+namespace stoker::client {
 
 class PrefetchWindow {
  public:
@@ -102,4 +102,4 @@ class PrefetchWindow {
 
 const char* OutcomeName(PrefetchWindow::Outcome outcome);
 
-}  // namespace stoker::internal
+}  // namespace stoker::client

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-namespace stoker::internal {
+namespace stoker::client {
 namespace {
 
 using Outcome = PrefetchWindow::Outcome;
@@ -144,4 +144,4 @@ TEST_F(PrefetchWindowTest, ANewCoordinatorSessionForgetsTheAttemptsOfTheOldOne) 
 }
 
 }  // namespace
-}  // namespace stoker::internal
+}  // namespace stoker::client

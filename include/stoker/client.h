@@ -89,12 +89,12 @@ struct ClientOptions {
   uint32_t max_workers = 512;  // worker connections held at once: each is a file descriptor
 };
 
-namespace internal {
+namespace client {
 struct ClientCore;
 struct ReceivedBatch;
 class BatchStager;
 class IoThread;
-}  // namespace internal
+}  // namespace client
 
 // One batch of one rank: `size()` samples, uint8 RGB pixels in NHWC order, int64 labels, sample ids and flags.
 // Move-only. Destroying it (or Release()) returns its slot so the next batch can be prefetched.
@@ -132,9 +132,9 @@ class Batch {
  private:
   friend class Client;
   friend class Loader;
-  Batch(std::shared_ptr<internal::ClientCore> core, std::unique_ptr<internal::ReceivedBatch> data);
-  std::shared_ptr<internal::ClientCore> core_;
-  std::unique_ptr<internal::ReceivedBatch> data_;
+  Batch(std::shared_ptr<client::ClientCore> core, std::unique_ptr<client::ReceivedBatch> data);
+  std::shared_ptr<client::ClientCore> core_;
+  std::unique_ptr<client::ReceivedBatch> data_;
 };
 
 struct Delivery {
@@ -199,7 +199,7 @@ class Client {
 
  private:
   friend class Loader;  // stoker/loader.h: the GPU path stages batches through a BatchStager
-  using StagerFactory = std::function<StatusOr<std::shared_ptr<internal::BatchStager>>(const JobSpec& spec)>;
+  using StagerFactory = std::function<StatusOr<std::shared_ptr<client::BatchStager>>(const JobSpec& spec)>;
   static StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options, const StagerFactory& make_stager);
   // Hands back the batch Next() returned last, unreleased: the next Next() returns it again (a stop agreed by
   // every rank before this batch was used). Checkpoint() then names it as the next batch.
@@ -207,8 +207,8 @@ class Client {
 
   Client() = default;
   uint32_t rank_ = 0;
-  std::shared_ptr<internal::ClientCore> core_;
-  std::unique_ptr<internal::IoThread> io_;
+  std::shared_ptr<client::ClientCore> core_;
+  std::unique_ptr<client::IoThread> io_;
   std::thread stage_thread_;  // with a stager only
   void JoinMetrics(const ClientOptions& options);
   uint64_t metrics_member_ = 0;  // in the process's ClientProcess, 0 if none

@@ -123,24 +123,24 @@ void Jpegs(const std::string& dir) {
   const std::string crop("\x10\x00\x10\x00\x40\x00\x40\x00\x20", 9);
   for (int i = 0; i < 3; ++i) {
     int w = 0, h = 0;
-    std::vector<uint8_t> rgb = SyntheticImage(i, &w, &h);
+    std::vector<uint8_t> rgb = datagen::SyntheticImage(i, &w, &h);
     // Small seeds keep the fuzzer fast: a 64x48 corner of the synthetic image.
     std::vector<uint8_t> small;
     for (int y = 0; y < 48; ++y) small.insert(small.end(), rgb.begin() + y * w * 3, rgb.begin() + y * w * 3 + 64 * 3);
-    auto jpeg = EncodeJpeg(small.data(), 64, 48, JpegEncodeOptions{90, i != 1});
+    auto jpeg = datagen::EncodeJpeg(small.data(), 64, 48, datagen::JpegEncodeOptions{90, i != 1});
     if (!jpeg.ok()) continue;
     Write(dir, "image-" + std::to_string(i) + ".jpg", *jpeg + '\x00' + crop);
     Write(dir, "pipeline-" + std::to_string(i) + ".jpg", *jpeg + static_cast<char>(1 | (i << 1)) + crop);
   }
   // CMYK and YCCK (print workflows' JPEGs), through the region decoder and the pipeline: their own branch.
   int w = 0, h = 0;
-  std::vector<uint8_t> rgb = SyntheticImage(3, &w, &h);
+  std::vector<uint8_t> rgb = datagen::SyntheticImage(3, &w, &h);
   std::vector<uint8_t> small;
   for (int y = 0; y < 48; ++y) small.insert(small.end(), rgb.begin() + y * w * 3, rgb.begin() + y * w * 3 + 64 * 3);
   for (auto [name, space, full_chroma] :
-       {std::tuple{"cmyk", JpegEncodeOptions::ColourSpace::kCmyk, true},
-        std::tuple{"ycck", JpegEncodeOptions::ColourSpace::kYcck, false}}) {
-    auto jpeg = EncodeJpeg(small.data(), 64, 48, {.quality = 90, .chroma_444 = full_chroma, .colour_space = space});
+       {std::tuple{"cmyk", datagen::JpegEncodeOptions::ColourSpace::kCmyk, true},
+        std::tuple{"ycck", datagen::JpegEncodeOptions::ColourSpace::kYcck, false}}) {
+    auto jpeg = datagen::EncodeJpeg(small.data(), 64, 48, {.quality = 90, .chroma_444 = full_chroma, .colour_space = space});
     if (!jpeg.ok()) continue;
     Write(dir, std::string("image-") + name + ".jpg", *jpeg + '\x00' + crop);
     Write(dir, std::string("pipeline-") + name + ".jpg", *jpeg + '\x01' + crop);

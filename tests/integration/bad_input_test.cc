@@ -28,7 +28,7 @@ namespace {
 // Runs a command to completion; returns its exit code and what it printed.
 std::pair<int, std::string> RunCommand(const std::vector<std::string>& argv, const TempDir& dir, const std::string& name) {
   std::string log = dir.Join(name + ".out");
-  auto p = Subprocess::Start(argv, log);
+  auto p = tools::Subprocess::Start(argv, log);
   if (!p.ok()) return {-1, p.status().ToString()};
   auto code = p->Wait(std::chrono::seconds(60));
   std::ifstream in(log);
@@ -52,7 +52,7 @@ TEST(BadInput, DamagedSamplesAreQuarantinedByIdAndNothingElseIsLost) {
   TempDir dir;
   auto data = MakeDamagedDataset(dir.path(), 30);
   ASSERT_TRUE(data.ok()) << data.status().ToString();
-  LocalCluster cluster(ClusterIn(dir));
+  tools::LocalCluster cluster(ClusterIn(dir));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   ASSERT_TRUE(cluster.StartWorker(2).ok());
   JobSpec spec = SpecFor("damaged", *data, 1, 6);
@@ -65,7 +65,7 @@ TEST(BadInput, DamagedSamplesAreQuarantinedByIdAndNothingElseIsLost) {
   auto verdict = CheckLogs(spec, data->samples, {cluster.ConsumerLog(0)});
   ASSERT_TRUE(verdict.ok()) << verdict.status().ToString();
   ASSERT_TRUE(verdict->ok()) << verdict->Describe();  // nothing lost, duplicated or corrupt
-  const EpochVerdict& e = verdict->epochs[0];
+  const tools::EpochVerdict& e = verdict->epochs[0];
   std::vector<uint64_t> expected;
   for (const char* key : {"bad/corrupt", "bad/truncated", "bad/nolabel", "bad/notimage", "bad/cut"}) {
     ASSERT_TRUE(data->id_by_key.count(key)) << key;
@@ -92,11 +92,11 @@ TEST(BadInput, DamagedSamplesAreQuarantinedByIdAndNothingElseIsLost) {
       {"bad/truncated", "decode_error"}, {"bad/nolabel", "missing_label"}, {"bad/notimage", "unsupported_format"},
       {"bad/cut", "truncated"}};
   PosixEnv env;
-  auto delivered = ReadDeliveryLog(env, cluster.ConsumerLog(0));
+  auto delivered = tools::ReadDeliveryLog(env, cluster.ConsumerLog(0));
   ASSERT_TRUE(delivered.ok());
   std::map<std::string, uint64_t> by_reason;
   uint64_t quarantined = 0;
-  for (const LoggedBatch& b : *delivered) {
+  for (const tools::LoggedBatch& b : *delivered) {
     for (uint64_t id : b.batch.sample_ids) {
       for (const auto& [key, reason] : reason_of) {
         const bool hit = data->id_by_key.at(key) == id;
@@ -120,11 +120,11 @@ TEST(BadInput, DamagedSamplesAreQuarantinedByIdAndNothingElseIsLost) {
 // One bomb among 15 good JPEGs, fed to one rank by one single-thread worker for `epochs` epochs: every epoch must
 // be exact with the bomb (its key "bad/bomb", its file `bomb_name`) quarantined, and the coordinator must report
 // it with one of `reasons`. The cluster stays up for the caller's further checks.
-void ExpectBombQuarantined(const TempDir& dir, LocalCluster& cluster, const std::string& bomb_name,
+void ExpectBombQuarantined(const TempDir& dir, tools::LocalCluster& cluster, const std::string& bomb_name,
                            const std::string& bomb, uint32_t epochs, const std::vector<std::string>& reasons) {
   TarWriter tar;
   for (int i = 0; i < 15; ++i) {
-    auto jpeg = SyntheticJpeg(i);
+    auto jpeg = datagen::SyntheticJpeg(i);
     ASSERT_TRUE(jpeg.ok());
     tar.Add("good/" + std::to_string(i) + ".jpg", *jpeg);
     tar.Add("good/" + std::to_string(i) + ".cls", std::to_string(i % 3) + "\n");
@@ -146,7 +146,7 @@ void ExpectBombQuarantined(const TempDir& dir, LocalCluster& cluster, const std:
   auto verdict = CheckLogs(spec, data->samples, {cluster.ConsumerLog(0)});
   ASSERT_TRUE(verdict.ok()) << verdict.status().ToString();
   ASSERT_TRUE(verdict->ok()) << verdict->Describe();
-  for (const EpochVerdict& e : verdict->epochs) EXPECT_EQ(e.quarantined_ids, std::vector<uint64_t>{bomb_id});
+  for (const tools::EpochVerdict& e : verdict->epochs) EXPECT_EQ(e.quarantined_ids, std::vector<uint64_t>{bomb_id});
   const std::string log = cluster.ReadLog("coordinator");
   bool reported = false;
   for (const std::string& reason : reasons) {
@@ -160,10 +160,10 @@ void ExpectBombQuarantined(const TempDir& dir, LocalCluster& cluster, const std:
 TEST(BadInput, AScanBombIsQuarantinedEveryEpochAndDecodedOnce) {
   TempDir dir;
   int w = 0, h = 0;
-  std::vector<uint8_t> rgb = SyntheticImage(99, &w, &h);
-  auto bomb = EncodeJpeg(rgb.data(), w, h, {90, true, JpegEncodeOptions::Progression::kEveryBit});
+  std::vector<uint8_t> rgb = datagen::SyntheticImage(99, &w, &h);
+  auto bomb = datagen::EncodeJpeg(rgb.data(), w, h, {90, true, datagen::JpegEncodeOptions::Progression::kEveryBit});
   ASSERT_TRUE(bomb.ok()) << bomb.status().ToString();
-  LocalCluster cluster(ClusterIn(dir));
+  tools::LocalCluster cluster(ClusterIn(dir));
   ExpectBombQuarantined(dir, cluster, "bomb.jpg", *bomb, 3, {"decode_limit"});
   auto remembered = ScrapeMetric(cluster.worker_metrics(0), "stoker_worker_quarantined_remembered_total");
   ASSERT_TRUE(remembered.ok()) << remembered.status().ToString();
@@ -176,7 +176,7 @@ TEST(BadInput, AScanBombIsQuarantinedEveryEpochAndDecodedOnce) {
 // build without OpenCV imgcodecs never decodes it: unsupported_format).
 TEST(BadInput, APixelBombInAnotherFormatIsAQuarantinedLimit) {
   TempDir dir;
-  LocalCluster cluster(ClusterIn(dir));
+  tools::LocalCluster cluster(ClusterIn(dir));
   ExpectBombQuarantined(dir, cluster, "bomb.pbm", std::string("P4\n30000 30000\n") + std::string(64, '\xff'), 1,
                         {"decode_limit", "unsupported_format"});
 }
@@ -186,7 +186,7 @@ TEST(BadInput, ShardMissingAtRunTimeIsQuarantinedNotFatal) {
   auto data = MakeJpegDataset(dir.path(), "jpegs", 40, 20);
   ASSERT_TRUE(data.ok()) << data.status().ToString();
   std::filesystem::remove(dir.Join("jpegs/shard-000001.tar"));  // samples 20..39 are gone after indexing
-  LocalCluster cluster(ClusterIn(dir));
+  tools::LocalCluster cluster(ClusterIn(dir));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   ASSERT_TRUE(cluster.StartWorker(2).ok());
   JobSpec spec = SpecFor("missing", *data, 2, 5);
@@ -207,7 +207,7 @@ TEST(BadInput, UnknownJobHeldRankAndMismatchedSpecAreRefusedClearly) {
   TempDir dir;
   auto data = MakeJpegDataset(dir.path(), "jpegs", 40, 40);
   ASSERT_TRUE(data.ok()) << data.status().ToString();
-  LocalCluster cluster(ClusterIn(dir));
+  tools::LocalCluster cluster(ClusterIn(dir));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   ASSERT_TRUE(cluster.StartWorker().ok());
   std::string stoker = BinaryDirectory() + "/stoker";
@@ -225,11 +225,11 @@ TEST(BadInput, UnknownJobHeldRankAndMismatchedSpecAreRefusedClearly) {
   auto holder = cluster.StartConsumer("holder", spec, 0, {"--hold-ms", "60000", "--max-batches", "1"});
   ASSERT_TRUE(holder.ok());
   // Once the holder has logged a batch it certainly holds the rank.
-  ASSERT_TRUE(WaitForFile(cluster.ConsumerLog(*holder), std::chrono::seconds(60), &cluster.consumer(*holder)).ok())
+  ASSERT_TRUE(tools::WaitForFile(cluster.ConsumerLog(*holder), std::chrono::seconds(60), &cluster.consumer(*holder)).ok())
       << cluster.ReadLog("consumer-holder.stderr");
   const std::vector<std::string> keys = cluster.SecurityFlags(Role::kClient);
   std::vector<std::string> second = {stoker, "consume", "--coordinator", ep, "--rank", "0"};
-  for (const auto& f : JobFlags(spec)) second.push_back(f);
+  for (const auto& f : tools::JobFlags(spec)) second.push_back(f);
   second.insert(second.end(), keys.begin(), keys.end());
   auto held = RunCommand(second, dir, "second");
   EXPECT_EQ(held.first, 1);
@@ -239,7 +239,7 @@ TEST(BadInput, UnknownJobHeldRankAndMismatchedSpecAreRefusedClearly) {
   JobSpec different = spec;
   different.batch_size = 5;
   std::vector<std::string> mismatch = {stoker, "consume", "--coordinator", ep, "--rank", "1"};
-  for (const auto& f : JobFlags(different)) mismatch.push_back(f);
+  for (const auto& f : tools::JobFlags(different)) mismatch.push_back(f);
   mismatch.insert(mismatch.end(), keys.begin(), keys.end());
   auto [mismatch_code, mismatch_out] = RunCommand(mismatch, dir, "mismatch");
   EXPECT_EQ(mismatch_code, 1);
@@ -250,7 +250,7 @@ TEST(BadInput, UnknownJobHeldRankAndMismatchedSpecAreRefusedClearly) {
   nomanifest.name = "nomanifest";
   nomanifest.manifest_path = dir.Join("absent.stoker");
   std::vector<std::string> missing = {stoker, "consume", "--coordinator", ep, "--rank", "0"};
-  for (const auto& f : JobFlags(nomanifest)) missing.push_back(f);
+  for (const auto& f : tools::JobFlags(nomanifest)) missing.push_back(f);
   missing.insert(missing.end(), keys.begin(), keys.end());
   auto [missing_code, missing_out] = RunCommand(missing, dir, "missing");
   EXPECT_EQ(missing_code, 1);
@@ -276,7 +276,7 @@ TEST(BadInput, IndexRefusesMissingAndUnrecognisedPaths) {
 // malformed frames are answered or dropped, counted, and nothing breaks.
 TEST(BadInput, ServersRejectGarbageAndUnknownJobsOnTheWire) {
   TempDir dir;
-  LocalCluster cluster(ClusterIn(dir));
+  tools::LocalCluster cluster(ClusterIn(dir));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   ASSERT_TRUE(cluster.StartWorker().ok());
   zmq::context_t context;

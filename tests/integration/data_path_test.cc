@@ -33,7 +33,7 @@ JobSpec Spec(const std::string& name, const TestDataset& data, uint32_t ranks, u
 }
 
 // Runs one consumer per rank to the end of the job and returns the verdict on their logs.
-RunVerdict RunJob(LocalCluster& cluster, const JobSpec& spec, const TestDataset& data, const std::string& tag) {
+RunVerdict RunJob(tools::LocalCluster& cluster, const JobSpec& spec, const TestDataset& data, const std::string& tag) {
   auto verdict = RunJobToEnd(cluster, spec, data.samples, tag, kRunTimeout);
   EXPECT_TRUE(verdict.ok()) << verdict.status().ToString();
   return verdict.ok() ? *verdict : RunVerdict{};
@@ -43,7 +43,7 @@ TEST(DataPath, ThreeWorkersTwoClientsDeliverEveryPlannedSampleExactlyOnce) {
   TempDir dir;
   auto data = MakeJpegDataset(dir.path(), "jpegs", 150, 40);
   ASSERT_TRUE(data.ok()) << data.status().ToString();
-  LocalCluster cluster(ClusterIn(dir));
+  tools::LocalCluster cluster(ClusterIn(dir));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(cluster.StartWorker().ok());
   // 150 samples, 2 ranks x 8: 9 steps per epoch, 144 samples delivered, 6 dropped (a different 6 each epoch).
@@ -51,7 +51,7 @@ TEST(DataPath, ThreeWorkersTwoClientsDeliverEveryPlannedSampleExactlyOnce) {
   RunVerdict v = RunJob(cluster, spec, *data, "exact");
   ASSERT_TRUE(v.ok()) << v.Describe();
   ASSERT_EQ(v.steps_per_epoch, 9u);
-  for (const EpochVerdict& e : v.epochs) {
+  for (const tools::EpochVerdict& e : v.epochs) {
     EXPECT_EQ(e.delivered, 144u);
     EXPECT_EQ(e.batches_per_rank, (std::vector<uint64_t>{9, 9}));
     EXPECT_EQ(e.quarantined, 0u);
@@ -78,7 +78,7 @@ TEST(DataPath, PaddedRemainderGivesThreeRanksTheSameNumberOfSteps) {
   TempDir dir;
   auto data = MakeJpegDataset(dir.path(), "jpegs", 100, 30);
   ASSERT_TRUE(data.ok()) << data.status().ToString();
-  LocalCluster cluster(ClusterIn(dir));
+  tools::LocalCluster cluster(ClusterIn(dir));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   for (int i = 0; i < 2; ++i) ASSERT_TRUE(cluster.StartWorker().ok());
   // 100 samples, 3 ranks x 7 = 21 per step: 5 steps, 105 positions, the last 5 padding.
@@ -96,7 +96,7 @@ TEST(DataPath, SameSeedGivesIdenticalBatchBytesWhicheverWorkersMakeThem) {
   TempDir dir;
   auto data = MakeJpegDataset(dir.path(), "jpegs", 64, 32);
   ASSERT_TRUE(data.ok()) << data.status().ToString();
-  LocalCluster cluster(ClusterIn(dir));
+  tools::LocalCluster cluster(ClusterIn(dir));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   ASSERT_TRUE(cluster.StartWorker(1).ok());
   JobSpec first = Spec("seed-a", *data, 2, 4, 2, Remainder::kDrop);

@@ -87,9 +87,9 @@ uint16_t FreePort() {
 }
 
 // Starts a worker whose data port clients reach only through `proxy` (which it advertises). Returns its index.
-StatusOr<size_t> StartWorkerBehind(LocalCluster& cluster, std::unique_ptr<TcpProxy>* proxy) {
+StatusOr<size_t> StartWorkerBehind(tools::LocalCluster& cluster, std::unique_ptr<tools::TcpProxy>* proxy) {
   const std::string listen = "tcp://127.0.0.1:" + std::to_string(FreePort());
-  STOKER_ASSIGN_OR_RETURN(*proxy, TcpProxy::Start(listen));
+  STOKER_ASSIGN_OR_RETURN(*proxy, tools::TcpProxy::Start(listen));
   return cluster.StartWorker(1, {"--listen", listen, "--advertise", (*proxy)->endpoint()});
 }
 
@@ -115,15 +115,15 @@ TEST(Durability, AFullJournalVolumePausesTheCoordinatorAndNothingIsLost) {
   if (!volume) GTEST_SKIP() << "cannot mount a tmpfs here (" << std::strerror(errno) << "): needs root";
   auto data = MakeJpegDataset(dir.path(), "jpegs", 96, 32);
   ASSERT_TRUE(data.ok()) << data.status().ToString();
-  LocalClusterOptions options = ClusterIn(dir, {"--journal", volume->Join("coordinator.journal")});
+  tools::LocalClusterOptions options = ClusterIn(dir, {"--journal", volume->Join("coordinator.journal")});
   options.journal = false;  // on the small volume instead
-  LocalCluster cluster(options);
+  tools::LocalCluster cluster(options);
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   ASSERT_TRUE(cluster.StartWorker().ok());
   JobSpec spec = SpecOver("full", *data, 1, 8, 4);
   auto consumer = cluster.StartConsumer("victim", spec, 0, {"--hold-ms", "50"});
   ASSERT_TRUE(consumer.ok());
-  ASSERT_TRUE(WaitForFile(cluster.ConsumerLog(*consumer), seconds(60), &cluster.consumer(*consumer)).ok());
+  ASSERT_TRUE(tools::WaitForFile(cluster.ConsumerLog(*consumer), seconds(60), &cluster.consumer(*consumer)).ok());
 
   const std::string filler = volume->Fill();
   const std::string metrics = cluster.coordinator_metrics();
@@ -157,16 +157,16 @@ TEST(Durability, AClientCutOffFromAWorkerGetsItsUnitsElsewhereAndDropsTheLateOne
   TempDir dir;
   auto data = MakeJpegDataset(dir.path(), "jpegs", 96, 32);
   ASSERT_TRUE(data.ok()) << data.status().ToString();
-  LocalCluster cluster(ClusterIn(dir, {"--ack-timeout", "1500ms"}));
+  tools::LocalCluster cluster(ClusterIn(dir, {"--ack-timeout", "1500ms"}));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
-  std::unique_ptr<TcpProxy> proxy;
+  std::unique_ptr<tools::TcpProxy> proxy;
   auto cut = StartWorkerBehind(cluster, &proxy);
   ASSERT_TRUE(cut.ok()) << cut.status().ToString();
   ASSERT_TRUE(cluster.StartWorker().ok());
   JobSpec spec = SpecOver("partition", *data, 1, 8, 4);
   auto consumer = cluster.StartConsumer("victim", spec, 0, {"--hold-ms", "40"});
   ASSERT_TRUE(consumer.ok());
-  ASSERT_TRUE(WaitForLines(cluster.ConsumerLog(*consumer), 3 * 8, std::chrono::seconds(60),
+  ASSERT_TRUE(tools::WaitForLines(cluster.ConsumerLog(*consumer), 3 * 8, std::chrono::seconds(60),
                            &cluster.consumer(*consumer)).ok());
   proxy->Blackhole();
   Status released = WaitForMetric(cluster.coordinator_metrics(),
@@ -187,9 +187,9 @@ TEST(Durability, RepeatedResetsOfADataConnectionLoseNothing) {
   TempDir dir;
   auto data = MakeJpegDataset(dir.path(), "jpegs", 96, 32);
   ASSERT_TRUE(data.ok()) << data.status().ToString();
-  LocalCluster cluster(ClusterIn(dir, {"--ack-timeout", "1500ms"}));
+  tools::LocalCluster cluster(ClusterIn(dir, {"--ack-timeout", "1500ms"}));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
-  std::unique_ptr<TcpProxy> proxy;
+  std::unique_ptr<tools::TcpProxy> proxy;
   ASSERT_TRUE(StartWorkerBehind(cluster, &proxy).ok());
   JobSpec spec = SpecOver("resets", *data, 1, 8, 3);
   auto consumer = cluster.StartConsumer("victim", spec, 0, {"--hold-ms", "20"});
@@ -214,13 +214,13 @@ TEST(Durability, OversizedFramesAndExtraFramesFromKeyHoldersAreRefused) {
   TempDir dir;
   auto data = MakeJpegDataset(dir.path(), "jpegs", 96, 32);
   ASSERT_TRUE(data.ok()) << data.status().ToString();
-  LocalCluster cluster(ClusterIn(dir));
+  tools::LocalCluster cluster(ClusterIn(dir));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   ASSERT_TRUE(cluster.StartWorker().ok());
   JobSpec spec = SpecOver("frames", *data, 1, 8, 2);
   auto consumer = cluster.StartConsumer("victim", spec, 0, {"--hold-ms", "30"});
   ASSERT_TRUE(consumer.ok());
-  ASSERT_TRUE(WaitForFile(cluster.ConsumerLog(*consumer), std::chrono::seconds(60), &cluster.consumer(*consumer)).ok());
+  ASSERT_TRUE(tools::WaitForFile(cluster.ConsumerLog(*consumer), std::chrono::seconds(60), &cluster.consumer(*consumer)).ok());
 
   auto worker_key = ReadKey(cluster.keyring().worker_key);
   auto client_key = ReadKey(cluster.keyring().client_key);
@@ -259,17 +259,17 @@ TEST(Durability, ACoordinatorBackAtAnotherAddressIsFoundAgainByName) {
   auto data = MakeJpegDataset(dir.path(), "jpegs", 96, 32);
   ASSERT_TRUE(data.ok()) << data.status().ToString();
   const std::string hosts = dir.Write("hosts", "127.0.0.1 stoker-coordinator.test\n");
-  LocalClusterOptions options = ClusterIn(dir);
+  tools::LocalClusterOptions options = ClusterIn(dir);
   options.coordinator_name = "stoker-coordinator.test";
   options.peer_prefix = {"unshare", "--mount", "--", "sh", "-c", "mount --bind \"$0\" /etc/hosts && exec \"$@\"",
                          hosts};
-  LocalCluster cluster(options);
+  tools::LocalCluster cluster(options);
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   ASSERT_TRUE(cluster.StartWorker().ok()) << cluster.ReadLog("worker-0");
   JobSpec spec = SpecOver("moved", *data, 1, 8, 4);
   auto consumer = cluster.StartConsumer("victim", spec, 0, {"--hold-ms", "40"});
   ASSERT_TRUE(consumer.ok());
-  ASSERT_TRUE(WaitForLines(cluster.ConsumerLog(*consumer), 2 * 8, std::chrono::seconds(60),
+  ASSERT_TRUE(tools::WaitForLines(cluster.ConsumerLog(*consumer), 2 * 8, std::chrono::seconds(60),
                            &cluster.consumer(*consumer)).ok())
       << cluster.ConsumerOutput(*consumer);
   {

@@ -49,7 +49,7 @@ class FaultTest : public ::testing::Test {
   }
 
   // Starts one slow consumer per rank ("training" takes `hold_ms` per batch) so faults land mid-run.
-  std::vector<size_t> StartConsumers(LocalCluster& cluster, const JobSpec& spec, const std::string& tag,
+  std::vector<size_t> StartConsumers(tools::LocalCluster& cluster, const JobSpec& spec, const std::string& tag,
                                      uint32_t hold_ms = 30, std::vector<std::string> extra = {}) {
     std::vector<size_t> ids;
     for (uint32_t r = 0; r < spec.world_size; ++r) {
@@ -63,7 +63,7 @@ class FaultTest : public ::testing::Test {
   }
 
   // Waits for the consumers, then judges their logs: every epoch exact and balanced.
-  RunVerdict Finish(LocalCluster& cluster, const JobSpec& spec, const std::vector<size_t>& consumers) {
+  RunVerdict Finish(tools::LocalCluster& cluster, const JobSpec& spec, const std::vector<size_t>& consumers) {
     auto codes = cluster.WaitForConsumers(kRunTimeout);
     EXPECT_TRUE(codes.ok()) << codes.status().ToString();
     std::vector<std::string> logs;
@@ -84,12 +84,12 @@ class FaultTest : public ::testing::Test {
 
 // 1. kill -9 a worker mid-unit: its leases expire and go to the others under new attempts.
 TEST_F(FaultTest, WorkerKilledMidUnit) {
-  LocalCluster cluster(ClusterIn(dir_));
+  tools::LocalCluster cluster(ClusterIn(dir_));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(cluster.StartWorker().ok());
   JobSpec spec = Spec("kill", data_);
   auto consumers = StartConsumers(cluster, spec, "kill");
-  ASSERT_TRUE(WaitForLines(cluster.ConsumerLog(consumers[0]), 8, kWait, &cluster.consumer(consumers[0])).ok());
+  ASSERT_TRUE(tools::WaitForLines(cluster.ConsumerLog(consumers[0]), 8, kWait, &cluster.consumer(consumers[0])).ok());
   cluster.worker(0).Kill();
   Finish(cluster, spec, consumers);
   EXPECT_NE(cluster.ReadLog("coordinator").find("lost: no heartbeat"), std::string::npos);
@@ -99,12 +99,12 @@ TEST_F(FaultTest, WorkerKilledMidUnit) {
 // has to expire.
 TEST_F(FaultTest, WorkerTerminatedDrainsAndExitsZero) {
   // Long leases: on a loaded machine a late heartbeat must not pass for the expiry this test says never happens.
-  LocalCluster cluster(ClusterIn(dir_, {"--lease-ttl", "10s"}));
+  tools::LocalCluster cluster(ClusterIn(dir_, {"--lease-ttl", "10s"}));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   for (int i = 0; i < 2; ++i) ASSERT_TRUE(cluster.StartWorker().ok());
   JobSpec spec = Spec("term", data_);
   auto consumers = StartConsumers(cluster, spec, "term");
-  ASSERT_TRUE(WaitForLines(cluster.ConsumerLog(consumers[0]), 8, kWait, &cluster.consumer(consumers[0])).ok());
+  ASSERT_TRUE(tools::WaitForLines(cluster.ConsumerLog(consumers[0]), 8, kWait, &cluster.consumer(consumers[0])).ok());
   cluster.worker(0).Signal(SIGTERM);
   EXPECT_EQ(cluster.worker(0).Wait(std::chrono::seconds(30)), 0) << cluster.ReadLog("worker-0");
   EXPECT_NE(cluster.ReadLog("worker-0").find("drained and deregistered"), std::string::npos);
@@ -116,12 +116,12 @@ TEST_F(FaultTest, WorkerTerminatedDrainsAndExitsZero) {
 
 // 3. Scale 2 -> 6 -> 2 workers mid-epoch: newcomers get pending work only; leavers drain.
 TEST_F(FaultTest, ScaleUpAndDownMidEpoch) {
-  LocalCluster cluster(ClusterIn(dir_));
+  tools::LocalCluster cluster(ClusterIn(dir_));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   for (int i = 0; i < 2; ++i) ASSERT_TRUE(cluster.StartWorker().ok());
   JobSpec spec = Spec("scale", data_, 2, 4, 3);
   auto consumers = StartConsumers(cluster, spec, "scale", 20);
-  ASSERT_TRUE(WaitForLines(cluster.ConsumerLog(consumers[0]), 6, kWait, &cluster.consumer(consumers[0])).ok());
+  ASSERT_TRUE(tools::WaitForLines(cluster.ConsumerLog(consumers[0]), 6, kWait, &cluster.consumer(consumers[0])).ok());
   // The consumers wait (stopped) until the newcomers have joined: the whole job takes about a second, and on a fast
   // run it ended while the four were still starting, so none of them could take work (a failure seen in CI).
   for (size_t i : consumers) cluster.consumer(i).Signal(SIGSTOP);
@@ -138,7 +138,7 @@ TEST_F(FaultTest, ScaleUpAndDownMidEpoch) {
     }
   }
   ASSERT_TRUE(newcomer_sent) << cluster.ReadLog("coordinator");
-  ASSERT_TRUE(WaitForLines(cluster.ConsumerLog(consumers[0]), 20, kWait, &cluster.consumer(consumers[0])).ok());
+  ASSERT_TRUE(tools::WaitForLines(cluster.ConsumerLog(consumers[0]), 20, kWait, &cluster.consumer(consumers[0])).ok());
   for (size_t i = 2; i < 6; ++i) cluster.worker(i).Signal(SIGTERM);
   for (size_t i = 2; i < 6; ++i) EXPECT_EQ(cluster.worker(i).Wait(std::chrono::seconds(30)), 0);
   RunVerdict v = Finish(cluster, spec, consumers);
@@ -150,12 +150,12 @@ TEST_F(FaultTest, ScaleUpAndDownMidEpoch) {
 // 4. kill -9 the coordinator mid-epoch and restart it on its journal: workers and clients reconnect and carry
 // on; the training loop sees nothing but a pause.
 TEST_F(FaultTest, CoordinatorKilledAndRestartedOnItsJournal) {
-  LocalCluster cluster(ClusterIn(dir_));
+  tools::LocalCluster cluster(ClusterIn(dir_));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   for (int i = 0; i < 2; ++i) ASSERT_TRUE(cluster.StartWorker().ok());
   JobSpec spec = Spec("restart", data_);
   auto consumers = StartConsumers(cluster, spec, "restart");
-  ASSERT_TRUE(WaitForLines(cluster.ConsumerLog(consumers[0]), 8, kWait, &cluster.consumer(consumers[0])).ok());
+  ASSERT_TRUE(tools::WaitForLines(cluster.ConsumerLog(consumers[0]), 8, kWait, &cluster.consumer(consumers[0])).ok());
   ASSERT_TRUE(cluster.RestartCoordinator().ok());
   Finish(cluster, spec, consumers);
   std::string log = cluster.ReadLog("coordinator");
@@ -168,7 +168,7 @@ TEST_F(FaultTest, CoordinatorKilledAndRestartedOnItsJournal) {
 class CrashPointTest : public FaultTest, public ::testing::WithParamInterface<const char*> {};
 
 TEST_P(CrashPointTest, CoordinatorCrashAtAnyPointLosesNothing) {
-  LocalCluster cluster(ClusterIn(dir_));
+  tools::LocalCluster cluster(ClusterIn(dir_));
   ASSERT_TRUE(cluster.StartCoordinator({"--inject-crash", GetParam()}).ok());
   for (int i = 0; i < 2; ++i) ASSERT_TRUE(cluster.StartWorker().ok());
   JobSpec spec = Spec("crash", data_);
@@ -185,7 +185,7 @@ INSTANTIATE_TEST_SUITE_P(Points, CrashPointTest, ::testing::Values("synced:40", 
 
 // 6. A journal corrupt in the middle: the coordinator refuses to start and says where and what to do.
 TEST_F(FaultTest, CorruptJournalRefusesStart) {
-  LocalCluster cluster(ClusterIn(dir_));
+  tools::LocalCluster cluster(ClusterIn(dir_));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   ASSERT_TRUE(cluster.StartWorker().ok());
   JobSpec spec = Spec("journal", data_, 1, 8, 1);
@@ -213,22 +213,22 @@ TEST_F(FaultTest, CorruptJournalRefusesStart) {
 // stops sending (self-fencing) and its units are re-leased to the worker that can.
 TEST_F(FaultTest, WorkerPartitionedFromTheCoordinatorFencesItself) {
   // Short leases, and a slow worker 0 (behind the proxy), so that it still holds units when the link goes silent.
-  LocalCluster cluster(ClusterIn(dir_, {"--lease-ttl", "600ms", "--heartbeat-interval", "100ms"}));
+  tools::LocalCluster cluster(ClusterIn(dir_, {"--lease-ttl", "600ms", "--heartbeat-interval", "100ms"}));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
-  auto proxy = TcpProxy::Start(cluster.coordinator_endpoint());
+  auto proxy = tools::TcpProxy::Start(cluster.coordinator_endpoint());
   ASSERT_TRUE(proxy.ok());
   ASSERT_TRUE(cluster.StartWorker(1, {"--inject-sample-delay", "150ms"}, (*proxy)->endpoint()).ok());
   ASSERT_TRUE(cluster.StartWorker().ok());
   JobSpec spec = Spec("partition", data_, 2, 4, 3);
   auto consumers = StartConsumers(cluster, spec, "partition");
-  ASSERT_TRUE(WaitForLines(cluster.ConsumerLog(consumers[0]), 6, kWait, &cluster.consumer(consumers[0])).ok());
+  ASSERT_TRUE(tools::WaitForLines(cluster.ConsumerLog(consumers[0]), 6, kWait, &cluster.consumer(consumers[0])).ok());
   (*proxy)->Blackhole();
-  ASSERT_TRUE(WaitForFileContent(
+  ASSERT_TRUE(tools::WaitForFileContent(
                   cluster.LogPath("worker-0"),
                   [](const std::string& log) { return log.find("expired unrenewed") != std::string::npos; }, kWait)
                   .ok())
       << cluster.ReadLog("worker-0");
-  ASSERT_TRUE(WaitForLines(cluster.ConsumerLog(consumers[0]), 30, kWait, &cluster.consumer(consumers[0])).ok());
+  ASSERT_TRUE(tools::WaitForLines(cluster.ConsumerLog(consumers[0]), 30, kWait, &cluster.consumer(consumers[0])).ok());
   (*proxy)->Heal();
   Finish(cluster, spec, consumers);
 }
@@ -236,16 +236,16 @@ TEST_F(FaultTest, WorkerPartitionedFromTheCoordinatorFencesItself) {
 // 10. A worker stopped (SIGSTOP) longer than its lease, then resumed: nobody waits for it, and whatever it sends
 // afterwards is fenced (it fences itself; the client drops stale attempts and duplicates).
 TEST_F(FaultTest, WorkerStoppedPastItsLeaseThenResumed) {
-  LocalCluster cluster(ClusterIn(dir_));
+  tools::LocalCluster cluster(ClusterIn(dir_));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   for (int i = 0; i < 2; ++i) ASSERT_TRUE(cluster.StartWorker().ok());
   JobSpec spec = Spec("stop", data_, 2, 4, 3);
   auto consumers = StartConsumers(cluster, spec, "stop");
-  ASSERT_TRUE(WaitForLines(cluster.ConsumerLog(consumers[0]), 6, kWait, &cluster.consumer(consumers[0])).ok());
+  ASSERT_TRUE(tools::WaitForLines(cluster.ConsumerLog(consumers[0]), 6, kWait, &cluster.consumer(consumers[0])).ok());
   cluster.worker(0).Signal(SIGSTOP);
-  size_t before = CountLines(cluster.ConsumerLog(consumers[0]));
+  size_t before = tools::CountLines(cluster.ConsumerLog(consumers[0]));
   // The other worker carries the rank on while worker 0 is frozen: progress, not a wait.
-  ASSERT_TRUE(WaitForLines(cluster.ConsumerLog(consumers[0]), before + 8, kWait, &cluster.consumer(consumers[0])).ok());
+  ASSERT_TRUE(tools::WaitForLines(cluster.ConsumerLog(consumers[0]), before + 8, kWait, &cluster.consumer(consumers[0])).ok());
   cluster.worker(0).Signal(SIGCONT);
   Finish(cluster, spec, consumers);
 }
@@ -255,7 +255,7 @@ TEST_F(FaultTest, WorkerStoppedPastItsLeaseThenResumed) {
 TEST_F(FaultTest, ClientRestartedFromCheckpointGetsExactlyTheRest) {
   // The crashed process's session holds the rank until it has been silent for the client timeout: nobody takes a
   // live rank over, not even with a checkpoint. The restarted process waits for it (--claim-timeout).
-  LocalCluster cluster(ClusterIn(dir_, {"--client-timeout", "2s"}));
+  tools::LocalCluster cluster(ClusterIn(dir_, {"--client-timeout", "2s"}));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   for (int i = 0; i < 2; ++i) ASSERT_TRUE(cluster.StartWorker().ok());
   JobSpec spec = Spec("resume", data_, 1, 4, 2);  // 30 steps per epoch, 60 batches
@@ -263,7 +263,7 @@ TEST_F(FaultTest, ClientRestartedFromCheckpointGetsExactlyTheRest) {
   auto first = cluster.StartConsumer("first", spec, 0, {"--hold-ms", "30", "--checkpoint-every", "5",
                                                        "--checkpoint-file", token_file});
   ASSERT_TRUE(first.ok());
-  ASSERT_TRUE(WaitForLines(cluster.ConsumerLog(*first), 23, kWait, &cluster.consumer(*first)).ok());
+  ASSERT_TRUE(tools::WaitForLines(cluster.ConsumerLog(*first), 23, kWait, &cluster.consumer(*first)).ok());
   cluster.consumer(*first).Kill();  // crashed: it had consumed past its last checkpoint
   auto token = DecodeCheckpointToken(Slurp(token_file));
   ASSERT_TRUE(token.ok()) << token.status().ToString();
@@ -274,10 +274,10 @@ TEST_F(FaultTest, ClientRestartedFromCheckpointGetsExactlyTheRest) {
   auto before = ReadLogs({cluster.ConsumerLog(*first)});
   auto after = ReadLogs({cluster.ConsumerLog(*second)});
   ASSERT_TRUE(before.ok() && after.ok());
-  auto global = [&](const LoggedBatch& b) { return uint64_t{b.batch.epoch} * 30 + b.batch.index; };
+  auto global = [&](const tools::LoggedBatch& b) { return uint64_t{b.batch.epoch} * 30 + b.batch.index; };
   ASSERT_FALSE(after->empty());
   EXPECT_EQ(global(after->front()), token->position);  // resumes exactly at the token
-  std::vector<LoggedBatch> combined;
+  std::vector<tools::LoggedBatch> combined;
   for (auto& b : *before) {
     if (global(b) < token->position) combined.push_back(b);  // what the model had trained on at the checkpoint
   }
@@ -291,7 +291,7 @@ TEST_F(FaultTest, ClientRestartedFromCheckpointGetsExactlyTheRest) {
 TEST_F(FaultTest, ResumeAgainstADifferentDatasetIsRefused) {
   auto other = MakeJpegDataset(dir_.path(), "other", 80, 40);
   ASSERT_TRUE(other.ok());
-  LocalCluster cluster(ClusterIn(dir_));
+  tools::LocalCluster cluster(ClusterIn(dir_));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   ASSERT_TRUE(cluster.StartWorker().ok());
   JobSpec spec = Spec("swap", data_, 1, 4, 1);
@@ -301,7 +301,7 @@ TEST_F(FaultTest, ResumeAgainstADifferentDatasetIsRefused) {
   ASSERT_EQ(cluster.consumer(*first).Wait(kRunTimeout), 0) << cluster.ConsumerOutput(*first);
   // The job is recreated on another dataset under the same name (a coordinator that lost its journal).
   TempDir fresh;
-  LocalCluster second_cluster(ClusterIn(fresh));
+  tools::LocalCluster second_cluster(ClusterIn(fresh));
   ASSERT_TRUE(second_cluster.StartCoordinator().ok());
   JobSpec swapped = spec;
   swapped.manifest_path = other->manifest;
@@ -320,21 +320,21 @@ TEST_F(FaultTest, UnevenAndDegenerateDatasets) {
   TarWriter empty;
   dir_.Write("uneven/a-empty.tar", empty.Finish());
   TarWriter tiny;
-  auto one = SyntheticJpeg(500);
+  auto one = datagen::SyntheticJpeg(500);
   tiny.Add("t/0.jpg", *one);
   tiny.Add("t/0.cls", "1");
   dir_.Write("uneven/b-tiny.tar", tiny.Finish());
   TarWriter big;
   for (int i = 0; i < 30; ++i) {
-    big.Add("b/" + std::to_string(i) + ".jpg", *SyntheticJpeg(600 + i));
+    big.Add("b/" + std::to_string(i) + ".jpg", *datagen::SyntheticJpeg(600 + i));
     big.Add("b/" + std::to_string(i) + ".cls", "2");
   }
   dir_.Write("uneven/c-big.tar", big.Finish());
   PosixEnv env;
-  auto report = IndexDataset(env, dir_.Join("uneven"), dir_.Join("uneven.stoker"), IndexOptions{});
+  auto report = tools::IndexDataset(env, dir_.Join("uneven"), dir_.Join("uneven.stoker"), tools::IndexOptions{});
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   TestDataset uneven{dir_.Join("uneven.stoker"), 31, {}};
-  LocalCluster cluster(ClusterIn(dir_));
+  tools::LocalCluster cluster(ClusterIn(dir_));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(cluster.StartWorker().ok());  // more workers than shards
   // 31 samples over 3 ranks x 4, padded: 3 steps each, 36 positions, 5 of them padding.
@@ -355,7 +355,7 @@ TEST_F(FaultTest, UnevenAndDegenerateDatasets) {
   std::vector<size_t> wide_consumers;
   for (uint32_t r = 0; r < 40; r += 13) wide_consumers.push_back(*cluster.StartConsumer("w" + std::to_string(r), wide, r));
   ASSERT_TRUE(cluster.WaitForConsumers(kRunTimeout).ok());
-  for (size_t i : wide_consumers) EXPECT_EQ(CountLines(cluster.ConsumerLog(i)), 1u);
+  for (size_t i : wide_consumers) EXPECT_EQ(tools::CountLines(cluster.ConsumerLog(i)), 1u);
   // Under drop, fewer samples than one global batch: refused when the job is created.
   JobSpec too_big = Spec("toobig", uneven, 4, 8, 1);
   auto refused = cluster.StartConsumer("toobig", too_big, 0);
@@ -368,14 +368,14 @@ TEST_F(FaultTest, UnevenAndDegenerateDatasets) {
 // 19. The training loop stops reading for a while: workers stop at the window, memory stays flat, nothing is
 // dropped, and it resumes where it stopped.
 TEST_F(FaultTest, ClientThatStopsReadingHoldsWorkersAtTheWindow) {
-  LocalCluster cluster(ClusterIn(dir_));
+  tools::LocalCluster cluster(ClusterIn(dir_));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   for (int i = 0; i < 2; ++i) ASSERT_TRUE(cluster.StartWorker(2).ok());
   JobSpec spec = Spec("pause", data_, 1, 8, 2);
   auto consumer = cluster.StartConsumer("pause", spec, 0, {"--pause-after", "3", "--pause-ms", "3000",
                                                           "--prefetch", "4"});
   ASSERT_TRUE(consumer.ok());
-  ASSERT_TRUE(WaitForLines(cluster.ConsumerLog(*consumer), 3, kWait, &cluster.consumer(*consumer)).ok());
+  ASSERT_TRUE(tools::WaitForLines(cluster.ConsumerLog(*consumer), 3, kWait, &cluster.consumer(*consumer)).ok());
   // While it sleeps the coordinator leases nothing beyond its window of 4: the workers idle, their memory flat.
   auto rss = [&](size_t i) {
     std::ifstream status("/proc/" + std::to_string(cluster.worker(i).pid()) + "/status");
@@ -389,7 +389,7 @@ TEST_F(FaultTest, ClientThatStopsReadingHoldsWorkersAtTheWindow) {
   EXPECT_FALSE(cluster.consumer(*consumer).Wait(std::chrono::milliseconds(1500)).has_value());  // still paused
   uint64_t rss_paused = rss(0) + rss(1);
   EXPECT_LT(rss_paused, rss_start + 16 * 1024) << "worker memory grew by " << (rss_paused - rss_start) << " KB";
-  EXPECT_EQ(CountLines(cluster.ConsumerLog(*consumer)), 3u);
+  EXPECT_EQ(tools::CountLines(cluster.ConsumerLog(*consumer)), 3u);
   ASSERT_EQ(cluster.consumer(*consumer).Wait(kRunTimeout), 0) << cluster.ConsumerOutput(*consumer);
   std::string summary = Slurp(cluster.ConsumerSummary(*consumer));
   EXPECT_NE(summary.find("\"duplicate\": 0, \"stale_attempt\": 0, \"bad_frame\": 0, \"out_of_window\": 0"),
@@ -401,7 +401,7 @@ TEST_F(FaultTest, ClientThatStopsReadingHoldsWorkersAtTheWindow) {
 
 // 21. The same seed, once cleanly and once with a worker killed mid-run: identical bytes in every batch.
 TEST_F(FaultTest, SameSeedWithAndWithoutFaultsGivesIdenticalBytes) {
-  LocalCluster cluster(ClusterIn(dir_));
+  tools::LocalCluster cluster(ClusterIn(dir_));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(cluster.StartWorker().ok());
   JobSpec clean = Spec("clean", data_);
@@ -409,7 +409,7 @@ TEST_F(FaultTest, SameSeedWithAndWithoutFaultsGivesIdenticalBytes) {
   JobSpec faulty = clean;
   faulty.name = "faulty";
   auto consumers = StartConsumers(cluster, faulty, "faulty");
-  ASSERT_TRUE(WaitForLines(cluster.ConsumerLog(consumers[0]), 8, kWait, &cluster.consumer(consumers[0])).ok());
+  ASSERT_TRUE(tools::WaitForLines(cluster.ConsumerLog(consumers[0]), 8, kWait, &cluster.consumer(consumers[0])).ok());
   cluster.worker(1).Kill();
   RunVerdict b = Finish(cluster, faulty, consumers);
   ASSERT_EQ(a.pixel_hashes.size(), 2u * 15u * 2u);

@@ -74,7 +74,7 @@ void ExpectNoBatchReaches(const std::vector<zmq::socket_t*>& thieves, std::chron
 // Each of `thieves` (connected to worker 0's data port) asks for the victim's stream with a credit under its client
 // id: none may see a batch while the victim keeps receiving, and the worker counts at least `refused` handshakes
 // refused for `reason`.
-void ExpectNoThiefGetsTheStream(LocalCluster& cluster, const std::vector<zmq::socket_t*>& thieves,
+void ExpectNoThiefGetsTheStream(tools::LocalCluster& cluster, const std::vector<zmq::socket_t*>& thieves,
                                 const std::string& victim_id, const std::string& reason, double refused) {
   for (zmq::socket_t* s : thieves) {
     zmq::message_t credit = EncodeCredit(Credit{"victim", 0, victim_id, 64, 0});
@@ -104,11 +104,11 @@ struct Keys {
 };
 
 Keys MakeKeysWithMallory(const TempDir& dir) {
-  auto keyring = MakeKeyring(dir.Join("keys"));  // LocalCluster reuses it
+  auto keyring = tools::MakeKeyring(dir.Join("keys"));  // tools::LocalCluster reuses it
   EXPECT_TRUE(keyring.ok()) << keyring.status().ToString();
   auto mallory = GenerateKeyPair(Role::kClient, "mallory");
   EXPECT_TRUE(mallory.ok());
-  EXPECT_TRUE(AppendTrustLine(keyring->trust, *mallory).ok());
+  EXPECT_TRUE(tools::AppendTrustLine(keyring->trust, *mallory).ok());
   return {*ReadKey(keyring->coordinator_key), *ReadKey(keyring->worker_key), *ReadKey(keyring->client_key),
           *mallory, *GenerateKeyPair(Role::kClient, "stranger")};
 }
@@ -120,13 +120,13 @@ TEST(Hostile, NoOtherKeyCanActForAClientAndItsTrainingGetsEverySample) {
   Keys keys = MakeKeysWithMallory(dir);
   auto data = MakeJpegDataset(dir.path(), "jpegs", 96, 32);
   ASSERT_TRUE(data.ok()) << data.status().ToString();
-  LocalCluster cluster(ClusterIn(dir, {"--client-timeout", "30s"}));
+  tools::LocalCluster cluster(ClusterIn(dir, {"--client-timeout", "30s"}));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   ASSERT_TRUE(cluster.StartWorker().ok());
   JobSpec spec = SpecOver("victim", *data, 1, 8, 2);
   auto victim = cluster.StartConsumer("victim", spec, 0, {"--hold-ms", "40"});
   ASSERT_TRUE(victim.ok());
-  ASSERT_TRUE(WaitForFile(cluster.ConsumerLog(*victim), seconds(60), &cluster.consumer(*victim)).ok())
+  ASSERT_TRUE(tools::WaitForFile(cluster.ConsumerLog(*victim), seconds(60), &cluster.consumer(*victim)).ok())
       << cluster.ConsumerOutput(*victim);
   auto state = HttpGet(cluster.coordinator_metrics(), "/state");
   ASSERT_TRUE(state.ok());
@@ -189,13 +189,13 @@ TEST(Hostile, NoOtherKeyCanStealAClientsBatchesFromAWorker) {
   Keys keys = MakeKeysWithMallory(dir);
   auto data = MakeJpegDataset(dir.path(), "jpegs", 96, 32);
   ASSERT_TRUE(data.ok()) << data.status().ToString();
-  LocalCluster cluster(ClusterIn(dir));
+  tools::LocalCluster cluster(ClusterIn(dir));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   ASSERT_TRUE(cluster.StartWorker().ok());
   JobSpec spec = SpecOver("victim", *data, 1, 8, 2);
   auto victim = cluster.StartConsumer("victim", spec, 0, {"--hold-ms", "60"});
   ASSERT_TRUE(victim.ok());
-  ASSERT_TRUE(WaitForFile(cluster.ConsumerLog(*victim), seconds(60), &cluster.consumer(*victim)).ok());
+  ASSERT_TRUE(tools::WaitForFile(cluster.ConsumerLog(*victim), seconds(60), &cluster.consumer(*victim)).ok());
   auto coordinator_state = HttpGet(cluster.coordinator_metrics(), "/state");
   auto worker_state = HttpGet(cluster.worker_metrics(0), "/state");
   ASSERT_TRUE(coordinator_state.ok() && worker_state.ok());
@@ -219,15 +219,15 @@ TEST(Hostile, APlainDataPortAdmitsATicketOnlyForItsOwnIdentity) {
   Keys keys = MakeKeysWithMallory(dir);
   auto data = MakeJpegDataset(dir.path(), "jpegs", 96, 32);
   ASSERT_TRUE(data.ok()) << data.status().ToString();
-  LocalClusterOptions options = ClusterIn(dir);
+  tools::LocalClusterOptions options = ClusterIn(dir);
   options.plain_data = true;
-  LocalCluster cluster(options);
+  tools::LocalCluster cluster(options);
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   ASSERT_TRUE(cluster.StartWorker().ok());
   JobSpec spec = SpecOver("victim", *data, 1, 8, 2);
   auto victim = cluster.StartConsumer("victim", spec, 0, {"--hold-ms", "60"});
   ASSERT_TRUE(victim.ok());
-  ASSERT_TRUE(WaitForFile(cluster.ConsumerLog(*victim), seconds(60), &cluster.consumer(*victim)).ok());
+  ASSERT_TRUE(tools::WaitForFile(cluster.ConsumerLog(*victim), seconds(60), &cluster.consumer(*victim)).ok());
   auto state = HttpGet(cluster.coordinator_metrics(), "/state");
   ASSERT_TRUE(state.ok());
   const std::string victim_id = JsonField(state->body, "client");
@@ -257,7 +257,7 @@ TEST(Hostile, ACompromisedWorkerCannotPoisonTraining) {
   TempDir dir;
   auto data = MakeJpegDataset(dir.path(), "jpegs", 96, 32);
   ASSERT_TRUE(data.ok()) << data.status().ToString();
-  LocalCluster cluster(ClusterIn(dir, {"--ack-timeout", "1s"}));
+  tools::LocalCluster cluster(ClusterIn(dir, {"--ack-timeout", "1s"}));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   ASSERT_TRUE(cluster.StartWorker(1, {"--inject-wrong-samples"}).ok());
   ASSERT_TRUE(cluster.StartWorker().ok());
@@ -280,7 +280,7 @@ TEST(Hostile, NoPeerCanExhaustTheCoordinator) {
   Keys keys = MakeKeysWithMallory(dir);
   auto data = MakeJpegDataset(dir.path(), "jpegs", 16, 16);
   ASSERT_TRUE(data.ok()) << data.status().ToString();
-  LocalCluster cluster(ClusterIn(dir, {"--max-jobs", "8", "--max-registered-workers", "16"}));
+  tools::LocalCluster cluster(ClusterIn(dir, {"--max-jobs", "8", "--max-registered-workers", "16"}));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   const pid_t pid = cluster.coordinator().pid();
   const uint64_t rss_start = RssBytes(pid);

@@ -23,8 +23,8 @@
 #include "tests/support/http_client.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_cluster.h"
-#include "tools/fault_proxy.h"
-#include "tools/object_servers.h"
+#include "tests/support/fault_proxy.h"
+#include "tests/support/object_servers.h"
 
 namespace stoker::testing {
 namespace {
@@ -56,25 +56,25 @@ void UseCredentials(const std::string& key, const std::string& secret) {
 std::pair<int, std::string> RunStoker(const TempDir& dir, const std::string& name, std::vector<std::string> args) {
   args.insert(args.begin(), BinaryDirectory() + "/stoker");
   const std::string log = dir.Join(name + ".log");
-  auto p = Subprocess::Start(args, log);
+  auto p = tools::Subprocess::Start(args, log);
   if (!p.ok()) return {-1, p.status().ToString()};
   auto code = p->Wait(std::chrono::seconds(120));
   if (!code) p->Kill();
   return {code.value_or(-1), Slurp(log)};
 }
 
-StorageOptions S3Options(const std::string& endpoint, const std::string& secret) {
-  StorageOptions o;
+storage::StorageOptions S3Options(const std::string& endpoint, const std::string& secret) {
+  storage::StorageOptions o;
   o.s3_endpoint = endpoint;
-  o.s3_addressing = S3Addressing::kPath;
+  o.s3_addressing = storage::S3Addressing::kPath;
   o.credentials.access_key_id = kKey;
-  o.credentials.secret_access_key = Secret(secret);
+  o.credentials.secret_access_key = storage::Secret(secret);
   o.retry.deadline = Millis(10000);
   return o;
 }
 
 // Uploads every shard of a local dataset directory to `prefix` (s3://bucket/dir/).
-void Upload(ObjectStore& store, const std::string& local, const std::string& prefix) {
+void Upload(storage::ObjectStore& store, const std::string& local, const std::string& prefix) {
   for (const auto& entry : std::filesystem::directory_iterator(local)) {
     std::string data = Slurp(entry.path().string());
     Status put = store.Put(prefix + entry.path().filename().string(), data);
@@ -98,7 +98,7 @@ TEST_F(ObjectStorage, IndexesAnS3PrefixByRangeWithSignaturesAndNeverPrintsTheSec
   ASSERT_TRUE(s3.ok()) << s3.status().ToString();
   auto local = MakeJpegDataset(dir.path(), "jpegs", 60, 20);
   ASSERT_TRUE(local.ok()) << local.status().ToString();
-  auto store = MakeObjectStore(S3Options((*s3)->endpoint(), secret), nullptr);
+  auto store = storage::MakeObjectStore(S3Options((*s3)->endpoint(), secret), nullptr);
   Upload(*store, dir.Join("jpegs"), std::string("s3://") + kBucket + "/data/");
 
   UseCredentials(kKey, secret);
@@ -167,7 +167,7 @@ TEST_F(ObjectStorage, WorkersSurviveStorageFaultsExactlyOnce) {
   ASSERT_TRUE(s3.ok()) << s3.status().ToString();
   auto local = MakeJpegDataset(dir.path(), "jpegs", 96, 24);
   ASSERT_TRUE(local.ok()) << local.status().ToString();
-  auto store = MakeObjectStore(S3Options((*s3)->endpoint(), secret), nullptr);
+  auto store = storage::MakeObjectStore(S3Options((*s3)->endpoint(), secret), nullptr);
   Upload(*store, dir.Join("jpegs"), std::string("s3://") + kBucket + "/faults/");
   UseCredentials(kKey, secret);
   auto proxy = FaultProxy::Start((*s3)->port());
@@ -177,7 +177,7 @@ TEST_F(ObjectStorage, WorkersSurviveStorageFaultsExactlyOnce) {
                                               "--checksum"});
   ASSERT_EQ(code, 0) << out;
 
-  LocalCluster cluster(ClusterIn(dir));
+  tools::LocalCluster cluster(ClusterIn(dir));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   const std::vector<std::string> storage = {"--s3-endpoint", (*proxy)->url(), "--storage-request-timeout", "2s",
                                             "--storage-retry-deadline", "20s", "--storage-initial-backoff", "20ms",
@@ -191,7 +191,7 @@ TEST_F(ObjectStorage, WorkersSurviveStorageFaultsExactlyOnce) {
   std::vector<size_t> consumers;
   for (uint32_t r = 0; r < 2; ++r) consumers.push_back(*cluster.StartConsumer("c" + std::to_string(r), spec, r));
   // Once the first epoch is under way: 500s, then the server restarts (its data kept, same port).
-  ASSERT_TRUE(WaitForLines(cluster.ConsumerLog(consumers[0]), 3, std::chrono::seconds(120),
+  ASSERT_TRUE(tools::WaitForLines(cluster.ConsumerLog(consumers[0]), 3, std::chrono::seconds(120),
                            &cluster.consumer(consumers[0])).ok());
   (*proxy)->FailRequests(500, 6);
   ASSERT_TRUE((*s3)->Restart().ok());
@@ -202,7 +202,7 @@ TEST_F(ObjectStorage, WorkersSurviveStorageFaultsExactlyOnce) {
   auto verdict = CheckLogs(spec, 96, logs);
   ASSERT_TRUE(verdict.ok()) << verdict.status().ToString();
   EXPECT_TRUE(verdict->ok()) << verdict->Describe();
-  for (const EpochVerdict& e : verdict->epochs) EXPECT_EQ(e.quarantined, 0u);
+  for (const tools::EpochVerdict& e : verdict->epochs) EXPECT_EQ(e.quarantined, 0u);
   EXPECT_GT((*proxy)->fails_done(), 0u);
   EXPECT_GT((*proxy)->resets_done(), 0u);
   uint64_t retries = 0;
@@ -259,7 +259,7 @@ TEST_F(ObjectStorage, HttpCorruptSamplesAreQuarantinedAndChangedShardsHandedBack
   utimbuf times{before.st_atime, before.st_mtime};
   ASSERT_EQ(::utime(shard_path.c_str(), &times), 0);
 
-  LocalCluster cluster(ClusterIn(dir));
+  tools::LocalCluster cluster(ClusterIn(dir));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   ASSERT_TRUE(cluster.StartWorker(2).ok());
   TestDataset data{dir.Join("web.stoker"), 48, {}};
@@ -280,7 +280,7 @@ TEST_F(ObjectStorage, HttpCorruptSamplesAreQuarantinedAndChangedShardsHandedBack
   JobSpec second = SpecOver("web-changed", data, 1, 8, 1);
   auto consumer = cluster.StartConsumer("changed", second, 0);
   ASSERT_TRUE(consumer.ok());
-  auto handed_back = WaitForFileContent(
+  auto handed_back = tools::WaitForFileContent(
       cluster.LogPath("worker-0"),
       [](const std::string& log) { return log.find("changed since `stoker index`") != std::string::npos; },
       std::chrono::seconds(60));

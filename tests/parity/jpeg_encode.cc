@@ -17,7 +17,7 @@ namespace {
 
 int Main(int argc, char** argv) {
   int64_t width = 0, height = 0, quality = 95;
-  JpegEncodeOptions::ColourSpace colour_space = JpegEncodeOptions::ColourSpace::kYCbCr;
+  datagen::JpegEncodeOptions::ColourSpace colour_space = datagen::JpegEncodeOptions::ColourSpace::kYCbCr;
   bool subsampled = false, progressive = false;
   FlagSet flags("jpeg_encode --width W --height H --colour-space ycbcr|cmyk|ycck [...] IN.rgb OUT.jpg",
                 "Raw RGB to a JPEG through libjpeg-turbo, in any of its colour spaces.");
@@ -25,9 +25,9 @@ int Main(int argc, char** argv) {
   flags.AddInt("height", &height, "rows of IN.rgb");
   flags.AddInt("quality", &quality, "JPEG quality, 1-100");
   flags.AddChoice("colour-space", {"ycbcr", "cmyk", "ycck"}, "ycbcr", [&](const std::string& word) {
-    colour_space = word == "cmyk"   ? JpegEncodeOptions::ColourSpace::kCmyk
-                   : word == "ycck" ? JpegEncodeOptions::ColourSpace::kYcck
-                                    : JpegEncodeOptions::ColourSpace::kYCbCr;
+    colour_space = word == "cmyk"   ? datagen::JpegEncodeOptions::ColourSpace::kCmyk
+                   : word == "ycck" ? datagen::JpegEncodeOptions::ColourSpace::kYcck
+                                    : datagen::JpegEncodeOptions::ColourSpace::kYCbCr;
     return true;
   }, "the JPEG's colour space");
   flags.AddBool("subsampled", &subsampled, "2x2 subsampling of the components a subsampling encoder makes large");
@@ -37,10 +37,10 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", s.ToString().c_str());
     return 2;
   }
-  JpegEncodeOptions options{.quality = static_cast<int>(quality), .chroma_444 = !subsampled,
+  datagen::JpegEncodeOptions options{.quality = static_cast<int>(quality), .chroma_444 = !subsampled,
                             .colour_space = colour_space};
-  options.progression = progressive ? JpegEncodeOptions::Progression::kProgressive
-                                    : JpegEncodeOptions::Progression::kBaseline;
+  options.progression = progressive ? datagen::JpegEncodeOptions::Progression::kProgressive
+                                    : datagen::JpegEncodeOptions::Progression::kBaseline;
   if (files.size() != 2 || width <= 0 || height <= 0) {
     std::fprintf(stderr, "jpeg_encode: --width, --height, IN.rgb and OUT.jpg are required\n");
     return 2;
@@ -52,7 +52,7 @@ int Main(int argc, char** argv) {
                  static_cast<long long>(width), static_cast<long long>(height));
     return 1;
   }
-  auto jpeg = EncodeJpeg(reinterpret_cast<const uint8_t*>(rgb.data()), static_cast<int>(width),
+  auto jpeg = datagen::EncodeJpeg(reinterpret_cast<const uint8_t*>(rgb.data()), static_cast<int>(width),
                          static_cast<int>(height), options);
   if (!jpeg.ok()) {
     std::fprintf(stderr, "jpeg_encode: %s\n", jpeg.status().ToString().c_str());

@@ -36,7 +36,7 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "pipeline_dump: --out and at least one file are required\n");
     return 2;
   }
-  ImagePipeline pipeline(spec.pipeline);
+  worker::ImagePipeline pipeline(spec.pipeline);
   std::vector<uint8_t> out(pipeline.output_bytes());
   for (size_t i = 0; i < files.size(); ++i) {
     std::ifstream in(files[i], std::ios::binary);
@@ -45,8 +45,8 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr, "pipeline_dump: cannot read %s\n", files[i].c_str());
       return 1;
     }
-    const uint64_t seed = SampleSeed(spec.seed, 0, i);
-    SampleOutcome outcome =
+    const uint64_t seed = worker::SampleSeed(spec.seed, 0, i);
+    worker::SampleOutcome outcome =
         pipeline.Run({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, seed, out.data());
     if (!outcome.ok) {
       std::fprintf(stderr, "pipeline_dump: %s: %s (%s)\n", files[i].c_str(), outcome.reason.c_str(),
@@ -57,12 +57,12 @@ int Main(int argc, char** argv) {
         .write(reinterpret_cast<const char*>(out.data()), static_cast<std::streamsize>(out.size()));
     // The crop and flip again, from the same seed: PlanAugmentation is what the pipeline ran.
     int width = 0, height = 0;
-    JpegRegionDecoder header;
+    worker::JpegRegionDecoder header;
     if (!header.ReadHeader(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), &width, &height).ok()) {
       std::fprintf(stderr, "pipeline_dump: %s is not a JPEG\n", files[i].c_str());
       return 1;
     }
-    Augmentation aug = PlanAugmentation(spec.pipeline, width, height, seed);
+    worker::Augmentation aug = worker::PlanAugmentation(spec.pipeline, width, height, seed);
     std::printf("{\"file\": \"%s\", \"crop\": [%d, %d, %d, %d], \"flip\": %s, \"reduction\": %d}\n",
                 files[i].c_str(), aug.crop.x, aug.crop.y, aug.crop.width, aug.crop.height,
                 aug.flip ? "true" : "false", pipeline.last_reduction());

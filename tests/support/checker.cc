@@ -15,19 +15,19 @@ std::string RunVerdict::Describe() const {
   return out;
 }
 
-StatusOr<std::vector<LoggedBatch>> ReadLogs(const std::vector<std::string>& logs) {
+StatusOr<std::vector<tools::LoggedBatch>> ReadLogs(const std::vector<std::string>& logs) {
   PosixEnv env;
-  std::vector<LoggedBatch> all;
+  std::vector<tools::LoggedBatch> all;
   for (const auto& path : logs) {
-    STOKER_ASSIGN_OR_RETURN(auto entries, ReadDeliveryLog(env, path));
+    STOKER_ASSIGN_OR_RETURN(auto entries, tools::ReadDeliveryLog(env, path));
     for (auto& e : entries) all.push_back(std::move(e));
   }
   return all;
 }
 
-StatusOr<RunVerdict> CheckBatches(const JobSpec& spec, uint64_t num_samples, std::vector<LoggedBatch> batches) {
+StatusOr<RunVerdict> CheckBatches(const JobSpec& spec, uint64_t num_samples, std::vector<tools::LoggedBatch> batches) {
   STOKER_ASSIGN_OR_RETURN(Plan plan, Plan::Make(spec, num_samples));
-  DeliveryChecker checker(plan);
+  tools::DeliveryChecker checker(plan);
   RunVerdict verdict;
   verdict.steps_per_epoch = plan.steps_per_epoch();
   for (auto& e : batches) {
@@ -44,7 +44,7 @@ StatusOr<RunVerdict> CheckLogs(const JobSpec& spec, uint64_t num_samples, const 
   return CheckBatches(spec, num_samples, std::move(batches));
 }
 
-StatusOr<RunVerdict> RunJobToEnd(LocalCluster& cluster, const JobSpec& spec, uint64_t num_samples,
+StatusOr<RunVerdict> RunJobToEnd(tools::LocalCluster& cluster, const JobSpec& spec, uint64_t num_samples,
                                  const std::string& tag, std::chrono::milliseconds timeout) {
   std::vector<size_t> consumers;
   for (uint32_t r = 0; r < spec.world_size; ++r) {

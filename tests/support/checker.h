@@ -17,11 +17,11 @@
 namespace stoker::testing {
 
 struct RunVerdict {
-  std::vector<EpochVerdict> epochs;
+  std::vector<tools::EpochVerdict> epochs;
   uint64_t steps_per_epoch = 0;
   // (epoch, rank, index) -> xxh64 of the batch's pixels, as delivered (the first delivery if duplicated).
   std::map<std::tuple<uint32_t, uint32_t, uint64_t>, uint64_t> pixel_hashes;
-  std::vector<LoggedBatch> batches;
+  std::vector<tools::LoggedBatch> batches;
 
   // Every epoch exact and balanced; otherwise a description of what went wrong.
   bool ok() const;
@@ -30,12 +30,12 @@ struct RunVerdict {
 
 StatusOr<RunVerdict> CheckLogs(const JobSpec& spec, uint64_t num_samples, const std::vector<std::string>& logs);
 // The same over batches already read (e.g. logs cut at a checkpoint).
-StatusOr<RunVerdict> CheckBatches(const JobSpec& spec, uint64_t num_samples, std::vector<LoggedBatch> batches);
-StatusOr<std::vector<LoggedBatch>> ReadLogs(const std::vector<std::string>& logs);
+StatusOr<RunVerdict> CheckBatches(const JobSpec& spec, uint64_t num_samples, std::vector<tools::LoggedBatch> batches);
+StatusOr<std::vector<tools::LoggedBatch>> ReadLogs(const std::vector<std::string>& logs);
 
 // Starts one `stoker consume` per rank of `spec` (named TAG-RANK), waits up to `timeout` for every one to exit,
 // and judges their logs. An error (naming the consumer and its output) when one does not exit 0 in time.
-StatusOr<RunVerdict> RunJobToEnd(LocalCluster& cluster, const JobSpec& spec, uint64_t num_samples,
+StatusOr<RunVerdict> RunJobToEnd(tools::LocalCluster& cluster, const JobSpec& spec, uint64_t num_samples,
                                  const std::string& tag, std::chrono::milliseconds timeout);
 
 }  // namespace stoker::testing

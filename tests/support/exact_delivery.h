@@ -15,7 +15,7 @@
 
 namespace stoker::testing {
 
-inline void ExpectExactDelivery(LocalCluster& cluster, const JobSpec& spec, const TestDataset& data,
+inline void ExpectExactDelivery(tools::LocalCluster& cluster, const JobSpec& spec, const TestDataset& data,
                                 size_t consumers, std::chrono::milliseconds timeout = std::chrono::seconds(120)) {
   auto codes = cluster.WaitForConsumers(timeout);
   ASSERT_TRUE(codes.ok()) << codes.status().ToString();

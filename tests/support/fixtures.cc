@@ -11,8 +11,8 @@ namespace stoker::testing {
 
 StatusOr<TestDataset> IndexForTest(const std::string& data, const std::string& manifest_path) {
   PosixEnv env;
-  IndexOptions options;
-  STOKER_ASSIGN_OR_RETURN(IndexReport report, IndexDataset(env, data, manifest_path, options));
+  tools::IndexOptions options;
+  STOKER_ASSIGN_OR_RETURN(tools::IndexReport report, tools::IndexDataset(env, data, manifest_path, options));
   STOKER_ASSIGN_OR_RETURN(auto manifest, Manifest::Open(manifest_path));
   TestDataset out;
   out.manifest = manifest_path;
@@ -24,11 +24,11 @@ StatusOr<TestDataset> IndexForTest(const std::string& data, const std::string& m
 StatusOr<TestDataset> MakeJpegDataset(const std::string& dir, const std::string& name, uint64_t images,
                                       uint32_t per_shard) {
   PosixEnv env;
-  GenerateOptions options;
+  datagen::GenerateOptions options;
   options.images = images;
   options.per_shard = per_shard;
   options.classes = 10;
-  STOKER_RETURN_IF_ERROR(GenerateTarDataset(env, JoinPath(dir, name), options));
+  STOKER_RETURN_IF_ERROR(datagen::GenerateTarDataset(env, JoinPath(dir, name), options));
   return IndexForTest(JoinPath(dir, name), JoinPath(dir, name + ".stoker"));
 }
 
@@ -38,33 +38,33 @@ StatusOr<TestDataset> MakeDamagedDataset(const std::string& dir, uint64_t good_i
   STOKER_RETURN_IF_ERROR(env.CreateDirectories(data));
   TarWriter a;
   for (uint64_t i = 0; i < good_images; ++i) {
-    STOKER_ASSIGN_OR_RETURN(std::string jpeg, SyntheticJpeg(i));
+    STOKER_ASSIGN_OR_RETURN(std::string jpeg, datagen::SyntheticJpeg(i));
     char key[32];
     std::snprintf(key, sizeof(key), "good/%03llu", static_cast<unsigned long long>(i));
     a.Add(std::string(key) + ".jpg", jpeg);
     a.Add(std::string(key) + ".cls", std::to_string(i % 10));
     if (i == good_images / 2) {
       // The bad ones sit in the middle of a shard, between good samples.
-      STOKER_ASSIGN_OR_RETURN(std::string corrupt, SyntheticJpeg(1000));
+      STOKER_ASSIGN_OR_RETURN(std::string corrupt, datagen::SyntheticJpeg(1000));
       for (size_t p = corrupt.size() / 3; p < corrupt.size() / 3 + 3000 && p < corrupt.size() - 2; p += 5) {
         corrupt[p] = static_cast<char>(0xFF);
       }
       a.Add("bad/corrupt.jpg", corrupt);
       a.Add("bad/corrupt.cls", "1");
-      STOKER_ASSIGN_OR_RETURN(std::string truncated, SyntheticJpeg(1001));
+      STOKER_ASSIGN_OR_RETURN(std::string truncated, datagen::SyntheticJpeg(1001));
       a.Add("bad/truncated.jpg", truncated.substr(0, truncated.size() * 2 / 5));
       a.Add("bad/truncated.cls", "2");
-      STOKER_ASSIGN_OR_RETURN(std::string unlabeled, SyntheticJpeg(1002));
+      STOKER_ASSIGN_OR_RETURN(std::string unlabeled, datagen::SyntheticJpeg(1002));
       a.Add("bad/nolabel.jpg", unlabeled);
       a.Add("bad/notimage.jpg", "this is a text file with a .jpg name\n");
       a.Add("bad/notimage.cls", "3");
       // Good, though print workflows' colour spaces: CMYK and YCCK JPEGs decode like any other.
       int w = 0, h = 0;
-      std::vector<uint8_t> rgb = SyntheticImage(1003, &w, &h);
-      STOKER_ASSIGN_OR_RETURN(std::string cmyk, EncodeJpeg(rgb.data(), w, h, {.colour_space = JpegEncodeOptions::ColourSpace::kCmyk}));
+      std::vector<uint8_t> rgb = datagen::SyntheticImage(1003, &w, &h);
+      STOKER_ASSIGN_OR_RETURN(std::string cmyk, datagen::EncodeJpeg(rgb.data(), w, h, {.colour_space = datagen::JpegEncodeOptions::ColourSpace::kCmyk}));
       a.Add("good/cmyk.jpg", cmyk);
       a.Add("good/cmyk.cls", "6");
-      STOKER_ASSIGN_OR_RETURN(std::string ycck, EncodeJpeg(rgb.data(), w, h, {.colour_space = JpegEncodeOptions::ColourSpace::kYcck}));
+      STOKER_ASSIGN_OR_RETURN(std::string ycck, datagen::EncodeJpeg(rgb.data(), w, h, {.colour_space = datagen::JpegEncodeOptions::ColourSpace::kYcck}));
       a.Add("good/ycck.jpg", ycck);
       a.Add("good/ycck.cls", "7");
     }
@@ -73,10 +73,10 @@ StatusOr<TestDataset> MakeDamagedDataset(const std::string& dir, uint64_t good_i
   STOKER_RETURN_IF_ERROR(env.WriteFileAtomically(JoinPath(data, "a.tar"), shard_a.data(), shard_a.size()));
   // Shard b ends inside its last member: a truncated tar.
   TarWriter b;
-  STOKER_ASSIGN_OR_RETURN(std::string before_cut, SyntheticJpeg(1004));
+  STOKER_ASSIGN_OR_RETURN(std::string before_cut, datagen::SyntheticJpeg(1004));
   b.Add("good/b0.jpg", before_cut);
   b.Add("good/b0.cls", "4");
-  STOKER_ASSIGN_OR_RETURN(std::string cut, SyntheticJpeg(1005));
+  STOKER_ASSIGN_OR_RETURN(std::string cut, datagen::SyntheticJpeg(1005));
   b.Add("bad/cut.jpg", cut);
   b.Add("bad/cut.cls", "5");
   std::string shard_b = b.Finish();

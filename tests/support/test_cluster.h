@@ -12,11 +12,11 @@ namespace stoker::testing {
 
 inline std::string BinaryDirectory() {
   const char* dir = std::getenv("STOKER_BIN_DIR");
-  return dir != nullptr ? dir : ExecutableDirectory();
+  return dir != nullptr ? dir : tools::ExecutableDirectory();
 }
 
-inline LocalClusterOptions ClusterIn(const TempDir& dir, std::vector<std::string> coordinator_flags = {}) {
-  LocalClusterOptions o;
+inline tools::LocalClusterOptions ClusterIn(const TempDir& dir, std::vector<std::string> coordinator_flags = {}) {
+  tools::LocalClusterOptions o;
   o.dir = dir.path();
   o.bin_dir = BinaryDirectory();
   o.coordinator_flags = std::move(coordinator_flags);

@@ -20,7 +20,7 @@
 #include "stoker/status.h"
 #include "base/sync.h"
 
-namespace stoker {
+namespace stoker::testing {
 
 class FaultProxy {
  public:
@@ -61,4 +61,4 @@ class FaultProxy {
   std::vector<std::thread> connections_threads_ STOKER_GUARDED_BY(mu_);
 };
 
-}  // namespace stoker
+}  // namespace stoker::testing

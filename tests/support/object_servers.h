@@ -13,7 +13,7 @@
 #include "stoker/status.h"
 #include "tools/subprocess.h"
 
-namespace stoker {
+namespace stoker::testing {
 
 // Where the S3 server's node script and its node_modules are (tests/objectstore in the source tree, or
 // $STOKER_S3_SERVER_DIR), and whether they are installed.
@@ -44,7 +44,7 @@ class S3Server {
   std::string dir_, bucket_, key_, secret_;
   bool check_signatures_ = true;
   int port_ = 0;
-  Subprocess process_;
+  tools::Subprocess process_;
 };
 
 class WebServer {
@@ -64,7 +64,7 @@ class WebServer {
   Status Launch();
   std::string dir_;
   int port_ = 0;
-  Subprocess process_;
+  tools::Subprocess process_;
 };
 
-}  // namespace stoker
+}  // namespace stoker::testing

@@ -1,5 +1,5 @@
 // FaultProxy (fault_proxy.h): a thread per connection, a delay queue per direction, faults taken from budgets.
-#include "tools/fault_proxy.h"
+#include "tests/support/fault_proxy.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -15,7 +15,7 @@
 
 #include "tools/socket_io.h"
 
-namespace stoker {
+namespace stoker::testing {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -103,7 +103,7 @@ void FaultProxy::Accept() {
 void FaultProxy::Serve(int client) {
   int server = ConnectLoopback(target_port_);
   if (server < 0) {
-    CloseAbruptly(client);  // the server is down: refuse like it would
+    tools::CloseAbruptly(client);  // the server is down: refuse like it would
     return;
   }
   int fds[2] = {client, server};         // direction d reads fds[d], writes fds[1 - d]
@@ -130,7 +130,7 @@ void FaultProxy::Serve(int client) {
       }
       std::string data(buffer.data(), static_cast<size_t>(n));
       if (d == 0 && TakeOne(fails_left_)) {  // answer this request here, never forwarding it
-        WriteAll(client, CannedResponse(fail_status_.load()).data(), CannedResponse(fail_status_.load()).size());
+        tools::WriteAll(client, CannedResponse(fail_status_.load()).data(), CannedResponse(fail_status_.load()).size());
         ++fails_done_;
         open = false;
         break;
@@ -141,13 +141,13 @@ void FaultProxy::Serve(int client) {
       while (!pending[d].empty() && pending[d].front().due <= Clock::now()) {
         std::string& data = pending[d].front().data;
         if (d == 1 && TakeOne(resets_left_)) {  // cut this response short
-          WriteAll(client, data.data(), std::max<size_t>(1, data.size() / 2));
+          tools::WriteAll(client, data.data(), std::max<size_t>(1, data.size() / 2));
           ++resets_done_;
-          CloseAbruptly(client);
-          CloseAbruptly(server);
+          tools::CloseAbruptly(client);
+          tools::CloseAbruptly(server);
           return;
         }
-        if (!WriteAll(fds[1 - d], data.data(), data.size())) open = false;
+        if (!tools::WriteAll(fds[1 - d], data.data(), data.size())) open = false;
         pending[d].pop_front();
       }
     }
@@ -156,4 +156,4 @@ void FaultProxy::Serve(int client) {
   ::close(server);
 }
 
-}  // namespace stoker
+}  // namespace stoker::testing
