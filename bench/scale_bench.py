@@ -1,15 +1,22 @@
 #!/usr/bin/env python3
-"""Workers scale apart from GPUs (issue 21): one GPU fed by more worker cores than its node's share, and every GPU
-of the machine under DDP. The extra cores of a big machine stand in for CPU pods on other nodes.
+"""Workers scale apart from GPUs: one GPU fed by more worker cores than its node's share, and every GPU of the
+machine under DDP. The extra cores of a big machine stand in for CPU pods on other nodes.
+
+Placement: each trainer process on cores of its own (--trainer-cores per rank, from core 0; under torchrun each
+rank pins itself by LOCAL_RANK), the coordinator on the next core, then one core per single-thread worker.
 
 Part 1, one GPU (--arch, ResNet-18 by default: a model fast enough to outrun a 16-core node): the model on
 synthetic GPU-resident input (its demand, examples/train_resnet50.py --synthetic), then stoker with each worker
 count of --workers, single-thread workers pinned to cores the trainer does not use. For each: img/s against
-synthetic, the GPU input stall, and the coordinator's recommended-workers advice (its /state, sampled at every
-progress line of the measured window) against the smallest count that removed the stall (>= 0.95x, stall <= 3 %).
+synthetic, the GPU input stall, and the coordinator's advice (its /state, sampled at every progress line of the
+measured window: recommended workers, the pool's busy fraction, a waiting job's bottleneck) against the smallest
+count that removed the stall (>= 0.95x, stall <= 3 %). Pool efficiency: img/s over min(synthetic, workers x one
+worker's rate at full busy, which the coordinator measures in the same run).
 
 Part 2, every GPU (--ddp-arch, ResNet-50): torchrun with one process per GPU and DistributedDataParallel, on
-synthetic input and then fed by stoker with each count of --ddp-workers; per-GPU stall from each rank's Loader.
+synthetic input and then fed by stoker with each count of --ddp-workers; per-GPU stall from each rank's Loader and
+each rank's wait for its batches (p50/p99 per step: DDP steps in lockstep, so a late batch on any rank stalls all).
+Where the cores go (bench/thread_cpu.py) per role, the trainers' processes counted with the trainer.
 
     python3 bench/scale_bench.py --bundle .bundle --peers .bundle/peers --workers 8,16,24,30 --ddp-workers 12,16,20
 
@@ -35,7 +42,8 @@ def gpus():
 def trainer_cmd(args, launcher, arch, extra):
     return launcher + [os.path.join(args.examples, "train_resnet50.py"), f"--arch={arch}",
                        f"--batch-size={args.batch_size}", f"--warmup={args.warmup}", f"--seconds={args.seconds}",
-                       f"--print-every={args.print_every}", f"--cpu-threads={args.trainer_threads}"] + extra
+                       f"--print-every={args.print_every}", f"--cpu-threads={args.trainer_threads}",
+                       f"--rank-cores={args.trainer_cores}"] + extra
 
 
 def launcher(ranks):
@@ -63,18 +71,22 @@ def run_synthetic(args, arch, ranks, trainer_cores, env):
 
 
 def run_stoker(args, arch, ranks, workers, demand, manifest, trainer_cores, base_env):
-    first = max(trainer_cores) + 1
+    coordinator_core = max(trainer_cores) + 1  # its own core: beside a trainer it delays every rank's leases
+    first = coordinator_core + 1
     if first + workers > os.cpu_count():
         sys.exit(f"{workers} workers do not fit on cores {first}..{os.cpu_count() - 1}")
     tag = f"{arch}-{ranks}gpu-{workers}w"
     cluster = resnet_headline.start_cluster(args, manifest, os.path.join(args.logs, tag), workers,
-                                            args.data_plane == "plain", {0}, [{first + i} for i in range(workers)])
-    advice = []
+                                            args.data_plane == "plain", {coordinator_core},
+                                            [{first + i} for i in range(workers)])
+    advice, bottlenecks = [], []
 
     def sample_advice():
         state = cluster.state()
         if state:
             advice.append(state["advice"])
+            job = next((j for j in state.get("jobs", []) if j.get("name") == tag), {})
+            bottlenecks.append(job.get("input", {}).get("why", ""))
 
     try:
         pattern = os.path.join(args.logs, f"stoker-{tag}-{{rank}}.json")
@@ -97,39 +109,61 @@ def run_stoker(args, arch, ranks, workers, demand, manifest, trainer_cores, base
     for r in results:
         if r["loader"]["connected_workers"] != workers:
             sys.exit(f"rank {r['rank']} had {r['loader']['connected_workers']} of {workers} workers: {cluster.work}")
-    return {"workers": workers, "ranks": results, "thread_cpu": cpu, "advice_samples": advice}
+    return {"workers": workers, "ranks": results, "thread_cpu": cpu, "advice_samples": advice,
+            "bottlenecks": bottlenecks}
 
 
 def judge(points, synthetic_rate):
-    """img/s (all GPUs), ratio to synthetic, worst per-GPU stall; the smallest count meeting >= 0.95x and <= 3 %."""
+    """img/s (all GPUs), ratio to synthetic, worst per-GPU stall, pool efficiency; the smallest count meeting
+    >= 0.95x and <= 3 %."""
     met = None
     for p in points:
         p["img_s"] = sum(r["images_per_second"] for r in p["ranks"])
         p["ratio"] = p["img_s"] / synthetic_rate
         p["stall_by_gpu"] = [r["gpu_input_stall_fraction"] for r in p["ranks"]]
+        late = [a for a in p["advice_samples"][len(p["advice_samples"]) // 2:]]  # the estimator's window has filled
+        per_worker = [a["worker_capacity_samples_per_second"] for a in late
+                      if isinstance(a.get("worker_capacity_samples_per_second"), (int, float))]
+        busy = [a["worker_busy_ratio"] for a in late if isinstance(a.get("worker_busy_ratio"), (int, float))]
+        p["worker_rate"] = statistics.median(per_worker) if per_worker else None
+        p["worker_busy"] = statistics.median(busy) if busy else None
+        if p["worker_rate"]:
+            p["pool_efficiency"] = p["img_s"] / min(synthetic_rate, p["workers"] * p["worker_rate"])
         if p["ratio"] >= 0.95 and max(p["stall_by_gpu"]) <= 0.03 and met is None:
             met = p["workers"]
     return met
 
 
 def recommended(point):
-    """The advice's last sample, and its median over the window's second half (the estimator's 30 s has filled)."""
+    """The advice's last sample, and its median over the window's second half (the estimator's 30 s has filled),
+    with the job's bottleneck when it waited."""
     samples = [a["recommended_workers"] for a in point["advice_samples"]]
     if not samples:
         return "-"
-    return f"{samples[-1]} ({statistics.median(samples[len(samples) // 2:])})"
+    causes = [b for b in point.get("bottlenecks", [])[len(samples) // 2:] if b]
+    cause = f" {statistics.mode(causes)}" if causes else ""
+    return f"{samples[-1]} ({statistics.median(samples[len(samples) // 2:])}){cause}"
 
 
 def print_table(title, synthetic_rate, points, met):
     print(f"\n{title}")
-    print(f"{'feed':34s} {'img/s':>8s} {'vs synth':>9s} {'GPU stall (per GPU)':>22s} {'recommended':>12s}")
-    print(f"{'synthetic':34s} {synthetic_rate:8.0f} {1:9.3f}")
+    print(f"{'feed':20s} {'img/s':>7s} {'vs synth':>8s} {'pool eff':>8s} {'busy':>5s} {'GPU stall per GPU':>26s} "
+          f"{'wait p50/p99 ms per GPU':>30s}  recommended")
+    print(f"{'synthetic':20s} {synthetic_rate:7.0f} {1:8.3f}")
     for p in points:
         stall = " ".join(f"{100 * s:.1f}%" for s in p["stall_by_gpu"])
-        print(f"{'stoker, %d workers' % p['workers']:34s} {p['img_s']:8.0f} {p['ratio']:9.3f} {stall:>22s} "
-              f"{recommended(p):>12s}")
+        waits = " ".join(f"{r['host_wait_ms']['p50']:.0f}/{r['host_wait_ms']['p99']:.0f}" for r in p["ranks"]
+                         if "host_wait_ms" in r)
+        eff = f"{p['pool_efficiency']:.3f}" if p.get("pool_efficiency") else "-"
+        busy = f"{100 * p['worker_busy']:.0f}%" if p.get("worker_busy") is not None else "-"
+        cores = p["thread_cpu"]["cores_by_role"] if p.get("thread_cpu") else {}
+        print(f"{'stoker, %d workers' % p['workers']:20s} {p['img_s']:7.0f} {p['ratio']:8.3f} {eff:>8s} {busy:>5s} "
+              f"{stall:>26s} {waits:>30s}  {recommended(p)}")
+        if cores:
+            print(f"{'':20s} cores: {cores}")
     print(f"removed the stall (>= 0.95x, <= 3 %): {f'{met} workers' if met else 'no count tried'}; "
-          "recommended = last sample (median of the window's second half)")
+          "pool eff = img/s / min(synthetic, workers x one worker's rate); recommended = last sample (median of "
+          "the window's second half) and the bottleneck the coordinator named")
 
 
 def main():

@@ -51,44 +51,62 @@ void CapacityEstimator::Prune(TimePoint now) {
   std::erase_if(clients_, [&](const auto& entry) { return stale(entry.second); });
 }
 
-CapacityAdvice CapacityEstimator::Advise(size_t workers, TimePoint now) const {
+CapacityAdvice CapacityEstimator::Advise(size_t workers, TimePoint now,
+                                         const std::set<std::string>& window_bound) const {
   CapacityAdvice advice;
-  double capacity_sum = 0;
+  double capacity_sum = 0, busy_sum = 0, thread_seconds = 0;
   size_t capacity_n = 0;
   for (const auto& [id, s] : workers_) {
     const Sample* first = Oldest(s, now);
     if (first == nullptr) continue;
     const Sample& last = s.samples.back();
-    double busy = last.a - first->a;
-    double made = last.samples - first->samples;
+    const double busy = last.a - first->a;
+    const double made = last.samples - first->samples;
+    busy_sum += busy;
+    thread_seconds += ToSeconds(last.at - first->at) * s.threads;
     if (busy < 0.5 || made <= 0) continue;  // too idle over the window to say how fast it is
     capacity_sum += made / busy * s.threads;
     ++capacity_n;
   }
   if (capacity_n > 0) advice.per_worker = capacity_sum / static_cast<double>(capacity_n);
-  bool any_demand = false;
-  double demand = 0;
+  if (thread_seconds > 0) advice.worker_busy = std::min(1.0, busy_sum / thread_seconds);
+  // Per job: the rate its ranks took and the stall they summed.
+  struct Observed {
+    double rate = 0, stall = 0;
+  };
+  std::map<std::string, Observed> observed;
   for (const auto& [key, s] : clients_) {
     const Sample* first = Oldest(s, now);
     if (first == nullptr) continue;
     const Sample& last = s.samples.back();
-    double step = last.a - first->a;
-    double stall = last.b - first->b;
-    double delivered = last.samples - first->samples;
+    const double step = last.a - first->a;
+    const double stall = last.b - first->b;
+    const double delivered = last.samples - first->samples;
     if (step <= 0 || delivered <= 0) continue;
-    // The consumer's own time per window; never below 2% of its step time (at most 50x the observed rate).
-    double own = std::max(step - stall, 0.02 * step);
-    double rate = delivered / own;
-    advice.demand_by_job[s.job] += rate;
-    demand += rate;
-    any_demand = true;
+    Observed& o = observed[s.job];
+    o.rate += delivered / step;
+    o.stall = std::max(o.stall, std::clamp(stall / step, 0.0, 1.0));
   }
-  if (any_demand) advice.demand = demand;
+  bool waiting_with_idle_workers = false;
+  for (const auto& [job, o] : observed) {
+    JobInput& in = advice.jobs[job];
+    in.stall = std::min(o.stall, 0.98);  // the consumer's own time: never below 2 % of its step time
+    in.demand = o.rate / (1 - in.stall);
+    advice.demand = std::max(advice.demand, 0.0) + in.demand;
+    if (in.stall < kJobStalled) continue;
+    if (advice.worker_busy >= kPoolBusy) {
+      in.bottleneck = "workers";
+    } else {
+      in.bottleneck = window_bound.count(job) != 0 ? "window" : "scheduling";
+      waiting_with_idle_workers = true;
+    }
+  }
   if (advice.demand < 0 || advice.per_worker <= 0) {
     advice.recommended = static_cast<uint32_t>(workers);
     return advice;
   }
   double needed = std::ceil(advice.demand / advice.per_worker);
+  if (waiting_with_idle_workers) needed = std::max(needed, static_cast<double>(workers));
   double most = static_cast<double>(std::max<size_t>(2 * workers, workers + 1));
   advice.recommended = static_cast<uint32_t>(std::clamp(needed, 1.0, most));
   return advice;

@@ -1,13 +1,26 @@
 // CapacityEstimator: the coordinator's advice on how many workers the running jobs need — the
 // stoker_coordinator_recommended_workers gauge an autoscaler or an operator reads (tf.data service exports the
-// same advice).
+// same advice) — and, when a job's ranks wait for input, what holds them back.
 //
-//   demand    = sum over ranks of samples / (step seconds - stall seconds): what each training loop would consume
-//               if input never stalled (clients report these counters in their heartbeats)
+//   job stall  = the largest over the job's ranks of stall seconds / step seconds (at most 0.98). The ranks of a
+//                data-parallel job step in lockstep: while one waits for its batch the others wait in the
+//                all-reduce, which they count as step time, so the job loses at least its worst rank's stall (not
+//                the mean), and at most the sum when the ranks wait at different steps. A pool too small makes every
+//                rank late at the same steps, where the largest is the loss; the sum would ask for several times
+//                the workers needed and the autoscaler would overshoot and flap. Disjoint waits come from
+//                scheduling, not from the pool, and the floor below covers them.
+//   demand     = sum over jobs of (sum over ranks of samples / step seconds) / (1 - job stall): what the training
+//                loops would consume if input never stalled (clients report these counters in their heartbeats).
+//                For one rank it is samples / (step - stall).
 //   per worker = mean over workers of samples / busy seconds x threads: what one worker makes when fully busy
-//               (workers report busy seconds and samples in theirs)
-//   recommended = ceil(demand / per worker), kept within [1, max(2 x workers, workers + 1)] so that one estimate never asks
-//               for more than a doubling (a training loop that does no work of its own has unbounded demand)
+//   worker busy = busy seconds / (seconds x threads) over all workers: how much of the pool's time was used
+//   recommended = ceil(demand / per worker), kept within [1, max(2 x workers, workers + 1)] so that one estimate
+//                never asks for more than a doubling (a training loop that does no work of its own has unbounded
+//                demand) — and never below the workers running while a job waits for input that they are not busy
+//                making (more workers would idle too).
+//   bottleneck (per job, when its stall is at least 3 %): "workers" when the pool is at least 85 % busy (add
+//                workers); else "window" when the job's ranks have no room left to lease into (raise the clients'
+//                prefetch window); else "scheduling" (workers idle while ranks wait with room to fill).
 //
 // Rates come from each reporter's counters over its last 30 s, once they span at least 2 s. A reporter silent for
 // that long drops out. Until both figures exist the advice is the current worker count (no change).
@@ -18,6 +31,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 
@@ -25,12 +39,24 @@
 
 namespace stoker::coordinator {
 
+struct JobInput {
+  double demand = 0;          // samples/s its ranks would take
+  double stall = 0;           // job stall, 0..0.98 (see the top of this file)
+  std::string bottleneck;     // empty (not waiting), "workers", "window" or "scheduling"
+};
+
 struct CapacityAdvice {
   double demand = -1;          // samples/s the clients would take; < 0: unknown
   double per_worker = -1;      // samples/s one worker makes at full busy; < 0: unknown
+  double worker_busy = -1;     // fraction of the pool's thread time spent making batches; < 0: unknown
   uint32_t recommended = 0;
-  std::map<std::string, double> demand_by_job;
+  std::map<std::string, JobInput> jobs;
 };
+
+// A job stalls (for the bottleneck) from this much job stall; the pool is busy (the workers are the bottleneck)
+// from this much busy time.
+inline constexpr double kJobStalled = 0.03;
+inline constexpr double kPoolBusy = 0.85;
 
 class CapacityEstimator {
  public:
@@ -41,7 +67,8 @@ class CapacityEstimator {
   // Drops reporters silent for the window (departed clients and workers): memory stays bounded.
   void Prune(TimePoint now);
 
-  CapacityAdvice Advise(size_t workers, TimePoint now) const;
+  // `window_bound`: the jobs none of whose waiting ranks had room left in their window (the Impl knows).
+  CapacityAdvice Advise(size_t workers, TimePoint now, const std::set<std::string>& window_bound = {}) const;
 
  private:
   struct Sample {

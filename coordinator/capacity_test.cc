@@ -38,14 +38,43 @@ TEST_F(CapacityTest, NoAdviceUntilThereIsData) {
 }
 
 TEST_F(CapacityTest, DemandOverOneWorkersRate) {
-  // Two workers at 400 samples/s per busy second, half busy; two ranks delivering 300/s, stalled half the time:
-  // each would take 600/s unstalled, 1,200/s together: 3 workers.
+  // Two workers at 400 samples/s per busy second, half busy; two ranks of one job delivering 300/s each, each
+  // stalled half its steps: unstalled they would take 600 / 0.5 = 1,200/s: 3 workers.
   Run(10, 2, 400, 0.5, 2, 300, 0.5);
   auto advice = estimator_.Advise(2, clock_.Now());
   EXPECT_NEAR(advice.per_worker, 400, 5);
+  EXPECT_NEAR(advice.worker_busy, 0.5, 0.02);
   EXPECT_NEAR(advice.demand, 1200, 15);
-  EXPECT_NEAR(advice.demand_by_job["job"], 1200, 15);
+  EXPECT_NEAR(advice.jobs["job"].demand, 1200, 15);
+  EXPECT_NEAR(advice.jobs["job"].stall, 0.5, 0.01);
   EXPECT_EQ(advice.recommended, 3u);
+}
+
+// Regression: four DDP ranks each stalled 10 % of their steps while half the pool idled got advice for fewer
+// workers than ran (the demand it saw was what the stalled clients consumed).
+TEST_F(CapacityTest, RanksWaitingWhileWorkersIdleNeverGetFewerWorkers) {
+  Run(10, 8, 400, 0.5, 4, 100, 0.1);
+  auto advice = estimator_.Advise(8, clock_.Now());
+  EXPECT_NEAR(advice.jobs["job"].stall, 0.1, 0.005);
+  EXPECT_NEAR(advice.demand, 400 / 0.9, 5);  // 2 workers' worth...
+  EXPECT_EQ(advice.jobs["job"].bottleneck, "scheduling");
+  EXPECT_EQ(advice.recommended, 8u);  // ...but ranks wait while workers idle: more would idle too, fewer starve
+  EXPECT_EQ(estimator_.Advise(8, clock_.Now(), {"job"}).jobs["job"].bottleneck, "window");
+}
+
+TEST_F(CapacityTest, ABusyPoolIsTheWorkersBottleneck) {
+  Run(10, 4, 400, 0.95, 2, 500, 0.2);
+  auto advice = estimator_.Advise(4, clock_.Now());
+  EXPECT_EQ(advice.jobs["job"].bottleneck, "workers");
+  EXPECT_NEAR(advice.demand, 1000 / 0.8, 20);
+  EXPECT_EQ(advice.recommended, 4u);  // 1,250 / 400, rounded up
+}
+
+TEST_F(CapacityTest, AJobThatDoesNotWaitHasNoBottleneck) {
+  Run(10, 4, 400, 0.3, 4, 100, 0.005);
+  auto advice = estimator_.Advise(4, clock_.Now());
+  EXPECT_EQ(advice.jobs["job"].bottleneck, "");
+  EXPECT_LT(advice.recommended, 4u);  // idle workers and no waiting: fewer will do
 }
 
 TEST_F(CapacityTest, NoStallMeansTheObservedRate) {

@@ -106,9 +106,7 @@ void CoordinatorImpl::EndReconcileLocked() {
   stats_.releases.not_adopted += redo;
   STOKER_LOG(kInfo) << "reconciled: " << stats_.leases_adopted << " leases adopted, " << redo
                     << " units to redo; leasing resumes";
-  for (auto& [name, job] : jobs_) {
-    for (uint32_t rank = 0; rank < job.ranks.size(); ++rank) ServeParkedLocked(name, job, rank);
-  }
+  for (auto& [name, job] : jobs_) ServeJobLocked(name, job);
 }
 
 bool CoordinatorImpl::reconciling() const {
@@ -254,7 +252,8 @@ bool CoordinatorImpl::AdoptLocked(const LeaseRef& ref, const std::string& worker
       job->plan.UnitEnd(ref.unit) <= ViewLocked(*job, ref.rank).received) {
     return false;
   }
-  r.active[ref.unit] = ActiveLease{ref.attempt, worker_id, now + options_.lease_ttl, false, {}};
+  HoldLocked(r, ref.unit,
+             ActiveLease{ref.attempt, worker_id, now + options_.lease_ttl, false, {}, job->plan.Unit(ref.unit).count});
   r.pending.erase(ref.unit);
   ++stats_.leases_adopted;
   return true;
@@ -275,8 +274,8 @@ void CoordinatorImpl::RemoveWorkerLocked(const std::string& worker_id, uint64_t*
         if (lease.worker_id == worker_id && !lease.sent) lost.push_back(unit);
       }
       for (uint64_t unit : lost) ReleaseLocked(r, unit, counter);
-      if (!lost.empty()) ServeParkedLocked(name, job, rank);
     }
+    ServeJobLocked(name, job);
   }
 }
 
@@ -407,9 +406,9 @@ void CoordinatorImpl::ExpireLeasesAndClientsLocked(TimePoint now) {
         r.session_live = false;
         AnswerParkedEmptyLocked(r, false);
       }
-      ServeParkedLocked(name, job, rank);
-      ExpireParkedLocked(r, now);
     }
+    ServeJobLocked(name, job);
+    for (RankRuntime& r : job.ranks) ExpireParkedLocked(r, now);
   }
 }
 

@@ -12,6 +12,12 @@
 // release or a new client makes work leasable; parked answers are collected with TakeDeferredReplies(), each under
 // the opaque RequestHandle the service gave the request (the Impl knows nothing of who sent it over which socket).
 //
+// Who gets the work (the DDP case: ranks step in lockstep, so any rank waiting stalls them all): a worker holds at
+// most its queue (CoordinatorOptions::worker_queue_batches) of leased, unsent batches over all its streams, so a
+// batch never waits behind another worker's queue while this one idles; when room opens in a rank's window the
+// parked request of the least-loaded worker is served first; and when a worker frees a place, the ranks of its job
+// are served furthest-behind first, so every rank's next batch is the one being made.
+//
 // Durability: every change to CoordinatorState goes through ApplyLocked, which also appends it to the journal
 // (if any). A rank's durable fields (its client, window, received and consumed positions) are read from the state;
 // the Impl keeps beside them only soft state (leases, liveness, parked requests). After a restart, Restore()
@@ -61,6 +67,10 @@ struct CoordinatorOptions {
   uint32_t max_ranks_per_job = 4096;
   uint32_t max_registered_workers = 1024;
   uint32_t max_window = 4096;  // a client's prefetch window, in batches
+  // Batches one worker may hold leased and not yet sent, over all its streams. 0: enough for its threads to stay
+  // busy and no more — max(2, 2 x threads / batch size, batches per unit) — so that work waits at the coordinator,
+  // where any idle worker can take it, rather than queued behind a busy worker's other batches.
+  uint32_t worker_queue_batches = 0;
   // The key plain data ports' tickets derive from (common/data_tickets.h: from the coordinator's own CURVE key);
   // empty with CURVE off, when plain workers get no ticket key and clients no tickets.
   std::string data_ticket_master;
@@ -174,6 +184,7 @@ class CoordinatorImpl {
     TimePoint expiry;
     bool sent = false;
     TimePoint sent_at;
+    uint32_t batches = 0;  // batches the worker makes for it (its unit less what the client already had)
   };
   struct ParkedRequest {
     RequestHandle handle = 0;
@@ -234,7 +245,18 @@ class CoordinatorImpl {
       STOKER_REQUIRES(mu_);
   bool CommitIfCompleteLocked(JobRuntime& job, uint32_t rank, uint64_t unit) STOKER_REQUIRES(mu_);
   void ReleaseLocked(RankRuntime& r, uint64_t unit, uint64_t* counter) STOKER_REQUIRES(mu_);
+  // Every change to a rank's active leases goes through these three, which keep unsent_by_worker_ true.
+  void HoldLocked(RankRuntime& r, uint64_t unit, ActiveLease lease) STOKER_REQUIRES(mu_);
+  void MarkSentLocked(ActiveLease& lease, TimePoint now) STOKER_REQUIRES(mu_);
+  void DropLocked(RankRuntime& r, uint64_t unit) STOKER_REQUIRES(mu_);
+  // Leased, unsent batches `worker_id` holds, and how many it may hold for `job`'s batch size.
+  uint32_t UnsentLocked(const std::string& worker_id) const STOKER_REQUIRES(mu_);
+  uint32_t QueueLimitLocked(const std::string& worker_id, const JobRuntime& job) const STOKER_REQUIRES(mu_);
   void ServeParkedLocked(const std::string& job_name, JobRuntime& job, uint32_t rank) STOKER_REQUIRES(mu_);
+  // Whether the rank's window has room for its next unit (something could be leased for it now).
+  bool HasRoomLocked(const JobRuntime& job, uint32_t rank) const STOKER_REQUIRES(mu_);
+  // Serves the parked requests of every rank of `job`, the rank furthest behind in plan order first.
+  void ServeJobLocked(const std::string& job_name, JobRuntime& job) STOKER_REQUIRES(mu_);
   void AnswerParkedEmptyLocked(RankRuntime& r, bool job_done) STOKER_REQUIRES(mu_);
   void ExpireParkedLocked(RankRuntime& r, TimePoint now) STOKER_REQUIRES(mu_);
   // Every registered worker, with `client_identity`'s ticket for each plain data port.
@@ -264,6 +286,9 @@ class CoordinatorImpl {
   CoordinatorState state_ STOKER_GUARDED_BY(mu_);
   std::map<std::string, JobRuntime> jobs_ STOKER_GUARDED_BY(mu_);
   std::map<std::string, WorkerRuntime> workers_ STOKER_GUARDED_BY(mu_);
+  // Leased, unsent batches per worker id, over every job and rank (kept apart from workers_: a worker that left
+  // or registered again may still be named by leases until they end). No entry: none.
+  std::unordered_map<std::string, uint32_t> unsent_by_worker_ STOKER_GUARDED_BY(mu_);
   uint64_t membership_version_ STOKER_GUARDED_BY(mu_) = 1;
   bool reconciling_ STOKER_GUARDED_BY(mu_) = false;
   TimePoint reconcile_until_ STOKER_GUARDED_BY(mu_);

@@ -117,7 +117,7 @@ void CoordinatorImpl::StartSessionLocked(const RegisterClientRequest& request, J
   ApplyLocked(RankSessionStarted{request.job, request.rank, request.client_id, start, request.window, caller.identity});
   stats_.releases.session_reset += r.active.size() + r.pending.size();
   AnswerParkedEmptyLocked(r, false);
-  r.active.clear();
+  while (!r.active.empty()) DropLocked(r, r.active.begin()->first);
   r.pending.clear();
   r.received_above.clear();
   r.next_unit = start < total ? job.plan.UnitOf(start) : job.plan.total_units();

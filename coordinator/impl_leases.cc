@@ -25,16 +25,53 @@ std::vector<uint64_t> CoordinatorImpl::ReceivedInUnitLocked(const JobRuntime& jo
 bool CoordinatorImpl::CommitIfCompleteLocked(JobRuntime& job, uint32_t rank, uint64_t unit) {
   if (ReceivedInUnitLocked(job, rank, unit).size() != job.plan.Unit(unit).count) return false;
   RankRuntime& r = job.ranks[rank];
-  r.active.erase(unit);
+  DropLocked(r, unit);
   r.pending.erase(unit);
   ++stats_.units_committed;
   return true;
 }
 
 void CoordinatorImpl::ReleaseLocked(RankRuntime& r, uint64_t unit, uint64_t* counter) {
-  r.active.erase(unit);
+  DropLocked(r, unit);
   r.pending.insert(unit);
   ++*counter;
+}
+
+void CoordinatorImpl::HoldLocked(RankRuntime& r, uint64_t unit, ActiveLease lease) {
+  DropLocked(r, unit);
+  if (!lease.sent) unsent_by_worker_[lease.worker_id] += lease.batches;
+  r.active[unit] = std::move(lease);
+}
+
+void CoordinatorImpl::MarkSentLocked(ActiveLease& lease, TimePoint now) {
+  if (lease.sent) return;
+  lease.sent = true;
+  lease.sent_at = now;
+  auto it = unsent_by_worker_.find(lease.worker_id);
+  if (it == unsent_by_worker_.end()) return;
+  it->second -= std::min(it->second, lease.batches);
+  if (it->second == 0) unsent_by_worker_.erase(it);
+}
+
+void CoordinatorImpl::DropLocked(RankRuntime& r, uint64_t unit) {
+  auto it = r.active.find(unit);
+  if (it == r.active.end()) return;
+  MarkSentLocked(it->second, it->second.sent_at);  // whatever it had not sent leaves the worker's queue too
+  r.active.erase(it);
+}
+
+uint32_t CoordinatorImpl::UnsentLocked(const std::string& worker_id) const {
+  auto it = unsent_by_worker_.find(worker_id);
+  return it == unsent_by_worker_.end() ? 0 : it->second;
+}
+
+uint32_t CoordinatorImpl::QueueLimitLocked(const std::string& worker_id, const JobRuntime& job) const {
+  if (options_.worker_queue_batches > 0) return std::max(options_.worker_queue_batches, job.plan.batches_per_unit());
+  auto wit = workers_.find(worker_id);
+  const uint32_t threads = wit == workers_.end() ? 1 : std::max<uint32_t>(1, wit->second.threads);
+  // Two samples per thread (one being made, one ready to start), at least two batches, at least a unit.
+  const uint32_t for_threads = (2 * threads + job.plan.batch_size() - 1) / job.plan.batch_size();
+  return std::max({2u, for_threads, job.plan.batches_per_unit()});
 }
 
 LeaseGrant CoordinatorImpl::GrantLocked(const std::string& job_name, JobRuntime& job, uint32_t rank, uint64_t unit,
@@ -57,9 +94,19 @@ LeaseGrant CoordinatorImpl::GrantLocked(const std::string& job_name, JobRuntime&
   if (r.next_attempt > job.record->ranks[rank].attempts_reserved) {
     ApplyLocked(AttemptsReserved{job_name, rank, r.next_attempt + options_.attempt_block});
   }
-  r.active[unit] = ActiveLease{g.attempt, worker_id, clock_.Now() + options_.lease_ttl, false, {}};
+  const uint32_t batches = range.count - static_cast<uint32_t>(g.skip.size());
+  HoldLocked(r, unit, ActiveLease{g.attempt, worker_id, clock_.Now() + options_.lease_ttl, false, {}, batches});
   ++stats_.leases_granted;
   return g;
+}
+
+bool CoordinatorImpl::HasRoomLocked(const JobRuntime& job, uint32_t rank) const {
+  const RankRuntime& r = job.ranks[rank];
+  if (!r.session_live) return false;
+  const RankView view = ViewLocked(job, rank);
+  const uint64_t limit = view.consumed + view.window;
+  const uint64_t next = r.pending.empty() ? r.next_unit : std::min(r.next_unit, *r.pending.begin());
+  return next < job.plan.total_units() && job.plan.UnitEnd(next) <= limit;
 }
 
 std::vector<LeaseGrant> CoordinatorImpl::TryLeaseLocked(const std::string& job_name, JobRuntime& job, uint32_t rank,
@@ -116,8 +163,13 @@ StatusOr<std::optional<LeaseResponse>> CoordinatorImpl::RequestLease(RequestHand
   LeaseResponse response;
   response.job_done = ViewLocked(*job, request.rank).received >= job->plan.total_batches();
   if (w->draining || response.job_done || request.max_batches == 0) return std::optional(response);
-  ServeParkedLocked(request.job, *job, request.rank);
-  response.leases = TryLeaseLocked(request.job, *job, request.rank, request.worker_id, request.max_batches);
+  ServeParkedLocked(request.job, *job, request.rank);  // less-loaded workers waiting for this rank go first
+  const uint32_t unsent = UnsentLocked(request.worker_id);
+  const uint32_t limit = QueueLimitLocked(request.worker_id, *job);
+  if (unsent < limit) {
+    response.leases = TryLeaseLocked(request.job, *job, request.rank, request.worker_id,
+                                     std::min(request.max_batches, limit - unsent));
+  }
   if (!response.leases.empty() || request.wait_ms == 0) return std::optional(response);
   const Duration wait = std::min<Duration>(Millis(request.wait_ms), options_.max_lease_wait);
   r.parked.push_back({handle, request.worker_id, request.max_batches, clock_.Now() + wait});
@@ -126,24 +178,55 @@ StatusOr<std::optional<LeaseResponse>> CoordinatorImpl::RequestLease(RequestHand
 }
 
 void CoordinatorImpl::ServeParkedLocked(const std::string& job_name, JobRuntime& job, uint32_t rank) {
-  // Oldest first, but one that cannot be served (its budget is smaller than the next unit) must not block the
-  // ones behind it.
   RankRuntime& r = job.ranks[rank];
-  for (auto it = r.parked.begin(); it != r.parked.end();) {
-    auto wit = workers_.find(it->worker_id);
+  if (r.parked.empty()) return;
+  // The least-loaded worker first (fewest leased, unsent batches), then the oldest request; one that cannot be
+  // served (its queue is full, or its budget is smaller than the next unit) must not block the ones behind it.
+  std::vector<size_t> order(r.parked.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return UnsentLocked(r.parked[a].worker_id) < UnsentLocked(r.parked[b].worker_id);
+  });
+  std::vector<bool> answered(r.parked.size(), false);
+  for (size_t i : order) {
+    const ParkedRequest& p = r.parked[i];
+    auto wit = workers_.find(p.worker_id);
     if (wit == workers_.end() || wit->second.draining) {
-      deferred_.push_back({it->handle, LeaseResponse{}});
-      it = r.parked.erase(it);
+      deferred_.push_back({p.handle, LeaseResponse{}});
+      answered[i] = true;
       continue;
     }
-    std::vector<LeaseGrant> grants = TryLeaseLocked(job_name, job, rank, it->worker_id, it->max_batches);
-    if (grants.empty()) {
-      ++it;
-      continue;
-    }
-    deferred_.push_back({it->handle, LeaseResponse{std::move(grants), false}});
-    it = r.parked.erase(it);
+    const uint32_t unsent = UnsentLocked(p.worker_id);
+    const uint32_t limit = QueueLimitLocked(p.worker_id, job);
+    if (unsent >= limit) continue;
+    std::vector<LeaseGrant> grants =
+        TryLeaseLocked(job_name, job, rank, p.worker_id, std::min(p.max_batches, limit - unsent));
+    if (grants.empty()) continue;
+    deferred_.push_back({p.handle, LeaseResponse{std::move(grants), false}});
+    answered[i] = true;
   }
+  size_t kept = 0;
+  for (size_t i = 0; i < r.parked.size(); ++i) {
+    if (answered[i]) continue;
+    if (kept != i) r.parked[kept] = std::move(r.parked[i]);  // never onto itself: a self-moved string is emptied
+    ++kept;
+  }
+  r.parked.resize(kept);
+}
+
+void CoordinatorImpl::ServeJobLocked(const std::string& job_name, JobRuntime& job) {
+  // A rank's next leasable position: its oldest handed-back unit, else its next new one.
+  auto next_position = [&](uint32_t rank) {
+    const RankRuntime& r = job.ranks[rank];
+    return r.pending.empty() ? r.next_unit : std::min(r.next_unit, *r.pending.begin());
+  };
+  std::vector<uint32_t> ranks;
+  for (uint32_t rank = 0; rank < job.ranks.size(); ++rank) {
+    if (!job.ranks[rank].parked.empty()) ranks.push_back(rank);
+  }
+  std::stable_sort(ranks.begin(), ranks.end(),
+                   [&](uint32_t a, uint32_t b) { return next_position(a) < next_position(b); });
+  for (uint32_t rank : ranks) ServeParkedLocked(job_name, job, rank);
 }
 
 void CoordinatorImpl::AnswerParkedEmptyLocked(RankRuntime& r, bool job_done) {
@@ -196,9 +279,9 @@ Status CoordinatorImpl::UnitDone(const UnitDoneRequest& request, const Caller& c
   }
   switch (request.outcome) {
     case UnitOutcome::kSent:
-      it->second.sent = true;
-      it->second.sent_at = clock_.Now();
+      MarkSentLocked(it->second, clock_.Now());
       CommitIfCompleteLocked(*job, request.rank, request.unit);
+      ServeJobLocked(request.job, *job);  // the worker has room in its queue again
       break;
     case UnitOutcome::kUndeliverable:
       ReleaseLocked(r, request.unit, &stats_.releases.undeliverable);

@@ -4,8 +4,27 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <set>
 
 namespace stoker::coordinator {
+namespace {
+
+// What a person reads in /state about a job's input: "ranks wait 12 % of their steps; workers idle 48 %:
+// scheduling (workers idle while ranks wait with room to fill)".
+std::string BottleneckWhy(const JobInput& in, double worker_busy) {
+  if (in.bottleneck.empty()) return "";
+  char head[128];
+  std::snprintf(head, sizeof(head), "ranks wait %.0f %% of their steps; workers idle %.0f %%: ", 100 * in.stall,
+                100 * std::max(0.0, 1 - worker_busy));
+  if (in.bottleneck == "workers") return head + std::string("workers (the pool is busy: add workers)");
+  if (in.bottleneck == "window") {
+    return head + std::string("window (every rank's prefetch window is full of batches in flight: raise prefetch)");
+  }
+  return head + std::string("scheduling (workers idle while ranks wait with room to fill)");
+}
+
+}  // namespace
 
 CoordinatorStats CoordinatorImpl::Stats() const {
   MutexLock lock(mu_);
@@ -43,7 +62,16 @@ CoordinatorStats CoordinatorImpl::Stats() const {
     }
     s.job_stats.push_back(std::move(js));
   }
-  s.advice = capacity_.Advise(workers_.size() - s.workers_draining, clock_.Now());
+  std::set<std::string> window_bound;
+  for (const auto& [name, job] : jobs_) {
+    bool room = false, waiting = false;
+    for (uint32_t rank = 0; rank < job.ranks.size(); ++rank) {
+      waiting = waiting || job.ranks[rank].session_live;
+      room = room || HasRoomLocked(job, rank);
+    }
+    if (waiting && !room) window_bound.insert(name);
+  }
+  s.advice = capacity_.Advise(workers_.size() - s.workers_draining, clock_.Now(), window_bound);
   s.reconciling = reconciling_;
   return s;
 }
@@ -60,6 +88,7 @@ std::string CoordinatorImpl::StateJson() const {
       .Key("recommended_workers").Value(stats.advice.recommended)
       .Key("demand_samples_per_second").Value(stats.advice.demand < 0 ? NAN : stats.advice.demand)
       .Key("worker_capacity_samples_per_second").Value(stats.advice.per_worker < 0 ? NAN : stats.advice.per_worker)
+      .Key("worker_busy_ratio").Value(stats.advice.worker_busy < 0 ? NAN : stats.advice.worker_busy)
       .EndObject();
   WriteWorkersLocked(j, clock_.Now());
   WriteJobsLocked(j, stats);
@@ -104,6 +133,15 @@ void CoordinatorImpl::WriteJobsLocked(JsonWriter& j, const CoordinatorStats& sta
         .Key("batches_per_unit").Value(job.plan.batches_per_unit())
         .Key("epoch").Value(js.epoch)
         .Key("epoch_progress").Value(js.epoch_progress)
+        .Key("input").BeginObject();
+    auto input = stats.advice.jobs.find(js.name);
+    if (input != stats.advice.jobs.end()) {
+      j.Key("demand_samples_per_second").Value(input->second.demand)
+          .Key("stall_ratio").Value(input->second.stall)
+          .Key("bottleneck").Value(input->second.bottleneck)
+          .Key("why").Value(BottleneckWhy(input->second, stats.advice.worker_busy));
+    }
+    j.EndObject()
         .Key("units").BeginObject()
         .Key("pending").Value(js.units_pending)
         .Key("leased").Value(js.units_leased)

@@ -26,6 +26,15 @@ void CollectJobs(const CoordinatorStats& s, MetricFamilies& out) {
   FamilyBuilder demand("stoker_coordinator_demand_samples_per_second",
                        "Samples per second the pipeline's training loops would consume if input never stalled.",
                        MetricType::Gauge);
+  FamilyBuilder stall("stoker_coordinator_input_stall_ratio",
+                      "The pipeline's input stall: the sum over its ranks of stall over step time (ranks that step in "
+                      "lockstep each stall them all), at most 0.98.",
+                      MetricType::Gauge);
+  FamilyBuilder bottleneck("stoker_coordinator_input_bottleneck",
+                           "1 for what holds a waiting pipeline's input back: workers (the pool is busy: add workers), "
+                           "window (its ranks have no room left to lease into: raise the prefetch window) or "
+                           "scheduling (workers idle while ranks wait with room); 0 for the others.",
+                           MetricType::Gauge);
   for (const JobStats& j : s.job_stats) {
     for (auto [state, n] : {std::pair{"pending", j.units_pending}, std::pair{"leased", j.units_leased},
                             std::pair{"sent", j.units_sent}, std::pair{"committed", j.units_committed}}) {
@@ -35,14 +44,21 @@ void CollectJobs(const CoordinatorStats& s, MetricFamilies& out) {
     progress.Add({{"pipeline", j.name}}, j.epoch_progress);
     ranks.Add({{"pipeline", j.name}, {"state", "held"}}, j.ranks_held);
     ranks.Add({{"pipeline", j.name}, {"state", "free"}}, j.ranks - j.ranks_held);
-    auto d = s.advice.demand_by_job.find(j.name);
-    if (d != s.advice.demand_by_job.end()) demand.Add({{"pipeline", j.name}}, d->second);
+    auto d = s.advice.jobs.find(j.name);
+    if (d == s.advice.jobs.end()) continue;
+    demand.Add({{"pipeline", j.name}}, d->second.demand);
+    stall.Add({{"pipeline", j.name}}, d->second.stall);
+    for (const char* cause : {"workers", "window", "scheduling"}) {
+      bottleneck.Add({{"pipeline", j.name}, {"cause", cause}}, d->second.bottleneck == cause ? 1 : 0);
+    }
   }
   out.push_back(units.Build());
   out.push_back(epoch.Build());
   out.push_back(progress.Build());
   out.push_back(ranks.Build());
   out.push_back(demand.Build());
+  out.push_back(stall.Build());
+  out.push_back(bottleneck.Build());
 }
 
 // Workers, clients and jobs known; leasing counters; the capacity advice.
@@ -71,6 +87,11 @@ void CollectLeasing(const CoordinatorStats& s, uint32_t max_workers, MetricFamil
          "Workers the running pipelines need: demand over one worker's rate at full busy (at most a doubling per "
          "estimate).",
          MetricType::Gauge, s.advice.recommended);
+  if (s.advice.worker_busy >= 0) {
+    Single(out, "stoker_coordinator_worker_busy_ratio",
+           "Fraction of the workers' thread time spent making batches over the last 30 s (their heartbeats).",
+           MetricType::Gauge, s.advice.worker_busy);
+  }
   if (s.advice.per_worker > 0) {
     Single(out, "stoker_coordinator_worker_capacity_samples_per_second",
            "Samples per second one worker makes when fully busy (mean over workers).", MetricType::Gauge,

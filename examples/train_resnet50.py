@@ -57,6 +57,11 @@ def parse_args():
                    help="PyTorch's intra-op CPU threads (0: PyTorch's default, one per core). With its input made "
                         "elsewhere the trainer's CPU work is launching kernels; a thread per core only competes "
                         "with the workers sharing the node")
+    p.add_argument("--rank-cores", type=int, default=0,
+                   help="pin each process to cores of its own: LOCAL_RANK x N to LOCAL_RANK x N + N - 1, offset by "
+                        "--first-core (0: leave placement to the scheduler). Under torchrun the ranks otherwise "
+                        "share every core the launcher had")
+    p.add_argument("--first-core", type=int, default=0)
     return p.parse_args()
 
 
@@ -94,6 +99,9 @@ def main():
         torch.set_num_threads(args.cpu_threads)
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     device = int(os.environ.get("LOCAL_RANK", 0))
+    if args.rank_cores > 0:
+        first = args.first_core + device * args.rank_cores
+        os.sched_setaffinity(0, range(first, first + args.rank_cores))
     torch.cuda.set_device(device)
     torch.backends.cudnn.benchmark = True
 
@@ -123,6 +131,7 @@ def main():
 
     steps = images_seen = 0
     host_wait = 0.0
+    waits = []  # each measured step's wait for its batch: how smooth delivery is, not only how fast
     measuring = False
     t0 = stall0 = 0.0
     loss = None
@@ -137,6 +146,7 @@ def main():
                 break
             if measuring:
                 host_wait += waited
+                waits.append(waited)
             labels = batch.labels.masked_fill(torch.from_numpy(batch.padding).to(batch.labels.device), -1) \
                 if batch.padding.any() else batch.labels
             loss = step(batch.images, labels)
@@ -177,6 +187,8 @@ def main():
         "measured_seconds": elapsed,
         "batch_size": args.batch_size,
         "host_input_wait_fraction": host_wait / elapsed,
+        "host_wait_ms": {q: 1000 * float(np.percentile(waits, p)) if waits else 0.0
+                         for q, p in (("p50", 50), ("p90", 90), ("p99", 99), ("max", 100))},
         "gpu_input_stall_fraction": (stats["input_stall_seconds"] - stall0) / elapsed,
         "final_loss": float(loss.item()),
         "loader": stats,

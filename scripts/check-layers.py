@@ -28,6 +28,11 @@ SOURCES = {".h", ".cc", ".cu"}
 PUBLIC = pathlib.Path("include/stoker")
 
 
+def is_test(path):
+    """Tests and their helpers (foo_test.cc, impl_test_fixture.h, test_kernels.cu) are left to the compiler."""
+    return "_test" in path.stem or path.stem.startswith("test_")
+
+
 def include_roots(entry):
     args = entry["arguments"] if "arguments" in entry else shlex.split(entry["command"])
     roots, i = [], 0
@@ -58,13 +63,13 @@ def main():
             relative = source.relative_to(top)
         except ValueError:
             continue  # generated code
-        if relative.name.endswith("_test.cc") or relative.parts[0] in ("tests", "bench"):
+        if is_test(relative) or relative.parts[0] in ("tests", "bench"):
             continue
         roots[relative.parts[0]].update(include_roots(entry))
     problems = []
     for folder in sorted(roots):
         for path in sorted((top / folder).rglob("*")):
-            if path.suffix not in SOURCES or not path.is_file() or path.name.endswith("_test.cc"):
+            if path.suffix not in SOURCES or not path.is_file() or is_test(path):
                 continue
             for name in INCLUDE.findall(path.read_text(errors="replace")):
                 if (path.parent / name).exists():

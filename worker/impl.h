@@ -31,7 +31,7 @@
 #include "base/json_writer.h"
 #include "wire/request_tracker.h"
 #include "worker/batch_build.h"
-#include "worker/worker.h"
+#include "worker/options.h"
 
 namespace stoker::worker {
 

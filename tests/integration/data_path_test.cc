@@ -74,6 +74,28 @@ TEST(DataPath, ThreeWorkersTwoClientsDeliverEveryPlannedSampleExactlyOnce) {
   EXPECT_EQ(cluster.coordinator().Wait(std::chrono::seconds(10)), 0);
 }
 
+// The shape of a DDP node (tests/scheduling/lockstep_test.cc simulates its timing): four ranks fed by eight
+// single-thread workers, each worker holding at most its queue of two batches. Exactness only: every sample once,
+// equal steps per rank, and the work spread over the pool.
+TEST(DataPath, FourRanksFromEightWorkersDeliverEverySampleExactlyOnce) {
+  TempDir dir;
+  auto data = MakeJpegDataset(dir.path(), "jpegs", 192, 48);
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  tools::LocalCluster cluster(ClusterIn(dir));
+  ASSERT_TRUE(cluster.StartCoordinator().ok());
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(cluster.StartWorker(1).ok());
+  JobSpec spec = Spec("ddp", *data, 4, 8, 2, Remainder::kDrop);  // 6 steps per epoch
+  RunVerdict v = RunJob(cluster, spec, *data, "ddp");
+  ASSERT_TRUE(v.ok()) << v.Describe();
+  for (const tools::EpochVerdict& e : v.epochs) {
+    EXPECT_EQ(e.delivered, 192u);
+    EXPECT_EQ(e.batches_per_rank, (std::vector<uint64_t>{6, 6, 6, 6}));
+  }
+  std::set<std::string> makers;
+  for (const auto& b : v.batches) makers.insert(b.worker_id);
+  EXPECT_GE(makers.size(), 4u) << "a worker's queue is two batches: the 48 batches cannot come from few workers";
+}
+
 TEST(DataPath, PaddedRemainderGivesThreeRanksTheSameNumberOfSteps) {
   TempDir dir;
   auto data = MakeJpegDataset(dir.path(), "jpegs", 100, 30);
