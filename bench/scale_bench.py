@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Workers scale apart from GPUs (issue 21): one GPU fed by more worker cores than its node's share, and every GPU
+"""Workers scale apart from GPUs (bench/RESULTS.md section 14): one GPU fed by more worker cores than its node's share, and every GPU
 of the machine under DDP. The extra cores of a big machine stand in for CPU pods on other nodes.
 
 Part 1, one GPU (--arch, ResNet-18 by default: a model fast enough to outrun a 16-core node): the model on
