@@ -1,4 +1,4 @@
-// Keys and the ZAP handler (issue 14): key files and trust files parse, refuse damage naming the field and never
+// Keys and the ZAP handler (design section 4b): key files and trust files parse, refuse damage naming the field and never
 // printing a key; LoadSecurity says how to make keys; and a real CURVE server behind a ZapHandler admits exactly
 // the trusted keys of the roles it serves: two keys of one role at once (a rotation), then only the new one, an
 // unknown key and a key of another role refused and counted, identities taken from the key.

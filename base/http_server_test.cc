@@ -84,7 +84,7 @@ TEST(HttpServer, AStalledClientDoesNotHoldUpOthersAndIsCutOff) {
   ::close(idle);
 }
 
-// Regression (issue 14): 64 connections held open used to fill every slot, so the kubelet's probes were refused
+// Regression (found by the hostile-peer tests): 64 connections held open used to fill every slot, so the kubelet's probes were refused
 // and the pod restarted. Now the oldest silent connection makes room for a new one.
 TEST(HttpServer, IdleConnectionsHeldOpenCannotLockRequestsOut) {
   HttpServerOptions options;

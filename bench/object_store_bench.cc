@@ -6,7 +6,7 @@
 //   object_store_bench [--images 1024] [--batch-size 32] [--threads 2] [--seconds 15] [--rtt-ms 20] [--rounds 3]
 //                      [--json FILE]
 //
-// Goal (issue 19): S3 / local >= 0.9, and with 20 ms of round trip >= 0.9 (read-ahead hides the latency). On a
+// Goal (bench/RESULTS.md section 9): S3 / local >= 0.9, and with 20 ms of round trip >= 0.9 (read-ahead hides the latency). On a
 // small machine the storage server shares the worker's cores; the nginx rows show how much of a gap is the server.
 #include <unistd.h>
 

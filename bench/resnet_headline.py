@@ -4,8 +4,8 @@
 peers' script (shared/bench/anchor_resnet.py, the same model, batch, bf16 autocast and channels_last), then (b)
 stoker: a coordinator and N single-thread worker processes on this same machine, feeding
 examples/train_resnet50.py through the Python package. Same JPEGs for (a) and (b): the anchor's ImageFolder tree,
-indexed by `stoker index`. Goals: (b) >= 0.95 x (c) with input stall <= 3 % (issue 6); >= 0.98 x (c) with stall
-<= 2 % from <= 10 workers (issue 18).
+indexed by `stoker index`. Goals: (b) >= 0.95 x (c) with input stall <= 3 % (bench/RESULTS.md section 7c); >= 0.98 x (c)
+with stall <= 2 % from <= 10 workers (section 12b).
 
 Placement, as docs/operations.md recommends for a trainer sharing its node with workers: the trainer process is
 pinned to --trainer-cores cores (0, 1, ...) and runs PyTorch with that many intra-op threads (train_resnet50.py

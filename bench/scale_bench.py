@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Workers scale apart from GPUs: one GPU fed by more worker cores than its node's share, and every GPU of the
-machine under DDP. The extra cores of a big machine stand in for CPU pods on other nodes.
+"""Workers scale apart from GPUs (bench/RESULTS.md section 14): one GPU fed by more worker cores than its node's
+share, and every GPU of the machine under DDP. The extra cores of a big machine stand in for CPU pods on other nodes.
 
 Placement: each trainer process on cores of its own (--trainer-cores per rank, from core 0; under torchrun each
 rank pins itself by LOCAL_RANK), the coordinator on the next core, then one core per single-thread worker.

@@ -285,9 +285,9 @@ TEST_F(ClientTest, PayloadFramesBelowTheMinimumAreRefused) {
   EXPECT_EQ(client.status().code(), StatusCode::kInvalidArgument) << client.status().ToString();
 }
 
-// Issue 14: a process out of file descriptors (1,100 fake workers did it) must get an error from Connect, never
-// an exception thrown out of it (before the fix, the coordinator socket's zmq::error_t escaped Client::Connect).
-// Every soft limit from "no descriptor left" upwards, until Connect succeeds.
+// Found by the hostile-peer tests: a process out of file descriptors (1,100 fake workers did it) must get an error
+// from Connect, never an exception thrown out of it (before the fix, the coordinator socket's zmq::error_t escaped
+// Client::Connect). Every soft limit from "no descriptor left" upwards, until Connect succeeds.
 TEST_F(ClientTest, RunningOutOfFileDescriptorsIsAnErrorNotACrash) {
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
@@ -340,8 +340,9 @@ TEST_F(ClientTest, RunningOutOfFileDescriptorsIsAnErrorNotACrash) {
   EXPECT_GT(out_of_descriptors, 0);
 }
 
-// Issue 14: 1,100 self-registered workers made every client open 1,100 connections and run out of descriptors.
-// A client connects to at most ClientOptions.max_workers of the listed workers and says how many it left out.
+// Found by the hostile-peer tests: 1,100 self-registered workers made every client open 1,100 connections and run
+// out of descriptors. A client connects to at most ClientOptions.max_workers of the listed workers and says how
+// many it left out.
 TEST_F(ClientTest, AClientConnectsToNoMoreWorkersThanItsCap) {
   zmq::socket_t registrar(context_, zmq::socket_type::dealer);
   registrar.set(zmq::sockopt::linger, 0);

@@ -247,10 +247,10 @@ TEST(Journal, AWriteThatFailsForLackOfSpaceLeavesNothingBehindAndIsWrittenLater)
   EXPECT_EQ(std::get<RankProgress>(seen[2]).received, 5u);
 }
 
-// Also (issue 15): neither creating the journal nor compaction's rename made the directory durable, so a crash
-// could lose the file's name (and every record with it) or the compacted file. Creation syncs the directory once,
-// reopening an existing journal needs no sync, and compaction writes through WriteFileAtomically, which fsyncs the
-// directory after its rename.
+// Also (found when the journal's durability was reviewed): neither creating the journal nor compaction's rename
+// made the directory durable, so a crash could lose the file's name (and every record with it) or the compacted
+// file. Creation syncs the directory once, reopening an existing journal needs no sync, and compaction writes
+// through WriteFileAtomically, which fsyncs the directory after its rename.
 TEST(Journal, ACompactionThatFailsLosesNothingAndIsTriedAgainLater) {
   TempDir dir;
   FullVolumeEnv env;

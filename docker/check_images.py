@@ -10,7 +10,8 @@ container test runs it on the images it has just built):
 - it exposes the ports the chart's containers name;
 - under the chart's container securityContext (read-only root, all capabilities dropped, no privilege escalation,
   that user, /tmp a tmpfs, no network) every binary starts and answers --help, so every library it loads is there;
-  the trainer's Python package loads libstoker_c.so with numpy beside it;
+  the trainer's Python package loads libstoker_c.so with numpy beside it, and the chart's key hook (its script,
+  `stoker keygen`) runs there;
 - the JPEG-only worker carries neither OpenCV imgcodecs nor GDAL; the -imgcodecs variant loads imgcodecs.
 Image sizes are printed.
 
@@ -119,6 +120,15 @@ class Checker:
         if role == "trainer":
             r = self.run(tag, "python3", "-c", PYTHON_CHECK)
             self.expect(r.returncode == 0, f"trainer: Python package loads libstoker_c.so "
+                                           f"({(r.stdout or r.stderr).strip()[-300:]})")
+            # The chart's key hook runs in this image: its script starts (python3 with ssl and urllib), and
+            # `stoker keygen` writes keys into /tmp under the read-only root.
+            script = (REPO / "helm/stoker/files/make-keys.py").read_text()
+            r = self.run(tag, "python3", "-c", script, "--help")
+            self.expect(r.returncode == 0, f"trainer: the chart's key hook script does not start "
+                                           f"({(r.stdout or r.stderr).strip()[-300:]})")
+            r = self.run(tag, "stoker", "keygen", "--keyring", "/tmp/keys")
+            self.expect(r.returncode == 0, f"trainer: stoker keygen under the chart's securityContext "
                                            f"({(r.stdout or r.stderr).strip()[-300:]})")
         return tag, info["Size"]
 

@@ -1,7 +1,10 @@
 // The Helm chart's proof: real helm lints and renders helm/stoker with each values case, every rendered manifest
 // is validated against the Kubernetes API schema of its kind and apiVersion (kube_schema.mjs), and each case checks
 // what must and must not render. Bad values must be refused by the schema, and both autoscalers at once by the
-// chart. Every STOKER_* variable the manifests set must be a flag the binary reads (checked against --help).
+// chart. Every STOKER_* variable the manifests set must be a flag the binary reads (checked against --help). Every
+// `helm install` README.md shows is run as written (plus --dry-run=client), so the README cannot drift from the
+// chart: it must install, and without keys of its own the release makes them in its key hook (keys_hook_test.mjs
+// runs that hook's script against a fake API server).
 //
 //   node tests/deploy/chart_test.mjs --helm .tools/helm/helm --bin build/bin
 import { isDeepStrictEqual } from 'node:util';
@@ -33,6 +36,14 @@ const KEYS = ['coordinator', 'worker', 'client'].flatMap((role) =>
 writeFileSync(path.join(keyDir, 'bad-trust'), 'worker w AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\n');
 writeFileSync(path.join(keyDir, 'bad.key'), 'role = worker\nname = w\n');
 const ROLE_OF = { coordinator: 'coordinator', worker: 'worker', 'example-job': 'client' };
+// The objects the key hook (templates/keys-job.yaml) writes, from its command line: {secrets: {role: name}, trust}.
+function hookWrites(docs) {
+  const job = docs.find((d) => d.kind === 'Job' && d.metadata.labels['app.kubernetes.io/component'] === 'keys');
+  if (!job) return undefined;
+  const args = podSpec(job).containers[0].command;
+  const value = (flag) => args.filter((a) => a.startsWith(`--${flag}=`)).map((a) => a.slice(flag.length + 3));
+  return { job, secrets: Object.fromEntries(value('secret').map((s) => s.split('='))), trust: value('trust')[0] };
+}
 
 let failures = 0;
 let checks = 0;
@@ -131,7 +142,7 @@ async function common(docs, name) {
   const grace = parseInt(wenv.STOKER_DRAIN_GRACE, 10);
   check(podSpec(worker).terminationGracePeriodSeconds > grace,
     `${name}: worker termination grace ${podSpec(worker).terminationGracePeriodSeconds}s is not longer than its drain ${grace}s`);
-  check(wenv.STOKER_COORDINATOR === 'tcp://rel-stoker-coordinator.stoker.svc:7400',
+  check(wenv.STOKER_COORDINATOR === `tcp://${coordinator?.metadata.name}.${coordinator?.metadata.namespace}.svc:7400`,
     `${name}: workers dial ${wenv.STOKER_COORDINATOR}`);
   check(wenv.STOKER_ADVERTISE_HOST?.fieldRef?.fieldPath === 'status.podIP', `${name}: workers do not advertise the pod IP`);
   check(worker.spec.template.spec.topologySpreadConstraints?.length === 1, `${name}: workers are not spread`);
@@ -153,9 +164,9 @@ function checkSecurity(docs, name) {
     const role = ROLE_OF[w.metadata.labels['app.kubernetes.io/component']];
     const who = `${name}: ${w.kind}/${w.metadata.name}`;
     const keyVolume = (spec.volumes || []).find((v) => v.name === 'stoker-key');
-    if (w.metadata.labels['app.kubernetes.io/component'] === 'index') {
-      // The index Job talks only to object storage: it must carry no CURVE key at all.
-      check(!keyVolume && !env.STOKER_KEY_FILE && !env.STOKER_TRUST_FILE, `${who}: the index Job mounts a CURVE key`);
+    if (['index', 'keys'].includes(w.metadata.labels['app.kubernetes.io/component'])) {
+      // The index Job talks only to object storage, the key hook only to the API server: no CURVE key mounted.
+      check(!keyVolume && !env.STOKER_KEY_FILE && !env.STOKER_TRUST_FILE, `${who}: mounts a CURVE key`);
       continue;
     }
     if (env.STOKER_INSECURE !== undefined) {
@@ -175,11 +186,62 @@ function checkSecurity(docs, name) {
       check(text.includes(`role = ${role}\n`), `${who}: mounts a Secret holding another role's key`);
     }
     check(w.spec.template.metadata.annotations?.['stoker.io/security-checksum'], `${who}: no checksum to roll keys`);
-    const trust = docs.find((d) => d.kind === 'ConfigMap' && d.metadata.name === spec.volumes.find(
-      (v) => v.name === 'stoker-trust')?.configMap?.name);
+    const trustName = spec.volumes.find((v) => v.name === 'stoker-trust')?.configMap?.name;
+    const trust = docs.find((d) => d.kind === 'ConfigMap' && d.metadata.name === trustName);
+    const hook = hookWrites(docs);
+    if (hook) {
+      // Keys made at install: the pod mounts exactly what the hook writes, and the chart renders neither.
+      check(!secret && !trust, `${who}: the chart renders key material the key hook also makes`);
+      check(hook.secrets[role] === secretName && hook.trust === trustName,
+        `${who}: mounts ${secretName} and ${trustName}, but the key hook writes ${hook.secrets[role]} and ${hook.trust}`);
+      continue;
+    }
     check(/^coordinator \S+ \S{40}$/m.test(trust?.data?.trust ?? ''), `${who}: the trust file lists no coordinator`);
   }
 }
+
+// The key hook: a pre-install Job in the trainer image with its own ServiceAccount, whose Role reads only the four
+// objects by name and creates Secrets and ConfigMaps, and nothing else; the token projected into that pod alone.
+function checkKeyHook(docs, name) {
+  const hook = hookWrites(docs);
+  check(hook, `${name}: no key hook Job`);
+  if (!hook) return;
+  const { job } = hook;
+  check(job.metadata.annotations['helm.sh/hook'] === 'pre-install', `${name}: the key hook is not a pre-install hook`);
+  const spec = podSpec(job);
+  const c = spec.containers[0];
+  check(c.command[0] === 'python3' && c.command[1] === '-c' &&
+    c.command[2] === readFileSync(path.join(chart, 'files/make-keys.py'), 'utf8'),
+  `${name}: the key hook does not run files/make-keys.py`);
+  check(/stoker-trainer:[^:]+-cpu$/.test(c.image), `${name}: the key hook runs ${c.image}, not the CPU trainer image`);
+  check(JSON.stringify(Object.keys(hook.secrets).sort()) === '["client","coordinator","worker"]' && hook.trust,
+    `${name}: the key hook does not write a Secret per role and the trust ConfigMap`);
+  const account = spec.serviceAccountName;
+  const hooks = docs.filter((d) => d.metadata.annotations?.['helm.sh/hook']);
+  const sa = hooks.find((d) => d.kind === 'ServiceAccount' && d.metadata.name === account);
+  const binding = hooks.find((d) => d.kind === 'RoleBinding' && d.subjects?.some((s) => s.name === account));
+  const role = hooks.find((d) => d.kind === 'Role' && d.metadata.name === binding?.roleRef.name);
+  check(sa && sa.automountServiceAccountToken === false && binding && role,
+    `${name}: the key hook's ServiceAccount, Role and RoleBinding are not hooks of their own`);
+  for (const d of [sa, role, binding]) {
+    check(Number(d?.metadata.annotations['helm.sh/hook-weight']) < Number(job.metadata.annotations['helm.sh/hook-weight']),
+      `${name}: ${d?.kind} is not created before the key hook Job`);
+  }
+  const rules = (role?.rules || []).map((r) => JSON.stringify([r.apiGroups, r.resources, r.verbs, r.resourceNames ?? []]));
+  const expected = [
+    [[''], ['secrets'], ['get'], Object.values(hook.secrets)],
+    [[''], ['configmaps'], ['get'], [hook.trust]],
+    [[''], ['secrets', 'configmaps'], ['create'], []],
+  ].map((r) => JSON.stringify(r));
+  check(isDeepStrictEqual(rules.sort(), expected.sort()), `${name}: the key hook's Role is not limited: ${rules}`);
+  const token = spec.volumes.find((v) => v.projected)?.projected.sources.find((s) => s.serviceAccountToken);
+  check(token?.serviceAccountToken.expirationSeconds <= 3600 &&
+    c.volumeMounts.some((m) => m.mountPath === '/var/run/secrets/kubernetes.io/serviceaccount' && m.readOnly),
+  `${name}: the key hook's token is not projected read-only`);
+  check(spec.volumes.find((v) => v.name === 'tmp')?.emptyDir?.medium === 'Memory',
+    `${name}: the key hook writes keys to disk (its /tmp is not in memory)`);
+}
+
 
 const MONITORING_KINDS = ['ServiceMonitor', 'PodMonitor', 'PrometheusRule'];
 const cases = [
@@ -213,6 +275,17 @@ const cases = [
     check(envOf(podSpec(worker).containers[0]).STOKER_KEY_FILE === '/etc/stoker/key/key',
       'plain data: workers lost their CURVE key (the control plane stays encrypted)');
   }],
+  ['generated keys', ['ci/default-values.yaml'], [], (docs) => {
+    checkKeyHook(docs, 'generated keys');
+    check(ofKind(docs, 'Secret').length === 0 && ofKind(docs, 'ConfigMap').length === 0,
+      'generated keys: the chart renders key material the hook makes');
+  }, []],
+  ['generated keys for the example Job', ['ci/monitoring-values.yaml'], MONITORING, (docs) => {
+    checkKeyHook(docs, 'generated keys for the example Job');
+    const job = one(docs, 'Job', 'example-job');
+    check(podSpec(job).volumes.find((v) => v.name === 'stoker-key')?.secret.secretName === hookWrites(docs)?.secrets.client,
+      'generated keys: the example Job does not mount the client key the hook makes');
+  }, []],
   ['existing secrets', ['ci/default-values.yaml'], ['--set', 'security.existingSecrets.coordinator=coord-key',
     '--set', 'security.existingSecrets.worker=worker-key', '--set-file', `security.trust=${keyDir}/trust`],
   (docs, { worker, coordinator }) => {
@@ -343,7 +416,10 @@ const refused = [
   ['a bad busy target', ['--set', 'worker.autoscaling.keda.busyRatioTarget=80%'], /busyRatioTarget/],
   ['a CPU request above the limit', ['--set', 'worker.resources.requests.cpu=8'], /requests.cpu \(8\) is above limits.cpu \(4\)/],
   ['a millicore request above the limit', ['--set', 'worker.resources.requests.cpu=4500m'], /is above limits.cpu/],
-  ['CURVE without keys', [], /the coordinator has no key: make one with `stoker keygen/, []],
+  ['CURVE without keys when the chart may not make them', ['--set', 'security.generateKeys.enabled=false'],
+    /the coordinator has no key: make one with `stoker keygen/, []],
+  ['a trust file without keys (the chart makes keys only when none are given)',
+    ['--set-file', `security.trust=${keyDir}/trust`], /the coordinator has no key/, []],
   ['a worker key as the coordinator\'s', ['--set-file', `security.keys.coordinator=${keyDir}/worker.key`],
     /security.keys.coordinator is not a coordinator key file/],
   ['a trust file without the coordinator', ['--set-file', `security.trust=${keyDir}/bad-trust`],
@@ -372,6 +448,30 @@ for (const [name, args, expected, keys = KEYS] of refused) {
   check(ok, `refused ${name}: exit ${r.status}, ${r.stderr.trim()}`);
   const reason = r.stderr.split('\n').filter((l) => /error|at '/i.test(l)).pop() || r.stderr.trim();
   console.log(`${ok ? 'ok  ' : 'FAIL'} refuses ${name}: ${reason.trim()}`);
+}
+// README's helm commands, exactly as written (backslash-continued lines joined, comments dropped), run offline.
+const readme = readFileSync(path.join(repo, 'README.md'), 'utf8');
+const blocks = [...readme.matchAll(/^```[^\n]*\n([\s\S]*?)^```/gm)].map((m) => m[1]);
+const commands = blocks.flatMap((b) => b.replace(/\\\n/g, ' ').split('\n'))
+  .map((line) => line.replace(/\s#.*$/, '').replace(/\s+/g, ' ').trim())
+  .filter((line) => /^helm (install|upgrade)\b/.test(line));
+check(commands.some((c) => /^helm install stoker helm\/stoker -n stoker --create-namespace --set dataset\./.test(c)),
+  `README shows no 'helm install stoker helm/stoker -n stoker --create-namespace --set dataset...' (found ${commands.length} helm commands)`);
+for (const command of commands) {
+  const args = command.split(/\s+/).slice(1);
+  check(args.every((a) => !/["'$`*?]/.test(a)), `README: "${command}" needs a shell to read; this test splits on spaces`);
+  const r = helmRun([...args, '--dry-run=client', '-o', 'json']);
+  check(r.status === 0, `README: "${command}" fails:\n${r.stderr}`);
+  if (r.status !== 0) continue;
+  const release = JSON.parse(r.stdout);
+  const docs = [...parseManifests(release.manifest), ...(release.hooks || []).flatMap((h) => parseManifests(h.manifest))];
+  const before = failures;
+  await common(docs, `README: ${command}`);
+  if (!/security\.(keys|existingSecrets|trust)|security\.curve=false/.test(command)) {
+    checkKeyHook(docs, `README: ${command}`);
+  }
+  console.log(`${failures === before ? 'ok  ' : 'FAIL'} README: ${command}: ${docs.length} manifests, keys made by ${
+    hookWrites(docs) ? 'the key hook' : 'the operator'}`);
 }
 console.log(`${checks} checks, ${failures} failed`);
 process.exit(failures ? 1 : 0);

@@ -1,8 +1,8 @@
-// Hostile peers against real processes (RELIABILITY.md's hostile-peer matrix, issue 14): what an attacker on the
-// pod network tried before CURVE — forge acks, take ranks, steal or poison batches, exhaust a server — each tried
-// again here with nothing but the published protocol, against a coordinator, workers and `stoker consume` clients
-// started as processes. Every attack must be refused (and counted where the matrix says so) while the victim's
-// training still receives every planned sample exactly once.
+// Hostile peers against real processes (design section 4b): what an attacker on the pod network tried before CURVE
+// — forge acks, take ranks, steal or poison batches, exhaust a server — each tried again here with nothing but the
+// published protocol, against a coordinator, workers and `stoker consume` clients started as processes. Every
+// attack must be refused (and counted where design section 4b says so) while the victim's training still receives
+// every planned sample exactly once.
 #include <gtest/gtest.h>
 #include <unistd.h>
 

@@ -167,17 +167,25 @@ Call with (dict "root" $ "role" "worker"). */}}
 {{- end }}
 {{- end }}
 
+{{/* "true" when the release makes its own keys at install (templates/keys-job.yaml): CURVE on, key generation
+on, and neither a key, a Secret of your own nor a trust file given. */}}
+{{- define "stoker.generateKeys" -}}
+{{- $s := .Values.security }}
+{{- $given := or $s.trust (or $s.keys.coordinator $s.keys.worker $s.keys.client) (or $s.existingSecrets.coordinator $s.existingSecrets.worker $s.existingSecrets.client) }}
+{{- if and $s.curve $s.generateKeys.enabled (not $given) }}true{{ end }}
+{{- end }}
+
 {{/* With CURVE on, every role the release runs needs its key and the trust file: refuse to render without them,
-saying how to make them. Call with the root context. */}}
+saying how to make them, unless the release makes them itself. Call with the root context. */}}
 {{- define "stoker.validateSecurity" -}}
 {{- $s := .Values.security }}
-{{- if $s.curve }}
+{{- if and $s.curve (not (include "stoker.generateKeys" .)) }}
 {{- $roles := list "coordinator" "worker" }}
 {{- if .Values.exampleJob.enabled }}{{ $roles = append $roles "client" }}{{ end }}
 {{- range $roles }}
 {{- $key := get $s.keys . }}
 {{- if and (not $key) (not (get $s.existingSecrets .)) }}
-{{- fail (printf "security.curve is on but the %s has no key: make one with `stoker keygen --role %s --out keys --trust keys/trust` and pass --set-file security.keys.%s=keys/%s-default.key (or name a Secret in security.existingSecrets.%s); security.curve=false turns CURVE off on a network you trust" . . . . .) }}
+{{- fail (printf "security.curve is on but the %s has no key: make one with `stoker keygen --role %s --out keys --trust keys/trust` and pass --set-file security.keys.%s=keys/%s-default.key (or name a Secret in security.existingSecrets.%s), or give no key, Secret or trust file at all and leave security.generateKeys.enabled on to have the chart make them at install; security.curve=false turns CURVE off on a network you trust" . . . . .) }}
 {{- end }}
 {{- if and $key (not (regexMatch (printf "(?m)^role = %s$" .) $key)) }}
 {{- fail (printf "security.keys.%s is not a %s key file (stoker keygen --role %s writes one)" . . .) }}

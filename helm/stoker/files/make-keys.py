@@ -1,0 +1,181 @@
+"""The chart's key hook (templates/keys-job.yaml): makes a release's CURVE keys when none were given.
+
+For each role (coordinator, worker, client) it keeps the role's Secret if it already exists (a reinstall, or a run
+that stopped half-way), else makes a key pair with `stoker keygen` and creates the Secret (key `key`, the key file).
+Then it creates the trust ConfigMap (key `trust`) from the three public keys, or, if it exists, checks that it lists
+them. Each object carries Helm's ownership metadata, so a later `helm upgrade` that passes keys of your own takes
+them over. Secret key text is never printed; the trust lines are public.
+
+It talks to the Kubernetes API with the pod's service-account token, whose Role allows reading only these objects
+and creating Secrets and ConfigMaps in the release's namespace. Python's standard library only: the CPU trainer
+image carries python3 and stoker.
+
+  python3 make-keys.py --namespace NS --name NAME --secret coordinator=SECRET --secret worker=SECRET \
+      --secret client=SECRET --trust CONFIGMAP [--label KEY=VALUE ...] [--annotation KEY=VALUE ...]
+      [--api URL] [--token-file FILE] [--ca-file FILE] [--stoker PATH]
+"""
+import argparse
+import base64
+import json
+import os
+import pathlib
+import ssl
+import subprocess
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+
+ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+ROLES = ("coordinator", "worker", "client")
+
+
+class Failure(Exception):
+    pass
+
+
+class Api:
+    def __init__(self, base, token_file, ca_file):
+        self.base = base.rstrip("/")
+        self.token_file = token_file
+        self.context = ssl.create_default_context(cafile=ca_file) if self.base.startswith("https:") else None
+
+    def call(self, method, path, body=None):
+        token = pathlib.Path(self.token_file).read_text().strip()  # read each time: projected tokens rotate
+        request = urllib.request.Request(
+            self.base + path, method=method, data=None if body is None else json.dumps(body).encode(),
+            headers={"Authorization": "Bearer " + token, "Accept": "application/json",
+                     "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, context=self.context, timeout=30) as answer:
+                return answer.status, json.loads(answer.read() or b"{}")
+        except urllib.error.HTTPError as e:
+            text = e.read().decode(errors="replace")
+            try:
+                return e.code, json.loads(text)
+            except ValueError:
+                return e.code, {"message": text[:200]}
+        except (urllib.error.URLError, OSError) as e:
+            raise Failure(f"cannot reach the Kubernetes API at {self.base}: {e}")
+
+
+def fields(key_text):
+    out = {}
+    for line in key_text.splitlines():
+        name, sep, value = line.partition("=")
+        if sep and not line.lstrip().startswith("#"):
+            out[name.strip()] = value.strip()
+    return out
+
+
+def trust_line(key_text):
+    f = fields(key_text)
+    return f"{f['role']} {f['name']} {f['public']}"
+
+
+def keygen(stoker, role, name, directory):
+    made = subprocess.run([stoker, "keygen", "--role", role, "--name", name, "--out", directory],
+                          capture_output=True, text=True)
+    if made.returncode != 0:
+        raise Failure(f"stoker keygen --role {role}: {made.stderr.strip()}")
+    return pathlib.Path(directory, f"{role}-{name}.key").read_text()
+
+
+def metadata(name, args):
+    return {"name": name, "namespace": args.namespace, "labels": dict(args.label),
+            "annotations": dict(args.annotation)}
+
+
+def role_key(api, args, role, secret, directory):
+    path = f"/api/v1/namespaces/{args.namespace}/secrets"
+    for attempt in range(2):
+        code, found = api.call("GET", f"{path}/{secret}")
+        if code == 200:
+            text = base64.b64decode(found.get("data", {}).get("key", "")).decode(errors="replace")
+            f = fields(text)
+            if f.get("role") != role or not f.get("public") or not f.get("name"):
+                raise Failure(f"Secret {secret} exists but its 'key' is not a {role} key file (stoker keygen writes "
+                              f"one): delete it (kubectl -n {args.namespace} delete secret {secret}) or give the "
+                              f"chart the keys yourself (docs/operations.md section 9)")
+            print(f"{role}: kept the key in Secret {secret} ({role}:{f['name']})")
+            return text
+        if code != 404:
+            raise Failure(f"reading Secret {secret}: HTTP {code}: {found.get('message', '')}")
+        if attempt:
+            break
+        text = keygen(args.stoker, role, args.name, directory)
+        body = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": metadata(secret, args),
+                "data": {"key": base64.b64encode(text.encode()).decode()}}
+        code, answer = api.call("POST", path, body)
+        if code in (200, 201):
+            print(f"{role}: made a key, Secret {secret} ({role}:{args.name})")
+            return text
+        if code != 409:  # 409: made meanwhile by another run; read that one
+            raise Failure(f"creating Secret {secret}: HTTP {code}: {answer.get('message', '')}")
+    raise Failure(f"Secret {secret} was created and then vanished")
+
+
+def trust_config_map(api, args, keys):
+    path = f"/api/v1/namespaces/{args.namespace}/configmaps"
+    lines = [trust_line(keys[role]) for role in ROLES]
+    code, found = api.call("GET", f"{path}/{args.trust}")
+    if code == 200:
+        listed = {tuple(line.split()) for line in found.get("data", {}).get("trust", "").splitlines()
+                  if line.strip() and not line.lstrip().startswith("#")}
+        missing = [line for line in lines if tuple(line.split()) not in listed]
+        if missing:
+            raise Failure(f"ConfigMap {args.trust} exists but does not list the keys of the Secrets: add these lines "
+                          f"to its 'trust', or delete it (kubectl -n {args.namespace} delete configmap {args.trust}) "
+                          "and install again:\n  " + "\n  ".join(missing))
+        print(f"trust: ConfigMap {args.trust} lists the three keys")
+        return
+    if code != 404:
+        raise Failure(f"reading ConfigMap {args.trust}: HTTP {code}: {found.get('message', '')}")
+    text = "# the public keys this release trusts (made by the chart's key hook; stoker keygen)\n" + \
+        "".join(line + "\n" for line in lines)
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata(args.trust, args), "data": {"trust": text}}
+    code, answer = api.call("POST", path, body)
+    if code == 409:
+        return trust_config_map(api, args, keys)  # made meanwhile: check that one
+    if code not in (200, 201):
+        raise Failure(f"creating ConfigMap {args.trust}: HTTP {code}: {answer.get('message', '')}")
+    print(f"trust: made ConfigMap {args.trust}:\n  " + "\n  ".join(lines))
+
+
+def pair(text):
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return key, value
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--namespace", required=True)
+    parser.add_argument("--name", required=True, help="the keys' name: identities are <role>:<name>")
+    parser.add_argument("--secret", type=pair, action="append", required=True, help="ROLE=SECRET, one per role")
+    parser.add_argument("--trust", required=True, help="the trust ConfigMap")
+    parser.add_argument("--label", type=pair, action="append", default=[])
+    parser.add_argument("--annotation", type=pair, action="append", default=[])
+    host, port = os.environ.get("KUBERNETES_SERVICE_HOST", ""), os.environ.get("KUBERNETES_SERVICE_PORT", "443")
+    parser.add_argument("--api", default=f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}")
+    parser.add_argument("--token-file", default=f"{ACCOUNT}/token")
+    parser.add_argument("--ca-file", default=f"{ACCOUNT}/ca.crt")
+    parser.add_argument("--stoker", default="stoker")
+    args = parser.parse_args()
+    secrets = dict(args.secret)
+    if sorted(secrets) != sorted(ROLES):
+        parser.error("--secret must name one Secret for each of coordinator, worker and client")
+    api = Api(args.api, args.token_file, args.ca_file)
+    try:
+        with tempfile.TemporaryDirectory() as directory:
+            keys = {role: role_key(api, args, role, secrets[role], directory) for role in ROLES}
+        trust_config_map(api, args, keys)
+    except Failure as e:
+        print(f"make-keys: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

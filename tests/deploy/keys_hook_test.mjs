@@ -1,0 +1,179 @@
+// The chart's key hook (helm/stoker/templates/keys-job.yaml, files/make-keys.py) against a fake Kubernetes API: the
+// command exactly as the chart renders it for README's `helm install`, with only the API's address, the token file
+// and the stoker binary pointed at this machine, makes a coordinator, a worker and a client key with the real
+// `stoker keygen`, each in the Secret its role's pods mount, and the trust ConfigMap listing the three; a second run
+// keeps them; a run after a partial one completes it; damage it cannot repair (a trust file without the keys, a
+// Secret holding another role's key) fails, saying what to do, and no secret key text is ever printed.
+//
+//   node tests/deploy/keys_hook_test.mjs --helm .tools/helm/helm --bin build/bin
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseManifests } from './kube_schema.mjs';
+
+const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const arg = (name, fallback) => {
+  const i = process.argv.indexOf(name);
+  return i > 0 ? path.resolve(process.argv[i + 1]) : fallback;
+};
+const helm = arg('--helm', path.join(repo, '.tools/helm/helm'));
+const stoker = path.join(arg('--bin', path.join(repo, 'build/bin')), 'stoker');
+const TOKEN = 'test-token';
+const work = mkdtempSync(path.join(os.tmpdir(), 'stoker-keys-hook-'));
+process.on('exit', () => rmSync(work, { recursive: true, force: true }));
+writeFileSync(path.join(work, 'token'), `${TOKEN}\n`);
+
+// The hook Job's command, from the chart rendered as README installs it.
+function hookCommand() {
+  const r = spawnSync(helm, ['install', 'stoker', 'helm/stoker', '-n', 'stoker', '--create-namespace', '--set',
+    'dataset.volume.persistentVolumeClaim.claimName=imagenet', '--dry-run=client', '-o', 'json'],
+  { cwd: repo, encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  const hooks = JSON.parse(r.stdout).hooks.flatMap((h) => parseManifests(h.manifest));
+  const job = hooks.find((d) => d.kind === 'Job' && d.metadata.labels['app.kubernetes.io/component'] === 'keys');
+  assert.ok(job, 'README\'s install renders no key hook Job');
+  return job.spec.template.spec.containers[0].command;
+}
+const command = hookCommand();
+
+// A namespace's Secrets and ConfigMaps, as the API server keeps them, behind a bearer token.
+function fakeApi() {
+  const objects = new Map();  // "secrets/name" -> object
+  const requests = [];
+  const server = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => { body += c; });
+    req.on('end', () => {
+      requests.push(`${req.method} ${req.url}`);
+      const reply = (code, obj) => { res.writeHead(code, { 'content-type': 'application/json' }); res.end(JSON.stringify(obj)); };
+      if (req.headers.authorization !== `Bearer ${TOKEN}`) return reply(401, { message: 'Unauthorized' });
+      const m = req.url.match(/^\/api\/v1\/namespaces\/stoker\/(secrets|configmaps)(?:\/([^/]+))?$/);
+      if (!m) return reply(403, { message: `forbidden: ${req.url}` });
+      const [, kind, name] = m;
+      if (req.method === 'GET' && name) {
+        const obj = objects.get(`${kind}/${name}`);
+        return obj ? reply(200, obj) : reply(404, { message: `${kind} "${name}" not found` });
+      }
+      if (req.method === 'POST' && !name) {
+        const obj = JSON.parse(body);
+        const key = `${kind}/${obj.metadata.name}`;
+        if (objects.has(key)) return reply(409, { message: 'already exists' });
+        objects.set(key, obj);
+        return reply(201, obj);
+      }
+      return reply(403, { message: `forbidden: ${req.method} ${req.url}` });
+    });
+  });
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve({
+    objects, requests, url: `http://127.0.0.1:${server.address().port}`, close: () => server.close(),
+  })));
+}
+
+function runHook(api) {
+  const [python, ...rest] = command;
+  const child = spawn(python, [...rest, `--api=${api.url}`, `--token-file=${path.join(work, 'token')}`,
+    `--stoker=${stoker}`], { env: { ...process.env, TMPDIR: work } });
+  let out = '';
+  child.stdout.on('data', (d) => { out += d; });
+  child.stderr.on('data', (d) => { out += d; });
+  return new Promise((resolve) => child.on('close', (status) => resolve({ status, out })));
+}
+
+const keyText = (secret) => Buffer.from(secret.data.key, 'base64').toString();
+const field = (text, name) => text.match(new RegExp(`^${name} = (\\S+)$`, 'm'))?.[1];
+function secretsPrinted(api, out) {
+  return [...api.objects.values()].filter((o) => o.kind === 'Secret').some((s) => out.includes(field(keyText(s), 'secret')));
+}
+
+test('makes a key per role and the trust ConfigMap, as the pods mount them', async () => {
+  const api = await fakeApi();
+  try {
+    const r = await runHook(api);
+    assert.equal(r.status, 0, r.out);
+    for (const role of ['coordinator', 'worker', 'client']) {
+      const secret = api.objects.get(`secrets/stoker-${role}-key`);
+      assert.ok(secret, `no Secret for the ${role}`);
+      const text = keyText(secret);
+      assert.equal(field(text, 'role'), role);
+      assert.equal(field(text, 'name'), 'stoker');
+      assert.match(text, /^secret = \S{40}$/m);
+      assert.equal(secret.metadata.labels['app.kubernetes.io/managed-by'], 'Helm');
+      assert.equal(secret.metadata.labels['stoker.io/keys-of'], 'stoker');
+      assert.equal(secret.metadata.annotations['meta.helm.sh/release-name'], 'stoker');
+      assert.equal(secret.metadata.annotations['meta.helm.sh/release-namespace'], 'stoker');
+      const trust = api.objects.get('configmaps/stoker-trust').data.trust;
+      assert.ok(trust.includes(`${role} stoker ${field(text, 'public')}\n`), `the trust file lacks the ${role}`);
+    }
+    assert.ok(!secretsPrinted(api, r.out), 'a secret key was printed');
+  } finally {
+    api.close();
+  }
+});
+
+test('a second run keeps the keys; a run after a partial one completes it', async () => {
+  const api = await fakeApi();
+  try {
+    assert.equal((await runHook(api)).status, 0);
+    const first = new Map([...api.objects].map(([k, v]) => [k, JSON.stringify(v)]));
+    const again = await runHook(api);
+    assert.equal(again.status, 0, again.out);
+    for (const [k, v] of first) assert.equal(JSON.stringify(api.objects.get(k)), v, `${k} changed`);
+    assert.equal(api.requests.filter((r) => r.startsWith('POST')).length, 4, 'the second run created something');
+
+    const coordinator = api.objects.get('secrets/stoker-coordinator-key');
+    api.objects.delete('secrets/stoker-worker-key');  // a run that stopped after the coordinator's key
+    api.objects.delete('secrets/stoker-client-key');
+    api.objects.delete('configmaps/stoker-trust');
+    const completed = await runHook(api);
+    assert.equal(completed.status, 0, completed.out);
+    assert.equal(JSON.stringify(api.objects.get('secrets/stoker-coordinator-key')), JSON.stringify(coordinator));
+    const trust = api.objects.get('configmaps/stoker-trust').data.trust;
+    for (const role of ['coordinator', 'worker', 'client']) {
+      const text = keyText(api.objects.get(`secrets/stoker-${role}-key`));
+      assert.ok(trust.includes(`${role} stoker ${field(text, 'public')}\n`), `the trust file lacks the ${role}`);
+    }
+  } finally {
+    api.close();
+  }
+});
+
+test('refuses what it cannot repair, saying what to do', async () => {
+  const api = await fakeApi();
+  try {
+    assert.equal((await runHook(api)).status, 0);
+    api.objects.get('configmaps/stoker-trust').data.trust = '# emptied\n';
+    const stale = await runHook(api);
+    assert.equal(stale.status, 1);
+    assert.match(stale.out, /ConfigMap stoker-trust exists but does not list the keys.*delete it/s);
+    assert.ok(!secretsPrinted(api, stale.out), 'a secret key was printed');
+
+    api.objects.delete('configmaps/stoker-trust');
+    const worker = api.objects.get('secrets/stoker-worker-key');
+    api.objects.set('secrets/stoker-coordinator-key', worker);
+    const wrong = await runHook(api);
+    assert.equal(wrong.status, 1);
+    assert.match(wrong.out, /Secret stoker-coordinator-key exists but its 'key' is not a coordinator key file/);
+    assert.ok(!secretsPrinted(api, wrong.out), 'a secret key was printed');
+  } finally {
+    api.close();
+  }
+});
+
+test('without the token the API refuses it, and it says so', async () => {
+  const api = await fakeApi();
+  try {
+    writeFileSync(path.join(work, 'token'), 'wrong\n');
+    const r = await runHook(api);
+    assert.equal(r.status, 1);
+    assert.match(r.out, /HTTP 401/);
+    assert.equal(api.objects.size, 0);
+  } finally {
+    writeFileSync(path.join(work, 'token'), `${TOKEN}\n`);
+    api.close();
+  }
+});
