@@ -52,7 +52,10 @@ function(stoker_library name)
   stoker_target_defaults(${name})
 endfunction()
 
-# stoker_test(name SOURCES ... DEPS ... [LABELS ...] [TIMEOUT s]): one gtest binary, registered with CTest.
+# stoker_test(name SOURCES ... DEPS ... [LABELS ...] [TIMEOUT s]): one gtest binary whose cases CTest discovers
+# one by one (as "<name>.<Suite>.<Case>"), so `ctest -j` spreads them over the cores and a failure names its case.
+# LABELS default to "unit"; TIMEOUT (default 120 s) is per case.
+include(GoogleTest)
 function(stoker_test name)
   if(NOT STOKER_BUILD_TESTS)
     return()
@@ -61,10 +64,12 @@ function(stoker_test name)
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gmock GTest::gtest_main)
   stoker_target_defaults(${name})
-  add_test(NAME ${name} COMMAND ${name})
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 120)
   endif()
-  set_tests_properties(${name} PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "${ARG_LABELS}"
-    ENVIRONMENT "STOKER_BIN_DIR=${PROJECT_BINARY_DIR}/bin")
+  if(NOT ARG_LABELS)
+    set(ARG_LABELS unit)
+  endif()
+  gtest_discover_tests(${name} TEST_PREFIX "${name}." DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
+    PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "${ARG_LABELS}" ENVIRONMENT "STOKER_BIN_DIR=${PROJECT_BINARY_DIR}/bin")
 endfunction()
