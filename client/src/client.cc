@@ -13,7 +13,6 @@
 #include "client/src/io_thread.h"
 #include "client/src/received_batch.h"
 #include "dataset/checkpoint.h"
-#include "base/flags.h"
 #include "auth/keys.h"
 #include "base/logging.h"
 #include "wire/frames.h"
@@ -206,13 +205,5 @@ uint64_t Client::steps_per_epoch() const { return core_->steps; }
 uint64_t Client::start_batch() const { return core_->start; }
 const std::string& Client::client_id() const { return core_->client_id; }
 ClientStats Client::Stats() const { return core_->Stats(); }
-
-void AddClientSecurityFlags(FlagSet& flags, ClientOptions* options) {
-  flags.AddString("key-file", &options->key_file,
-                  "this client's CURVE key pair (stoker keygen --role client); or $STOKER_KEY_FILE / $STOKER_KEY");
-  flags.AddString("trust-file", &options->trust_file,
-                  "public keys, the coordinator's among them; or $STOKER_TRUST_FILE / $STOKER_TRUST");
-  flags.AddBool("insecure", &options->insecure, "no CURVE (only on a network you trust)");
-}
 
 }  // namespace stoker

@@ -163,10 +163,10 @@ StatusOr<ClientCore::Taken> ClientCore::Next(std::chrono::milliseconds timeout) 
   MutexLock lock(mu);
   if (end_of_epoch_pending) {
     end_of_epoch_pending = false;
-    return Taken{Delivery::Kind::kEndOfEpoch, ended_epoch, nullptr};
+    return Taken{DeliveryKind::kEndOfEpoch, ended_epoch, nullptr};
   }
   const uint64_t next = window->next();
-  if (next >= total) return Taken{Delivery::Kind::kEndOfJob, spec.epochs, nullptr};
+  if (next >= total) return Taken{DeliveryKind::kEndOfJob, spec.epochs, nullptr};
   if (stager && next >= window->consumed() + stager->depth()) {
     // The batch could only be staged into a slot the consumer still holds: waiting would never end.
     return ResourceExhaustedError("the consumer holds " + std::to_string(next - window->consumed()) +
@@ -231,7 +231,7 @@ ClientCore::Taken ClientCore::Handout(double waited) {
     ended_epoch = batch->epoch;
   }
   const uint32_t epoch = batch->epoch;
-  return Taken{Delivery::Kind::kBatch, epoch, std::move(batch)};
+  return Taken{DeliveryKind::kBatch, epoch, std::move(batch)};
 }
 
 // Counts (sign +1) or uncounts (-1, a batch put back) a batch's quarantined samples by reason. A worker chooses the

@@ -28,14 +28,14 @@
 #include "dataset/plan.h"
 #include "base/sync.h"
 #include "wire/transport_errors.h"
-#include "stoker/client.h"
+#include "stoker/client_types.h"
 
 namespace stoker::client {
 
 struct ClientCore {
   // What Next() hands the Client: a batch, or the end of an epoch or of the job.
   struct Taken {
-    Delivery::Kind kind = Delivery::Kind::kBatch;
+    DeliveryKind kind = DeliveryKind::kBatch;
     uint32_t epoch = 0;
     std::unique_ptr<ReceivedBatch> batch;  // kBatch only
   };

@@ -53,7 +53,7 @@ class ClientCoreTest : public ::testing::Test {
     auto taken = core_->Next(std::chrono::seconds(5));
     EXPECT_TRUE(taken.ok()) << taken.status().ToString();
     if (!taken.ok()) return nullptr;
-    EXPECT_EQ(taken->kind, Delivery::Kind::kBatch);
+    EXPECT_EQ(taken->kind, DeliveryKind::kBatch);
     return std::move(taken->batch);
   }
 
@@ -85,12 +85,12 @@ TEST_F(ClientCoreTest, EpochsEndBetweenTheirBatchesAndTheJobAfterTheLast) {
     while (true) {
       auto taken = core_->Next(std::chrono::milliseconds(1));
       if (!taken.ok()) break;  // batch g+1 has not arrived: DeadlineExceeded
-      if (taken->kind == Delivery::Kind::kBatch) {
+      if (taken->kind == DeliveryKind::kBatch) {
         seen.push_back(std::to_string(taken->batch->global));
         core_->Release(taken->batch->global);
       } else {
-        seen.push_back(taken->kind == Delivery::Kind::kEndOfEpoch ? "end" + std::to_string(taken->epoch) : "job");
-        if (taken->kind == Delivery::Kind::kEndOfJob) break;
+        seen.push_back(taken->kind == DeliveryKind::kEndOfEpoch ? "end" + std::to_string(taken->epoch) : "job");
+        if (taken->kind == DeliveryKind::kEndOfJob) break;
       }
     }
   }
@@ -170,7 +170,7 @@ TEST_F(ClientCoreTest, APutBackBatchComesAgainAndSoDoesItsEndOfEpoch) {
   EXPECT_EQ(again->global, 2u);
   auto end = core_->Next(std::chrono::milliseconds(1));
   ASSERT_TRUE(end.ok());
-  EXPECT_EQ(end->kind, Delivery::Kind::kEndOfEpoch);
+  EXPECT_EQ(end->kind, DeliveryKind::kEndOfEpoch);
 }
 
 TEST_F(ClientCoreTest, QuarantinedSamplesAreCountedByReasonWhenHandedOutAndUncountedWhenPutBack) {

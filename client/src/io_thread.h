@@ -23,7 +23,7 @@
 #include "wire/control_channel.h"
 #include "wire/data_codec.h"
 #include "auth/keys.h"
-#include "stoker/client.h"
+#include "stoker/client_types.h"
 
 namespace stoker::client {
 
