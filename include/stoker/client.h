@@ -39,7 +39,7 @@ namespace stoker {
 // StallProbe, ClientOptions and ClientStats: stoker/client_types.h.
 
 namespace client {
-struct ClientCore;
+class ClientCore;
 struct ReceivedBatch;
 class BatchStager;
 class IoThread;
@@ -130,7 +130,7 @@ class Client {
   std::shared_ptr<client::ClientCore> core_;
   std::unique_ptr<client::IoThread> io_;
   std::thread stage_thread_;  // with a stager only
-  void JoinMetrics(const ClientOptions& options);
+  void JoinMetrics(const ClientOptions& options, const std::string& gpu_uuid);
   uint64_t metrics_member_ = 0;  // in the process's ClientProcess, 0 if none
 };
 
