@@ -43,6 +43,7 @@ class ClientCore;
 struct ReceivedBatch;
 class BatchStager;
 class IoThread;
+class LoaderRole;
 }  // namespace client
 
 // One batch of one rank: `size()` samples, uint8 RGB pixels in NHWC order, int64 labels, sample ids and flags.
@@ -118,7 +119,9 @@ class Client {
   ClientStats Stats() const;
 
  private:
-  friend class Loader;  // stoker/loader.h: the GPU path stages batches through a BatchStager
+  // stoker/loader.h: a Loader's rank (client/src/loader_roles.h) stages batches through a BatchStager and puts back
+  // a batch the agreement step decided not to use.
+  friend class client::LoaderRole;
   using StagerFactory = std::function<StatusOr<std::shared_ptr<client::BatchStager>>(const JobSpec& spec)>;
   static StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options, const StagerFactory& make_stager);
   // Hands back the batch Next() returned last, unreleased: the next Next() returns it again (a stop agreed by

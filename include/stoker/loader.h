@@ -79,7 +79,7 @@ class LoadedBatch {
   struct State;  // private: the Loader's bookkeeping for one handed-out batch
 
  private:
-  friend class Loader;
+  friend class client::LoaderRole;
   explicit LoadedBatch(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;
 };
@@ -114,11 +114,11 @@ class Loader {
   uint64_t steps_per_epoch() const;
   bool on_device() const;
 
-  class Impl;
 
  private:
-  explicit Loader(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  explicit Loader(std::unique_ptr<client::LoaderRole> role);
+  // A plain rank, a tensor-parallel leader or a follower (client/src/loader_roles.h).
+  std::unique_ptr<client::LoaderRole> role_;
 };
 
 // A fresh NCCL unique id (hex) for CollectiveOptions::nccl_id; FailedPrecondition where NCCL cannot be loaded.
