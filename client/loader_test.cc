@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "client/cuda/gpu_probe.h"
+#include "client/src/client_flags.h"
 #include "client/src/convert_host.h"
 #include "base/flags.h"
 #include "stoker/c_api.h"
@@ -235,7 +236,7 @@ StatusOr<LoaderOptions> ParseLoaderFlags(std::vector<std::string> args) {
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   FlagSet flags("test", "test", "STOKER_TEST_UNSET_");
-  LoaderFlags loader_flags(flags);
+  client::LoaderFlags loader_flags(flags);
   STOKER_RETURN_IF_ERROR(flags.Parse(static_cast<int>(argv.size()), argv.data()));
   return loader_flags.Finish();
 }

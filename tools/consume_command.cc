@@ -4,6 +4,7 @@
 #include <fstream>
 #include <thread>
 
+#include "client/src/client_flags.h"
 #include "stoker/client.h"
 #include "base/flags.h"
 #include "base/hash.h"
@@ -36,7 +37,7 @@ int ConsumeCommand(int argc, char** argv) {
   flags.AddUint32("max-worker-connections", &options.max_workers,
                   "worker connections held at once (each is a file descriptor)");
   flags.AddString("client-id", &options.client_id, "client id (default: random c-…)");
-  AddClientSecurityFlags(flags, &options);
+  client::AddClientSecurityFlags(flags, &options);
   flags.AddString("log", &log_path, "write the delivery log here");
   flags.AddString("summary-json", &summary_path, "write a JSON summary here");
   flags.AddString("stall-timeout", &stall, "fail if no batch arrives for this long");

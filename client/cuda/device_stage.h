@@ -23,9 +23,9 @@
 #include <memory>
 
 #include "client/src/received_batch.h"
+#include "stoker/client_types.h"
+#include "stoker/loader_types.h"
 #include "stoker/status.h"
-#include "stoker/client.h"
-#include "stoker/loader.h"
 
 namespace stoker::client {
 

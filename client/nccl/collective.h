@@ -2,7 +2,7 @@
 // time (libnccl.so.2, or $STOKER_NCCL_LIBRARY): a process that already loaded it (PyTorch does) shares that copy,
 // and a machine without it fails only the Loaders that ask for tensor parallelism or agreement, with the reason.
 //
-// Two uses (stoker/loader.h): the tensor-parallel broadcast (member 0 sends each batch's bytes to the others) and
+// Two uses (the Loader's): the tensor-parallel broadcast (member 0 sends each batch's bytes to the others) and
 // the agreement step (every data-parallel rank's vote, reduced to the maximum). Every host wait has the options'
 // deadline: a member that never arrives makes the others fail with DeadlineExceeded, and the communicator is
 // aborted so no kernel keeps waiting for it.
@@ -14,8 +14,8 @@
 #include <memory>
 #include <string>
 
+#include "stoker/loader_types.h"
 #include "stoker/status.h"
-#include "stoker/loader.h"
 
 namespace stoker::client {
 

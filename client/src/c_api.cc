@@ -13,6 +13,7 @@
 #include "dataset/checkpoint.h"
 #include "base/flags.h"
 #include "base/json_writer.h"
+#include "client/src/client_flags.h"
 #include "stoker/loader.h"
 
 struct stoker_loader {
@@ -80,7 +81,7 @@ stoker::StatusOr<stoker::LoaderOptions> ParseLoaderFlags(int argc, const char* c
   for (int i = 0; i < argc; ++i) args.push_back(const_cast<char*>(argv[i]));
   // The twins are STOKER_LOADER_<FLAG>: the library must not pick up the CLI's STOKER_<FLAG> settings by surprise.
   stoker::FlagSet flags("stoker_loader_open(flags)", "Opens a stoker Loader.", "STOKER_LOADER_");
-  stoker::LoaderFlags loader_flags(flags);
+  stoker::client::LoaderFlags loader_flags(flags);
   stoker::Status parsed = flags.Parse(static_cast<int>(args.size()), args.data());
   if (parsed.code() == stoker::StatusCode::kCancelled) return stoker::InvalidArgumentError(flags.Usage());
   STOKER_RETURN_IF_ERROR(parsed);

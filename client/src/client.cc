@@ -1,19 +1,20 @@
-// The Client's public face: Connect (validate the options, register the rank, start the I/O thread and, on the GPU
-// path, the staging thread), Next (batches in plan order from ClientCore), Batch (a handed-out batch that frees its
-// slot when released), checkpoints. The shared state is ClientCore (client/src/client_core.h), the sockets are the
-// I/O thread's (client/src/io_thread.h), metrics and /state are in client/src/client_metrics.cc.
+// The Client's public face: Connect (validate the options, claim the rank, start the core, the I/O thread and, on
+// the GPU path, the staging thread), Next (batches in plan order from ClientCore), Batch (a handed-out batch that
+// frees its slot when released), checkpoints. The shared state is ClientCore (client/src/client_core.h), the
+// protocol's decisions ClientImpl's (client/src/client_impl.h), the sockets the I/O thread's
+// (client/src/io_thread.h), metrics and /state are in client/src/client_metrics.cc.
 #include "stoker/client.h"
 
 #include <sys/eventfd.h>
 
 #include <algorithm>
+#include <functional>
 
 #include "client/src/client_core.h"
 #include "client/src/client_metrics.h"
 #include "client/src/io_thread.h"
 #include "client/src/received_batch.h"
 #include "dataset/checkpoint.h"
-#include "base/flags.h"
 #include "auth/keys.h"
 #include "base/logging.h"
 #include "wire/frames.h"
@@ -100,63 +101,77 @@ StatusOr<std::optional<ResumePoint>> ResumePointOf(const ClientOptions& options)
   return std::optional<ResumePoint>(ResumePoint{token.position, token.spec_fingerprint});
 }
 
+// The shared state, with the doorbell its I/O thread waits on.
+StatusOr<std::shared_ptr<ClientCore>> NewCore(const ClientOptions& options) {
+  const int doorbell = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (doorbell < 0) return InternalError("eventfd failed");
+  std::shared_ptr<const Clock> clock = options.clock ? options.clock : std::make_shared<RealClock>();
+  return std::make_shared<ClientCore>(std::move(clock),
+                                      options.client_id.empty() ? NewPeerId("c") : options.client_id, doorbell);
+}
+
+StatusOr<std::unique_ptr<client::IoThread>> NewIoThread(const ClientOptions& options, Security security,
+                                                        std::shared_ptr<ClientCore> core) {
+  try {  // the coordinator socket: out of descriptors (EMFILE) is an error for the caller, never std::terminate
+    return std::make_unique<client::IoThread>(options, std::move(security), std::move(core));
+  } catch (const zmq::error_t& e) {
+    return ResourceExhaustedError(std::string("cannot open the coordinator socket: ") + e.what());
+  }
+}
+
+using StagerFactory = std::function<StatusOr<std::shared_ptr<client::BatchStager>>(const JobSpec& spec)>;
+
+// What the registration settled, for the core: the job as the coordinator described it (its plan), the window,
+// where this session starts, the stager of the GPU path and the metrics' labels.
+StatusOr<ClientCore::Session> SessionOf(const ClientOptions& options, const RegisterClientResponse& registered,
+                                        const std::string& gpu_uuid, const StagerFactory& make_stager) {
+  auto plan = Plan::Make(registered.spec, registered.samples_per_epoch);
+  if (!plan.ok()) return plan.status().WithContext("the job the coordinator described is inconsistent");
+  std::shared_ptr<client::BatchStager> stager;
+  if (make_stager) {
+    STOKER_ASSIGN_OR_RETURN(stager, make_stager(registered.spec));
+    if (stager->depth() == 0 || stager->depth() > options.prefetch) {
+      return InvalidArgumentError("the device depth (" + std::to_string(stager->depth()) +
+                                  ") must be between 1 and the prefetch window (" + std::to_string(options.prefetch) +
+                                  ")");
+    }
+  }
+  MetricLabels labels = {{"pipeline", registered.spec.name},
+                         {"rank", std::to_string(options.rank)},
+                         {"gpu", options.gpu >= 0 ? std::to_string(options.gpu) : "none"},
+                         {"gpu_uuid", gpu_uuid}};
+  return ClientCore::Session{registered.spec, std::move(*plan), registered.steps_per_epoch, options.prefetch,
+                             registered.start_batch, options.stall_probe, std::move(stager), std::move(labels)};
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) { return Connect(options, {}); }
 
+// One way out: any failure returns, and once the rank is claimed, dropping the claim gives it back (before any I/O
+// thread, staging thread or worker connection exists for it).
 StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options, const StagerFactory& make_stager) {
   STOKER_RETURN_IF_ERROR(CheckOptions(options));
   STOKER_ASSIGN_OR_RETURN(std::optional<ResumePoint> resume, ResumePointOf(options));
   STOKER_ASSIGN_OR_RETURN(Security security,
                           LoadSecurity(Role::kClient, {options.key_file, options.trust_file, options.insecure}));
-  std::shared_ptr<const Clock> clock = options.clock ? options.clock : std::make_shared<RealClock>();
-  auto core = std::make_shared<ClientCore>(clock, options.client_id.empty() ? NewPeerId("c") : options.client_id);
-  core->doorbell = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (core->doorbell < 0) return InternalError("eventfd failed");
+  const std::string gpu_uuid = client::GpuUuidForOrdinal(options.gpu);
   auto client = std::unique_ptr<Client>(new Client());
-  client->core_ = core;
   client->rank_ = options.rank;
-  try {  // the coordinator socket: out of descriptors (EMFILE) is an error for the caller, never std::terminate
-    client->io_ = std::make_unique<client::IoThread>(options, std::move(security), core);
-  } catch (const zmq::error_t& e) {
-    return ResourceExhaustedError(std::string("cannot open the coordinator socket: ") + e.what());
-  }
-  auto registered = client->io_->Register(resume);
-  if (!registered.ok()) return registered.status();
-  // From here on, every failure starts the I/O thread only to give the rank back as it closes.
-  auto plan = Plan::Make(registered->spec, registered->samples_per_epoch);
-  if (!plan.ok()) {
-    client->io_->Start(*registered);
-    return plan.status().WithContext("the job the coordinator described is inconsistent");
-  }
-  core->Start(registered->spec, *plan, registered->steps_per_epoch, options.prefetch, registered->start_batch);
-  core->stall_probe = options.stall_probe;
-  if (make_stager) {
-    auto stager = make_stager(core->spec);
-    if (!stager.ok()) {
-      client->io_->Start(*registered);
-      return stager.status();
-    }
-    if ((*stager)->depth() == 0 || (*stager)->depth() > core->window_size) {
-      client->io_->Start(*registered);
-      return InvalidArgumentError("the device depth (" + std::to_string((*stager)->depth()) +
-                                  ") must be between 1 and the prefetch window (" +
-                                  std::to_string(core->window_size) + ")");
-    }
-    core->stager = std::move(*stager);
-    client->stage_thread_ = std::thread([core] { core->StageLoop(); });
-  }
-  client->io_->Start(*registered);
-  client->JoinMetrics(options);
+  STOKER_ASSIGN_OR_RETURN(client->core_, NewCore(options));
+  STOKER_ASSIGN_OR_RETURN(client->io_, NewIoThread(options, std::move(security), client->core_));
+  STOKER_ASSIGN_OR_RETURN(client::RankClaim claim, client->io_->Register(resume));
+  STOKER_ASSIGN_OR_RETURN(ClientCore::Session session,
+                          SessionOf(options, claim.registered(), gpu_uuid, make_stager));
+  const bool stages = session.stager != nullptr;
+  client->core_->Start(std::move(session));
+  if (stages) client->stage_thread_ = std::thread([core = client->core_] { core->StageLoop(); });
+  client->io_->Start(std::move(claim));
+  client->JoinMetrics(options, gpu_uuid);
   return client;
 }
 
-void Client::JoinMetrics(const ClientOptions& options) {
-  const std::string gpu_uuid = client::GpuUuidForOrdinal(options.gpu);
-  core_->labels = {{"pipeline", core_->spec.name},
-                   {"rank", std::to_string(rank_)},
-                   {"gpu", options.gpu >= 0 ? std::to_string(options.gpu) : "none"},
-                   {"gpu_uuid", gpu_uuid}};
+void Client::JoinMetrics(const ClientOptions& options, const std::string& gpu_uuid) {
   auto& process = client::ClientProcess::Get();
   metrics_member_ = process.Join(client::MemberFor(core_, options.gpu, gpu_uuid));
   std::string listen = options.metrics_listen;
@@ -170,8 +185,7 @@ void Client::JoinMetrics(const ClientOptions& options) {
                          << " (training goes on without it)";
     return;
   }
-  MutexLock lock(core_->mu);
-  core_->metrics_address = *served;
+  core_->NoteMetricsAddress(*served);
 }
 
 Client::~Client() {
@@ -181,8 +195,7 @@ Client::~Client() {
 }
 
 std::string Client::Checkpoint() const {
-  MutexLock lock(core_->mu);
-  return EncodeCheckpointToken({core_->spec.name, rank_, core_->window->next(), SpecFingerprint(core_->spec)});
+  return EncodeCheckpointToken({core_->spec().name, rank_, core_->position(), SpecFingerprint(core_->spec())});
 }
 
 StatusOr<Delivery> Client::Next(std::chrono::milliseconds timeout) {
@@ -201,18 +214,10 @@ Status Client::PutBack(Batch batch) {
   return Status::Ok();
 }
 
-const JobSpec& Client::spec() const { return core_->spec; }
-uint64_t Client::steps_per_epoch() const { return core_->steps; }
-uint64_t Client::start_batch() const { return core_->start; }
-const std::string& Client::client_id() const { return core_->client_id; }
+const JobSpec& Client::spec() const { return core_->spec(); }
+uint64_t Client::steps_per_epoch() const { return core_->steps_per_epoch(); }
+uint64_t Client::start_batch() const { return core_->start_batch(); }
+const std::string& Client::client_id() const { return core_->client_id(); }
 ClientStats Client::Stats() const { return core_->Stats(); }
-
-void AddClientSecurityFlags(FlagSet& flags, ClientOptions* options) {
-  flags.AddString("key-file", &options->key_file,
-                  "this client's CURVE key pair (stoker keygen --role client); or $STOKER_KEY_FILE / $STOKER_KEY");
-  flags.AddString("trust-file", &options->trust_file,
-                  "public keys, the coordinator's among them; or $STOKER_TRUST_FILE / $STOKER_TRUST");
-  flags.AddBool("insecure", &options->insecure, "no CURVE (only on a network you trust)");
-}
 
 }  // namespace stoker

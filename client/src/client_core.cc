@@ -1,11 +1,13 @@
-// ClientCore (client_core.h): the window's insertions and hand-outs, waits and steps on the client's Clock, the
-// staging loop, and health.
+// ClientCore (client_core.h): the window's insertions and hand-outs, acks, waits and steps on the client's Clock,
+// the staging loop, health and /state.
 #include "client/src/client_core.h"
 
 #include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
+
+#include "base/json_writer.h"
 
 namespace stoker::client {
 namespace {
@@ -16,27 +18,29 @@ double UnixSeconds() {
 
 }  // namespace
 
-ClientCore::ClientCore(std::shared_ptr<const Clock> clock_in, std::string id)
-    : clock(std::move(clock_in)), client_id(std::move(id)) {}
+ClientCore::ClientCore(std::shared_ptr<const Clock> clock, std::string client_id, int doorbell)
+    : clock_(std::move(clock)), client_id_(std::move(client_id)), doorbell_(doorbell) {}
 
 ClientCore::~ClientCore() {
-  if (doorbell >= 0) ::close(doorbell);
+  if (doorbell_ >= 0) ::close(doorbell_);
 }
 
-void ClientCore::Start(const JobSpec& job_spec, const Plan& job_plan, uint64_t steps_per_epoch, uint32_t size,
-                       uint64_t start_batch) {
-  spec = job_spec;
-  plan = job_plan;
-  steps = steps_per_epoch;
-  total = steps_per_epoch * job_spec.epochs;
-  window_size = size;
-  start = start_batch;
-  MutexLock lock(mu);
-  window.emplace(size, start_batch);
-  staged = start_batch;
-  last_return = clock->Now();
-  coordinator_heard = clock->Now();
-  stats.last_batch_unix_seconds = UnixSeconds();
+void ClientCore::Start(Session session) {
+  spec_ = std::move(session.spec);
+  plan_.emplace(std::move(session.plan));
+  steps_ = session.steps_per_epoch;
+  total_ = steps_ * spec_.epochs;
+  window_size_ = session.window_size;
+  start_ = session.start_batch;
+  stall_probe_ = std::move(session.stall_probe);
+  stager_ = std::move(session.stager);
+  labels_ = std::move(session.labels);
+  MutexLock lock(mu_);
+  window_.emplace(window_size_, start_);
+  staged_ = start_;
+  last_return_ = clock_->Now();
+  coordinator_heard_ = clock_->Now();
+  stats_.last_batch_unix_seconds = UnixSeconds();
 }
 
 std::unique_ptr<ReceivedBatch> MakeReceivedBatch(BatchHeader h, uint64_t steps_per_epoch,
@@ -76,133 +80,180 @@ PrefetchWindow::Outcome ClientCore::Accept(std::unique_ptr<ReceivedBatch> batch)
   const uint64_t bytes = batch->pixel_bytes;
   PrefetchWindow::Outcome outcome;
   {
-    MutexLock lock(mu);
-    outcome = window->Insert(std::move(batch), heartbeats_sent);
+    MutexLock lock(mu_);
+    outcome = window_->Insert(std::move(batch), heartbeats_sent_);
     switch (outcome) {
       case PrefetchWindow::Outcome::kAccepted:
-        ++stats.batches_received;
-        stats.bytes_received += bytes;
-        ack_dirty = true;
+        ++stats_.batches_received;
+        stats_.bytes_received += bytes;
+        ack_dirty_ = true;
         break;
       case PrefetchWindow::Outcome::kUnconfirmed:
-        stats.bytes_received += bytes;
-        ack_dirty = true;  // a heartbeat soon: its reply says whether the coordinator granted that attempt
+        stats_.bytes_received += bytes;
+        ack_dirty_ = true;  // a heartbeat soon: its reply says whether the coordinator granted that attempt
         break;
-      case PrefetchWindow::Outcome::kDuplicate: ++stats.dropped_duplicate; break;
-      case PrefetchWindow::Outcome::kStaleAttempt: ++stats.dropped_stale_attempt; break;
-      case PrefetchWindow::Outcome::kUnlisted: ++stats.dropped_unlisted; break;
-      case PrefetchWindow::Outcome::kOutOfWindow: ++stats.dropped_out_of_window; break;
+      case PrefetchWindow::Outcome::kDuplicate: ++stats_.dropped_duplicate; break;
+      case PrefetchWindow::Outcome::kStaleAttempt: ++stats_.dropped_stale_attempt; break;
+      case PrefetchWindow::Outcome::kUnlisted: ++stats_.dropped_unlisted; break;
+      case PrefetchWindow::Outcome::kOutOfWindow: ++stats_.dropped_out_of_window; break;
     }
   }
-  if (outcome == PrefetchWindow::Outcome::kAccepted) {
-    ready.NotifyAll();
-    stage_wanted.NotifyAll();
-  }
+  if (outcome == PrefetchWindow::Outcome::kAccepted) NotifyArrived();
   return outcome;
 }
 
-uint64_t ClientCore::HeartbeatSent() {
-  MutexLock lock(mu);
-  return ++heartbeats_sent;
+// A batch became deliverable, or the stream ended: Next() and the staging thread look again.
+void ClientCore::NotifyArrived() {
+  ready_.NotifyAll();
+  stage_wanted_.NotifyAll();
+}
+
+bool ClientCore::AckPending() const {
+  MutexLock lock(mu_);
+  return ack_dirty_;
+}
+
+uint64_t ClientCore::TakeAck(ClientHeartbeatRequest& hb) {
+  MutexLock lock(mu_);
+  hb.consumed = window_->consumed();
+  hb.received_watermark = window_->received_watermark();
+  hb.received_above.assign(window_->received_above().begin(), window_->received_above().end());
+  hb.step_seconds = stats_.step_seconds;
+  hb.stall_seconds = stats_.stall_seconds;
+  hb.samples_delivered = stats_.samples_delivered;
+  ack_dirty_ = false;
+  return ++heartbeats_sent_;
 }
 
 void ClientCore::NoteLeases(const std::vector<LeaseRef>& leases, uint64_t heartbeat) {
   PrefetchWindow::Confirmed confirmed;
   {
-    MutexLock lock(mu);
-    confirmed = window->NoteLeases(leases, *plan, heartbeat);
-    stats.batches_received += confirmed.accepted;
-    stats.dropped_stale_attempt += confirmed.stale;
-    stats.dropped_unlisted += confirmed.unlisted;
-    if (confirmed.accepted > 0) ack_dirty = true;
+    MutexLock lock(mu_);
+    confirmed = window_->NoteLeases(leases, *plan_, heartbeat);
+    stats_.batches_received += confirmed.accepted;
+    stats_.dropped_stale_attempt += confirmed.stale;
+    stats_.dropped_unlisted += confirmed.unlisted;
+    if (confirmed.accepted > 0) ack_dirty_ = true;
   }
-  if (confirmed.accepted > 0) {
-    ready.NotifyAll();
-    stage_wanted.NotifyAll();
-  }
+  if (confirmed.accepted > 0) NotifyArrived();
+}
+
+void ClientCore::ForgetAttempts() {
+  MutexLock lock(mu_);
+  window_->ForgetAttempts();
 }
 
 void ClientCore::CountWrongSamples() {
-  MutexLock lock(mu);
-  ++stats.dropped_wrong_samples;
+  MutexLock lock(mu_);
+  ++stats_.dropped_wrong_samples;
 }
 
 void ClientCore::CountBadFrame() {
-  MutexLock lock(mu);
-  ++stats.dropped_bad_frame;
+  MutexLock lock(mu_);
+  ++stats_.dropped_bad_frame;
 }
 
 void ClientCore::CountWorkerError() {
-  MutexLock lock(mu);
-  ++stats.worker_errors;
+  MutexLock lock(mu_);
+  ++stats_.worker_errors;
+}
+
+void ClientCore::NoteWorkers(std::vector<std::string> endpoints) {
+  MutexLock lock(mu_);
+  stats_.connected_workers = static_cast<uint32_t>(endpoints.size());
+  worker_endpoints_ = std::move(endpoints);
+}
+
+void ClientCore::StartHeartbeats(Duration interval) {
+  MutexLock lock(mu_);
+  heartbeat_interval_ = interval;
+  coordinator_heard_ = clock_->Now();
+}
+
+void ClientCore::CoordinatorAnswered() {
+  MutexLock lock(mu_);
+  coordinator_heard_ = clock_->Now();
 }
 
 void ClientCore::Fail(const Status& status) {
   {
-    MutexLock lock(mu);
-    if (!fatal.ok()) return;
-    fatal = status;
+    MutexLock lock(mu_);
+    if (!fatal_.ok()) return;
+    fatal_ = status;
   }
-  ready.NotifyAll();
-  stage_wanted.NotifyAll();
+  NotifyArrived();
+}
+
+void ClientCore::Close() {
+  {
+    MutexLock lock(mu_);
+    closing_ = true;
+  }
+  stage_wanted_.NotifyAll();
+  Wake();
+}
+
+bool ClientCore::closing() const {
+  MutexLock lock(mu_);
+  return closing_;
 }
 
 void ClientCore::Wake() const {
   uint64_t one = 1;
-  ssize_t n = ::write(doorbell, &one, sizeof(one));
+  ssize_t n = ::write(doorbell_, &one, sizeof(one));
   (void)n;  // the eventfd counter cannot overflow at one write per release
 }
 
 // ---- the application -------------------------------------------------------------------------------------------
 
 bool ClientCore::ReadyToHandOut() const {
-  return !fatal.ok() || (window->Holds(window->next()) && (!stager || window->next() < staged));
+  return !fatal_.ok() || (window_->Holds(window_->next()) && (!stager_ || window_->next() < staged_));
 }
 
 StatusOr<ClientCore::Taken> ClientCore::Next(std::chrono::milliseconds timeout) {
-  MutexLock lock(mu);
-  if (end_of_epoch_pending) {
-    end_of_epoch_pending = false;
-    return Taken{Delivery::Kind::kEndOfEpoch, ended_epoch, nullptr};
+  MutexLock lock(mu_);
+  if (end_of_epoch_pending_) {
+    end_of_epoch_pending_ = false;
+    return Taken{DeliveryKind::kEndOfEpoch, ended_epoch_, nullptr};
   }
-  const uint64_t next = window->next();
-  if (next >= total) return Taken{Delivery::Kind::kEndOfJob, spec.epochs, nullptr};
-  if (stager && next >= window->consumed() + stager->depth()) {
+  const uint64_t next = window_->next();
+  if (next >= total_) return Taken{DeliveryKind::kEndOfJob, spec_.epochs, nullptr};
+  if (stager_ && next >= window_->consumed() + stager_->depth()) {
     // The batch could only be staged into a slot the consumer still holds: waiting would never end.
-    return ResourceExhaustedError("the consumer holds " + std::to_string(next - window->consumed()) +
+    return ResourceExhaustedError("the consumer holds " + std::to_string(next - window_->consumed()) +
                                   " unreleased batches, as many as the device depth (" +
-                                  std::to_string(stager->depth()) +
+                                  std::to_string(stager_->depth()) +
                                   "): release one before asking for the next, or raise the depth");
   }
   double waited = 0;
   std::optional<std::pair<TimePoint, TimePoint>> probe_window;  // a wait for the stall probe to judge
   if (!ReadyToHandOut()) {
-    const TimePoint wait_start = clock->Now();
-    const bool arrived = ready.WaitFor(mu, timeout, [this] {
-      mu.AssertHeld();
+    const TimePoint wait_start = clock_->Now();
+    const bool arrived = ready_.WaitFor(mu_, timeout, [this] {
+      mu_.AssertHeld();
       return ReadyToHandOut();
     });
-    const TimePoint wait_end = clock->Now();
+    const TimePoint wait_end = clock_->Now();
     waited = ToSeconds(wait_end - wait_start);
-    stats.wait_seconds += waited;
-    if (!delivered_any) {
-      stats.startup_seconds += waited;  // before the first batch the consumer has nothing to overlap with
-    } else if (stall_probe) {
+    stats_.wait_seconds += waited;
+    if (!delivered_any_) {
+      stats_.startup_seconds += waited;  // before the first batch the consumer has nothing to overlap with
+    } else if (stall_probe_) {
       probe_window.emplace(wait_start, wait_end);  // asked after the lock is dropped: a probe may be slow
     } else {
-      stats.stall_seconds += waited;
+      stats_.stall_seconds += waited;
     }
     if (!arrived) {
-      Status late = DeadlineExceededError("no batch " + std::to_string(next % steps) + " of epoch " +
-                                          std::to_string(next / steps) + " within " +
+      Status late = DeadlineExceededError("no batch " + std::to_string(next % steps_) + " of epoch " +
+                                          std::to_string(next / steps_) + " within " +
                                           std::to_string(timeout.count()) + " ms (" +
-                                          std::to_string(stats.connected_workers) + " workers connected)");
+                                          std::to_string(stats_.connected_workers) + " workers connected)");
       lock.Unlock();
       if (probe_window) AddProbedStall(probe_window->first, probe_window->second, waited);
       return late;
     }
   }
-  if (!fatal.ok()) return fatal;
+  if (!fatal_.ok()) return fatal_;
   Taken taken = Handout(waited);
   lock.Unlock();
   if (probe_window) AddProbedStall(probe_window->first, probe_window->second, waited);
@@ -211,27 +262,27 @@ StatusOr<ClientCore::Taken> ClientCore::Next(std::chrono::milliseconds timeout) 
 
 // Hands out batch `next`, which is there, and accounts the step it ends.
 ClientCore::Taken ClientCore::Handout(double waited) {
-  std::unique_ptr<ReceivedBatch> batch = window->TakeNext();
-  ++stats.batches_delivered;
-  stats.samples_delivered += batch->count;
+  std::unique_ptr<ReceivedBatch> batch = window_->TakeNext();
+  ++stats_.batches_delivered;
+  stats_.samples_delivered += batch->count;
   CountQuarantined(*batch, +1);
-  const TimePoint now = clock->Now();
-  if (delivered_any) {
-    const double step = ToSeconds(now - last_return);
-    stats.step_seconds += step;
-    step_histogram.Observe(step);
-    wait_histogram.Observe(waited);
+  const TimePoint now = clock_->Now();
+  if (delivered_any_) {
+    const double step = ToSeconds(now - last_return_);
+    stats_.step_seconds += step;
+    step_histogram_.Observe(step);
+    wait_histogram_.Observe(waited);
   }
-  delivered_any = true;
-  last_return = now;
-  stats.last_batch_unix_seconds = UnixSeconds();
-  if (window->next() >= total) stats.end_of_job = true;
-  if (batch->index + 1 == steps) {
-    end_of_epoch_pending = true;
-    ended_epoch = batch->epoch;
+  delivered_any_ = true;
+  last_return_ = now;
+  stats_.last_batch_unix_seconds = UnixSeconds();
+  if (window_->next() >= total_) stats_.end_of_job = true;
+  if (batch->index + 1 == steps_) {
+    end_of_epoch_pending_ = true;
+    ended_epoch_ = batch->epoch;
   }
   const uint32_t epoch = batch->epoch;
-  return Taken{Delivery::Kind::kBatch, epoch, std::move(batch)};
+  return Taken{DeliveryKind::kBatch, epoch, std::move(batch)};
 }
 
 // Counts (sign +1) or uncounts (-1, a batch put back) a batch's quarantined samples by reason. A worker chooses the
@@ -244,7 +295,7 @@ void ClientCore::CountQuarantined(const ReceivedBatch& batch, int sign) {
     if ((batch.flags[slot] & kSampleFlagQuarantined) == 0) continue;
     reasons.push_back(batch.quarantine_reasons.empty() ? &kUnreported : &batch.quarantine_reasons[told++]);
   }
-  std::map<std::string, uint64_t>& by_reason = stats.quarantined_by_reason;
+  std::map<std::string, uint64_t>& by_reason = stats_.quarantined_by_reason;
   for (const std::string* reason : reasons) {
     std::string key = *reason;
     if (by_reason.count(key) == 0 && by_reason.size() >= ClientStats::kMaxQuarantineReasons) key = "other";
@@ -252,92 +303,102 @@ void ClientCore::CountQuarantined(const ReceivedBatch& batch, int sign) {
     counter = sign > 0 ? counter + 1 : counter - 1;
     if (counter == 0) by_reason.erase(key);
   }
-  stats.samples_quarantined = sign > 0 ? stats.samples_quarantined + reasons.size()
-                                       : stats.samples_quarantined - reasons.size();
+  stats_.samples_quarantined = sign > 0 ? stats_.samples_quarantined + reasons.size()
+                                        : stats_.samples_quarantined - reasons.size();
 }
 
 // How much of a wait was stall, from the consumer's probe (it judges whether its device still had work queued).
 void ClientCore::AddProbedStall(TimePoint wait_start, TimePoint wait_end, double waited) {
-  const double stalled = std::clamp(stall_probe->StalledSeconds(wait_start, wait_end), 0.0, waited);
-  MutexLock lock(mu);
-  stats.stall_seconds += stalled;
+  const double stalled = std::clamp(stall_probe_->StalledSeconds(wait_start, wait_end), 0.0, waited);
+  MutexLock lock(mu_);
+  stats_.stall_seconds += stalled;
 }
 
 Status ClientCore::PutBack(std::unique_ptr<ReceivedBatch>& batch) {
-  MutexLock lock(mu);
+  MutexLock lock(mu_);
   const uint32_t count = batch->count;
   const ReceivedBatch& counted = *batch;  // the window keeps the object: it is still there after PutBack
-  if (!window->PutBack(batch)) return FailedPreconditionError("only the batch Next() returned last can be put back");
-  --stats.batches_delivered;
-  stats.samples_delivered -= count;
+  if (!window_->PutBack(batch)) return FailedPreconditionError("only the batch Next() returned last can be put back");
+  --stats_.batches_delivered;
+  stats_.samples_delivered -= count;
   CountQuarantined(counted, -1);
-  stats.end_of_job = false;
-  end_of_epoch_pending = false;  // its end of epoch comes again after it
+  stats_.end_of_job = false;
+  end_of_epoch_pending_ = false;  // its end of epoch comes again after it
   return Status::Ok();
 }
 
 void ClientCore::Release(uint64_t global) {
   {
-    MutexLock lock(mu);
-    if (!window->Release(global)) return;
-    ack_dirty = true;
+    MutexLock lock(mu_);
+    if (!window_->Release(global)) return;
+    ack_dirty_ = true;
   }
-  stage_wanted.NotifyAll();
+  stage_wanted_.NotifyAll();
   Wake();
 }
 
+uint64_t ClientCore::position() const {
+  MutexLock lock(mu_);
+  return window_->next();
+}
+
+void ClientCore::NoteMetricsAddress(std::string address) {
+  MutexLock lock(mu_);
+  metrics_address_ = std::move(address);
+}
+
 ClientStats ClientCore::Stats() const {
-  MutexLock lock(mu);
-  ClientStats s = stats;
-  s.position = window ? window->next() : 0;
-  s.prefetched = window ? window->filled() : 0;
-  s.metrics_address = metrics_address;
+  MutexLock lock(mu_);
+  ClientStats s = stats_;
+  s.position = window_ ? window_->next() : 0;
+  s.prefetched = window_ ? window_->filled() : 0;
+  s.metrics_address = metrics_address_;
   return s;
 }
 
 // ---- the staging thread ----------------------------------------------------------------------------------------
 
-// Batch `staged` goes to stager slot staged % depth once it has arrived and the consumer has released the batch
-// that slot held before (staged - depth < consumed).
+// Batch `staged_` goes to stager slot staged_ % depth once it has arrived and the consumer has released the batch
+// that slot held before (staged_ - depth < consumed).
 bool ClientCore::StageWanted() const {
-  if (closing || !fatal.ok()) return true;
-  if (staged >= total || staged >= window->consumed() + stager->depth()) return false;
-  return window->Holds(staged);
+  if (closing_ || !fatal_.ok()) return true;
+  if (staged_ >= total_ || staged_ >= window_->consumed() + stager_->depth()) return false;
+  return window_->Holds(staged_);
 }
 
 void ClientCore::StageLoop() {
   ::pthread_setname_np(::pthread_self(), "stoker-stage");  // top -H, and gpu_feed_bench's CPU breakdown
-  const uint64_t depth = stager->depth();
-  MutexLock lock(mu);
+  const uint64_t depth = stager_->depth();
+  MutexLock lock(mu_);
   while (true) {
-    stage_wanted.Wait(mu, [this] {
-      mu.AssertHeld();
+    stage_wanted_.Wait(mu_, [this] {
+      mu_.AssertHeld();
       return StageWanted();
     });
-    if (closing || !fatal.ok()) return;
-    const uint64_t g = staged;
-    ReceivedBatch& batch = window->At(g);  // nobody else touches a filled, unstaged slot
+    if (closing_ || !fatal_.ok()) return;
+    const uint64_t g = staged_;
+    ReceivedBatch& batch = window_->At(g);  // nobody else touches a filled, unstaged slot
     lock.Unlock();
     StageReport report;
-    Status status = stager->Stage(g % depth, batch, &report);
-    if (report.h2d_seconds >= 0) h2d_histogram.Observe(report.h2d_seconds);
+    Status status = stager_->Stage(g % depth, batch, &report);
+    if (report.h2d_seconds >= 0) h2d_histogram_.Observe(report.h2d_seconds);
     lock.Lock();
     if (!status.ok()) {
-      if (fatal.ok()) fatal = status.WithContext("staging batch " + std::to_string(g));
-      ready.NotifyAll();
+      if (fatal_.ok()) fatal_ = status.WithContext("staging batch " + std::to_string(g));
+      ready_.NotifyAll();
       return;
     }
-    h2d_bytes += report.h2d_bytes;
-    staged = g + 1;
-    ready.NotifyAll();
+    h2d_bytes_ += report.h2d_bytes;
+    staged_ = g + 1;
+    ready_.NotifyAll();
   }
 }
 
 // ---- health ----------------------------------------------------------------------------------------------------
 
 Status ClientCore::Live() const {
-  const int64_t turned = io_turned_ns.load(std::memory_order_relaxed);
-  const Duration stuck = clock->Now().time_since_epoch() - Duration(turned);
+  const int64_t turned = io_turned_ns_.load(std::memory_order_relaxed);
+  const Duration stuck = clock_->Now().time_since_epoch() - Duration(turned);
   if (turned != 0 && stuck > std::chrono::seconds(10)) {
     return UnavailableError("the client's I/O thread has not turned for " +
                             std::to_string(std::chrono::duration_cast<std::chrono::seconds>(stuck).count()) + " s");
@@ -348,14 +409,37 @@ Status ClientCore::Live() const {
 Status ClientCore::Ready() const {
   // Ready = connected: the rank is ours and the coordinator answered within a few heartbeats. Batches may still
   // flow from workers while the coordinator is away; /readyz says it is away.
-  MutexLock lock(mu);
-  if (!fatal.ok()) return fatal;
-  const Duration silent = clock->Now() - coordinator_heard;
-  const Duration limit = std::max<Duration>(4 * heartbeat_interval, std::chrono::seconds(2));
+  MutexLock lock(mu_);
+  if (!fatal_.ok()) return fatal_;
+  const Duration silent = clock_->Now() - coordinator_heard_;
+  const Duration limit = std::max<Duration>(4 * heartbeat_interval_, std::chrono::seconds(2));
   if (silent > limit) {
     return UnavailableError("no reply from the coordinator for " + std::to_string(ToMillis(silent)) + " ms");
   }
   return Status::Ok();
+}
+
+uint64_t ClientCore::h2d_bytes() const {
+  MutexLock lock(mu_);
+  return h2d_bytes_;
+}
+
+std::string ClientCore::StateJson() const {
+  MutexLock lock(mu_);
+  JsonWriter j;
+  j.BeginObject();
+  j.Key("client_id").Value(client_id_);
+  for (const auto& [key, value] : labels_) j.Key(key).Value(value);
+  j.Key("total").Value(total_).Key("steps_per_epoch").Value(steps_);
+  if (window_) window_->WriteState(j);
+  j.Key("workers").BeginArray();
+  for (const std::string& w : worker_endpoints_) j.Value(w);
+  j.EndArray();
+  j.Key("fatal").Value(fatal_.ok() ? std::string() : fatal_.ToString());
+  j.Key("wait_seconds").Value(stats_.wait_seconds).Key("stall_seconds").Value(stats_.stall_seconds);
+  j.Key("step_seconds").Value(stats_.step_seconds).Key("end_of_job").Value(stats_.end_of_job);
+  j.EndObject();
+  return j.str();
 }
 
 }  // namespace stoker::client

@@ -19,11 +19,17 @@ class ClientCoreTest : public ::testing::Test {
     spec_.pipeline.output_height = spec_.pipeline.output_width = 2;
     auto plan = Plan::Make(spec_, 6);  // 3 steps per epoch
     EXPECT_TRUE(plan.ok());
-    core_->Start(spec_, *plan, 3, /*window=*/4, /*start=*/0);
+    core_->Start(ClientCore::Session{spec_, *plan, 3, /*window_size=*/4, /*start_batch=*/0});
     // The coordinator lists every unit under attempt 1 (as the reply to the first heartbeat would).
     std::vector<LeaseRef> leases;
     for (uint64_t u = 0; u < plan->total_units(); ++u) leases.push_back({"j", 0, u, 1});
-    core_->NoteLeases(leases, core_->HeartbeatSent());
+    core_->NoteLeases(leases, HeartbeatSent(*core_));
+  }
+
+  // A heartbeat leaves, acknowledging what the window holds: its number.
+  static uint64_t HeartbeatSent(ClientCore& core) {
+    ClientHeartbeatRequest heartbeat;
+    return core.TakeAck(heartbeat);
   }
 
   // `quarantined`: flags and reasons per slot (empty reason: flagged without one, as an older worker sends).
@@ -53,7 +59,7 @@ class ClientCoreTest : public ::testing::Test {
     auto taken = core_->Next(std::chrono::seconds(5));
     EXPECT_TRUE(taken.ok()) << taken.status().ToString();
     if (!taken.ok()) return nullptr;
-    EXPECT_EQ(taken->kind, Delivery::Kind::kBatch);
+    EXPECT_EQ(taken->kind, DeliveryKind::kBatch);
     return std::move(taken->batch);
   }
 
@@ -85,12 +91,12 @@ TEST_F(ClientCoreTest, EpochsEndBetweenTheirBatchesAndTheJobAfterTheLast) {
     while (true) {
       auto taken = core_->Next(std::chrono::milliseconds(1));
       if (!taken.ok()) break;  // batch g+1 has not arrived: DeadlineExceeded
-      if (taken->kind == Delivery::Kind::kBatch) {
+      if (taken->kind == DeliveryKind::kBatch) {
         seen.push_back(std::to_string(taken->batch->global));
         core_->Release(taken->batch->global);
       } else {
-        seen.push_back(taken->kind == Delivery::Kind::kEndOfEpoch ? "end" + std::to_string(taken->epoch) : "job");
-        if (taken->kind == Delivery::Kind::kEndOfJob) break;
+        seen.push_back(taken->kind == DeliveryKind::kEndOfEpoch ? "end" + std::to_string(taken->epoch) : "job");
+        if (taken->kind == DeliveryKind::kEndOfJob) break;
       }
     }
   }
@@ -132,7 +138,7 @@ TEST_F(ClientCoreTest, RefusedBatchesAreCountedByReasonAndNeverHandedOut) {
   EXPECT_EQ(Arrive(1, /*attempt=*/7), PrefetchWindow::Outcome::kUnconfirmed);  // an attempt nobody listed
   core_->CountBadFrame();
   core_->CountWrongSamples();
-  core_->NoteLeases({{"j", 0, 1, 1}}, core_->HeartbeatSent());  // the coordinator says unit 1 is attempt 1
+  core_->NoteLeases({{"j", 0, 1, 1}}, HeartbeatSent(*core_));  // the coordinator says unit 1 is attempt 1
   ClientStats s = core_->Stats();
   EXPECT_EQ(s.batches_received, 1u);
   EXPECT_EQ(s.dropped_duplicate, 1u);
@@ -150,7 +156,7 @@ TEST_F(ClientCoreTest, RefusedBatchesAreCountedByReasonAndNeverHandedOut) {
 TEST_F(ClientCoreTest, ABatchWaitsForItsAttemptToBeListedBeforeItIsHandedOut) {
   EXPECT_EQ(Arrive(0, /*attempt=*/2), PrefetchWindow::Outcome::kUnconfirmed);  // re-leased after the last reply
   EXPECT_EQ(core_->Next(std::chrono::milliseconds(1)).status().code(), StatusCode::kDeadlineExceeded);
-  core_->NoteLeases({{"j", 0, 0, 2}}, core_->HeartbeatSent());
+  core_->NoteLeases({{"j", 0, 0, 2}}, HeartbeatSent(*core_));
   auto b0 = TakeBatch();
   ASSERT_NE(b0, nullptr);
   EXPECT_EQ(b0->attempt, 2u);
@@ -170,7 +176,7 @@ TEST_F(ClientCoreTest, APutBackBatchComesAgainAndSoDoesItsEndOfEpoch) {
   EXPECT_EQ(again->global, 2u);
   auto end = core_->Next(std::chrono::milliseconds(1));
   ASSERT_TRUE(end.ok());
-  EXPECT_EQ(end->kind, Delivery::Kind::kEndOfEpoch);
+  EXPECT_EQ(end->kind, DeliveryKind::kEndOfEpoch);
 }
 
 TEST_F(ClientCoreTest, QuarantinedSamplesAreCountedByReasonWhenHandedOutAndUncountedWhenPutBack) {
@@ -201,8 +207,9 @@ TEST(ClientCoreReasons, AWorkerCannotGrowTheReasonsWithoutBound) {
   spec.pipeline.output_height = spec.pipeline.output_width = 1;
   auto plan = Plan::Make(spec, 40);
   ASSERT_TRUE(plan.ok());
-  core->Start(spec, *plan, 1, /*window=*/1, /*start=*/0);
-  core->NoteLeases({{"j", 0, 0, 1}}, core->HeartbeatSent());
+  core->Start(ClientCore::Session{spec, *plan, 1, /*window_size=*/1, /*start_batch=*/0});
+  ClientHeartbeatRequest heartbeat;
+  core->NoteLeases({{"j", 0, 0, 1}}, core->TakeAck(heartbeat));
   BatchHeader h;
   h.count = 40;
   h.attempt = 1;

@@ -4,7 +4,6 @@
 #include "client/cuda/gpu_probe.h"
 #include "client/src/client_core.h"
 #include "client/src/nvml.h"
-#include "base/json_writer.h"
 #include "base/logging.h"
 
 namespace stoker::client {
@@ -142,7 +141,7 @@ ClientProcess::Member MemberFor(const std::shared_ptr<ClientCore>& core, int gpu
   };
   member.state = [weak]() -> std::string {
     auto c = weak.lock();
-    return c ? ClientStateJson(*c) : std::string("{}");
+    return c ? c->StateJson() : std::string("{}");
   };
   member.gpu = gpu;
   member.gpu_uuid = gpu_uuid;
@@ -153,12 +152,8 @@ ClientProcess::Member MemberFor(const std::shared_ptr<ClientCore>& core, int gpu
 void CollectClient(const ClientCore& c, MetricFamilies& out) {
   using prometheus::MetricType;
   ClientStats s = c.Stats();
-  uint64_t h2d_bytes = 0;
-  {
-    MutexLock lock(c.mu);
-    h2d_bytes = c.h2d_bytes;
-  }
-  const MetricLabels& l = c.labels;
+  const uint64_t h2d_bytes = c.h2d_bytes();
+  const MetricLabels& l = c.labels();
   auto one = [&](const char* name, const char* help, MetricType type, double value) {
     out.push_back(FamilyBuilder(name, help, type).Add(l, value).Build());
   };
@@ -173,11 +168,11 @@ void CollectClient(const ClientCore& c, MetricFamilies& out) {
   one("stoker_client_samples_total", "Samples next() delivered (padding included).", MetricType::Counter,
       static_cast<double>(s.samples_delivered));
   histogram("stoker_client_input_wait_seconds", "Per batch after the first: host seconds next() blocked waiting for it.",
-            c.wait_histogram);
+            c.wait_histogram());
   histogram("stoker_client_step_seconds",
             "Seconds between consecutive batches next() returned: the training step as the input side sees it (the "
             "denominator of the stall ratio).",
-            c.step_histogram);
+            c.step_histogram());
   one("stoker_client_input_stall_seconds_total",
       "Of the waits in next() after the first batch, the seconds during which the consumer had nothing left to run: "
       "the GPU idle for lack of input. The primary starvation signal.",
@@ -188,10 +183,10 @@ void CollectClient(const ClientCore& c, MetricFamilies& out) {
       static_cast<double>(h2d_bytes));
   histogram("stoker_client_h2d_seconds",
             "Per batch: seconds its host-to-device copy took, from CUDA events (none on the host path).",
-            c.h2d_histogram);
+            c.h2d_histogram());
   one("stoker_client_prefetch_batches", "Batches received and ready, not yet handed out by next().",
       MetricType::Gauge, s.prefetched);
-  one("stoker_client_prefetch_capacity_batches", "Configured prefetch depth.", MetricType::Gauge, c.window_size);
+  one("stoker_client_prefetch_capacity_batches", "Configured prefetch depth.", MetricType::Gauge, c.window_size());
   one("stoker_client_last_batch_timestamp_seconds",
       "Unix time next() last returned a batch (connect time before the first).", MetricType::Gauge,
       s.last_batch_unix_seconds);
@@ -228,25 +223,7 @@ void CollectClient(const ClientCore& c, MetricFamilies& out) {
   out.push_back(quarantined.Build());
   one("stoker_client_worker_errors_total", "Error messages received from workers.", MetricType::Counter,
       static_cast<double>(s.worker_errors));
-  CollectTransportErrors("client", c.transport_errors.Counts(), l, out);
-}
-
-std::string ClientStateJson(const ClientCore& c) {
-  MutexLock lock(c.mu);
-  JsonWriter j;
-  j.BeginObject();
-  j.Key("client_id").Value(c.client_id);
-  for (const auto& [key, value] : c.labels) j.Key(key).Value(value);
-  j.Key("total").Value(c.total).Key("steps_per_epoch").Value(c.steps);
-  if (c.window) c.window->WriteState(j);
-  j.Key("workers").BeginArray();
-  for (const std::string& w : c.worker_endpoints) j.Value(w);
-  j.EndArray();
-  j.Key("fatal").Value(c.fatal.ok() ? std::string() : c.fatal.ToString());
-  j.Key("wait_seconds").Value(c.stats.wait_seconds).Key("stall_seconds").Value(c.stats.stall_seconds);
-  j.Key("step_seconds").Value(c.stats.step_seconds).Key("end_of_job").Value(c.stats.end_of_job);
-  j.EndObject();
-  return j.str();
+  CollectTransportErrors("client", c.transport_errors().Counts(), l, out);
 }
 
 }  // namespace stoker::client

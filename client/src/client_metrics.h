@@ -55,15 +55,14 @@ class ClientProcess {
   std::unique_ptr<AdminServer> admin_ STOKER_GUARDED_BY(mu_);
 };
 
-struct ClientCore;
+class ClientCore;
 
 // A client's membership of the process's endpoint. Holds the core weakly: a scrape after the client is gone
 // finds nothing rather than a dangling core.
 ClientProcess::Member MemberFor(const std::shared_ptr<ClientCore>& core, int gpu, const std::string& gpu_uuid);
 
-// The stoker_client_* families of one client (docs/observability.md), and its /state JSON.
+// The stoker_client_* families of one client (docs/observability.md).
 void CollectClient(const ClientCore& core, MetricFamilies& out);
-std::string ClientStateJson(const ClientCore& core);
 
 // The UUID of the GPU a CUDA ordinal names (from CUDA when built with it, else NVML), or "" if unknown.
 std::string GpuUuidForOrdinal(int ordinal);

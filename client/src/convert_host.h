@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "stoker/loader.h"
+#include "stoker/loader_types.h"
 
 namespace stoker::client {
 

@@ -1,8 +1,9 @@
-// IoThread: a client's I/O thread, which owns every socket of the client — a DEALER to the coordinator (register,
-// heartbeat + ack, deregister) and one DEALER per worker the coordinator lists (credits out, batches in). It keeps
-// the worker connections in step with the coordinator's membership, refreshes credits, acks what arrived and what
-// the application released, checks every frame through the data codec (common/data_codec.h) and hands the batches
-// that pass to ClientCore's window.
+// IoThread: a client's transport adapter, which owns every socket of the client — a DEALER to the coordinator and
+// one DEALER per worker connection (credits out, batches in) — and its I/O thread. It polls, reads frames, decodes
+// them (replies with the control codec, batch frames with the data codec against the Impl's expectation) and hands
+// them to ClientImpl (client/src/client_impl.h), which decides everything: when to register, heartbeat and ack,
+// which workers to connect to and credit, what a batch must be. After each hand-over it carries out the Impl's
+// Outbox: requests to send, connections to open and close, credits to send.
 //
 // Every client of a process shares one ZeroMQ context (ProcessContext()), as the zguide advises.
 //
@@ -19,11 +20,11 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "client/src/client_core.h"
-#include "wire/control_channel.h"
-#include "wire/data_codec.h"
 #include "auth/keys.h"
-#include "stoker/client.h"
+#include "client/src/client_core.h"
+#include "client/src/client_impl.h"
+#include "client/src/rank_claim.h"
+#include "stoker/client_types.h"
 
 namespace stoker::client {
 
@@ -34,64 +35,47 @@ zmq::context_t& ProcessContext();
 
 class IoThread {
  public:
-  // `security`: the client's CURVE key and the coordinator's public key (insecure: no CURVE).
+  // `security`: the client's CURVE key and the coordinator's public key (insecure: no CURVE). Throws
+  // zmq::error_t if the coordinator's socket cannot be made (out of descriptors).
   IoThread(const ClientOptions& options, Security security, std::shared_ptr<ClientCore> core);
   ~IoThread();
   IoThread(const IoThread&) = delete;
   IoThread& operator=(const IoThread&) = delete;
 
-  // Registers the rank synchronously (Connect's caller waits), retrying while the coordinator is unreachable.
-  // A rank held by a live session is asked for again until ClientOptions::claim_timeout.
-  StatusOr<RegisterClientResponse> Register(const std::optional<ResumePoint>& resume);
-  // Starts the thread: connects to the workers the registration listed and gives them credit.
-  void Start(const RegisterClientResponse& registered);
+  // Claims the rank synchronously (Connect's caller waits), retrying while the coordinator is unreachable; a rank
+  // held by a live session is asked for again until ClientOptions::claim_timeout. The claim gives the rank back if
+  // it is dropped before Start.
+  StatusOr<RankClaim> Register(const std::optional<ResumePoint>& resume);
+  // Starts the thread, which takes the rank over: connects to the workers the registration listed and credits them.
+  // The core must be started.
+  void Start(RankClaim claim);
 
  private:
   struct WorkerConnection {
     std::string endpoint;
     std::unique_ptr<zmq::socket_t> socket;
-    TimePoint credited;
   };
 
-  StatusOr<RegisterClientResponse> RegisterOnce(const std::optional<ResumePoint>& resume);
   void Run();
-  void Turn(TimePoint& next_heartbeat, TimePoint& last_ack);
+  void Turn();
+  // Withdraws every credit and deregisters, waiting a moment for the coordinator's answer.
   void Leave();
-  void SendHeartbeat();
-  void SendCredit(WorkerConnection& w, uint32_t credits);
-  void UpdateWorkers(const std::vector<WorkerInfo>& list);
+  void CarryOut();
+  // Waits up to `timeout` for the coordinator's socket; true if a reply is there.
+  StatusOr<bool> PollControl(std::chrono::milliseconds timeout);
   void DrainControl();
-  void HandleRegisterReply(const DecodedReply& reply);
-  void HandleHeartbeatReply(const ControlChannel::Pending& request, const DecodedReply& reply);
-  Status ConnectWorker(const WorkerInfo& info);
-  bool PlannedSamples(const BatchHeader& header);
+  Status OpenWorker(const WorkerInfo& info);
+  void SendCredit(WorkerConnection& w, const Credit& credit);
   void DrainWorker(WorkerConnection& w);
   std::vector<zmq::message_t> ReceivePayload(WorkerConnection& w, bool more);
-  void Accept(zmq::message_t header, std::vector<zmq::message_t> payload);
-  void WorkerCannotServe(const Status& error);
-  void LoseSession(const Status& why);
-
-  static constexpr std::chrono::milliseconds kCreditRefresh{1000};
-  static constexpr std::chrono::milliseconds kWorkerErrorGrace{15000};
 
   const ClientOptions options_;
   const Security security_;
   std::shared_ptr<ClientCore> core_;
-  const Clock& clock_;
-  ControlChannel channel_;
-  BatchExpectation expected_;  // set by Start: every batch is checked against it
-  std::map<std::string, WorkerConnection> workers_;
-  uint64_t membership_version_ = 0;
-  Duration heartbeat_interval_ = Millis(250);
-  uint32_t credits_ = 1;
-  bool registering_ = false;
-  bool session_lost_ = false;  // the coordinator gave the rank to another client: no more credits, no more acks
-  std::optional<TimePoint> first_worker_error_;  // since the last accepted batch
-  std::map<uint64_t, uint64_t> heartbeat_numbers_;  // heartbeat request id -> its number (ClientCore::HeartbeatSent)
-  std::vector<PlannedSample> planned_;              // scratch: the plan's samples of the batch being checked
-  // The most payload frames one batch may come in: 1, or with payload_frame_bytes one per 4 KiB of a batch (a
-  // worker may cut finer than asked; set once the job's shape is known).
-  size_t max_payload_frames_ = 1;
+  const std::shared_ptr<const Clock> clock_;
+  ClientImpl impl_;
+  zmq::socket_t control_;
+  std::map<std::string, WorkerConnection> workers_;  // by worker id
   std::thread thread_;
 };
 

@@ -78,7 +78,7 @@ typedef struct stoker_batch_info {
 STOKER_C_EXPORT int stoker_c_api_version(void);
 STOKER_C_EXPORT const char* stoker_last_error(void);
 
-/* Opens a Loader from flags (the same as stoker::LoaderFlags: --help lists them in the error). */
+/* Opens a Loader from flags (its options as flags: --help lists them in the error). */
 STOKER_C_EXPORT int stoker_loader_open(int argc, const char* const* argv, stoker_loader** out);
 /* Checks flags as stoker_loader_open would, without connecting: bad flags fail where they are written, even when
  * the connection is made later (the Python Loader connects at its first use). */

@@ -24,76 +24,26 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
-#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <thread>
 
-#include "stoker/clock.h"
+#include "stoker/client_types.h"
 #include "stoker/job_spec.h"
 #include "stoker/status.h"
 
 namespace stoker {
 
-// Input stall: of the time Next() waited for a batch, the part during which the consumer's device had nothing left
-// to do. The host path (no probe) assumes the caller works synchronously between Next() calls, so every wait is a
-// stall. A GPU consumer supplies a probe that answers from CUDA events on its stream.
-class StallProbe {
- public:
-  virtual ~StallProbe() = default;
-  virtual double StalledSeconds(std::chrono::steady_clock::time_point wait_start,
-                                std::chrono::steady_clock::time_point wait_end) = 0;
-};
-
-struct ClientOptions {
-  std::string coordinator = "tcp://127.0.0.1:7400";
-  std::string job;
-  uint32_t rank = 0;
-  std::optional<JobSpec> spec;           // set: create the job (or check it matches); unset: attach to it
-  uint32_t prefetch = 16;                // batches held at once: the window the coordinator leases within
-  uint32_t credits_per_worker = 2;       // batches one worker may prepare for this rank at a time
-  std::chrono::milliseconds connect_timeout{30000};  // Connect() retries an unreachable coordinator this long
-  // A rank held by a live session (a crashed process's, until the coordinator's client timeout frees it) is asked
-  // for again this long before Connect() fails with ALREADY_EXISTS. 0: fail at once.
-  std::chrono::milliseconds claim_timeout{0};
-  std::string client_id;                 // default: random "c-…". Must be unique per process: a registration
-                                         // under a live client's id continues that client's session
-  std::string resume_token;              // from Checkpoint(): start exactly after the last batch consumed then.
-                                         // The rank must be free: a crashed process's session ends after the
-                                         // coordinator's client timeout (see claim_timeout)
-  // Observability (docs/observability.md). The process serves /metrics, /healthz, /readyz and /state on this
-  // host:port, started by the first Client that asks; the process's other Clients join that endpoint. Empty:
-  // $STOKER_METRICS_LISTEN, and if that is unset too, no server (Stats() still works). A port that cannot be
-  // bound is logged, never fatal: training goes on without the endpoint.
-  std::string metrics_listen;
-  int gpu = -1;                          // CUDA ordinal this rank feeds (gpu, gpu_uuid labels; NVML metrics)
-  // 0: each batch's pixels arrive in one frame and are handed over as received (no copy). Else workers send them
-  // in frames of at most this many bytes (at least 64 KiB); the host path joins them into one buffer (a copy),
-  // the GPU path (stoker::Loader, which sets 8 MiB) copies them straight into its pinned slot. Frames keep large
-  // batches out of glibc's per-allocation mmap (above 32 MiB), whose page faults cost a core at 1.7 GB/s.
-  uint64_t payload_frame_bytes = 0;
-  std::shared_ptr<StallProbe> stall_probe;  // null: every wait in Next() is a stall (host path)
-  // Every time the client reads (timeouts, heartbeats, waits, steps) comes from this clock; null: the process's
-  // steady clock. Tests pass a FakeClock.
-  std::shared_ptr<const Clock> clock;
-  // CURVE (docs/operations.md, "Security"): this client's key pair (stoker keygen --role client) and the trust file
-  // holding the coordinator's public key. Empty: $STOKER_KEY or $STOKER_KEY_FILE, $STOKER_TRUST or
-  // $STOKER_TRUST_FILE. Without a key Connect() fails, unless `insecure` (or $STOKER_INSECURE=1): no CURVE, for a
-  // network you trust only.
-  std::string key_file;
-  std::string trust_file;
-  bool insecure = false;
-  uint32_t max_workers = 512;  // worker connections held at once: each is a file descriptor
-};
+// StallProbe, ClientOptions and ClientStats: stoker/client_types.h.
 
 namespace client {
-struct ClientCore;
+class ClientCore;
 struct ReceivedBatch;
 class BatchStager;
 class IoThread;
+class LoaderRole;
 }  // namespace client
 
 // One batch of one rank: `size()` samples, uint8 RGB pixels in NHWC order, int64 labels, sample ids and flags.
@@ -138,39 +88,10 @@ class Batch {
 };
 
 struct Delivery {
-  enum class Kind { kBatch, kEndOfEpoch, kEndOfJob };
+  using Kind = DeliveryKind;
   Kind kind = Kind::kBatch;
   uint32_t epoch = 0;  // the batch's epoch, or the epoch that just ended
   Batch batch;         // valid for kBatch only
-};
-
-struct ClientStats {
-  uint64_t batches_delivered = 0;
-  uint64_t samples_delivered = 0;
-  uint64_t samples_quarantined = 0;    // of them, flagged quarantined (zero pixels, label -1)
-  // The same by reason, as the workers gave it (unsupported_format, decode_error, ...): at most
-  // kMaxQuarantineReasons words, the rest under "other"; "unreported" where a worker gave none.
-  std::map<std::string, uint64_t> quarantined_by_reason;
-  static constexpr size_t kMaxQuarantineReasons = 32;
-  uint64_t batches_received = 0;
-  uint64_t bytes_received = 0;
-  uint64_t dropped_duplicate = 0;
-  uint64_t dropped_stale_attempt = 0;
-  uint64_t dropped_bad_frame = 0;
-  uint64_t dropped_out_of_window = 0;
-  uint64_t dropped_unlisted = 0;       // an attempt the coordinator does not list for the unit (no lease it granted)
-  uint64_t dropped_wrong_samples = 0;  // sample ids or padding flags that are not the plan's for that batch
-  uint64_t worker_errors = 0;          // DataError messages from workers (e.g. a job a worker cannot load)
-  double wait_seconds = 0;             // time Next() spent blocked waiting for a batch (startup included)
-  double startup_seconds = 0;          // of that, the wait for this client's first batch
-  double step_seconds = 0;             // time between consecutive batches returned by Next() (after the first)
-  double stall_seconds = 0;            // of that, waiting while the consumer had nothing to do (input stall)
-  double last_batch_unix_seconds = 0;  // when Next() last returned a batch (Connect() time before the first)
-  bool end_of_job = false;             // every batch of every epoch delivered
-  uint32_t prefetched = 0;             // batches received and not yet handed out
-  uint32_t connected_workers = 0;
-  uint64_t position = 0;               // global index of the next batch Next() will return
-  std::string metrics_address;         // host:port of the process's metrics endpoint, empty if none
 };
 
 class Client {
@@ -198,7 +119,9 @@ class Client {
   ClientStats Stats() const;
 
  private:
-  friend class Loader;  // stoker/loader.h: the GPU path stages batches through a BatchStager
+  // stoker/loader.h: a Loader's rank (client/src/loader_roles.h) stages batches through a BatchStager and puts back
+  // a batch the agreement step decided not to use.
+  friend class client::LoaderRole;
   using StagerFactory = std::function<StatusOr<std::shared_ptr<client::BatchStager>>(const JobSpec& spec)>;
   static StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options, const StagerFactory& make_stager);
   // Hands back the batch Next() returned last, unreleased: the next Next() returns it again (a stop agreed by
@@ -210,13 +133,8 @@ class Client {
   std::shared_ptr<client::ClientCore> core_;
   std::unique_ptr<client::IoThread> io_;
   std::thread stage_thread_;  // with a stager only
-  void JoinMetrics(const ClientOptions& options);
+  void JoinMetrics(const ClientOptions& options, const std::string& gpu_uuid);
   uint64_t metrics_member_ = 0;  // in the process's ClientProcess, 0 if none
 };
-
-class FlagSet;
-// --key-file, --trust-file and --insecure for a program that makes a Client (`stoker consume`, the Loader's flags),
-// writing into `options`.
-void AddClientSecurityFlags(FlagSet& flags, ClientOptions* options);
 
 }  // namespace stoker

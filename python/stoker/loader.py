@@ -92,7 +92,7 @@ class Loader:
     rank) for a group sharing this rank over NCCL, and for the data-parallel ranks' agreement step (see
     stoker/loader.h). framework: "torch" (default when importable) or "numpy". delivery_log: a file to append one
     line per batch taken to, for `stoker check` (stoker.delivery_log); "{rank}" in it becomes the rank. Any other
-    flag of stoker::LoaderFlags by name: prefetch=8, resume_token=..., metrics_listen=...
+    flag of the C ABI (stoker::client::LoaderFlags) by name: prefetch=8, resume_token=..., metrics_listen=...
     """
 
     def __init__(self, coordinator, job, *, manifest=None, batch_size=None, ranks=None, rank=None, epochs=None,

@@ -1,0 +1,328 @@
+// ClientImpl (client_impl.h): claiming the rank, the session with the coordinator (heartbeats, acks, its loss),
+// the workers (membership, credits) and what they send.
+#include "client/src/client_impl.h"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include "base/logging.h"
+
+namespace stoker::client {
+
+namespace {
+
+// A data endpoint this client will connect to: tcp://host:port, at most 256 bytes (the coordinator checks the same).
+Status ValidWorker(const WorkerInfo& info, bool curve) {
+  if (info.data_endpoint.size() > 256 || info.data_endpoint.rfind("tcp://", 0) != 0) {
+    return InvalidArgumentError("worker " + info.worker_id + " lists a data endpoint that is not tcp://, <= 256 bytes");
+  }
+  if (curve && info.data_public_key.size() != 40 && info.data_ticket.size() != 64) {
+    return InvalidArgumentError("worker " + info.worker_id + " lists neither a CURVE key nor a data ticket for its "
+                                "data port (is it --insecure while this client is not?)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+ClientImpl::ClientImpl(const ClientOptions& options, ClientCore& core, bool curve)
+    : options_(options), core_(core), clock_(core.clock()), curve_(curve), tracker_(*clock_, kRequestTimeout) {}
+
+ClientImpl::Outbox ClientImpl::TakeOutbox() { return std::exchange(outbox_, Outbox{}); }
+
+uint64_t ClientImpl::Send(RequestBody body) {
+  const RequestTracker::Pending& request = tracker_.Add(std::move(body));
+  outbox_.requests.push_back(request);
+  return request.id;
+}
+
+// ---- claiming the rank -----------------------------------------------------------------------------------------
+
+void ClientImpl::Register(const std::optional<ResumePoint>& resume) {
+  claim_request_ = RegisterClientRequest{core_.client_id(), options_.job, options_.rank, options_.spec,
+                                         options_.prefetch, resume};
+  claim_result_.reset();
+  claim_deadline_ = clock_->Now() + options_.claim_timeout;
+  StartClaim();
+}
+
+// One claim: the registration, sent again while the coordinator does not answer, within the connect timeout.
+void ClientImpl::StartClaim() {
+  claim_pause_.reset();
+  connect_deadline_ = clock_->Now() + options_.connect_timeout;
+  SendClaim();
+}
+
+void ClientImpl::SendClaim() {
+  const TimePoint now = clock_->Now();
+  if (now >= connect_deadline_) {
+    claim_result_ = DeadlineExceededError("no answer from the coordinator at " + options_.coordinator + " within " +
+                                          std::to_string(options_.connect_timeout.count()) + " ms");
+    return;
+  }
+  claim_id_ = Send(claim_request_);
+  claim_resend_ = std::min(connect_deadline_, now + kClaimAttempt);
+}
+
+void ClientImpl::ClaimReplied(uint64_t request_id, const DecodedReply& reply) {
+  if (claim_result_ || claim_pause_) return;  // decided already, or a late answer to an earlier ask
+  const StatusCode code = reply.status.code();
+  if (code == StatusCode::kUnavailable) {
+    if (request_id == claim_id_) SendClaim();  // the coordinator cannot act now: ask again
+    return;
+  }
+  // The rank is held by a live session (a crashed predecessor not yet timed out): ask again until the claim
+  // timeout. The coordinator's word decides; nothing here guesses.
+  if (code == StatusCode::kAlreadyExists && clock_->Now() < claim_deadline_) {
+    claim_pause_ = clock_->Now() + kClaimPause;
+    return;
+  }
+  if (!reply.status.ok()) {
+    claim_result_ = reply.status;
+  } else if (auto* response = std::get_if<RegisterClientResponse>(&reply.body)) {
+    claim_result_ = *response;
+  } else {
+    claim_result_ = InternalError("coordinator answered registration wrongly");
+  }
+}
+
+void ClientImpl::TickClaim(TimePoint now) {
+  if (claim_result_) return;
+  if (claim_pause_) {
+    if (now >= *claim_pause_) StartClaim();
+  } else if (now >= claim_resend_) {
+    SendClaim();
+  }
+}
+
+// ---- the session -----------------------------------------------------------------------------------------------
+
+void ClientImpl::Start(const RegisterClientResponse& registered) {
+  started_ = true;
+  const JobSpec& spec = registered.spec;
+  // A worker must be able to hold at least one whole unit for us, or it could never lease one.
+  credits_ = std::max(options_.credits_per_worker, spec.batches_per_unit);
+  heartbeat_interval_ = Millis(std::max<uint32_t>(50, registered.heartbeat_interval_ms));
+  core_.StartHeartbeats(heartbeat_interval_);  // the coordinator just answered the registration
+  membership_version_ = registered.membership_version;
+  expected_ = BatchExpectation{spec.name,
+                               options_.rank,
+                               spec.epochs,
+                               registered.steps_per_epoch,
+                               spec.batch_size,
+                               spec.pipeline.output_height,
+                               spec.pipeline.output_width,
+                               3,
+                               options_.payload_frame_bytes};
+  if (options_.payload_frame_bytes > 0) {
+    max_payload_frames_ = static_cast<size_t>(std::max<uint64_t>(1, spec.BatchBytes() / 4096));
+  }
+  next_heartbeat_ = last_ack_ = clock_->Now();
+  UpdateWorkers(registered.workers);
+}
+
+void ClientImpl::HandleReply(const DecodedReply& reply) {
+  std::optional<RequestTracker::Pending> request = tracker_.Answer(reply.request_id);
+  if (!request) return;  // answered already, or given up on
+  core_.CoordinatorAnswered();
+  if (std::holds_alternative<RegisterClientRequest>(request->body)) {
+    if (started_) {
+      RegisterReplied(reply);
+    } else {
+      ClaimReplied(request->id, reply);
+    }
+  } else if (std::holds_alternative<ClientHeartbeatRequest>(request->body)) {
+    HeartbeatReplied(*request, reply);
+  }
+}
+
+void ClientImpl::Tick() {
+  const TimePoint now = clock_->Now();
+  if (!started_) {
+    TickClaim(now);
+    return;
+  }
+  // Acks go out promptly when something changed (coalesced to one per 2 ms), and as heartbeats regardless.
+  if (!session_lost_ && ((core_.AckPending() && now - last_ack_ >= kAckCoalescing) || now >= next_heartbeat_)) {
+    SendHeartbeat();
+    last_ack_ = now;
+    next_heartbeat_ = now + heartbeat_interval_;
+  }
+  for (const auto& [id, connection] : connections_) {
+    if (now - connection.credited >= kCreditRefresh) GiveCredit(id, credits_);
+  }
+  for (const RequestTracker::Pending& p : tracker_.TakeExpired()) {
+    if (std::holds_alternative<RegisterClientRequest>(p.body)) registering_ = false;
+    heartbeat_numbers_.erase(p.id);
+  }
+}
+
+void ClientImpl::SendHeartbeat() {
+  ClientHeartbeatRequest hb;
+  hb.client_id = core_.client_id();
+  hb.job = options_.job;
+  hb.rank = options_.rank;
+  hb.membership_version = membership_version_;
+  const uint64_t number = core_.TakeAck(hb);
+  heartbeat_numbers_[Send(std::move(hb))] = number;
+}
+
+void ClientImpl::RegisterReplied(const DecodedReply& reply) {
+  registering_ = false;
+  if (!reply.status.ok()) {
+    STOKER_LOG(kWarning) << "re-registration refused: " << reply.status.ToString();
+    if (reply.status.code() != StatusCode::kUnavailable) {
+      // Another client holds the rank now (we were gone too long), or the job is gone: this client's stream has
+      // ended. Stop asking workers for batches and tell the application.
+      LoseSession(reply.status.WithContext("this client lost its rank"));
+    }
+  } else if (auto* r = std::get_if<RegisterClientResponse>(&reply.body)) {
+    core_.ForgetAttempts();  // a new coordinator session: its attempts are the ones that count
+    membership_version_ = r->membership_version;
+    UpdateWorkers(r->workers);
+  }
+}
+
+void ClientImpl::HeartbeatReplied(const RequestTracker::Pending& request, const DecodedReply& reply) {
+  auto number = heartbeat_numbers_.find(request.id);
+  const uint64_t heartbeat = number != heartbeat_numbers_.end() ? number->second : 0;
+  if (number != heartbeat_numbers_.end()) heartbeat_numbers_.erase(number);
+  if (session_lost_) return;
+  if (reply.status.code() == StatusCode::kAborted || reply.status.code() == StatusCode::kNotFound) {
+    // The coordinator no longer counts us as the rank's holder (we were silent too long, or it restarted).
+    if (!registering_) {
+      STOKER_LOG(kWarning) << "session lost (" << reply.status.message() << "); registering again";
+      registering_ = true;
+      // Without the resume point: this is the same process carrying on, not a restart.
+      RegisterClientRequest again = claim_request_;
+      again.resume.reset();
+      Send(std::move(again));
+    }
+    return;
+  }
+  auto* r = std::get_if<ClientHeartbeatResponse>(&reply.body);
+  if (!reply.status.ok() || r == nullptr) return;
+  if (r->workers_changed) {
+    membership_version_ = r->membership_version;
+    UpdateWorkers(r->workers);
+  }
+  core_.NoteLeases(r->leases, heartbeat);
+}
+
+void ClientImpl::LoseSession(const Status& why) {
+  for (const auto& [id, connection] : connections_) GiveCredit(id, 0);
+  for (const auto& [id, connection] : connections_) outbox_.closes.push_back(id);
+  connections_.clear();
+  session_lost_ = true;
+  core_.Fail(why);
+}
+
+uint64_t ClientImpl::Leave() {
+  for (const auto& [id, connection] : connections_) GiveCredit(id, 0);
+  return Send(DeregisterRequest{core_.client_id(), options_.job, options_.rank});
+}
+
+// ---- the workers -----------------------------------------------------------------------------------------------
+
+void ClientImpl::UpdateWorkers(const std::vector<WorkerInfo>& list) {
+  std::set<std::string> present;
+  uint32_t refused = 0;
+  for (const WorkerInfo& info : list) {
+    present.insert(info.worker_id);
+    auto it = connections_.find(info.worker_id);
+    if (it != connections_.end() && it->second.endpoint == info.data_endpoint) continue;
+    if (it == connections_.end() && connections_.size() >= options_.max_workers) {
+      ++refused;  // every connection is a file descriptor: a list this long would exhaust the process's
+      continue;
+    }
+    if (Status s = ValidWorker(info, curve_); !s.ok()) {
+      STOKER_LOG(kWarning) << s.message();
+      ++refused;
+      continue;
+    }
+    connections_[info.worker_id] = Connection{info.data_endpoint, clock_->Now()};
+    outbox_.opens.push_back(info);
+    GiveCredit(info.worker_id, credits_);
+  }
+  if (refused > 0) {
+    STOKER_LOG(kWarning) << "not connected to " << refused << " of " << list.size() << " listed workers (at most "
+                         << options_.max_workers << ", ClientOptions.max_workers)";
+  }
+  for (auto it = connections_.begin(); it != connections_.end();) {
+    if (present.count(it->first) != 0) {
+      ++it;
+    } else {
+      outbox_.closes.push_back(it->first);
+      it = connections_.erase(it);
+    }
+  }
+  NoteWorkers();
+}
+
+void ClientImpl::OpenFailed(const std::string& worker_id, const Status& why) {
+  STOKER_LOG(kWarning) << why.message();
+  connections_.erase(worker_id);
+  NoteWorkers();
+}
+
+void ClientImpl::NoteWorkers() {
+  std::vector<std::string> endpoints;
+  for (const auto& [id, connection] : connections_) endpoints.push_back(id + " " + connection.endpoint);
+  core_.NoteWorkers(std::move(endpoints));
+}
+
+void ClientImpl::GiveCredit(const std::string& worker_id, uint32_t credits) {
+  outbox_.credits.push_back(
+      {worker_id, Credit{options_.job, options_.rank, core_.client_id(), credits, options_.payload_frame_bytes}});
+  auto it = connections_.find(worker_id);
+  if (it != connections_.end()) it->second.credited = clock_->Now();
+}
+
+void ClientImpl::HandleWorkerMessage(StatusOr<WorkerMessage> message, std::vector<zmq::message_t> payload) {
+  if (!message.ok()) {
+    STOKER_LOG(kDebug) << "dropped a batch: " << message.status().message();
+    core_.CountBadFrame();
+    return;
+  }
+  if (auto* error = std::get_if<DataError>(&*message)) {
+    WorkerCannotServe(error->status);
+    return;
+  }
+  first_worker_error_.reset();
+  BatchHeader& header = std::get<BatchHeader>(*message);
+  if (!PlannedSamples(header)) {
+    STOKER_LOG(kDebug) << "dropped a batch whose samples are not the plan's";
+    core_.CountWrongSamples();
+    return;
+  }
+  core_.Accept(MakeReceivedBatch(std::move(header), expected_.steps_per_epoch, std::move(payload),
+                                 /*join_frames=*/!core_.stages()));
+}
+
+// Whether the batch carries exactly the samples the plan puts at its (epoch, rank, index), with the plan's padding:
+// the client's own check, whatever a worker claims.
+bool ClientImpl::PlannedSamples(const BatchHeader& h) {
+  planned_.resize(h.count);
+  core_.plan().BatchSamples(h.epoch, h.rank, h.index, planned_);
+  for (uint32_t i = 0; i < h.count; ++i) {
+    const bool padding = (h.flags[i] & kSampleFlagPadding) != 0;
+    if (planned_[i].sample_id != h.sample_ids[i] || planned_[i].padding != padding) return false;
+  }
+  return true;
+}
+
+// Workers keep saying they cannot serve the job and none has sent a batch since: tell the application rather than
+// let it wait forever (e.g. no worker can open the manifest).
+void ClientImpl::WorkerCannotServe(const Status& error) {
+  core_.CountWorkerError();
+  STOKER_LOG(kWarning) << "a worker cannot serve job " << options_.job << ": " << error.ToString();
+  const TimePoint now = clock_->Now();
+  if (!first_worker_error_) first_worker_error_ = now;
+  if (now - *first_worker_error_ > kWorkerErrorGrace) {
+    core_.Fail(error.WithContext("no worker can serve this job (for " +
+                                 std::to_string(ToMillis(kWorkerErrorGrace) / 1000) + " s)"));
+  }
+}
+
+}  // namespace stoker::client
