@@ -1,51 +1,21 @@
-// ControlChannel: a client's connection to the coordinator — one DEALER socket and a RequestTracker of the requests
-// still waiting for a reply, each with a deadline. (The worker keeps its tracker in its Impl and its socket in its
-// adapter instead, so that its decisions can be tested without sockets.)
+// The control plane's socket on the peers' side: a DEALER to the coordinator, configured, and one frame sent or
+// received at a time without blocking, failures counted. The requests in flight and their deadlines are the
+// peers' Impls' (RequestTracker in WorkerImpl and ClientImpl), so that their decisions are tested without sockets.
 //
-// Thread safety: none; it belongs to the peer's I/O thread, like its socket.
+// Thread safety: none; a socket belongs to its peer's I/O thread.
 #pragma once
 
-#include <functional>
-#include <string>
-#include <vector>
+#include <cstdint>
+#include <optional>
 #include <zmq.hpp>
 
-#include "stoker/clock.h"
-#include "wire/control_codec.h"
 #include "wire/control_messages.h"
-#include "wire/request_tracker.h"
-#include "stoker/status.h"
 #include "wire/transport_errors.h"
 
 namespace stoker {
 
-class ControlChannel {
- public:
-  using Pending = RequestTracker::Pending;
-
-  // Failed sends and receives are counted in `errors` (sites "send_control", "recv_control").
-  ControlChannel(zmq::context_t& context, const Clock& clock, Duration timeout, TransportErrors& errors);
-
-  Status Connect(const std::string& endpoint);
-  zmq::socket_t& socket() { return socket_; }
-
-  // Sends without blocking and remembers the request until its reply or its deadline. Returns its id.
-  uint64_t Send(RequestBody body);
-  // Receives every reply waiting; calls handle(request, reply) for each that answers a pending request (replies to
-  // requests already given up on are dropped). Malformed replies are logged and dropped.
-  void Receive(const std::function<void(Pending&, DecodedReply&)>& handle);
-  // Removes and returns the requests whose deadline has passed.
-  std::vector<Pending> TakeExpired() { return tracker_.TakeExpired(); }
-  bool IsPending(uint64_t id) const { return tracker_.IsPending(id); }
-
- private:
-  zmq::socket_t socket_;
-  RequestTracker tracker_;
-  TransportErrors& errors_;
-};
-
 // Sends one encoded request frame without blocking; a failure is counted (its deadline brings the request back to
-// whoever sent it). Shared by ControlChannel and the worker's adapter.
+// whoever sent it).
 void SendControlFrame(zmq::socket_t& socket, uint64_t request_id, const RequestBody& body, TransportErrors& errors);
 
 // Receives the next reply frame without blocking: nullopt when none is waiting (or the receive failed: counted).

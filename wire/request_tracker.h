@@ -1,6 +1,6 @@
 // RequestTracker: a peer's requests to the coordinator that still await their reply — each with its id, its body,
 // when it left and when it is given up on. It holds no socket: the worker's Impl keeps one and hands the requests
-// it makes to its adapter to send, and ControlChannel (common/control_channel.h) pairs one with a DEALER socket.
+// it makes to its adapter to send (the client's ClientImpl likewise); the adapters send them through wire/control_channel.h.
 //
 // Thread safety: none; it belongs to one thread, like the socket its requests travel on.
 #pragma once
