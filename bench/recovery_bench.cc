@@ -115,7 +115,7 @@ int Main(int argc, char** argv) {
   if (auto exit_code = flags.ParseOrExitCode(argc, argv)) return *exit_code;
   PosixEnv env;
   std::string manifest = dir + "/recovery.stoker";
-  if (auto m = Manifest::Open(manifest); !m.ok() || (*m)->num_samples() != images) {
+  if (auto m = Manifest::Open(env, manifest); !m.ok() || (*m)->num_samples() != images) {
     datagen::GenerateOptions gen;
     gen.images = images;
     Status s = datagen::GenerateTarDataset(env, dir + "/shards", gen);

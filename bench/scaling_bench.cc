@@ -31,7 +31,7 @@ namespace {
 std::vector<std::vector<uint8_t>> LoadImages(const std::string& manifest_path, uint64_t count) {
   PosixEnv env;
   std::vector<std::vector<uint8_t>> images;
-  auto manifest = Manifest::Open(manifest_path);
+  auto manifest = Manifest::Open(env, manifest_path);
   if (!manifest.ok()) return images;
   worker::SampleReader reader(env, *manifest);
   for (uint64_t id = 0; id < std::min<uint64_t>(count, (*manifest)->num_samples()); ++id) {
@@ -107,7 +107,7 @@ int Main(int argc, char** argv) {
   PosixEnv env;
   if (manifest.empty()) {
     manifest = dir + "/scaling.stoker";
-    auto existing = Manifest::Open(manifest);
+    auto existing = Manifest::Open(env, manifest);
     if (!existing.ok() || (*existing)->num_samples() != images) {
       datagen::GenerateOptions gen;
       gen.images = images;

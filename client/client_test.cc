@@ -153,10 +153,12 @@ class ClientTest : public ::testing::Test {
     spec_.batch_size = 2;
     spec_.epochs = 2;
     spec_.pipeline.output_height = spec_.pipeline.output_width = 8;  // 6 steps per epoch, tiny batches
-    impl_ = std::make_unique<coordinator::CoordinatorImpl>(coordinator::CoordinatorOptions{}, clock_);
+    coordinator::CoordinatorOptions coordinator_options;
+    coordinator_options.worker_queue_batches = 1000;  // the scripted worker takes a whole epoch's units at once
+    impl_ = std::make_unique<coordinator::CoordinatorImpl>(coordinator_options, clock_, env_);
     coordinator::ServiceOptions options;
     options.listen = "tcp://127.0.0.1:0";
-    service_ = std::make_unique<coordinator::CoordinatorService>(*impl_, nullptr, context_, options);
+    service_ = std::make_unique<coordinator::CoordinatorService>(*impl_, nullptr, context_, options, clock_);
     endpoint_ = *service_->Bind();
     server_ = std::thread([this] { (void)service_->Run(stop_); });
   }
@@ -186,6 +188,7 @@ class ClientTest : public ::testing::Test {
   TempDir dir_;
   JobSpec spec_;
   RealClock clock_;
+  PosixEnv env_;
   zmq::context_t context_;
   std::unique_ptr<coordinator::CoordinatorImpl> impl_;
   std::unique_ptr<coordinator::CoordinatorService> service_;

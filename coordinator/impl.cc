@@ -11,8 +11,8 @@
 
 namespace stoker::coordinator {
 
-CoordinatorImpl::CoordinatorImpl(const CoordinatorOptions& options, Clock& clock, Journal* journal)
-    : options_(options), clock_(clock), journal_(journal) {}
+CoordinatorImpl::CoordinatorImpl(const CoordinatorOptions& options, const Clock& clock, Env& env, Journal* journal)
+    : options_(options), clock_(clock), env_(env), journal_(journal) {}
 
 void CoordinatorImpl::ApplyLocked(const Update& update) {
   state_.Apply(update);

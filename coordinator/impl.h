@@ -44,6 +44,7 @@
 #include "dataset/plan.h"
 #include "stoker/status.h"
 #include "wire/control_messages.h"
+#include "base/env.h"
 #include "base/json_writer.h"
 #include "base/sync.h"
 #include "coordinator/capacity.h"
@@ -137,7 +138,8 @@ class CoordinatorImpl {
  public:
   // `journal` (may be null: nothing is durable) receives every state update; the service syncs it before it
   // answers the requests that made them.
-  CoordinatorImpl(const CoordinatorOptions& options, Clock& clock, Journal* journal = nullptr);
+  // `env` reads the jobs' manifests.
+  CoordinatorImpl(const CoordinatorOptions& options, const Clock& clock, Env& env, Journal* journal = nullptr);
 
   // Replay: called for each journal record before serving, then FinishRestore() once.
   void Restore(const Update& update);
@@ -233,7 +235,15 @@ class CoordinatorImpl {
   };
   RankView ViewLocked(const JobRuntime& job, uint32_t rank) const STOKER_REQUIRES(mu_);
 
-  StatusOr<JobRuntime*> CreateJobLocked(const JobSpec& requested) STOKER_REQUIRES(mu_);
+  struct ManifestFacts {
+    uint64_t fingerprint = 0;
+    uint64_t num_samples = 0;
+  };
+  StatusOr<ManifestFacts> ReadManifest(const JobSpec& requested) const STOKER_EXCLUDES(mu_);
+  StatusOr<JobRuntime*> CreateJobLocked(const JobSpec& requested, const ManifestFacts& manifest)
+      STOKER_REQUIRES(mu_);
+  StatusOr<RegisterClientResponse> RegisterOnJobLocked(const RegisterClientRequest& request, JobRuntime& job,
+                                                       const Caller& caller) STOKER_REQUIRES(mu_);
   JobRuntime& AddJobRuntimeLocked(const JobSpec& spec, uint64_t num_samples) STOKER_REQUIRES(mu_);
   void EndReconcileLocked() STOKER_REQUIRES(mu_);
   JobRuntime* FindJobLocked(const std::string& name) STOKER_REQUIRES(mu_);
@@ -280,7 +290,8 @@ class CoordinatorImpl {
   void ApplyLocked(const Update& update) STOKER_REQUIRES(mu_);
 
   const CoordinatorOptions options_;
-  Clock& clock_;
+  const Clock& clock_;
+  Env& env_;
   Journal* const journal_;
   mutable Mutex mu_;
   CoordinatorState state_ STOKER_GUARDED_BY(mu_);

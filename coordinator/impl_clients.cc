@@ -21,8 +21,22 @@ std::string SecondsAgo(Duration d) {
 
 }  // namespace
 
-StatusOr<CoordinatorImpl::JobRuntime*> CoordinatorImpl::CreateJobLocked(const JobSpec& requested) {
+// What a new job needs of its manifest, read without the mutex held: a manifest of millions of samples takes a
+// while to read and check, and every other request would wait behind it.
+StatusOr<CoordinatorImpl::ManifestFacts> CoordinatorImpl::ReadManifest(const JobSpec& requested) const {
   STOKER_RETURN_IF_ERROR(requested.Validate());
+  auto manifest = Manifest::Open(env_, requested.manifest_path, options_.manifest_root);
+  if (!manifest.ok()) {
+    return Status(manifest.status().code() == StatusCode::kNotFound ? StatusCode::kFailedPrecondition
+                                                                     : manifest.status().code(),
+                  "job '" + requested.name + "': the coordinator cannot use the manifest: " +
+                      manifest.status().message());
+  }
+  return ManifestFacts{(*manifest)->fingerprint(), (*manifest)->num_samples()};
+}
+
+StatusOr<CoordinatorImpl::JobRuntime*> CoordinatorImpl::CreateJobLocked(const JobSpec& requested,
+                                                                        const ManifestFacts& manifest) {
   if (jobs_.size() >= options_.max_jobs) {
     return ResourceExhaustedError("the coordinator holds " + std::to_string(jobs_.size()) +
                                   " jobs, its limit (--max-jobs); finished jobs are forgotten after --job-retention");
@@ -32,23 +46,16 @@ StatusOr<CoordinatorImpl::JobRuntime*> CoordinatorImpl::CreateJobLocked(const Jo
                                   " ranks; this coordinator allows " + std::to_string(options_.max_ranks_per_job) +
                                   " (--max-ranks-per-job)");
   }
-  auto manifest = Manifest::Open(requested.manifest_path, options_.manifest_root);
-  if (!manifest.ok()) {
-    return Status(manifest.status().code() == StatusCode::kNotFound ? StatusCode::kFailedPrecondition
-                                                                     : manifest.status().code(),
-                  "job '" + requested.name + "': the coordinator cannot use the manifest: " +
-                      manifest.status().message());
-  }
   JobSpec spec = requested;
-  if (spec.manifest_fingerprint != 0 && spec.manifest_fingerprint != (*manifest)->fingerprint()) {
+  if (spec.manifest_fingerprint != 0 && spec.manifest_fingerprint != manifest.fingerprint) {
     return FailedPreconditionError("job '" + spec.name + "': manifest " + spec.manifest_path +
                                    " is not the one the job was created with (fingerprint differs)");
   }
-  spec.manifest_fingerprint = (*manifest)->fingerprint();
-  STOKER_ASSIGN_OR_RETURN(Plan plan, Plan::Make(spec, (*manifest)->num_samples()));
-  ApplyLocked(JobCreated{spec, (*manifest)->num_samples()});
-  JobRuntime& runtime = AddJobRuntimeLocked(spec, (*manifest)->num_samples());
-  STOKER_LOG(kInfo) << "job " << spec.name << " created: " << (*manifest)->num_samples() << " samples, "
+  spec.manifest_fingerprint = manifest.fingerprint;
+  STOKER_ASSIGN_OR_RETURN(Plan plan, Plan::Make(spec, manifest.num_samples));
+  ApplyLocked(JobCreated{spec, manifest.num_samples});
+  JobRuntime& runtime = AddJobRuntimeLocked(spec, manifest.num_samples);
+  STOKER_LOG(kInfo) << "job " << spec.name << " created: " << manifest.num_samples << " samples, "
                     << spec.world_size << " ranks x batch " << spec.batch_size << ", " << plan.steps_per_epoch()
                     << " steps per epoch, " << spec.epochs << " epochs";
   return &runtime;
@@ -129,17 +136,32 @@ void CoordinatorImpl::StartSessionLocked(const RegisterClientRequest& request, J
 
 StatusOr<RegisterClientResponse> CoordinatorImpl::RegisterClient(const RegisterClientRequest& request,
                                                                  const Caller& caller) {
-  MutexLock lock(mu_);
-  JobRuntime* job = FindJobLocked(request.job);
-  if (job == nullptr) {
-    if (!request.spec.has_value()) {
-      return NotFoundError("unknown job '" + request.job + "' (the first client of a job must send its spec)");
+  std::optional<ManifestFacts> manifest;
+  for (;;) {  // at most twice: a job created (or forgotten) while its manifest was read is looked up again
+    MutexLock lock(mu_);
+    JobRuntime* job = FindJobLocked(request.job);
+    if (job == nullptr) {
+      if (!request.spec.has_value()) {
+        return NotFoundError("unknown job '" + request.job + "' (the first client of a job must send its spec)");
+      }
+      if (request.spec->name != request.job) {
+        return InvalidArgumentError("job name '" + request.job + "' differs from the spec's '" + request.spec->name +
+                                    "'");
+      }
+      if (!manifest.has_value()) {
+        lock.Unlock();
+        STOKER_ASSIGN_OR_RETURN(manifest, ReadManifest(*request.spec));
+        continue;
+      }
+      STOKER_ASSIGN_OR_RETURN(job, CreateJobLocked(*request.spec, *manifest));
     }
-    if (request.spec->name != request.job) {
-      return InvalidArgumentError("job name '" + request.job + "' differs from the spec's '" + request.spec->name + "'");
-    }
-    STOKER_ASSIGN_OR_RETURN(job, CreateJobLocked(*request.spec));
+    return RegisterOnJobLocked(request, *job, caller);
   }
+}
+
+StatusOr<RegisterClientResponse> CoordinatorImpl::RegisterOnJobLocked(const RegisterClientRequest& request,
+                                                                      JobRuntime& job_runtime, const Caller& caller) {
+  JobRuntime* job = &job_runtime;
   STOKER_RETURN_IF_ERROR(CheckRegistrationLocked(request, *job, caller));
   RankRuntime& r = job->ranks[request.rank];
   const RankView view = ViewLocked(*job, request.rank);

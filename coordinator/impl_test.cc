@@ -279,7 +279,7 @@ TEST_F(CoordinatorImplTest, RestartReplaysTheJournalAdoptsHeldLeasesAndRedoesThe
   {
     auto journal = Journal::Open(env, path, JournalOptions{}, [](const Update&) {}, &replay);
     ASSERT_TRUE(journal.ok());
-    impl_ = std::make_unique<CoordinatorImpl>(options_, clock_, journal->get());
+    impl_ = std::make_unique<CoordinatorImpl>(options_, clock_, env_, journal->get());
     Register("c-a", 0, 8);
     AddWorker("w-1");
     AddWorker("w-2");
@@ -292,7 +292,7 @@ TEST_F(CoordinatorImplTest, RestartReplaysTheJournalAdoptsHeldLeasesAndRedoesThe
   std::vector<Update> updates;
   auto journal = Journal::Open(env, path, JournalOptions{}, [&](const Update& u) { updates.push_back(u); }, &replay);
   ASSERT_TRUE(journal.ok());
-  impl_ = std::make_unique<CoordinatorImpl>(options_, clock_, journal->get());
+  impl_ = std::make_unique<CoordinatorImpl>(options_, clock_, env_, journal->get());
   for (const Update& u : updates) impl_->Restore(u);
   impl_->FinishRestore();
   EXPECT_TRUE(impl_->reconciling());
@@ -340,7 +340,7 @@ TEST_F(CoordinatorImplTest, ASessionLostToTimeoutIsResumedByItsOwnClient) {
 
 TEST_F(CoordinatorImplTest, AJobWithoutClientsIsForgottenAfterItsRetention) {
   options_.job_retention = Millis(60000);
-  impl_ = std::make_unique<CoordinatorImpl>(options_, clock_);
+  impl_ = std::make_unique<CoordinatorImpl>(options_, clock_, env_);
   Register("c-a", 0, 4);
   ASSERT_TRUE(impl_->Deregister({"c-a", "job", 0}).ok());
   clock_.Advance(Millis(30000));
@@ -366,7 +366,7 @@ TEST_F(CoordinatorImplTest, PlainDataPortsGetTheirTicketKeyAndClientsTheirOwnTic
   auto coordinator_key = GenerateKeyPair(Role::kCoordinator, "c");
   ASSERT_TRUE(coordinator_key.ok());
   options_.data_ticket_master = *DataTicketMasterKey(*coordinator_key);
-  impl_ = std::make_unique<CoordinatorImpl>(options_, clock_);
+  impl_ = std::make_unique<CoordinatorImpl>(options_, clock_, env_);
   const Caller worker{"worker:pool"};
   auto plain = impl_->RegisterWorker({"w-plain", "tcp://a:1", 1, "t", "", true}, worker);
   ASSERT_TRUE(plain.ok()) << plain.status().ToString();

@@ -34,7 +34,7 @@ class CoordinatorImplTest : public ::testing::Test {
     options_.client_timeout = Millis(10000);
     // The window's own rules, apart from the workers' queues (scheduling_test.cc tests those).
     options_.worker_queue_batches = 1000;
-    impl_ = std::make_unique<CoordinatorImpl>(options_, clock_);
+    impl_ = std::make_unique<CoordinatorImpl>(options_, clock_, env_);
   }
 
   RegisterClientResponse Register(const std::string& client, uint32_t rank, uint32_t window = 4) {
@@ -61,6 +61,7 @@ class CoordinatorImplTest : public ::testing::Test {
   JobSpec spec_;
   CoordinatorOptions options_;
   FakeClock clock_;
+  PosixEnv env_;
   std::unique_ptr<CoordinatorImpl> impl_;
 };
 

@@ -171,10 +171,10 @@ Status Serve(const Config& c) {
   std::vector<Update> replayed;
   auto journal = OpenJournal(env, c, &replayed);
   if (!journal.ok()) return journal.status().WithContext("cannot start");
-  CoordinatorImpl impl(options, clock, journal->get());
+  CoordinatorImpl impl(options, clock, env, journal->get());
   for (const Update& u : replayed) impl.Restore(u);
   impl.FinishRestore();
-  CoordinatorService server(impl, journal->get(), context, service_options);
+  CoordinatorService server(impl, journal->get(), context, service_options, clock);
   STOKER_ASSIGN_OR_RETURN(std::string bound, server.Bind());
   if (!c.endpoint_file.empty()) {
     STOKER_RETURN_IF_ERROR(env.WriteFileAtomically(c.endpoint_file, bound.data(), bound.size()));

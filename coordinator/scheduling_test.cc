@@ -12,7 +12,7 @@ class SchedulingTest : public CoordinatorImplTest {
   void SetUp() override {
     CoordinatorImplTest::SetUp();
     options_.worker_queue_batches = 0;  // the default: two batches for these two-thread workers of batch 10
-    impl_ = std::make_unique<CoordinatorImpl>(options_, clock_);
+    impl_ = std::make_unique<CoordinatorImpl>(options_, clock_, env_);
   }
   // A lease request that may wait; its grants now, or nullopt when parked.
   std::optional<std::vector<LeaseGrant>> Ask(RequestHandle handle, const std::string& worker, uint32_t rank,
@@ -47,7 +47,7 @@ TEST_F(SchedulingTest, AWorkerHoldsAtMostItsQueueOfUnsentBatches) {
 
 TEST_F(SchedulingTest, AnExplicitQueueOverridesTheDefaultButNeverSplitsAUnit) {
   options_.worker_queue_batches = 5;
-  impl_ = std::make_unique<CoordinatorImpl>(options_, clock_);
+  impl_ = std::make_unique<CoordinatorImpl>(options_, clock_, env_);
   Register("c-a", 0, 8);
   AddWorker("w-1");
   EXPECT_EQ(Lease("w-1", 0, 10).size(), 5u);

@@ -27,8 +27,8 @@ StatusOr<CrashPoint> CrashPoint::Parse(const std::string& text) {
 }
 
 CoordinatorService::CoordinatorService(CoordinatorImpl& impl, Journal* journal, zmq::context_t& context,
-                                       const ServiceOptions& options)
-    : impl_(impl), journal_(journal), options_(options), socket_(context, zmq::socket_type::router) {
+                                       const ServiceOptions& options, const Clock& clock)
+    : impl_(impl), journal_(journal), options_(options), socket_(context, zmq::socket_type::router), clock_(clock) {
   SocketOptions socket_options;
   socket_options.max_message_bytes = options.max_message_bytes;
   socket_options.router_mandatory = true;   // a reply to a vanished peer fails loudly instead of vanishing
@@ -86,7 +86,7 @@ void CoordinatorService::Remember(const std::string& sender, uint64_t request_id
   CachedReplies& cache = reply_cache_[sender];
   cache.replies.emplace_back(request_id, reply.to_string());
   if (cache.replies.size() > options_.replies_cached_per_sender) cache.replies.pop_front();
-  cache.last_used = std::chrono::steady_clock::now();
+  cache.last_used = clock_.Now();
 }
 
 void CoordinatorService::QueueDeferred() {
@@ -105,7 +105,7 @@ void CoordinatorService::QueueDeferred() {
 Status CoordinatorService::Flush() {
   if (outbox_.empty() && (journal_ == nullptr || !journal_->HasUnsynced())) return Status::Ok();
   if (journal_ != nullptr && journal_->HasUnsynced()) {
-    const TimePoint sync_start = std::chrono::steady_clock::now();
+    const TimePoint sync_start = clock_.Now();
     if (outage_ && sync_start < outage_->next_retry) return Status::Ok();  // the replies wait for the journal
     if (options_.crash.point == "torn" && ++crash_seen_ >= options_.crash.count) {
       Status s = journal_->TEST_WriteTorn(0.5);
@@ -117,8 +117,8 @@ Status CoordinatorService::Flush() {
       NoteJournalFailure(synced, sync_start);
       return Status::Ok();
     }
-    histograms_.journal_sync_seconds->Observe(ToSeconds(std::chrono::steady_clock::now() - sync_start));
-    if (outage_) EndJournalOutage(std::chrono::steady_clock::now());
+    histograms_.journal_sync_seconds->Observe(ToSeconds(clock_.Now() - sync_start));
+    if (outage_) EndJournalOutage(clock_.Now());
     MutexLock lock(stats_mu_);
     ++stats_.journal_syncs;
   }
@@ -136,7 +136,7 @@ void CoordinatorService::Send(const Outgoing& out) {
     if (!socket_.send(id, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) return;
     zmq::message_t frame(out.frame.data(), out.frame.size());
     socket_.send(frame, zmq::send_flags::dontwait);
-    if (out.latency != nullptr) out.latency->Observe(ToSeconds(std::chrono::steady_clock::now() - out.received));
+    if (out.latency != nullptr) out.latency->Observe(ToSeconds(clock_.Now() - out.received));
   } catch (const zmq::error_t& e) {
     // EHOSTUNREACH: the peer disconnected; it re-sends its request when it reconnects.
     transport_errors_.Note("send_reply", e);
@@ -196,7 +196,7 @@ Status CheckRole(const Caller& caller, const RequestBody& body) {
 }  // namespace
 
 void CoordinatorService::HandleMessage(const std::string& peer, zmq::message_t& frame) {
-  const TimePoint received = std::chrono::steady_clock::now();
+  const TimePoint received = clock_.Now();
   const Caller caller{PeerIdentityOf(frame)};  // before the frame is consumed: libzmq's, not the sender's, word
   uint64_t request_id = 0;
   auto decoded = DecodeRequest(std::move(frame), &request_id);
@@ -313,7 +313,7 @@ StatusOr<bool> CoordinatorService::ReceiveOne() {
 }
 
 Status CoordinatorService::Run(const std::atomic<bool>& stop) {
-  TimePoint next_tick = std::chrono::steady_clock::now();
+  TimePoint next_tick = clock_.Now();
   TimePoint next_cache_sweep = next_tick + std::chrono::minutes(1);
   while (!stop.load()) {
     watch_.Beat();
@@ -325,7 +325,7 @@ Status CoordinatorService::Run(const std::atomic<bool>& stop) {
       STOKER_ASSIGN_OR_RETURN(bool more, ReceiveOne());
       if (!more) break;
     }
-    const TimePoint now = std::chrono::steady_clock::now();
+    const TimePoint now = clock_.Now();
     if (now >= next_tick && !outage_) {  // during a journal outage time stands still for leases and liveness
       impl_.Tick();
       QueueDeferred();

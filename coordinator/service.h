@@ -88,8 +88,10 @@ struct ServiceHistograms {
 
 class CoordinatorService {
  public:
-  // `journal` may be null (nothing durable). It must be the one the Impl appends to.
-  CoordinatorService(CoordinatorImpl& impl, Journal* journal, zmq::context_t& context, const ServiceOptions& options);
+  // `journal` may be null (nothing durable). It must be the one the Impl appends to. `clock`: the Impl's (every
+  // time the service reads, for its cache, its journal outages, its ticks and its latencies, comes from it).
+  CoordinatorService(CoordinatorImpl& impl, Journal* journal, zmq::context_t& context, const ServiceOptions& options,
+                     const Clock& clock);
 
   // Binds the ROUTER socket; returns the endpoint bound (with the real port for ":0").
   StatusOr<std::string> Bind();
@@ -158,7 +160,7 @@ class CoordinatorService {
   mutable Mutex stats_mu_;
   ServiceStats stats_ STOKER_GUARDED_BY(stats_mu_);
   ServiceHistograms histograms_;
-  RealClock clock_;
+  const Clock& clock_;
   LoopWatch watch_{clock_};
 };
 

@@ -116,20 +116,21 @@ Status Validate(const wire::Manifest::Reader& root, const std::string& path) {
 
 }  // namespace
 
-StatusOr<std::shared_ptr<const Manifest>> Manifest::Open(const std::string& path, const std::string& root_override) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) {
-    const int err = errno;
-    std::string message = "cannot open manifest " + path + ": " + std::strerror(err);
-    return err == ENOENT ? NotFoundError(message + " (create one with `stoker index DATASET -o " + path + "`)")
-                         : UnavailableError(message);
+StatusOr<std::shared_ptr<const Manifest>> Manifest::Open(Env& env, const std::string& path,
+                                                         const std::string& root_override) {
+  auto file = env.OpenForRead(path);
+  if (!file.ok()) {
+    const Status& s = file.status();
+    return s.code() == StatusCode::kNotFound
+               ? NotFoundError("cannot open manifest " + path + ": " + std::string(s.message()) +
+                               " (create one with `stoker index DATASET -o " + path + "`)")
+               : UnavailableError("cannot open manifest " + path + ": " + std::string(s.message()));
   }
-  const auto size = static_cast<uint64_t>(in.tellg());
-  in.seekg(0);
+  const uint64_t size = (*file)->Size();
   if (size < sizeof(kMagic) + 8) return InvalidArgumentError(path + " is not a stoker manifest (too short)");
   char magic[sizeof(kMagic)];
-  in.read(magic, sizeof(magic));
-  if (std::memcmp(magic, kMagic, sizeof(kMagic)) != 0) {
+  STOKER_ASSIGN_OR_RETURN(size_t got, (*file)->Read(0, sizeof(magic), magic));
+  if (got != sizeof(magic) || std::memcmp(magic, kMagic, sizeof(kMagic)) != 0) {
     return InvalidArgumentError(path + " is not a stoker manifest (bad magic; write one with `stoker index`)");
   }
   if ((size - sizeof(kMagic)) % sizeof(capnp::word) != 0) {
@@ -137,8 +138,9 @@ StatusOr<std::shared_ptr<const Manifest>> Manifest::Open(const std::string& path
   }
   // Read whole, not mapped: a file truncated under a mapping would kill the process with SIGBUS on a later read.
   std::vector<uint64_t> words((size - sizeof(kMagic)) / sizeof(capnp::word));
-  in.read(reinterpret_cast<char*>(words.data()), static_cast<std::streamsize>(words.size() * sizeof(capnp::word)));
-  if (!in) return UnavailableError("cannot read manifest " + path + ": " + std::strerror(errno));
+  const size_t bytes = words.size() * sizeof(capnp::word);
+  STOKER_ASSIGN_OR_RETURN(got, (*file)->Read(sizeof(kMagic), bytes, words.data()));
+  if (got != bytes) return DataLossError("manifest " + path + " shrank while it was read");
   return FromWords(path, std::move(words), root_override);
 }
 

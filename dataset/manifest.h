@@ -48,9 +48,10 @@ struct SampleInfo {
 
 class Manifest {
  public:
-  // NotFound / InvalidArgument ("not a stoker manifest") / DataLoss (corrupt) with the path in the message.
-  // `root_override`, when set, replaces the root recorded at indexing time (the dataset is mounted elsewhere).
-  static StatusOr<std::shared_ptr<const Manifest>> Open(const std::string& path,
+  // Reads `path` through `env`. NotFound / InvalidArgument ("not a stoker manifest") / DataLoss (corrupt) with the
+  // path in the message. `root_override`, when set, replaces the root recorded at indexing time (the dataset is
+  // mounted elsewhere).
+  static StatusOr<std::shared_ptr<const Manifest>> Open(Env& env, const std::string& path,
                                                         const std::string& root_override = "");
   // The same from a manifest file's bytes (`path` only names it in errors): the fuzz target's way in.
   static StatusOr<std::shared_ptr<const Manifest>> Parse(const std::string& path, std::string_view bytes,

@@ -25,7 +25,7 @@ TEST(Manifest, WriteOpenRoundTrip) {
   auto fp = writer.Write(env, dir.Join("m.stoker"), "test");
   ASSERT_TRUE(fp.ok()) << fp.status().ToString();
 
-  auto m = Manifest::Open(dir.Join("m.stoker"));
+  auto m = Manifest::Open(env, dir.Join("m.stoker"));
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   EXPECT_EQ((*m)->fingerprint(), *fp);
   EXPECT_EQ((*m)->num_samples(), 3u);
@@ -40,7 +40,7 @@ TEST(Manifest, WriteOpenRoundTrip) {
   EXPECT_EQ(k1.defect, "missing_label");
   EXPECT_EQ((*m)->shard(1).path, dir.Join("s1.tar"));
   EXPECT_EQ((*m)->shard(1).checksum, 22u);
-  auto moved = Manifest::Open(dir.Join("m.stoker"), "/elsewhere");
+  auto moved = Manifest::Open(env, dir.Join("m.stoker"), "/elsewhere");
   EXPECT_EQ((*moved)->shard(0).path, "/elsewhere/s0.tar");
 }
 
@@ -52,20 +52,20 @@ TEST(Manifest, RemoteShardsWriteVersionTwo) {
   uint32_t s = writer.AddShard("shard-0000.tar", 4096, 0, "\"9b2cf535f27731c974343645a3985328\"");
   writer.AddSample(s, 512, 100, 3, ImageFormat::kJpeg, "k0", "", 0x1234);
   ASSERT_TRUE(writer.Write(env, dir.Join("remote.stoker"), "test").ok());
-  auto m = Manifest::Open(dir.Join("remote.stoker"));
+  auto m = Manifest::Open(env, dir.Join("remote.stoker"));
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   EXPECT_EQ((*m)->format_version(), 2u);
   EXPECT_TRUE((*m)->remote());
   EXPECT_EQ((*m)->shard(0).path, "s3://bucket/train/shard-0000.tar");
   EXPECT_EQ((*m)->shard(0).etag, "\"9b2cf535f27731c974343645a3985328\"");
   EXPECT_EQ((*m)->sample(0).checksum, 0x1234u);
-  auto mirrored = Manifest::Open(dir.Join("remote.stoker"), "https://mirror.example/train/");
+  auto mirrored = Manifest::Open(env, dir.Join("remote.stoker"), "https://mirror.example/train/");
   EXPECT_EQ((*mirrored)->shard(0).path, "https://mirror.example/train/shard-0000.tar");
 
   ManifestWriter local(dir.path(), SourceKind::kTarShards);
   local.AddSample(local.AddShard("s.tar", 4096, 7), 512, 100, 1, ImageFormat::kJpeg, "k", "", 99);
   ASSERT_TRUE(local.Write(env, dir.Join("local.stoker"), "test").ok());
-  auto l = Manifest::Open(dir.Join("local.stoker"));
+  auto l = Manifest::Open(env, dir.Join("local.stoker"));
   ASSERT_TRUE(l.ok());
   EXPECT_EQ((*l)->format_version(), 1u);
   EXPECT_FALSE((*l)->remote());
@@ -75,22 +75,22 @@ TEST(Manifest, RemoteShardsWriteVersionTwo) {
 
 TEST(Manifest, BadFilesGetClearErrors) {
   TempDir dir;
-  auto missing = Manifest::Open(dir.Join("nope.stoker"));
+  PosixEnv env;
+  auto missing = Manifest::Open(env, dir.Join("nope.stoker"));
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
   EXPECT_NE(missing.status().message().find("stoker index"), std::string::npos);
   dir.Write("junk.stoker", std::string(64, 'j'));
-  auto junk = Manifest::Open(dir.Join("junk.stoker"));
+  auto junk = Manifest::Open(env, dir.Join("junk.stoker"));
   EXPECT_EQ(junk.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(junk.status().message().find("not a stoker manifest"), std::string::npos);
 
-  PosixEnv env;
   ManifestWriter writer(dir.path(), SourceKind::kTarShards);
   uint32_t s = writer.AddShard("s.tar", 100000, 0);
   for (int i = 0; i < 50; ++i) writer.AddSample(s, 512 * i, 100, i, ImageFormat::kJpeg, "key" + std::to_string(i));
   ASSERT_TRUE(writer.Write(env, dir.Join("good.stoker"), "test").ok());
   auto whole = ReadWholeFile(env, dir.Join("good.stoker"));
   dir.Write("cut.stoker", whole->substr(0, whole->size() / 2 / 8 * 8));
-  auto cut = Manifest::Open(dir.Join("cut.stoker"));
+  auto cut = Manifest::Open(env, dir.Join("cut.stoker"));
   EXPECT_FALSE(cut.ok());
   EXPECT_EQ(cut.status().code(), StatusCode::kDataLoss) << cut.status().ToString();
 }

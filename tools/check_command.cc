@@ -22,12 +22,12 @@ int CheckCommand(int argc, char** argv) {
   if (!parsed.ok()) return Fail("check", parsed);
   if (logs.empty()) return Fail("check", InvalidArgumentError("no delivery logs given"));
   if (spec.name.empty()) spec.name = "check";
-  auto manifest = Manifest::Open(spec.manifest_path);
+  PosixEnv env;
+  auto manifest = Manifest::Open(env, spec.manifest_path);
   if (!manifest.ok()) return Fail("check", manifest.status());
   auto plan = Plan::Make(spec, (*manifest)->num_samples());
   if (!plan.ok()) return Fail("check", plan.status());
   DeliveryChecker checker(*plan);
-  PosixEnv env;
   for (const auto& path : logs) {
     auto entries = ReadDeliveryLog(env, path);
     if (!entries.ok()) return Fail("check", entries.status());

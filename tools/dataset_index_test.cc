@@ -62,7 +62,7 @@ TEST(DatasetIndex, TarShardsRecordOffsetsLabelsAndDefects) {
   EXPECT_EQ(defects["b.tar:t/101"], "truncated");
   EXPECT_EQ(defects["b.tar"], "truncated_shard");
 
-  auto m = Manifest::Open(dir.Join("m.stoker"));
+  auto m = Manifest::Open(env, dir.Join("m.stoker"));
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   EXPECT_EQ((*m)->fingerprint(), report->fingerprint);
   PosixEnv env2;
@@ -140,7 +140,7 @@ TEST(DatasetIndex, ImageFolderLabelsBySortedClassName) {
   EXPECT_EQ(report->source, SourceKind::kImageFolder);
   EXPECT_EQ(report->samples, 3u);
   EXPECT_EQ(report->classes, 2u);
-  auto m = Manifest::Open(dir.Join("m.stoker"));
+  auto m = Manifest::Open(env, dir.Join("m.stoker"));
   ASSERT_TRUE(m.ok());
   EXPECT_EQ((*m)->classes(), (std::vector<std::string>{"ant", "zebra"}));
   EXPECT_EQ((*m)->sample(0).key, "ant/b.png");

@@ -57,7 +57,7 @@ Status Demo::PrepareDataset() {
   STOKER_RETURN_IF_ERROR(env.CreateDirectories(o_.data));
   const std::string shards = JoinPath(o_.data, "shards");
   const std::string manifest_path = JoinPath(o_.data, "manifest.stoker");
-  auto existing = Manifest::Open(manifest_path);
+  auto existing = Manifest::Open(env, manifest_path);
   if (existing.ok() && (*existing)->num_samples() == o_.images) {
     std::fprintf(stderr, "dataset: %s (%llu images, already generated)\n", manifest_path.c_str(),
                  static_cast<unsigned long long>(o_.images));
@@ -86,7 +86,7 @@ Status Demo::PrepareDataset() {
     if (spec_.manifest_path.empty()) spec_.manifest_path = remote_manifest;
   }
   if (spec_.manifest_path.empty()) spec_.manifest_path = manifest_path;
-  STOKER_ASSIGN_OR_RETURN(auto manifest, Manifest::Open(spec_.manifest_path));
+  STOKER_ASSIGN_OR_RETURN(auto manifest, Manifest::Open(env, spec_.manifest_path));
   STOKER_ASSIGN_OR_RETURN(plan_, Plan::Make(spec_, manifest->num_samples()));
   checker_.emplace(*plan_);
   return Status::Ok();

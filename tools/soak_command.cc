@@ -92,7 +92,7 @@ int SoakCommand(int argc, char** argv) {
   PosixEnv env;
   if (Status s = env.CreateDirectories(data + "/run"); !s.ok()) return Fail("soak", s);
   std::string manifest = data + "/soak.stoker";
-  if (auto existing = Manifest::Open(manifest); !existing.ok() || (*existing)->num_samples() != images) {
+  if (auto existing = Manifest::Open(env, manifest); !existing.ok() || (*existing)->num_samples() != images) {
     datagen::GenerateOptions gen;
     gen.images = images;
     gen.per_shard = 64;

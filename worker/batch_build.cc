@@ -58,7 +58,7 @@ std::optional<QuarantineReport> ReadAndDecode(BatchBuild& build, uint64_t sample
 StatusOr<std::shared_ptr<const JobContext>> LoadJobContext(Env& env, const JobSpec& spec,
                                                            const std::string& manifest_root, size_t max_open_shards,
                                                            const std::string& worker_id, WorkerStorage* storage) {
-  auto manifest = Manifest::Open(spec.manifest_path, manifest_root);
+  auto manifest = Manifest::Open(env, spec.manifest_path, manifest_root);
   if (!manifest.ok()) return manifest.status().WithContext("worker " + worker_id + " cannot open the job's manifest");
   if ((*manifest)->fingerprint() != spec.manifest_fingerprint) {
     return FailedPreconditionError("worker " + worker_id + ": manifest " + spec.manifest_path +

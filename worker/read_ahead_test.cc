@@ -81,7 +81,7 @@ struct Dataset {
     }
     PosixEnv env;
     EXPECT_TRUE(writer.Write(env, dir.Join("m.stoker"), "test").ok());
-    manifest = *Manifest::Open(dir.Join("m.stoker"));
+    manifest = *Manifest::Open(env, dir.Join("m.stoker"));
   }
   std::string Sample(int i) const { return std::string(1000 + i, static_cast<char>('a' + i % 26)); }
   testing::TempDir dir;

@@ -30,7 +30,7 @@ TEST(SampleReader, ReadsByOffsetAndReportsEveryFailureByReason) {
   dir.Write("d/c.tar", c.Finish());
   PosixEnv env;
   ASSERT_TRUE(testing::IndexForTest(dir.Join("d"), dir.Join("m")).ok());
-  auto manifest = Manifest::Open(dir.Join("m"));
+  auto manifest = Manifest::Open(env, dir.Join("m"));
   ASSERT_TRUE(manifest.ok());
 
   SampleReader reader(env, *manifest, /*max_open_shards=*/1);

@@ -42,7 +42,7 @@ void Ring(int doorbell) {
 
 class Worker::Adapter {
  public:
-  Adapter(const WorkerOptions& options, Env& env, Clock& clock, zmq::context_t& context)
+  Adapter(const WorkerOptions& options, Env& env, const Clock& clock, zmq::context_t& context)
       : options_(options),
         env_(env),
         clock_(clock),
@@ -423,7 +423,7 @@ class Worker::Adapter {
 
   const WorkerOptions options_;
   Env& env_;
-  Clock& clock_;
+  const Clock& clock_;
   const std::string id_;
   const uint32_t threads_;
   zmq::context_t& context_;
@@ -459,7 +459,7 @@ class Worker::Adapter {
   std::unique_ptr<TaskPool<ThreadContext>> tasks_;
 };
 
-Worker::Worker(const WorkerOptions& options, Env& env, Clock& clock, zmq::context_t& context)
+Worker::Worker(const WorkerOptions& options, Env& env, const Clock& clock, zmq::context_t& context)
     : adapter_(std::make_unique<Adapter>(options, env, clock, context)) {}
 Worker::~Worker() = default;
 StatusOr<std::string> Worker::Bind() { return adapter_->Bind(); }

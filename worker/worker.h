@@ -79,7 +79,7 @@ struct WorkerHistograms {
 
 class Worker {
  public:
-  Worker(const WorkerOptions& options, Env& env, Clock& clock, zmq::context_t& context);
+  Worker(const WorkerOptions& options, Env& env, const Clock& clock, zmq::context_t& context);
   ~Worker();
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;

@@ -66,7 +66,9 @@ class ClientCore {
   void Start(Session session);
 
   // ---- what Start fixed -------------------------------------------------------------------------------------
-  const std::shared_ptr<const Clock>& clock() const { return clock_; }
+  // The client's clock, which the core owns (ClientOptions::clock or the process's steady clock): everything else
+  // in the client borrows it.
+  const Clock& clock() const { return *clock_; }
   const std::string& client_id() const { return client_id_; }
   const JobSpec& spec() const { return spec_; }
   const Plan& plan() const { return *plan_; }

@@ -27,7 +27,7 @@ Status ValidWorker(const WorkerInfo& info, bool curve) {
 }  // namespace
 
 ClientImpl::ClientImpl(const ClientOptions& options, ClientCore& core, bool curve)
-    : options_(options), core_(core), clock_(core.clock()), curve_(curve), tracker_(*clock_, kRequestTimeout) {}
+    : options_(options), core_(core), clock_(core.clock()), curve_(curve), tracker_(clock_, kRequestTimeout) {}
 
 ClientImpl::Outbox ClientImpl::TakeOutbox() { return std::exchange(outbox_, Outbox{}); }
 
@@ -43,19 +43,19 @@ void ClientImpl::Register(const std::optional<ResumePoint>& resume) {
   claim_request_ = RegisterClientRequest{core_.client_id(), options_.job, options_.rank, options_.spec,
                                          options_.prefetch, resume};
   claim_result_.reset();
-  claim_deadline_ = clock_->Now() + options_.claim_timeout;
+  claim_deadline_ = clock_.Now() + options_.claim_timeout;
   StartClaim();
 }
 
 // One claim: the registration, sent again while the coordinator does not answer, within the connect timeout.
 void ClientImpl::StartClaim() {
   claim_pause_.reset();
-  connect_deadline_ = clock_->Now() + options_.connect_timeout;
+  connect_deadline_ = clock_.Now() + options_.connect_timeout;
   SendClaim();
 }
 
 void ClientImpl::SendClaim() {
-  const TimePoint now = clock_->Now();
+  const TimePoint now = clock_.Now();
   if (now >= connect_deadline_) {
     claim_result_ = DeadlineExceededError("no answer from the coordinator at " + options_.coordinator + " within " +
                                           std::to_string(options_.connect_timeout.count()) + " ms");
@@ -74,8 +74,8 @@ void ClientImpl::ClaimReplied(uint64_t request_id, const DecodedReply& reply) {
   }
   // The rank is held by a live session (a crashed predecessor not yet timed out): ask again until the claim
   // timeout. The coordinator's word decides; nothing here guesses.
-  if (code == StatusCode::kAlreadyExists && clock_->Now() < claim_deadline_) {
-    claim_pause_ = clock_->Now() + kClaimPause;
+  if (code == StatusCode::kAlreadyExists && clock_.Now() < claim_deadline_) {
+    claim_pause_ = clock_.Now() + kClaimPause;
     return;
   }
   if (!reply.status.ok()) {
@@ -118,7 +118,7 @@ void ClientImpl::Start(const RegisterClientResponse& registered) {
   if (options_.payload_frame_bytes > 0) {
     max_payload_frames_ = static_cast<size_t>(std::max<uint64_t>(1, spec.BatchBytes() / 4096));
   }
-  next_heartbeat_ = last_ack_ = clock_->Now();
+  next_heartbeat_ = last_ack_ = clock_.Now();
   UpdateWorkers(registered.workers);
 }
 
@@ -138,7 +138,7 @@ void ClientImpl::HandleReply(const DecodedReply& reply) {
 }
 
 void ClientImpl::Tick() {
-  const TimePoint now = clock_->Now();
+  const TimePoint now = clock_.Now();
   if (!started_) {
     TickClaim(now);
     return;
@@ -241,7 +241,7 @@ void ClientImpl::UpdateWorkers(const std::vector<WorkerInfo>& list) {
       ++refused;
       continue;
     }
-    connections_[info.worker_id] = Connection{info.data_endpoint, clock_->Now()};
+    connections_[info.worker_id] = Connection{info.data_endpoint, clock_.Now()};
     outbox_.opens.push_back(info);
     GiveCredit(info.worker_id, credits_);
   }
@@ -276,7 +276,7 @@ void ClientImpl::GiveCredit(const std::string& worker_id, uint32_t credits) {
   outbox_.credits.push_back(
       {worker_id, Credit{options_.job, options_.rank, core_.client_id(), credits, options_.payload_frame_bytes}});
   auto it = connections_.find(worker_id);
-  if (it != connections_.end()) it->second.credited = clock_->Now();
+  if (it != connections_.end()) it->second.credited = clock_.Now();
 }
 
 void ClientImpl::HandleWorkerMessage(StatusOr<WorkerMessage> message, std::vector<zmq::message_t> payload) {
@@ -317,7 +317,7 @@ bool ClientImpl::PlannedSamples(const BatchHeader& h) {
 void ClientImpl::WorkerCannotServe(const Status& error) {
   core_.CountWorkerError();
   STOKER_LOG(kWarning) << "a worker cannot serve job " << options_.job << ": " << error.ToString();
-  const TimePoint now = clock_->Now();
+  const TimePoint now = clock_.Now();
   if (!first_worker_error_) first_worker_error_ = now;
   if (now - *first_worker_error_ > kWorkerErrorGrace) {
     core_.Fail(error.WithContext("no worker can serve this job (for " +

@@ -111,7 +111,7 @@ class ClientImpl {
 
   const ClientOptions options_;
   ClientCore& core_;
-  const std::shared_ptr<const Clock> clock_;
+  const Clock& clock_;  // the core's
   const bool curve_;
   RequestTracker tracker_;
   Outbox outbox_;

@@ -123,8 +123,8 @@ void IoThread::Turn() {
 void IoThread::Leave() {
   const uint64_t deregister = impl_.Leave();
   CarryOut();
-  const TimePoint deadline = clock_->Now() + Millis(200);
-  while (impl_.IsPending(deregister) && clock_->Now() < deadline) {
+  const TimePoint deadline = clock_.Now() + Millis(200);
+  while (impl_.IsPending(deregister) && clock_.Now() < deadline) {
     StatusOr<bool> answered = PollControl(std::chrono::milliseconds(20));
     if (!answered.ok()) break;
     if (*answered) DrainControl();

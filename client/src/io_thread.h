@@ -72,7 +72,7 @@ class IoThread {
   const ClientOptions options_;
   const Security security_;
   std::shared_ptr<ClientCore> core_;
-  const std::shared_ptr<const Clock> clock_;
+  const Clock& clock_;  // the core's
   ClientImpl impl_;
   zmq::socket_t control_;
   std::map<std::string, WorkerConnection> workers_;  // by worker id

@@ -107,7 +107,8 @@ TEST_F(ObjectStorage, IndexesAnS3PrefixByRangeWithSignaturesAndNeverPrintsTheSec
                                               (*s3)->endpoint()});
   ASSERT_EQ(code, 0) << out;
   EXPECT_NE(out.find("60 samples in 3 tar shards"), std::string::npos) << out;
-  auto manifest = Manifest::Open(dir.Join("s3.stoker"));
+  PosixEnv env;
+  auto manifest = Manifest::Open(env, dir.Join("s3.stoker"));
   ASSERT_TRUE(manifest.ok()) << manifest.status().ToString();
   EXPECT_TRUE((*manifest)->remote());
   EXPECT_EQ((*manifest)->format_version(), 2u);
@@ -115,7 +116,7 @@ TEST_F(ObjectStorage, IndexesAnS3PrefixByRangeWithSignaturesAndNeverPrintsTheSec
   EXPECT_FALSE((*manifest)->shard(0).etag.empty());
   EXPECT_EQ((*manifest)->sample(0).checksum, 0u);  // no --checksum: no sample bytes were read
   // Headers and labels only: a small fraction of the 60 images of ~110 KB.
-  auto stats = Manifest::Open(local->manifest);
+  auto stats = Manifest::Open(env, local->manifest);
   ASSERT_TRUE(stats.ok());
   EXPECT_EQ((*manifest)->sample(7).offset, (*stats)->sample(7).offset);
   std::smatch m;
@@ -130,7 +131,7 @@ TEST_F(ObjectStorage, IndexesAnS3PrefixByRangeWithSignaturesAndNeverPrintsTheSec
                                  {"index", prefix, "-o", dir.Join("s3v.stoker"), "--s3-endpoint",
                                   (*vhost)->virtual_host_endpoint(), "--s3-addressing", "virtual", "--checksum"});
   ASSERT_EQ(vcode, 0) << vout;
-  auto checked = Manifest::Open(dir.Join("s3v.stoker"));
+  auto checked = Manifest::Open(env, dir.Join("s3v.stoker"));
   ASSERT_TRUE(checked.ok());
   EXPECT_EQ((*checked)->sample(5).checksum, (*stats)->sample(5).checksum);
   EXPECT_NE((*checked)->sample(5).checksum, 0u);
@@ -242,7 +243,8 @@ TEST_F(ObjectStorage, HttpCorruptSamplesAreQuarantinedAndChangedShardsHandedBack
   args.insert(args.end(), {"-o", dir.Join("web.stoker"), "--checksum"});
   auto [code, out] = RunStoker(dir, "index", args);
   ASSERT_EQ(code, 0) << out;
-  auto manifest = Manifest::Open(dir.Join("web.stoker"));
+  PosixEnv env;
+  auto manifest = Manifest::Open(env, dir.Join("web.stoker"));
   ASSERT_TRUE(manifest.ok());
   EXPECT_EQ((*manifest)->root(), (*web)->url() + "d/");
 

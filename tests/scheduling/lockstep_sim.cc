@@ -62,6 +62,7 @@ class Sim {
   const LockstepConfig c_;
   TempDir dir_;
   FakeClock clock_;
+  PosixEnv env_;
   JobSpec spec_;
   uint64_t samples_ = 0;
   std::unique_ptr<coordinator::CoordinatorImpl> coordinator_;
@@ -91,7 +92,7 @@ void Sim::Start() {
   spec_.pipeline.output_height = spec_.pipeline.output_width = 4;
   coordinator::CoordinatorOptions options;
   options.worker_queue_batches = c_.worker_queue_batches;
-  coordinator_ = std::make_unique<coordinator::CoordinatorImpl>(options, clock_);
+  coordinator_ = std::make_unique<coordinator::CoordinatorImpl>(options, clock_, env_);
   for (uint32_t r = 0; r < c_.ranks; ++r) {
     ranks_.emplace_back().client_id = "c-" + std::to_string(r);
     auto registered = coordinator_->RegisterClient({ranks_[r].client_id, kJob, r, spec_, c_.window});

@@ -13,7 +13,7 @@ StatusOr<TestDataset> IndexForTest(const std::string& data, const std::string& m
   PosixEnv env;
   tools::IndexOptions options;
   STOKER_ASSIGN_OR_RETURN(tools::IndexReport report, tools::IndexDataset(env, data, manifest_path, options));
-  STOKER_ASSIGN_OR_RETURN(auto manifest, Manifest::Open(manifest_path));
+  STOKER_ASSIGN_OR_RETURN(auto manifest, Manifest::Open(env, manifest_path));
   TestDataset out;
   out.manifest = manifest_path;
   out.samples = manifest->num_samples();
