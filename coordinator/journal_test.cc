@@ -8,22 +8,14 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/support/specs.h"
 #include "tests/support/temp_dir.h"
 
 namespace stoker::coordinator {
 namespace {
 
+using testing::SmallJobSpec;
 using testing::TempDir;
-
-JobSpec Spec() {
-  JobSpec spec;
-  spec.name = "j";
-  spec.manifest_path = "/m";
-  spec.manifest_fingerprint = 42;
-  spec.world_size = 2;
-  spec.batch_size = 4;
-  return spec;
-}
 
 // The real file system, except that writes can be made to fail the way a full volume fails them: with `full`, an
 // append writes `partial` bytes and then reports ENOSPC; with `full` or `no_room_for_copies`, atomic whole-file
@@ -94,7 +86,7 @@ TEST(Journal, ReplaysWhatWasSyncedAndCoalescesProgress) {
   {
     auto journal = Journal::Open(env, dir.Join("j"), JournalOptions{}, [](const Update&) {}, &replay);
     ASSERT_TRUE(journal.ok()) << journal.status().ToString();
-    (*journal)->Append(JobCreated{Spec(), 100});
+    (*journal)->Append(JobCreated{SmallJobSpec(), 100});
     (*journal)->Append(RankSessionStarted{"j", 0, "c-1", 0, 8});
     for (uint64_t i = 1; i <= 50; ++i) (*journal)->Append(RankProgress{"j", 0, i, i - 1});  // one record
     (*journal)->Append(RankProgress{"j", 1, 3, 2});
@@ -109,7 +101,7 @@ TEST(Journal, ReplaysWhatWasSyncedAndCoalescesProgress) {
   std::vector<Update> seen = Replay(dir.Join("j"), &replay);
   ASSERT_EQ(seen.size(), 7u);
   EXPECT_EQ(replay.torn_bytes, 0u);
-  EXPECT_EQ(std::get<JobCreated>(seen[0]).spec, Spec());
+  EXPECT_EQ(std::get<JobCreated>(seen[0]).spec, SmallJobSpec());
   EXPECT_EQ(std::get<RankSessionStarted>(seen[1]).window, 8u);
   EXPECT_EQ(std::get<RankProgress>(seen[2]).received, 50u);  // the last of the 50 acks
   EXPECT_EQ(std::get<AttemptsReserved>(seen[5]).up_to, 2048u);
@@ -127,7 +119,7 @@ TEST(Journal, TornTailIsTruncatedAndEverythingBeforeItKept) {
   uint64_t good_size;
   {
     auto journal = Journal::Open(env, dir.Join("j"), JournalOptions{}, [](const Update&) {}, &replay);
-    (*journal)->Append(JobCreated{Spec(), 100});
+    (*journal)->Append(JobCreated{SmallJobSpec(), 100});
     ASSERT_TRUE((*journal)->Sync().ok());
     good_size = (*journal)->size_bytes();
     (*journal)->Append(RankSessionStarted{"j", 1, "c-2", 5, 4});
@@ -153,7 +145,7 @@ TEST(Journal, CorruptionInTheMiddleRefusesToStart) {
   JournalReplay replay;
   {
     auto journal = Journal::Open(env, dir.Join("j"), JournalOptions{}, [](const Update&) {}, &replay);
-    (*journal)->Append(JobCreated{Spec(), 100});
+    (*journal)->Append(JobCreated{SmallJobSpec(), 100});
     ASSERT_TRUE((*journal)->Sync().ok());
     (*journal)->Append(RankSessionStarted{"j", 0, "c-1", 0, 8});
     ASSERT_TRUE((*journal)->Sync().ok());
@@ -197,7 +189,7 @@ TEST(Journal, CompactionRewritesTheStateAndKeepsItReplayable) {
       state.Apply(u);
       (*journal)->Append(u);
     };
-    apply(JobCreated{Spec(), 100});
+    apply(JobCreated{SmallJobSpec(), 100});
     apply(RankSessionStarted{"j", 0, "c-1", 0, 8});
     for (uint64_t i = 1; i <= 400; ++i) {
       apply(RankProgress{"j", 0, i, i});
@@ -221,7 +213,7 @@ TEST(Journal, AWriteThatFailsForLackOfSpaceLeavesNothingBehindAndIsWrittenLater)
   JournalReplay replay;
   auto journal = Journal::Open(env, dir.Join("j"), JournalOptions{}, [](const Update&) {}, &replay);
   ASSERT_TRUE(journal.ok());
-  (*journal)->Append(JobCreated{Spec(), 100});
+  (*journal)->Append(JobCreated{SmallJobSpec(), 100});
   ASSERT_TRUE((*journal)->Sync().ok());
   const uint64_t good = (*journal)->size_bytes();
 
@@ -266,7 +258,7 @@ TEST(Journal, ACompactionThatFailsLosesNothingAndIsTriedAgainLater) {
     (*journal)->Append(u);
     return (*journal)->Sync([&] { return state.Snapshot(); });
   };
-  ASSERT_TRUE(sync(JobCreated{Spec(), 100}).ok());
+  ASSERT_TRUE(sync(JobCreated{SmallJobSpec(), 100}).ok());
   ASSERT_TRUE(sync(RankSessionStarted{"j", 0, "c-1", 0, 8}).ok());
   env.no_room_for_copies = true;  // appends fit, a whole new file does not
   uint64_t i = 1;
@@ -291,7 +283,7 @@ TEST(Journal, ANewJournalWritesItsMagicWithItsFirstRecordAndNothingBefore) {
   auto journal = Journal::Open(env, dir.Join("j"), JournalOptions{}, [](const Update&) {}, &replay);
   ASSERT_TRUE(journal.ok());
   EXPECT_EQ(std::filesystem::file_size(dir.Join("j")), 0u) << "a start on a full volume must not need a write";
-  (*journal)->Append(JobCreated{Spec(), 100});
+  (*journal)->Append(JobCreated{SmallJobSpec(), 100});
   ASSERT_TRUE((*journal)->Sync().ok());
   std::ifstream in(dir.Join("j"), std::ios::binary);
   char magic[8];

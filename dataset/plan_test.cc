@@ -9,16 +9,14 @@ namespace stoker {
 namespace {
 
 JobSpec Spec(uint32_t ranks, uint32_t batch, Remainder remainder, uint32_t epochs = 2, uint32_t per_unit = 1) {
-  JobSpec spec;
-  spec.name = "plan-test";
-  spec.manifest_path = "/dev/null";
-  spec.world_size = ranks;
-  spec.batch_size = batch;
-  spec.remainder = remainder;
-  spec.epochs = epochs;
-  spec.seed = 1234;
-  spec.batches_per_unit = per_unit;
-  return spec;
+  return {.name = "plan-test",
+          .manifest_path = "/dev/null",
+          .batch_size = batch,
+          .world_size = ranks,
+          .epochs = epochs,
+          .seed = 1234,
+          .remainder = remainder,
+          .batches_per_unit = per_unit};
 }
 
 TEST(KeyedPermutation, IsABijectionForAwkwardSizes) {
