@@ -30,6 +30,7 @@
 #include "tests/support/http_client.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_cluster.h"
+#include "tools/socket_io.h"
 #include "tools/tcp_proxy.h"
 
 namespace stoker::testing {
@@ -69,26 +70,10 @@ class SmallVolume {
   std::string path_;
 };
 
-// A TCP port on 127.0.0.1 nothing listens on right now (bound, read, released), for a worker that must listen where
-// a proxy in front of it already points.
-uint16_t FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  uint16_t port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
-
 // Starts a worker whose data port clients reach only through `proxy` (which it advertises). Returns its index.
 StatusOr<size_t> StartWorkerBehind(tools::LocalCluster& cluster, std::unique_ptr<tools::TcpProxy>* proxy) {
-  const std::string listen = "tcp://127.0.0.1:" + std::to_string(FreePort());
+  STOKER_ASSIGN_OR_RETURN(uint16_t port, tools::FreeLoopbackPort());
+  const std::string listen = "tcp://127.0.0.1:" + std::to_string(port);
   STOKER_ASSIGN_OR_RETURN(*proxy, tools::TcpProxy::Start(listen));
   return cluster.StartWorker(1, {"--listen", listen, "--advertise", (*proxy)->endpoint()});
 }
