@@ -1,3 +1,4 @@
+// PosixEnv (env.h): files, directories and atomic writes on the real file system.
 #include "base/env.h"
 
 #include <dirent.h>

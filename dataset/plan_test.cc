@@ -1,3 +1,4 @@
+// The plan and its keyed permutation: bijective, balanced, deterministic, shuffled per epoch, units that tile epochs.
 #include "dataset/plan.h"
 
 #include <gtest/gtest.h>

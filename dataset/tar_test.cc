@@ -1,3 +1,4 @@
+// The tar scanner and writer: round trips, what GNU tar writes, truncated shards and every corrupt header.
 #include "dataset/tar.h"
 
 #include <gtest/gtest.h>

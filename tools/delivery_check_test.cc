@@ -1,3 +1,4 @@
+// The checker: a perfect epoch passes; lost, duplicated, corrupt, unexpected and quarantined samples are found.
 #include "tools/delivery_check.h"
 
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// ControlChannel (control_channel.h): a client's DEALER to the coordinator and the requests still awaiting replies.
 #include "wire/control_channel.h"
 
 #include "base/logging.h"
