@@ -50,26 +50,31 @@ class PosixRandomAccessFile final : public RandomAccessFile {
   uint64_t size_;
 };
 
+// Writes all of `size` bytes to `fd`, going on after interruptions; *done says how many reached it. 0, or the errno
+// of the write that failed.
+int WriteAll(int fd, const void* data, size_t size, size_t* done) {
+  const auto* src = static_cast<const char*>(data);
+  while (*done < size) {
+    ssize_t n = ::write(fd, src + *done, size - *done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    *done += static_cast<size_t>(n);
+  }
+  return 0;
+}
+
 class PosixWritableFile final : public WritableFile {
  public:
   PosixWritableFile(std::string path, int fd, uint64_t size) : path_(std::move(path)), fd_(fd), size_(size) {}
   ~PosixWritableFile() override { ::close(fd_); }
 
   Status Append(const void* data, size_t size) override {
-    const auto* src = static_cast<const char*>(data);
     size_t done = 0;
-    while (done < size) {
-      ssize_t n = ::write(fd_, src + done, size - done);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        const int err = errno;
-        size_ += done;  // what did reach the file
-        return ErrnoStatus("cannot append to", path_, err);
-      }
-      done += static_cast<size_t>(n);
-    }
-    size_ += size;
-    return Status::Ok();
+    const int err = WriteAll(fd_, data, size, &done);
+    size_ += done;  // what did reach the file
+    return err == 0 ? Status::Ok() : ErrnoStatus("cannot append to", path_, err);
   }
   Status Truncate(uint64_t size) override {
     if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) return ErrnoStatus("cannot truncate", path_, errno);
@@ -160,18 +165,11 @@ Status PosixEnv::WriteFileAtomically(const std::string& path, const void* data, 
   std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoStatus("cannot create", tmp, errno);
-  const auto* src = static_cast<const char*>(data);
   size_t done = 0;
-  while (done < size) {
-    ssize_t n = ::write(fd, src + done, size - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return ErrnoStatus("cannot write", tmp, err);
-    }
-    done += static_cast<size_t>(n);
+  if (int err = WriteAll(fd, data, size, &done); err != 0) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return ErrnoStatus("cannot write", tmp, err);
   }
   if (::fsync(fd) != 0) {
     int err = errno;

@@ -307,15 +307,10 @@ int Main(int argc, char** argv) {
   flags.AddUint32("workers", &o.workers, "skip-decode worker processes");
   flags.AddUint32("worker-threads", &o.worker_threads, "threads per worker");
   bench::AddJsonFlag(flags, &o.json);
-  flags.AddChoice("data-plane", {"curve", "plain", "insecure"}, "curve",
-                  [&o](const std::string& v) {
-                    if (v == "curve") o.security = bench::DataSecurity::kCurve;
-                    else if (v == "plain") o.security = bench::DataSecurity::kPlainData;
-                    else if (v == "insecure") o.security = bench::DataSecurity::kInsecure;
-                    else return false;
-                    return true;
-                  },
-                  "the end-to-end runs' data plane: CURVE (the default), workers' --plain-data, or --insecure");
+  flags.AddEnum("data-plane", &o.security,
+                {{"curve", bench::DataSecurity::kCurve}, {"plain", bench::DataSecurity::kPlainData},
+                 {"insecure", bench::DataSecurity::kInsecure}},
+                "the end-to-end runs' data plane: CURVE (the default), workers' --plain-data, or --insecure");
   if (auto exit_code = flags.ParseOrExitCode(argc, argv)) return *exit_code;
   int gpus = 0;
   if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus < 2) {
