@@ -23,11 +23,7 @@ class CoordinatorImplTest : public ::testing::Test {
     for (int i = 0; i < 100; ++i) writer.AddSample(shard, 512 * i, 100, i % 10, ImageFormat::kJpeg, "k");
     PosixEnv env;
     ASSERT_TRUE(writer.Write(env, dir_.Join("m.stoker"), "test").ok());
-    spec_.name = "job";
-    spec_.manifest_path = dir_.Join("m.stoker");
-    spec_.batch_size = 10;
-    spec_.world_size = 2;
-    spec_.epochs = 2;
+    spec_ = {.name = "job", .manifest_path = dir_.Join("m.stoker"), .batch_size = 10, .world_size = 2, .epochs = 2};
     options_.lease_ttl = Millis(3000);
     options_.ack_timeout = Millis(5000);
     options_.client_timeout = Millis(10000);

@@ -79,6 +79,16 @@ std::vector<Update> Replay(const std::string& path, JournalReplay* replay, Statu
   return seen;
 }
 
+// A journal at dir/j that recorded the job (SmallJobSpec, 100 samples) and synced it.
+std::unique_ptr<Journal> JournalWithTheJob(Env& env, const TempDir& dir, JournalReplay* replay) {
+  auto journal = Journal::Open(env, dir.Join("j"), JournalOptions{}, [](const Update&) {}, replay);
+  EXPECT_TRUE(journal.ok()) << journal.status().ToString();
+  if (!journal.ok()) return nullptr;
+  (*journal)->Append(JobCreated{SmallJobSpec(), 100});
+  EXPECT_TRUE((*journal)->Sync().ok());
+  return std::move(*journal);
+}
+
 TEST(Journal, ReplaysWhatWasSyncedAndCoalescesProgress) {
   TempDir dir;
   PosixEnv env;
@@ -118,12 +128,11 @@ TEST(Journal, TornTailIsTruncatedAndEverythingBeforeItKept) {
   JournalReplay replay;
   uint64_t good_size;
   {
-    auto journal = Journal::Open(env, dir.Join("j"), JournalOptions{}, [](const Update&) {}, &replay);
-    (*journal)->Append(JobCreated{SmallJobSpec(), 100});
-    ASSERT_TRUE((*journal)->Sync().ok());
-    good_size = (*journal)->size_bytes();
-    (*journal)->Append(RankSessionStarted{"j", 1, "c-2", 5, 4});
-    ASSERT_TRUE((*journal)->TEST_WriteTorn(0.6).ok());  // crash in the middle of the append
+    auto journal = JournalWithTheJob(env, dir, &replay);
+    ASSERT_NE(journal, nullptr);
+    good_size = journal->size_bytes();
+    journal->Append(RankSessionStarted{"j", 1, "c-2", 5, 4});
+    ASSERT_TRUE(journal->TEST_WriteTorn(0.6).ok());  // crash in the middle of the append
   }
   ASSERT_GT(std::filesystem::file_size(dir.Join("j")), good_size);
   std::vector<Update> seen = Replay(dir.Join("j"), &replay);
@@ -144,13 +153,12 @@ TEST(Journal, CorruptionInTheMiddleRefusesToStart) {
   PosixEnv env;
   JournalReplay replay;
   {
-    auto journal = Journal::Open(env, dir.Join("j"), JournalOptions{}, [](const Update&) {}, &replay);
-    (*journal)->Append(JobCreated{SmallJobSpec(), 100});
-    ASSERT_TRUE((*journal)->Sync().ok());
-    (*journal)->Append(RankSessionStarted{"j", 0, "c-1", 0, 8});
-    ASSERT_TRUE((*journal)->Sync().ok());
-    (*journal)->Append(RankProgress{"j", 0, 7, 7});
-    ASSERT_TRUE((*journal)->Sync().ok());
+    auto journal = JournalWithTheJob(env, dir, &replay);
+    ASSERT_NE(journal, nullptr);
+    journal->Append(RankSessionStarted{"j", 0, "c-1", 0, 8});
+    ASSERT_TRUE(journal->Sync().ok());
+    journal->Append(RankProgress{"j", 0, 7, 7});
+    ASSERT_TRUE(journal->Sync().ok());
   }
   // Flip a byte inside the first record's payload.
   {
@@ -211,27 +219,25 @@ TEST(Journal, AWriteThatFailsForLackOfSpaceLeavesNothingBehindAndIsWrittenLater)
   TempDir dir;
   FullVolumeEnv env;
   JournalReplay replay;
-  auto journal = Journal::Open(env, dir.Join("j"), JournalOptions{}, [](const Update&) {}, &replay);
-  ASSERT_TRUE(journal.ok());
-  (*journal)->Append(JobCreated{SmallJobSpec(), 100});
-  ASSERT_TRUE((*journal)->Sync().ok());
-  const uint64_t good = (*journal)->size_bytes();
+  std::unique_ptr<Journal> journal = JournalWithTheJob(env, dir, &replay);
+  ASSERT_NE(journal, nullptr);
+  const uint64_t good = journal->size_bytes();
 
   env.full = true;
-  (*journal)->Append(RankSessionStarted{"j", 0, "c-1", 0, 8});
-  (*journal)->Append(RankProgress{"j", 0, 3, 2});
-  Status failed = (*journal)->Sync();
+  journal->Append(RankSessionStarted{"j", 0, "c-1", 0, 8});
+  journal->Append(RankProgress{"j", 0, 3, 2});
+  Status failed = journal->Sync();
   EXPECT_EQ(failed.code(), StatusCode::kResourceExhausted) << failed.ToString();
-  EXPECT_TRUE((*journal)->HasUnsynced());
+  EXPECT_TRUE(journal->HasUnsynced());
   EXPECT_EQ(std::filesystem::file_size(dir.Join("j")), good) << "part of the failed write was left in the file";
-  (*journal)->Append(RankProgress{"j", 0, 5, 4});  // supersedes the pending ack of the same rank
-  EXPECT_EQ((*journal)->Sync().code(), StatusCode::kResourceExhausted);
+  journal->Append(RankProgress{"j", 0, 5, 4});  // supersedes the pending ack of the same rank
+  EXPECT_EQ(journal->Sync().code(), StatusCode::kResourceExhausted);
   EXPECT_EQ(std::filesystem::file_size(dir.Join("j")), good);
 
   env.full = false;
-  ASSERT_TRUE((*journal)->Sync().ok());
-  EXPECT_FALSE((*journal)->HasUnsynced());
-  journal->reset();
+  ASSERT_TRUE(journal->Sync().ok());
+  EXPECT_FALSE(journal->HasUnsynced());
+  journal.reset();
   std::vector<Update> seen = Replay(dir.Join("j"), &replay);
   ASSERT_EQ(seen.size(), 3u);
   EXPECT_EQ(replay.torn_bytes, 0u);
