@@ -15,13 +15,9 @@
 namespace stoker::coordinator {
 namespace {
 
+using testing::ReadFile;
 using testing::SmallJobSpec;
 using testing::TempDir;
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 // A journal of `syncs` records (one job, then one ack per sync); returns where each record starts.
 std::vector<uint64_t> WriteJournal(const std::string& path, int syncs) {

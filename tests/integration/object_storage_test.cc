@@ -33,13 +33,6 @@ constexpr char kBucket[] = "stoker-test";
 constexpr char kKey[] = "stoker-test-key";
 constexpr auto kRunTimeout = std::chrono::seconds(240);
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 std::string RandomSecret() {
   std::mt19937_64 rng(std::random_device{}());
   return "s3cret-" + std::to_string(rng()) + "-never-printed";
@@ -60,7 +53,7 @@ std::pair<int, std::string> RunStoker(const TempDir& dir, const std::string& nam
   if (!p.ok()) return {-1, p.status().ToString()};
   auto code = p->Wait(std::chrono::seconds(120));
   if (!code) p->Kill();
-  return {code.value_or(-1), Slurp(log)};
+  return {code.value_or(-1), ReadFile(log)};
 }
 
 storage::StorageOptions S3Options(const std::string& endpoint, const std::string& secret) {
@@ -76,7 +69,7 @@ storage::StorageOptions S3Options(const std::string& endpoint, const std::string
 // Uploads every shard of a local dataset directory to `prefix` (s3://bucket/dir/).
 void Upload(storage::ObjectStore& store, const std::string& local, const std::string& prefix) {
   for (const auto& entry : std::filesystem::directory_iterator(local)) {
-    std::string data = Slurp(entry.path().string());
+    std::string data = ReadFile(entry.path().string());
     Status put = store.Put(prefix + entry.path().filename().string(), data);
     ASSERT_TRUE(put.ok()) << put.ToString();
   }
@@ -312,7 +305,7 @@ TEST_F(ObjectStorage, DemoWithChaosOverS3DeliversEverySampleExactlyOnce) {
                                              "/demo/", "--data", dir.Join("demo"), "--images", "256", "--epochs", "2",
                                              "--batch-size", "8", "--summary-json", summary_path});
   ::unsetenv("STOKER_S3_ENDPOINT");
-  std::string summary = Slurp(summary_path);
+  std::string summary = ReadFile(summary_path);
   ASSERT_EQ(code, 0) << out;
   EXPECT_NE(summary.find("\"ok\": true"), std::string::npos) << summary;
   EXPECT_NE(summary.find("\"samples_planned\": 512, \"samples_delivered\": 512, \"duplicates\": 0, \"lost\": 0"),
