@@ -93,17 +93,25 @@ class PosixWritableFile final : public WritableFile {
   uint64_t size_;
 };
 
-}  // namespace
-
-StatusOr<std::unique_ptr<WritableFile>> PosixEnv::OpenForAppend(const std::string& path) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoStatus("cannot open for appending", path, errno);
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
+// Opens `path` with `flags` (creating it 0644) and says what it is in *st: the descriptor, or why not (`cannot_open`
+// says what an open that fails could not do).
+StatusOr<int> OpenAndStat(const std::string& path, int flags, const char* cannot_open, struct stat* st) {
+  const int fd = ::open(path.c_str(), flags, 0644);
+  if (fd < 0) return ErrnoStatus(cannot_open, path, errno);
+  if (::fstat(fd, st) != 0) {
+    const int err = errno;
     ::close(fd);
     return ErrnoStatus("cannot stat", path, err);
   }
+  return fd;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<WritableFile>> PosixEnv::OpenForAppend(const std::string& path) {
+  struct stat st {};
+  const int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC;
+  STOKER_ASSIGN_OR_RETURN(int fd, OpenAndStat(path, flags, "cannot open for appending", &st));
   return std::unique_ptr<WritableFile>(
       std::make_unique<PosixWritableFile>(path, fd, static_cast<uint64_t>(st.st_size)));
 }
@@ -119,14 +127,8 @@ Status PosixEnv::Rename(const std::string& from, const std::string& to) {
 }
 
 StatusOr<std::unique_ptr<RandomAccessFile>> PosixEnv::OpenForRead(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus("cannot open", path, errno);
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    return ErrnoStatus("cannot stat", path, err);
-  }
+  STOKER_ASSIGN_OR_RETURN(int fd, OpenAndStat(path, O_RDONLY | O_CLOEXEC, "cannot open", &st));
   if (S_ISDIR(st.st_mode)) {
     ::close(fd);
     return InvalidArgumentError(path + " is a directory, not a file");

@@ -79,6 +79,13 @@ std::vector<Update> Replay(const std::string& path, JournalReplay* replay, Statu
   return seen;
 }
 
+// Options that compact the journal once it passes `bytes`.
+JournalOptions CompactingPast(uint64_t bytes) {
+  JournalOptions options;
+  options.compact_threshold_bytes = bytes;
+  return options;
+}
+
 // A journal at dir/j that recorded the job (SmallJobSpec, 100 samples) and synced it.
 std::unique_ptr<Journal> JournalWithTheJob(Env& env, const TempDir& dir, JournalReplay* replay) {
   auto journal = Journal::Open(env, dir.Join("j"), JournalOptions{}, [](const Update&) {}, replay);
@@ -188,8 +195,7 @@ TEST(Journal, CompactionRewritesTheStateAndKeepsItReplayable) {
   TempDir dir;
   PosixEnv env;
   JournalReplay replay;
-  JournalOptions options;
-  options.compact_threshold_bytes = 2048;
+  const JournalOptions options = CompactingPast(2048);
   CoordinatorState state;
   {
     auto journal = Journal::Open(env, dir.Join("j"), options, [](const Update&) {}, &replay);
@@ -253,8 +259,7 @@ TEST(Journal, ACompactionThatFailsLosesNothingAndIsTriedAgainLater) {
   TempDir dir;
   FullVolumeEnv env;
   JournalReplay replay;
-  JournalOptions options;
-  options.compact_threshold_bytes = 2048;
+  const JournalOptions options = CompactingPast(2048);
   CoordinatorState state;
   auto journal = Journal::Open(env, dir.Join("j"), options, [](const Update&) {}, &replay);
   ASSERT_TRUE(journal.ok());

@@ -77,24 +77,20 @@ TEST(DataCodec, AClientAcceptsOnlyBatchesOfItsJobWithTheirAnnouncedPayload) {
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
     return r.ok() ? std::string() : r.status().message();
   };
-  BatchHeader h = GoodHeader();
-  h.job = "other";
-  EXPECT_EQ(refused(h, {144}, e), "batch for another job or rank");
-  h = GoodHeader();
-  h.rank = 0;
-  EXPECT_EQ(refused(h, {144}, e), "batch for another job or rank");
-  h = GoodHeader();
-  h.epoch = 2;
-  EXPECT_EQ(refused(h, {144}, e), "index out of range");
-  h = GoodHeader();
-  h.index = 5;
-  EXPECT_EQ(refused(h, {144}, e), "index out of range");
-  h = GoodHeader();
-  h.width = 5;
-  EXPECT_EQ(refused(h, {144}, e), "shape differs from the job's");
-  h = GoodHeader();
-  h.sample_ids.pop_back();
-  EXPECT_EQ(refused(h, {144}, e), "list lengths differ from the batch size");
+  // The header's own fields against the job: a change to a good header each, and why it is refused.
+  const std::pair<void (*)(BatchHeader&), const char*> wrong_fields[] = {
+      {[](BatchHeader& h) { h.job = "other"; }, "batch for another job or rank"},
+      {[](BatchHeader& h) { h.rank = 0; }, "batch for another job or rank"},
+      {[](BatchHeader& h) { h.epoch = 2; }, "index out of range"},
+      {[](BatchHeader& h) { h.index = 5; }, "index out of range"},
+      {[](BatchHeader& h) { h.width = 5; }, "shape differs from the job's"},
+      {[](BatchHeader& h) { h.sample_ids.pop_back(); }, "list lengths differ from the batch size"}};
+  for (const auto& [change, why] : wrong_fields) {
+    BatchHeader wrong = GoodHeader();
+    change(wrong);
+    EXPECT_EQ(refused(wrong, {144}, e), why);
+  }
+  BatchHeader h;
   EXPECT_NE(refused(GoodHeader(), {}, e).find("announces 1 payload frames, 0 came"), std::string::npos);
   EXPECT_NE(refused(GoodHeader(), {140}, e).find("payload length"), std::string::npos);
   h = GoodHeader();

@@ -184,9 +184,7 @@ TEST_F(WorkerImplTest, ARevokeCancelsTheUnitsBatches) {
 }
 
 TEST_F(WorkerImplTest, ARevokeOfAnOlderAttemptChangesNothing) {
-  Ready(2);
-  impl_->Tick();
-  Lease({Grant(0, 7, spec_)});
+  ASSERT_NE(LeaseUnitZero(2, 7), nullptr);
   clock_.Advance(Millis(300));
   impl_->Tick();
   WorkerHeartbeatResponse revoke;
@@ -214,9 +212,7 @@ TEST_F(WorkerImplTest, AnUnrenewedLeaseFences) {
 }
 
 TEST_F(WorkerImplTest, ARenewalCountsFromWhenTheHeartbeatLeft) {
-  Ready(2);
-  impl_->Tick();
-  Lease({Grant(0, 1, spec_)});
+  ASSERT_NE(LeaseUnitZero(2, 1), nullptr);
   clock_.Advance(Millis(1000));
   impl_->Tick();
   RequestTracker::Pending hb = Take<WorkerHeartbeatRequest>();  // leaves at t = 1000

@@ -226,21 +226,21 @@ TEST_F(BadInput, UnknownJobHeldRankAndMismatchedSpecAreRefusedClearly) {
   ASSERT_TRUE(
       tools::WaitForFile(cluster_->ConsumerLog(*holder), std::chrono::seconds(60), &cluster_->consumer(*holder)).ok())
       << cluster_->ReadLog("consumer-holder.stderr");
-  const std::vector<std::string> keys = cluster_->SecurityFlags(Role::kClient);
-  std::vector<std::string> second = {stoker, "consume", "--coordinator", ep, "--rank", "0"};
-  for (const auto& f : tools::JobFlags(spec)) second.push_back(f);
-  second.insert(second.end(), keys.begin(), keys.end());
-  auto held = RunCommand(second, dir_, "second");
+  // `stoker consume` of `job`'s `rank` with the client key, run to its end: its exit code and output.
+  auto consume = [&](const JobSpec& job, const char* rank, const std::string& tag) {
+    std::vector<std::string> command = {stoker, "consume", "--coordinator", ep, "--rank", rank};
+    for (const auto& f : tools::JobFlags(job)) command.push_back(f);
+    for (const auto& f : cluster_->SecurityFlags(Role::kClient)) command.push_back(f);
+    return RunCommand(command, dir_, tag);
+  };
+  auto held = consume(spec, "0", "second");
   EXPECT_EQ(held.first, 1);
   EXPECT_NE(held.second.find("ALREADY_EXISTS: rank 0 of job 'held' is held by a live client (c-"), std::string::npos)
       << held.second;
 
   JobSpec different = spec;
   different.batch_size = 5;
-  std::vector<std::string> mismatch = {stoker, "consume", "--coordinator", ep, "--rank", "1"};
-  for (const auto& f : tools::JobFlags(different)) mismatch.push_back(f);
-  mismatch.insert(mismatch.end(), keys.begin(), keys.end());
-  auto [mismatch_code, mismatch_out] = RunCommand(mismatch, dir_, "mismatch");
+  auto [mismatch_code, mismatch_out] = consume(different, "1", "mismatch");
   EXPECT_EQ(mismatch_code, 1);
   EXPECT_NE(mismatch_out.find("FAILED_PRECONDITION"), std::string::npos) << mismatch_out;
   EXPECT_NE(mismatch_out.find("batch_size: 5 here, 4 registered"), std::string::npos) << mismatch_out;
@@ -248,10 +248,7 @@ TEST_F(BadInput, UnknownJobHeldRankAndMismatchedSpecAreRefusedClearly) {
   JobSpec nomanifest = spec;
   nomanifest.name = "nomanifest";
   nomanifest.manifest_path = dir_.Join("absent.stoker");
-  std::vector<std::string> missing = {stoker, "consume", "--coordinator", ep, "--rank", "0"};
-  for (const auto& f : tools::JobFlags(nomanifest)) missing.push_back(f);
-  missing.insert(missing.end(), keys.begin(), keys.end());
-  auto [missing_code, missing_out] = RunCommand(missing, dir_, "missing");
+  auto [missing_code, missing_out] = consume(nomanifest, "0", "missing");
   EXPECT_EQ(missing_code, 1);
   EXPECT_NE(missing_out.find("absent.stoker"), std::string::npos) << missing_out;
 }
