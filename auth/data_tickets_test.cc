@@ -1,3 +1,4 @@
+// Data tickets: a ticket is its identity's, at its worker, and no one else's.
 #include "auth/data_tickets.h"
 
 #include <gtest/gtest.h>

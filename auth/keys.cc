@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <zmq.h>
 
@@ -59,6 +60,21 @@ StatusOr<std::optional<std::pair<std::string, std::string>>> Source(const std::s
   return Found();
 }
 
+// Calls `parse` with each line of a key or trust file that says something (trimmed; not blank, not a # comment)
+// and its number, up to the first error.
+Status ForEachLineThatSays(const std::string& text, const std::function<Status(int, const std::string&)>& parse) {
+  std::istringstream lines(text);
+  std::string line;
+  int n = 0;
+  while (std::getline(lines, line)) {
+    ++n;
+    line = Trim(line);
+    if (line.empty() || line[0] == '#') continue;
+    STOKER_RETURN_IF_ERROR(parse(n, line));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 const char* RoleName(Role role) {
@@ -103,13 +119,7 @@ std::string FormatKeyPair(const KeyPair& key) {
 StatusOr<KeyPair> ParseKeyPair(const std::string& text, const std::string& source) {
   KeyPair key;
   std::string role;
-  std::istringstream lines(text);
-  std::string line;
-  int n = 0;
-  while (std::getline(lines, line)) {
-    ++n;
-    line = Trim(line);
-    if (line.empty() || line[0] == '#') continue;
+  STOKER_RETURN_IF_ERROR(ForEachLineThatSays(text, [&](int n, const std::string& line) -> Status {
     const size_t eq = line.find('=');
     if (eq == std::string::npos) return InvalidArgumentError(source + ": line " + std::to_string(n) + " is not 'field = value'");
     const std::string field = Trim(line.substr(0, eq));
@@ -119,7 +129,8 @@ StatusOr<KeyPair> ParseKeyPair(const std::string& text, const std::string& sourc
     else if (field == "public") key.public_z85 = value;
     else if (field == "secret") key.secret_z85 = value;
     else return InvalidArgumentError(source + ": line " + std::to_string(n) + ": unknown field '" + field + "'");
-  }
+    return Status::Ok();
+  }));
   auto parsed_role = ParseRole(role);
   if (!parsed_role.ok()) return parsed_role.status().WithContext(source);
   key.role = *parsed_role;
@@ -139,13 +150,7 @@ std::string TrustLine(const KeyPair& key) {
 
 StatusOr<std::vector<TrustedKey>> ParseTrust(const std::string& text, const std::string& source) {
   std::vector<TrustedKey> keys;
-  std::istringstream lines(text);
-  std::string line;
-  int n = 0;
-  while (std::getline(lines, line)) {
-    ++n;
-    line = Trim(line);
-    if (line.empty() || line[0] == '#') continue;
+  STOKER_RETURN_IF_ERROR(ForEachLineThatSays(text, [&](int n, const std::string& line) -> Status {
     std::istringstream fields(line);
     std::string role, name, key, extra;
     fields >> role >> name >> key;
@@ -156,7 +161,8 @@ StatusOr<std::vector<TrustedKey>> ParseTrust(const std::string& text, const std:
     if (!ValidName(name)) return InvalidArgumentError(where + ": the name must be 1-64 characters of [A-Za-z0-9._-]");
     if (!ValidZ85Key(key)) return InvalidArgumentError(where + ": the public key is not 40 z85 characters");
     keys.push_back({*parsed_role, name, key});
-  }
+    return Status::Ok();
+  }));
   return keys;
 }
 

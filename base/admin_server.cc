@@ -1,3 +1,4 @@
+// The admin HTTP server (admin_server.h): /metrics, /healthz, /readyz and /state of one process.
 #include "base/admin_server.h"
 
 #include "base/env.h"

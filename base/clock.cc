@@ -1,3 +1,4 @@
+// The real clock (stoker/clock.h).
 #include "stoker/clock.h"
 
 namespace stoker {

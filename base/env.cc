@@ -1,3 +1,4 @@
+// PosixEnv (env.h): files, directories and atomic writes on the real file system.
 #include "base/env.h"
 
 #include <dirent.h>
@@ -49,26 +50,31 @@ class PosixRandomAccessFile final : public RandomAccessFile {
   uint64_t size_;
 };
 
+// Writes all of `size` bytes to `fd`, going on after interruptions; *done says how many reached it. 0, or the errno
+// of the write that failed.
+int WriteAll(int fd, const void* data, size_t size, size_t* done) {
+  const auto* src = static_cast<const char*>(data);
+  while (*done < size) {
+    ssize_t n = ::write(fd, src + *done, size - *done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    *done += static_cast<size_t>(n);
+  }
+  return 0;
+}
+
 class PosixWritableFile final : public WritableFile {
  public:
   PosixWritableFile(std::string path, int fd, uint64_t size) : path_(std::move(path)), fd_(fd), size_(size) {}
   ~PosixWritableFile() override { ::close(fd_); }
 
   Status Append(const void* data, size_t size) override {
-    const auto* src = static_cast<const char*>(data);
     size_t done = 0;
-    while (done < size) {
-      ssize_t n = ::write(fd_, src + done, size - done);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        const int err = errno;
-        size_ += done;  // what did reach the file
-        return ErrnoStatus("cannot append to", path_, err);
-      }
-      done += static_cast<size_t>(n);
-    }
-    size_ += size;
-    return Status::Ok();
+    const int err = WriteAll(fd_, data, size, &done);
+    size_ += done;  // what did reach the file
+    return err == 0 ? Status::Ok() : ErrnoStatus("cannot append to", path_, err);
   }
   Status Truncate(uint64_t size) override {
     if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) return ErrnoStatus("cannot truncate", path_, errno);
@@ -87,17 +93,25 @@ class PosixWritableFile final : public WritableFile {
   uint64_t size_;
 };
 
-}  // namespace
-
-StatusOr<std::unique_ptr<WritableFile>> PosixEnv::OpenForAppend(const std::string& path) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoStatus("cannot open for appending", path, errno);
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
+// Opens `path` with `flags` (creating it 0644) and says what it is in *st: the descriptor, or why not (`cannot_open`
+// says what an open that fails could not do).
+StatusOr<int> OpenAndStat(const std::string& path, int flags, const char* cannot_open, struct stat* st) {
+  const int fd = ::open(path.c_str(), flags, 0644);
+  if (fd < 0) return ErrnoStatus(cannot_open, path, errno);
+  if (::fstat(fd, st) != 0) {
+    const int err = errno;
     ::close(fd);
     return ErrnoStatus("cannot stat", path, err);
   }
+  return fd;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<WritableFile>> PosixEnv::OpenForAppend(const std::string& path) {
+  struct stat st {};
+  const int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC;
+  STOKER_ASSIGN_OR_RETURN(int fd, OpenAndStat(path, flags, "cannot open for appending", &st));
   return std::unique_ptr<WritableFile>(
       std::make_unique<PosixWritableFile>(path, fd, static_cast<uint64_t>(st.st_size)));
 }
@@ -113,14 +127,8 @@ Status PosixEnv::Rename(const std::string& from, const std::string& to) {
 }
 
 StatusOr<std::unique_ptr<RandomAccessFile>> PosixEnv::OpenForRead(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus("cannot open", path, errno);
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    return ErrnoStatus("cannot stat", path, err);
-  }
+  STOKER_ASSIGN_OR_RETURN(int fd, OpenAndStat(path, O_RDONLY | O_CLOEXEC, "cannot open", &st));
   if (S_ISDIR(st.st_mode)) {
     ::close(fd);
     return InvalidArgumentError(path + " is a directory, not a file");
@@ -159,18 +167,11 @@ Status PosixEnv::WriteFileAtomically(const std::string& path, const void* data, 
   std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoStatus("cannot create", tmp, errno);
-  const auto* src = static_cast<const char*>(data);
   size_t done = 0;
-  while (done < size) {
-    ssize_t n = ::write(fd, src + done, size - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return ErrnoStatus("cannot write", tmp, err);
-    }
-    done += static_cast<size_t>(n);
+  if (int err = WriteAll(fd, data, size, &done); err != 0) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return ErrnoStatus("cannot write", tmp, err);
   }
   if (::fsync(fd) != 0) {
     int err = errno;

@@ -1,3 +1,4 @@
+// FlagSet (flags.h): flags with environment twins, their help, and durations.
 #include "base/flags.h"
 
 #include <cctype>

@@ -11,6 +11,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "stoker/status.h"
@@ -33,6 +34,27 @@ class FlagSet {
   // A choice among fixed words: the setter returns false for a word it does not know.
   void AddChoice(const std::string& name, std::vector<std::string> choices, std::string current,
                  std::function<bool(const std::string&)> set, const std::string& help);
+  // A choice among the words of `words`, each naming a value of an enum; *target takes the value named, and its
+  // word at the time of the call is the default shown.
+  template <typename E>
+  void AddEnum(const std::string& name, E* target, std::vector<std::pair<std::string, E>> words,
+               const std::string& help) {
+    std::vector<std::string> choices;
+    std::string current;
+    for (const auto& [word, value] : words) {
+      choices.push_back(word);
+      if (value == *target) current = word;
+    }
+    AddChoice(name, std::move(choices), std::move(current), [target, words](const std::string& v) {
+      for (const auto& [word, value] : words) {
+        if (word == v) {
+          *target = value;
+          return true;
+        }
+      }
+      return false;
+    }, help);
+  }
 
   // "-c VALUE" as a short form of "--name VALUE".
   void AddShortAlias(char c, const std::string& name) { aliases_.emplace_back(c, name); }

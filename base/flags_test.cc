@@ -1,3 +1,4 @@
+// FlagSet: every form of a flag, the environment twin under the command line, errors that name the flag; durations.
 #include "base/flags.h"
 
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// XXH64 and seed derivation (hash.h).
 #include "base/hash.h"
 
 #include <cstring>

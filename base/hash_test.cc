@@ -1,3 +1,4 @@
+// DeriveSeed: every input, and their order, changes the seed.
 #include "base/hash.h"
 
 #include <gtest/gtest.h>

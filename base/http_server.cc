@@ -1,3 +1,4 @@
+// The small HTTP server the admin port runs on (http_server.h): request lines, connections and their limits.
 #include "base/http_server.h"
 
 #include <arpa/inet.h>

@@ -1,3 +1,4 @@
+// Logging (logging.h): levels, the component name and the line format.
 #include "base/logging.h"
 #include "base/sync.h"
 

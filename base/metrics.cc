@@ -1,3 +1,4 @@
+// Metrics (metrics.h): the process's MetricsHub and the Prometheus text it builds from collectors at scrape time.
 #include "base/metrics.h"
 
 #include <dirent.h>

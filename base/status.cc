@@ -1,3 +1,4 @@
+// Status and its codes (stoker/status.h).
 #include "stoker/status.h"
 
 #include <cstdio>

@@ -1,3 +1,4 @@
+// What the benchmarks share (consume_rate.h).
 #include "bench/consume_rate.h"
 
 #include <stdlib.h>
@@ -67,14 +68,39 @@ void ApplyDataSecurity(DataSecurity security, tools::LocalClusterOptions& option
 
 StatusOr<std::unique_ptr<tools::LocalCluster>> StartSkipDecodeCluster(const std::string& dir, uint32_t workers,
                                                                uint32_t threads, DataSecurity security) {
+  return StartCluster(dir, workers, threads, {"--bench-skip-decode"}, security);
+}
+
+StatusOr<std::unique_ptr<tools::LocalCluster>> StartCluster(const std::string& dir, uint32_t workers, uint32_t threads,
+                                                            const std::vector<std::string>& worker_flags,
+                                                            DataSecurity security) {
   tools::LocalClusterOptions options{dir, "", true, {"--log-level", "warning"}};
   ApplyDataSecurity(security, options);
   auto cluster = std::make_unique<tools::LocalCluster>(options);
   STOKER_RETURN_IF_ERROR(cluster->StartCoordinator());
-  for (uint32_t i = 0; i < workers; ++i) {
-    STOKER_RETURN_IF_ERROR(cluster->StartWorker(threads, {"--bench-skip-decode", "--log-level", "warning"}).status());
-  }
+  std::vector<std::string> flags = worker_flags;
+  flags.insert(flags.end(), {"--log-level", "warning"});
+  for (uint32_t i = 0; i < workers; ++i) STOKER_RETURN_IF_ERROR(cluster->StartWorker(threads, flags).status());
   return cluster;
+}
+
+Status FreshDirectory(const std::string& dir) {
+  std::error_code error;
+  std::filesystem::remove_all(dir, error);
+  if (!error) std::filesystem::create_directories(dir, error);
+  return error ? InternalError(dir + ": " + error.message()) : Status::Ok();
+}
+
+void AddJsonFlag(FlagSet& flags, std::string* json) { flags.AddString("json", json, "write the figures here"); }
+
+ClientOptions ClientOf(const tools::LocalCluster& cluster, const JobSpec& spec, uint32_t rank) {
+  ClientOptions options;
+  options.coordinator = cluster.coordinator_endpoint();
+  cluster.Secure(options);
+  options.job = spec.name;
+  options.spec = spec;
+  options.rank = rank;
+  return options;
 }
 
 double SecondsSince(std::chrono::steady_clock::time_point t) {
@@ -85,12 +111,7 @@ StatusOr<Rate> ConsumeFor(const tools::LocalCluster& cluster, const JobSpec& spe
                           double warmup, double seconds) {
   std::vector<std::unique_ptr<Client>> clients;
   for (uint32_t r = 0; r < spec.world_size; ++r) {
-    ClientOptions options;
-    options.coordinator = cluster.coordinator_endpoint();
-    cluster.Secure(options);
-    options.job = spec.name;
-    options.spec = spec;
-    options.rank = r;
+    ClientOptions options = ClientOf(cluster, spec, r);
     options.prefetch = prefetch;
     options.credits_per_worker = credits;
     STOKER_ASSIGN_OR_RETURN(auto c, Client::Connect(options));

@@ -1,5 +1,6 @@
-// What the end-to-end benchmarks share: consuming a job through the real client, in the benchmark's own process,
-// for a fixed time and reporting the rates. The servers run as processes (tools/local_cluster.h).
+// What the benchmarks share: consuming a job through the real client, in the benchmark's own process, for a fixed
+// time and reporting the rates; starting the servers as processes (tools/local_cluster.h); their common flags,
+// scratch directories and ways to fail.
 #pragma once
 
 #include <chrono>
@@ -7,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "base/flags.h"
+#include "stoker/client.h"
 #include "stoker/job_spec.h"
 #include "stoker/status.h"
 #include "tools/local_cluster.h"
@@ -25,6 +28,9 @@ struct Rate {
 StatusOr<Rate> ConsumeFor(const tools::LocalCluster& cluster, const JobSpec& spec, uint32_t prefetch, uint32_t credits,
                           double warmup, double seconds);
 
+// A client of rank `rank` of `spec` on the cluster's coordinator, with the cluster's client key.
+ClientOptions ClientOf(const tools::LocalCluster& cluster, const JobSpec& spec, uint32_t rank = 0);
+
 // How a benchmark's data plane is secured: CURVE everywhere (the default); --plain-data (the control plane CURVE,
 // the data ports checking data tickets, batches unencrypted); --insecure (nothing at all).
 enum class DataSecurity { kCurve, kPlainData, kInsecure };
@@ -38,6 +44,17 @@ StatusOr<std::string> WriteNeverReadManifest(const std::string& dir, uint32_t sa
 StatusOr<std::unique_ptr<tools::LocalCluster>> StartSkipDecodeCluster(const std::string& dir, uint32_t workers,
                                                                uint32_t threads,
                                                                DataSecurity security = DataSecurity::kCurve);
+// A coordinator and `workers` workers of `threads` threads (logging warnings only) in `dir`, secured as `security`
+// says, each worker with `worker_flags` too.
+StatusOr<std::unique_ptr<tools::LocalCluster>> StartCluster(const std::string& dir, uint32_t workers, uint32_t threads,
+                                                            const std::vector<std::string>& worker_flags = {},
+                                                            DataSecurity security = DataSecurity::kCurve);
+
+// Empties `dir`, or makes it.
+Status FreshDirectory(const std::string& dir);
+
+// --json FILE: where every benchmark writes its figures.
+void AddJsonFlag(FlagSet& flags, std::string* json);
 
 // A fresh directory /tmp/stoker-<name>-XXXXXX, removed with everything in it when the object goes.
 class ScratchDir {

@@ -71,14 +71,48 @@ zmq::socket_t PeerSocket(zmq::context_t& context, const std::string& endpoint, c
   return s;
 }
 
-void Drive(const std::string& endpoint, const std::optional<PeerKeys>& keys, const std::vector<JobSpec>& jobs,
-           const std::vector<Plan>& plans, uint32_t first_pair, uint32_t pairs, uint32_t ranks_per_job,
-           const std::atomic<bool>& stop, Counters& counters, std::latch& ready) {
-  zmq::context_t context(1);
-  const std::string server = keys ? keys->coordinator_public : "";
-  zmq::socket_t ws = PeerSocket(context, endpoint, keys ? &keys->worker : nullptr, server);
-  zmq::socket_t cs = PeerSocket(context, endpoint, keys ? &keys->client : nullptr, server);
-  const std::string data_key = keys ? std::string(40, 'k') : "";  // never dialled: the workers are simulated
+// One driver thread: `pairs` simulated (worker, client) pairs, each serving one rank of one job, on two sockets.
+class Driver {
+ public:
+  Driver(const std::string& endpoint, const std::optional<PeerKeys>& keys, Counters& counters)
+      : ws_(PeerSocket(context_, endpoint, keys ? &keys->worker : nullptr, keys ? keys->coordinator_public : "")),
+        cs_(PeerSocket(context_, endpoint, keys ? &keys->client : nullptr, keys ? keys->coordinator_public : "")),
+        data_key_(keys ? std::string(40, 'k') : ""),  // never dialled: the workers are simulated
+        counters_(counters) {}
+
+  void Simulate(const std::vector<JobSpec>& jobs, const std::vector<Plan>& plans, uint32_t first_pair, uint32_t pairs,
+                uint32_t ranks_per_job) {
+    for (uint32_t i = 0; i < pairs; ++i) {
+      uint32_t global = first_pair + i;
+      char w[32], c[32];
+      std::snprintf(w, sizeof(w), "w-%016x", global);
+      std::snprintf(c, sizeof(c), "c-%016x", global);
+      sim_.push_back({w, c, &jobs[global / ranks_per_job], &plans[global / ranks_per_job], global % ranks_per_job});
+    }
+  }
+
+  // Registration: every client and every worker, answered before the timed run.
+  void Register() {
+    for (const Pair& p : sim_) {
+      Send(cs_, RegisterClientRequest{p.client, p.job->name, p.rank, *p.job, 16, std::nullopt});
+      Send(ws_, RegisterWorkerRequest{p.worker, "tcp://simulated:1", 1, "bench", data_key_});
+    }
+    ReceiveAll(cs_, sim_.size());
+    ReceiveAll(ws_, sim_.size());
+  }
+
+  // Every worker asks for a lease, and goes on asking, reporting and acking until `stop`.
+  void Run(const std::atomic<bool>& stop) {
+    for (uint32_t i = 0; i < sim_.size(); ++i) AskForLease(i);
+    while (!stop.load()) {
+      zmq::pollitem_t items[] = {{ws_.handle(), 0, ZMQ_POLLIN, 0}, {cs_.handle(), 0, ZMQ_POLLIN, 0}};
+      (void)PollOnce(items, std::chrono::milliseconds(50));  // a failed poll shows as nothing received
+      if (items[1].revents & ZMQ_POLLIN) TakeClientReplies();
+      if (items[0].revents & ZMQ_POLLIN) TakeWorkerReplies();
+    }
+  }
+
+ private:
   struct Pair {
     std::string worker, client;
     const JobSpec* job;
@@ -86,210 +120,240 @@ void Drive(const std::string& endpoint, const std::optional<PeerKeys>& keys, con
     uint32_t rank;
     uint64_t consumed = 0;
   };
-  uint64_t membership = 0;  // like a real client: the worker list is sent again only when it changed
-  std::vector<Pair> sim;
-  for (uint32_t i = 0; i < pairs; ++i) {
-    uint32_t global = first_pair + i;
-    char w[32], c[32];
-    std::snprintf(w, sizeof(w), "w-%016x", global);
-    std::snprintf(c, sizeof(c), "c-%016x", global);
-    sim.push_back({w, c, &jobs[global / ranks_per_job], &plans[global / ranks_per_job], global % ranks_per_job});
-  }
-  uint64_t next_id = 1;
-  std::unordered_map<uint64_t, uint32_t> lease_requests;  // request id -> pair
-  // The last unit report of a lease reply -> (pair, position): its client acks once the report is answered, as a
-  // real client acks only what a worker has sent (on two sockets, an earlier ack could overtake the report).
-  std::unordered_map<uint64_t, std::pair<uint32_t, uint64_t>> acks_due;
-  auto send = [&](zmq::socket_t& s, const RequestBody& body) {
-    uint64_t id = next_id++;
+
+  uint64_t Send(zmq::socket_t& s, const RequestBody& body) {
+    uint64_t id = next_id_++;
     zmq::message_t frame = EncodeRequest(id, body);
     s.send(frame, zmq::send_flags::none);
     return id;
-  };
-  auto receive_all = [&](zmq::socket_t& s, size_t expected) {
+  }
+
+  static void ReceiveAll(zmq::socket_t& s, size_t expected) {
     for (size_t got = 0; got < expected;) {
       zmq::message_t frame;
       if (!s.recv(frame)) continue;
       ++got;
     }
-  };
-  // Registration: every client and every worker, answered before the timed run.
-  for (const Pair& p : sim) {
-    send(cs, RegisterClientRequest{p.client, p.job->name, p.rank, *p.job, 16, std::nullopt});
-    send(ws, RegisterWorkerRequest{p.worker, "tcp://simulated:1", 1, "bench", data_key});
   }
-  receive_all(cs, sim.size());
-  receive_all(ws, sim.size());
-  ready.count_down();
-  for (uint32_t i = 0; i < sim.size(); ++i) {
-    lease_requests[send(ws, LeaseRequest{sim[i].worker, sim[i].job->name, sim[i].rank, 4, 0})] = i;
+
+  void AskForLease(uint32_t i) {
+    lease_requests_[Send(ws_, LeaseRequest{sim_[i].worker, sim_[i].job->name, sim_[i].rank, 4, 0})] = i;
   }
-  while (!stop.load()) {
-    zmq::pollitem_t items[] = {{ws.handle(), 0, ZMQ_POLLIN, 0}, {cs.handle(), 0, ZMQ_POLLIN, 0}};
-    (void)PollOnce(items, std::chrono::milliseconds(50));  // a failed poll shows as nothing received
-    for (int k = 0; k < 256 && (items[1].revents & ZMQ_POLLIN); ++k) {  // acks' replies: counted, nothing to do
-      zmq::message_t frame;
-      if (!cs.recv(frame, zmq::recv_flags::dontwait)) break;
-      counters.replies.fetch_add(1, std::memory_order_relaxed);
-      auto reply = DecodeReply(std::move(frame));
-      if (!reply.ok() || !reply->status.ok()) counters.errors.fetch_add(1, std::memory_order_relaxed);
-      if (reply.ok() && reply->status.ok()) {
-        if (const auto* hb = std::get_if<ClientHeartbeatResponse>(&reply->body)) membership = hb->membership_version;
-      }
-    }
-    if (!(items[0].revents & ZMQ_POLLIN)) continue;
+
+  // Acks' replies: counted, and the membership version kept, as a real client does.
+  void TakeClientReplies() {
     for (int k = 0; k < 256; ++k) {
       zmq::message_t frame;
-      if (!ws.recv(frame, zmq::recv_flags::dontwait)) break;
-      counters.replies.fetch_add(1, std::memory_order_relaxed);
+      if (!cs_.recv(frame, zmq::recv_flags::dontwait)) break;
+      counters_.replies.fetch_add(1, std::memory_order_relaxed);
       auto reply = DecodeReply(std::move(frame));
       if (!reply.ok() || !reply->status.ok()) {
-        counters.errors.fetch_add(1, std::memory_order_relaxed);
+        counters_.errors.fetch_add(1, std::memory_order_relaxed);
         continue;
       }
-      if (auto due = acks_due.find(reply->request_id); due != acks_due.end()) {
-        Pair& p = sim[due->second.first];
-        const uint64_t end = due->second.second;
-        acks_due.erase(due);
-        if (end > p.consumed) {
-          p.consumed = end;
-          send(cs, ClientHeartbeatRequest{p.client, p.job->name, p.rank, end, end, {}, membership});
-          counters.acks.fetch_add(1, std::memory_order_relaxed);
-        }
-        continue;
-      }
-      auto it = lease_requests.find(reply->request_id);
-      if (it == lease_requests.end()) continue;  // another unit report's reply
-      Pair& p = sim[it->second];
-      uint32_t index = it->second;
-      lease_requests.erase(it);
-      const auto* lease = std::get_if<LeaseResponse>(&reply->body);
-      if (lease != nullptr) {
-        uint64_t end = p.consumed;
-        uint64_t last_report = 0;
-        for (const LeaseGrant& g : lease->leases) {
-          last_report = send(ws, UnitDoneRequest{p.worker, g.job, g.rank, g.unit, g.attempt, UnitOutcome::kSent,
-                                                 g.batch_count, {}});
-          end = std::max(end, p.plan->GlobalBatch(g.epoch, g.first_batch + g.batch_count));
-          counters.leases.fetch_add(1, std::memory_order_relaxed);
-          counters.unit_reports.fetch_add(1, std::memory_order_relaxed);
-          counters.samples_acked.fetch_add(uint64_t{g.batch_count} * p.job->batch_size, std::memory_order_relaxed);
-        }
-        if (last_report != 0) acks_due[last_report] = {index, end};
-      }
-      lease_requests[send(ws, LeaseRequest{p.worker, p.job->name, p.rank, 4, 0})] = index;
+      if (const auto* hb = std::get_if<ClientHeartbeatResponse>(&reply->body)) membership_ = hb->membership_version;
     }
   }
+
+  void TakeWorkerReplies() {
+    for (int k = 0; k < 256; ++k) {
+      zmq::message_t frame;
+      if (!ws_.recv(frame, zmq::recv_flags::dontwait)) break;
+      counters_.replies.fetch_add(1, std::memory_order_relaxed);
+      auto reply = DecodeReply(std::move(frame));
+      if (!reply.ok() || !reply->status.ok()) {
+        counters_.errors.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+      if (AckIfDue(reply->request_id)) continue;
+      auto it = lease_requests_.find(reply->request_id);
+      if (it == lease_requests_.end()) continue;  // another unit report's reply
+      const uint32_t index = it->second;
+      lease_requests_.erase(it);
+      if (const auto* lease = std::get_if<LeaseResponse>(&reply->body)) ReportUnits(index, *lease);
+      AskForLease(index);
+    }
+  }
+
+  // The last unit report of a lease reply answered: its client acks what it covered, as a real client acks only
+  // what a worker has sent (on two sockets, an earlier ack could overtake the report).
+  bool AckIfDue(uint64_t request_id) {
+    auto due = acks_due_.find(request_id);
+    if (due == acks_due_.end()) return false;
+    Pair& p = sim_[due->second.first];
+    const uint64_t end = due->second.second;
+    acks_due_.erase(due);
+    if (end > p.consumed) {
+      p.consumed = end;
+      Send(cs_, ClientHeartbeatRequest{p.client, p.job->name, p.rank, end, end, {}, membership_});
+      counters_.acks.fetch_add(1, std::memory_order_relaxed);
+    }
+    return true;
+  }
+
+  void ReportUnits(uint32_t index, const LeaseResponse& lease) {
+    Pair& p = sim_[index];
+    uint64_t end = p.consumed;
+    uint64_t last_report = 0;
+    for (const LeaseGrant& g : lease.leases) {
+      last_report = Send(ws_, UnitDoneRequest{p.worker, g.job, g.rank, g.unit, g.attempt, UnitOutcome::kSent,
+                                              g.batch_count, {}});
+      end = std::max(end, p.plan->GlobalBatch(g.epoch, g.first_batch + g.batch_count));
+      counters_.leases.fetch_add(1, std::memory_order_relaxed);
+      counters_.unit_reports.fetch_add(1, std::memory_order_relaxed);
+      counters_.samples_acked.fetch_add(uint64_t{g.batch_count} * p.job->batch_size, std::memory_order_relaxed);
+    }
+    if (last_report != 0) acks_due_[last_report] = {index, end};
+  }
+
+  zmq::context_t context_{1};
+  zmq::socket_t ws_, cs_;
+  const std::string data_key_;
+  Counters& counters_;
+  std::vector<Pair> sim_;
+  uint64_t next_id_ = 1;
+  uint64_t membership_ = 0;  // like a real client: the worker list is sent again only when it changed
+  std::unordered_map<uint64_t, uint32_t> lease_requests_;                  // request id -> pair
+  std::unordered_map<uint64_t, std::pair<uint32_t, uint64_t>> acks_due_;  // report id -> (pair, position)
+};
+
+void Drive(const std::string& endpoint, const std::optional<PeerKeys>& keys, const std::vector<JobSpec>& jobs,
+           const std::vector<Plan>& plans, uint32_t first_pair, uint32_t pairs, uint32_t ranks_per_job,
+           const std::atomic<bool>& stop, Counters& counters, std::latch& ready) {
+  Driver driver(endpoint, keys, counters);
+  driver.Simulate(jobs, plans, first_pair, pairs, ranks_per_job);
+  driver.Register();
+  ready.count_down();
+  driver.Run(stop);
 }
 
-int Main(int argc, char** argv) {
+struct Options {
   uint32_t workers = 1000, jobs = 10, threads = 4, cpu = 0, batch = 256;
   double seconds = 10;
   std::string dir = "/tmp/stoker-control-plane", json;
   bool insecure = false;
-  FlagSet flags("control_plane_bench [flags]",
-                "Coordinator operations per second on one core with simulated workers and clients, journal on.");
-  flags.AddUint32("workers", &workers, "simulated workers (and as many clients: one rank each)");
-  flags.AddUint32("jobs", &jobs, "jobs the ranks are spread over");
-  flags.AddUint32("threads", &threads, "driver threads");
-  flags.AddUint32("cpu", &cpu, "core to pin the coordinator to");
-  flags.AddUint32("batch-size", &batch, "batch size of the simulated jobs");
-  flags.AddDouble("seconds", &seconds, "timed seconds");
-  flags.AddString("dir", &dir, "working directory (manifest, journal, logs)");
-  flags.AddString("json", &json, "write the figures here");
-  flags.AddBool("insecure", &insecure, "CURVE off (to measure what it costs the coordinator)");
-  if (auto exit_code = flags.ParseOrExitCode(argc, argv)) return *exit_code;
-  std::string mkdir = "rm -rf " + dir + " && mkdir -p " + dir;
-  if (std::system(mkdir.c_str()) != 0) return 1;
-  // A million samples that are never read: the control plane is all that is measured.
+};
+
+// A million samples that are never read (the control plane is all that is measured), and a job spec over them for
+// each of the jobs the ranks are spread over.
+StatusOr<std::vector<JobSpec>> Jobs(const Options& o) {
+  STOKER_RETURN_IF_ERROR(bench::FreshDirectory(o.dir));
   PosixEnv env;
-  ManifestWriter writer(dir, SourceKind::kTarShards);
+  ManifestWriter writer(o.dir, SourceKind::kTarShards);
   uint32_t shard = writer.AddShard("never-read.tar", uint64_t{1} << 40, 0);
   for (uint32_t i = 0; i < 1000000; ++i) writer.AddSample(shard, 512ull * i, 1, i % 1000, ImageFormat::kJpeg, "");
-  std::string manifest = dir + "/million.stoker";
-  if (Status s = writer.Write(env, manifest, "control_plane_bench").status(); !s.ok()) {
-    std::fprintf(stderr, "%s\n", s.ToString().c_str());
-    return 1;
+  const std::string manifest = o.dir + "/million.stoker";
+  STOKER_RETURN_IF_ERROR(writer.Write(env, manifest, "control_plane_bench").status());
+  std::vector<JobSpec> specs(o.jobs);
+  for (uint32_t j = 0; j < o.jobs; ++j) {
+    specs[j] = {.name = "job-" + std::to_string(j), .manifest_path = manifest, .batch_size = o.batch,
+                .world_size = o.workers / o.jobs, .epochs = 100000};
   }
-  uint32_t ranks_per_job = workers / jobs;
-  std::vector<JobSpec> specs(jobs);
-  std::vector<Plan> plans;
-  for (uint32_t j = 0; j < jobs; ++j) {
-    specs[j].name = "job-" + std::to_string(j);
-    specs[j].manifest_path = manifest;
-    specs[j].world_size = ranks_per_job;
-    specs[j].batch_size = batch;
-    specs[j].epochs = 100000;
-    plans.push_back(*Plan::Make(specs[j], 1000000));
-  }
-  tools::LocalClusterOptions options{dir, "", true, {"--log-level", "warning"}, {"taskset", "-c", std::to_string(cpu)}};
-  options.insecure = insecure;
-  tools::LocalCluster cluster(options);
-  if (Status s = cluster.StartCoordinator(); !s.ok()) {
-    std::fprintf(stderr, "%s\n", s.ToString().c_str());
-    return 1;
-  }
-  std::optional<PeerKeys> keys;
-  if (!insecure) {
-    auto w = ReadKeyFile(cluster.keyring().worker_key);
-    auto c = ReadKeyFile(cluster.keyring().client_key);
-    auto k = ReadKeyFile(cluster.keyring().coordinator_key);
-    if (!w.ok() || !c.ok() || !k.ok()) {
-      std::fprintf(stderr, "cannot read the cluster's keys\n");
-      return 1;
-    }
-    keys = PeerKeys{*w, *c, k->public_z85};
-  }
-  Counters counters;
-  std::atomic<bool> stop{false};
-  std::latch ready(threads);
-  std::vector<std::thread> drivers;
-  uint32_t per_thread = (workers + threads - 1) / threads;
-  for (uint32_t t = 0; t < threads; ++t) {
-    uint32_t first = t * per_thread;
-    uint32_t n = std::min(per_thread, workers - std::min(workers, first));
-    drivers.emplace_back(Drive, cluster.coordinator_endpoint(), std::cref(keys), std::cref(specs), std::cref(plans), first, n,
-                         ranks_per_job, std::cref(stop), std::ref(counters), std::ref(ready));
-  }
-  // The journal's size right after registration (jobs, sessions, workers) is the base of the growth figure.
-  ready.wait();  // every simulated peer registered
-  std::this_thread::sleep_for(std::chrono::seconds(2));  // warm-up
-  pid_t pid = cluster.coordinator().pid();
+  return specs;
+}
+
+StatusOr<std::optional<PeerKeys>> ReadPeerKeys(const tools::LocalCluster& cluster, bool insecure) {
+  if (insecure) return std::optional<PeerKeys>();
+  auto w = ReadKeyFile(cluster.keyring().worker_key);
+  auto c = ReadKeyFile(cluster.keyring().client_key);
+  auto k = ReadKeyFile(cluster.keyring().coordinator_key);
+  if (!w.ok() || !c.ok() || !k.ok()) return UnavailableError("cannot read the cluster's keys");
+  return std::optional<PeerKeys>(PeerKeys{*w, *c, k->public_z85});
+}
+
+// What the coordinator did over the timed interval.
+struct Figures {
+  double elapsed = 0, cpu_used = 0;
+  uint64_t replies = 0, leases = 0, acks = 0, reports = 0, samples = 0, journal = 0;
+};
+
+// Counts and the journal's size and the coordinator's CPU time, at the start and the end of the timed interval.
+Figures MeasureInterval(const Options& o, const Counters& counters, pid_t coordinator) {
+  PosixEnv env;
   auto journal_size = [&] {
-    auto info = env.Stat(dir + "/coordinator.journal");
+    auto info = env.Stat(o.dir + "/coordinator.journal");
     return info.ok() ? info->size : 0;
   };
   uint64_t r0 = counters.replies.load(), l0 = counters.leases.load(), a0 = counters.acks.load();
   uint64_t u0 = counters.unit_reports.load(), s0 = counters.samples_acked.load(), j0 = journal_size();
-  double cpu0 = ProcessCpuSeconds(pid);
+  double cpu0 = ProcessCpuSeconds(coordinator);
   auto start = std::chrono::steady_clock::now();
-  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));  // the measured interval
-  double elapsed = bench::SecondsSince(start);
-  uint64_t replies = counters.replies.load() - r0, leases = counters.leases.load() - l0;
-  uint64_t acks = counters.acks.load() - a0, reports = counters.unit_reports.load() - u0;
-  uint64_t samples = counters.samples_acked.load() - s0, journal = journal_size() - j0;
-  double cpu_used = (ProcessCpuSeconds(pid) - cpu0) / elapsed;
+  std::this_thread::sleep_for(std::chrono::duration<double>(o.seconds));  // the measured interval
+  Figures f;
+  f.elapsed = bench::SecondsSince(start);
+  f.replies = counters.replies.load() - r0;
+  f.leases = counters.leases.load() - l0;
+  f.acks = counters.acks.load() - a0;
+  f.reports = counters.unit_reports.load() - u0;
+  f.samples = counters.samples_acked.load() - s0;
+  f.journal = journal_size() - j0;
+  f.cpu_used = (ProcessCpuSeconds(coordinator) - cpu0) / f.elapsed;
+  return f;
+}
+
+void Report(const Options& o, const Figures& f, uint64_t errors) {
+  const double ops = f.replies / f.elapsed;
+  const double journal_per_million = f.samples > 0 ? f.journal / (f.samples / 1e6) : 0;
+  std::printf("%u simulated workers and %u clients over %u jobs; coordinator pinned to core %u, journal on\n",
+              o.workers, o.workers, o.jobs, o.cpu);
+  std::printf("operations/s (all replies): %.0f  (lease requests %.0f/s, unit reports %.0f/s, acks %.0f/s)\n", ops,
+              ops - (f.reports + f.acks) / f.elapsed, f.reports / f.elapsed, f.acks / f.elapsed);
+  std::printf("leases granted/s: %.0f; samples committed/s: %.0f; coordinator CPU: %.2f cores; errors: %llu\n",
+              f.leases / f.elapsed, f.samples / f.elapsed, f.cpu_used, static_cast<unsigned long long>(errors));
+  std::printf("journal: %.0f bytes per million samples committed (%.1f KB/s)\n", journal_per_million,
+              f.journal / f.elapsed / 1024);
+  std::printf("ratio to the 20,000 operations/s goal: %.2f\n", ops / 20000);
+  if (o.json.empty()) return;
+  std::ofstream(o.json) << "{\"workers\": " << o.workers << ", \"clients\": " << o.workers << ", \"jobs\": " << o.jobs
+                        << ", \"ops_per_second\": " << ops << ", \"leases_per_second\": " << f.leases / f.elapsed
+                        << ", \"acks_per_second\": " << f.acks / f.elapsed << ", \"unit_reports_per_second\": "
+                        << f.reports / f.elapsed << ", \"coordinator_cores\": " << f.cpu_used
+                        << ", \"journal_bytes_per_million_samples\": " << journal_per_million
+                        << ", \"batch_size\": " << o.batch << "}\n";
+}
+
+int Main(int argc, char** argv) {
+  Options o;
+  FlagSet flags("control_plane_bench [flags]",
+                "Coordinator operations per second on one core with simulated workers and clients, journal on.");
+  flags.AddUint32("workers", &o.workers, "simulated workers (and as many clients: one rank each)");
+  flags.AddUint32("jobs", &o.jobs, "jobs the ranks are spread over");
+  flags.AddUint32("threads", &o.threads, "driver threads");
+  flags.AddUint32("cpu", &o.cpu, "core to pin the coordinator to");
+  flags.AddUint32("batch-size", &o.batch, "batch size of the simulated jobs");
+  flags.AddDouble("seconds", &o.seconds, "timed seconds");
+  flags.AddString("dir", &o.dir, "working directory (manifest, journal, logs)");
+  bench::AddJsonFlag(flags, &o.json);
+  flags.AddBool("insecure", &o.insecure, "CURVE off (to measure what it costs the coordinator)");
+  if (auto exit_code = flags.ParseOrExitCode(argc, argv)) return *exit_code;
+  auto specs = Jobs(o);
+  bench::DieUnlessOk(specs.status(), "manifest");
+  std::vector<Plan> plans;
+  for (const JobSpec& spec : *specs) plans.push_back(*Plan::Make(spec, 1000000));
+  tools::LocalClusterOptions options{o.dir, "", true, {"--log-level", "warning"}, {"taskset", "-c", std::to_string(o.cpu)}};
+  options.insecure = o.insecure;
+  tools::LocalCluster cluster(options);
+  bench::DieUnlessOk(cluster.StartCoordinator(), "coordinator");
+  auto keys = ReadPeerKeys(cluster, o.insecure);
+  bench::DieUnlessOk(keys.status(), "keys");
+  Counters counters;
+  std::atomic<bool> stop{false};
+  std::latch ready(o.threads);
+  std::vector<std::thread> drivers;
+  uint32_t per_thread = (o.workers + o.threads - 1) / o.threads;
+  for (uint32_t t = 0; t < o.threads; ++t) {
+    uint32_t first = t * per_thread;
+    uint32_t n = std::min(per_thread, o.workers - std::min(o.workers, first));
+    drivers.emplace_back(Drive, cluster.coordinator_endpoint(), std::cref(*keys), std::cref(*specs), std::cref(plans),
+                         first, n, o.workers / o.jobs, std::cref(stop), std::ref(counters), std::ref(ready));
+  }
+  // The journal's size right after registration (jobs, sessions, workers) is the base of the growth figure.
+  ready.wait();  // every simulated peer registered
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // warm-up
+  const Figures f = MeasureInterval(o, counters, cluster.coordinator().pid());
   stop.store(true);
   for (auto& t : drivers) t.join();
-  double ops = replies / elapsed;
-  double journal_per_million = samples > 0 ? journal / (samples / 1e6) : 0;
-  std::printf("%u simulated workers and %u clients over %u jobs; coordinator pinned to core %u, journal on\n",
-              workers, workers, jobs, cpu);
-  std::printf("operations/s (all replies): %.0f  (lease requests %.0f/s, unit reports %.0f/s, acks %.0f/s)\n", ops,
-              ops - (reports + acks) / elapsed, reports / elapsed, acks / elapsed);
-  std::printf("leases granted/s: %.0f; samples committed/s: %.0f; coordinator CPU: %.2f cores; errors: %llu\n",
-              leases / elapsed, samples / elapsed, cpu_used, static_cast<unsigned long long>(counters.errors.load()));
-  std::printf("journal: %.0f bytes per million samples committed (%.1f KB/s)\n", journal_per_million,
-              journal / elapsed / 1024);
-  std::printf("ratio to the 20,000 operations/s goal: %.2f\n", ops / 20000);
-  if (!json.empty()) {
-    std::ofstream(json) << "{\"workers\": " << workers << ", \"clients\": " << workers << ", \"jobs\": " << jobs
-                        << ", \"ops_per_second\": " << ops << ", \"leases_per_second\": " << leases / elapsed
-                        << ", \"acks_per_second\": " << acks / elapsed << ", \"unit_reports_per_second\": "
-                        << reports / elapsed << ", \"coordinator_cores\": " << cpu_used
-                        << ", \"journal_bytes_per_million_samples\": " << journal_per_million
-                        << ", \"batch_size\": " << batch << "}\n";
-  }
+  Report(o, f, counters.errors.load());
   return 0;
 }
 

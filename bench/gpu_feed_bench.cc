@@ -290,35 +290,26 @@ EndToEndResult MeasureEndToEnd(const Config& c, uint32_t workers, uint32_t worke
   return r;
 }
 
-int Main(int argc, char** argv) {
+struct Options {
   Config c;
   int64_t device = 0;
   uint32_t workers = 4, worker_threads = 2;
   double seconds = 10;
   std::string json;
-  bool skip_end_to_end = false;
-  bool insecure = false, plain_data = false;
-  FlagSet flags("gpu_feed_bench [flags]",
-                "H2D + normalise vs raw cudaMemcpyAsync, host staging vs memcpy, client CPU per img/s.");
-  flags.AddInt("device", &device, "CUDA device");
-  flags.AddUint32("batch-size", &c.batch, "samples per batch (224x224x3)");
-  flags.AddUint32("depth", &c.depth, "slots");
-  flags.AddUint32("iterations", &c.iterations, "batches per timed repeat (device path)");
-  flags.AddDouble("seconds", &seconds, "timed seconds of the end-to-end run");
-  flags.AddUint32("workers", &workers, "worker processes of the end-to-end run");
-  flags.AddUint32("worker-threads", &worker_threads, "threads per worker");
-  flags.AddBool("skip-end-to-end", &skip_end_to_end, "only the device and staging parts");
-  flags.AddBool("insecure", &insecure, "the end-to-end run without CURVE (to measure what CURVE costs)");
-  flags.AddBool("plain-data", &plain_data,
-                "the end-to-end run with workers' --plain-data (data tickets, batches unencrypted)");
-  flags.AddString("json", &json, "write the figures here");
-  if (auto exit_code = flags.ParseOrExitCode(argc, argv)) return *exit_code;
-  c.device = static_cast<int>(device);
+  bool skip_end_to_end = false, insecure = false, plain_data = false;
+};
 
-  Die(cuda::CudaStatus(cudaSetDevice(c.device), "cudaSetDevice"), "device");
-  cudaDeviceProp prop{};
-  Die(cuda::CudaStatus(cudaGetDeviceProperties(&prop, c.device), "cudaGetDeviceProperties"), "device");
-  const uint64_t slot_bytes = uint64_t{c.batch} * c.height * c.width * 3 + uint64_t{c.batch} * 16;
+// What the three parts measured.
+struct Figures {
+  std::string device_name;
+  uint64_t slot_bytes = 0;
+  std::vector<FormatResult> formats;
+  StagingResult staging;
+  EndToEndResult e2e;
+};
+
+// 1. pinned -> device tensor, for each output format against raw copies of the same bytes.
+std::vector<FormatResult> MeasureDevicePath(const Config& c, uint64_t slot_bytes) {
   std::vector<cuda::PinnedMemory> pinned;
   std::vector<cuda::DeviceMemory> device_bufs;
   for (uint32_t i = 0; i < c.depth; ++i) {
@@ -334,9 +325,6 @@ int Main(int argc, char** argv) {
   auto consumer = cuda::MakeStream();
   Die(raw_stream.status(), "stream");
   Die(consumer.status(), "stream");
-
-  std::printf("device %d: %s; batch %u x %ux%ux3 uint8 + labels + ids = %.1f MB, depth %u\n", c.device, prop.name,
-              c.batch, c.height, c.width, slot_bytes / 1e6, c.depth);
   struct Named {
     const char* name;
     DType dtype;
@@ -359,52 +347,93 @@ int Main(int argc, char** argv) {
     std::printf("%-16s %14.2f %16.2f %8.3f %12.0f\n", r.name.c_str(), r.raw_gbps, r.feed_gbps, r.ratio,
                 r.feed_images_per_second);
   }
-  StagingResult staging = MeasureStaging(c, consumer->get());
+  return results;
+}
+
+// 2. host staging, and 3. end to end unless skipped.
+void MeasureHostParts(const Options& o, Figures* f) {
+  auto consumer = cuda::MakeStream();
+  Die(consumer.status(), "stream");
+  f->staging = MeasureStaging(o.c, consumer->get());
   std::printf("\n2. host staging (received message -> pinned slot -> device, bfloat16 nhwc), one thread\n");
-  std::printf("   Stage %.2f GB/s (%.0f img/s) vs memcpy on one core %.2f GB/s: ratio %.3f\n", staging.stage_gbps,
-              staging.images_per_second, staging.memcpy_gbps, staging.ratio);
-  EndToEndResult e2e;
-  if (!skip_end_to_end) {
-    e2e = MeasureEndToEnd(c, workers, worker_threads, seconds,
-                          insecure     ? bench::DataSecurity::kInsecure
-                          : plain_data ? bench::DataSecurity::kPlainData
-                                       : bench::DataSecurity::kCurve);
-    std::printf("\n3. end to end: %u skip-decode workers x %u threads -> Loader (bfloat16 nhwc) on device %d\n",
-                workers, worker_threads, c.device);
-    std::printf("   %.0f img/s (%.2f GB/s to the device), client process CPU %.2f cores = %.3f cores per 20,000 "
-                "img/s (goal <= 1), consumer waited %.1f %%\n",
-                e2e.images_per_second, e2e.h2d_gbps, e2e.cpu_cores, e2e.cores_per_20k, 100 * e2e.wait_fraction);
-    std::printf("   by thread (cores):");
-    for (const auto& [name, cores] : e2e.thread_cores) std::printf(" %s %.2f", name.c_str(), cores);
-    std::printf("\n");
+  std::printf("   Stage %.2f GB/s (%.0f img/s) vs memcpy on one core %.2f GB/s: ratio %.3f\n", f->staging.stage_gbps,
+              f->staging.images_per_second, f->staging.memcpy_gbps, f->staging.ratio);
+  if (o.skip_end_to_end) return;
+  f->e2e = MeasureEndToEnd(o.c, o.workers, o.worker_threads, o.seconds,
+                           o.insecure     ? bench::DataSecurity::kInsecure
+                           : o.plain_data ? bench::DataSecurity::kPlainData
+                                          : bench::DataSecurity::kCurve);
+  const EndToEndResult& e2e = f->e2e;
+  std::printf("\n3. end to end: %u skip-decode workers x %u threads -> Loader (bfloat16 nhwc) on device %d\n",
+              o.workers, o.worker_threads, o.c.device);
+  std::printf("   %.0f img/s (%.2f GB/s to the device), client process CPU %.2f cores = %.3f cores per 20,000 "
+              "img/s (goal <= 1), consumer waited %.1f %%\n",
+              e2e.images_per_second, e2e.h2d_gbps, e2e.cpu_cores, e2e.cores_per_20k, 100 * e2e.wait_fraction);
+  std::printf("   by thread (cores):");
+  for (const auto& [name, cores] : e2e.thread_cores) std::printf(" %s %.2f", name.c_str(), cores);
+  std::printf("\n");
+}
+
+void WriteJson(const Options& o, const Figures& f) {
+  std::ostringstream j;
+  j << "{\"device\": \"" << f.device_name << "\", \"batch_size\": " << o.c.batch << ", \"depth\": " << o.c.depth
+    << ", \"slot_bytes\": " << f.slot_bytes << ", \"formats\": [";
+  for (size_t i = 0; i < f.formats.size(); ++i) {
+    const FormatResult& r = f.formats[i];
+    j << (i ? ", " : "") << "{\"output\": \"" << r.name << "\", \"raw_gbps\": " << r.raw_gbps
+      << ", \"feed_gbps\": " << r.feed_gbps << ", \"ratio\": " << r.ratio
+      << ", \"feed_images_per_second\": " << r.feed_images_per_second << "}";
   }
-  if (!json.empty()) {
-    std::ostringstream j;
-    j << "{\"device\": \"" << prop.name << "\", \"batch_size\": " << c.batch << ", \"depth\": " << c.depth
-      << ", \"slot_bytes\": " << slot_bytes << ", \"formats\": [";
-    for (size_t i = 0; i < results.size(); ++i) {
-      const FormatResult& r = results[i];
-      j << (i ? ", " : "") << "{\"output\": \"" << r.name << "\", \"raw_gbps\": " << r.raw_gbps
-        << ", \"feed_gbps\": " << r.feed_gbps << ", \"ratio\": " << r.ratio
-        << ", \"feed_images_per_second\": " << r.feed_images_per_second << "}";
+  j << "], \"staging\": {\"stage_gbps\": " << f.staging.stage_gbps << ", \"memcpy_gbps\": " << f.staging.memcpy_gbps
+    << ", \"ratio\": " << f.staging.ratio << ", \"images_per_second\": " << f.staging.images_per_second << "}";
+  if (!o.skip_end_to_end) {
+    const EndToEndResult& e2e = f.e2e;
+    j << ", \"end_to_end\": {\"workers\": " << o.workers << ", \"worker_threads\": " << o.worker_threads
+      << ", \"images_per_second\": " << e2e.images_per_second << ", \"h2d_gbps\": " << e2e.h2d_gbps
+      << ", \"client_cpu_cores\": " << e2e.cpu_cores << ", \"cores_per_20k_img_s\": " << e2e.cores_per_20k
+      << ", \"wait_fraction\": " << e2e.wait_fraction << ", \"batches\": " << e2e.batches << ", \"thread_cores\": {";
+    bool first = true;
+    for (const auto& [name, cores] : e2e.thread_cores) {
+      j << (first ? "" : ", ") << "\"" << name << "\": " << cores;
+      first = false;
     }
-    j << "], \"staging\": {\"stage_gbps\": " << staging.stage_gbps << ", \"memcpy_gbps\": " << staging.memcpy_gbps
-      << ", \"ratio\": " << staging.ratio << ", \"images_per_second\": " << staging.images_per_second << "}";
-    if (!skip_end_to_end) {
-      j << ", \"end_to_end\": {\"workers\": " << workers << ", \"worker_threads\": " << worker_threads
-        << ", \"images_per_second\": " << e2e.images_per_second << ", \"h2d_gbps\": " << e2e.h2d_gbps
-        << ", \"client_cpu_cores\": " << e2e.cpu_cores << ", \"cores_per_20k_img_s\": " << e2e.cores_per_20k
-        << ", \"wait_fraction\": " << e2e.wait_fraction << ", \"batches\": " << e2e.batches << ", \"thread_cores\": {";
-      bool first = true;
-      for (const auto& [name, cores] : e2e.thread_cores) {
-        j << (first ? "" : ", ") << "\"" << name << "\": " << cores;
-        first = false;
-      }
-      j << "}}";
-    }
-    j << "}\n";
-    std::ofstream(json) << j.str();
+    j << "}}";
   }
+  j << "}\n";
+  std::ofstream(o.json) << j.str();
+}
+
+int Main(int argc, char** argv) {
+  Options o;
+  Config& c = o.c;
+  FlagSet flags("gpu_feed_bench [flags]",
+                "H2D + normalise vs raw cudaMemcpyAsync, host staging vs memcpy, client CPU per img/s.");
+  flags.AddInt("device", &o.device, "CUDA device");
+  flags.AddUint32("batch-size", &c.batch, "samples per batch (224x224x3)");
+  flags.AddUint32("depth", &c.depth, "slots");
+  flags.AddUint32("iterations", &c.iterations, "batches per timed repeat (device path)");
+  flags.AddDouble("seconds", &o.seconds, "timed seconds of the end-to-end run");
+  flags.AddUint32("workers", &o.workers, "worker processes of the end-to-end run");
+  flags.AddUint32("worker-threads", &o.worker_threads, "threads per worker");
+  flags.AddBool("skip-end-to-end", &o.skip_end_to_end, "only the device and staging parts");
+  flags.AddBool("insecure", &o.insecure, "the end-to-end run without CURVE (to measure what CURVE costs)");
+  flags.AddBool("plain-data", &o.plain_data,
+                "the end-to-end run with workers' --plain-data (data tickets, batches unencrypted)");
+  bench::AddJsonFlag(flags, &o.json);
+  if (auto exit_code = flags.ParseOrExitCode(argc, argv)) return *exit_code;
+  c.device = static_cast<int>(o.device);
+
+  Die(cuda::CudaStatus(cudaSetDevice(c.device), "cudaSetDevice"), "device");
+  cudaDeviceProp prop{};
+  Die(cuda::CudaStatus(cudaGetDeviceProperties(&prop, c.device), "cudaGetDeviceProperties"), "device");
+  Figures f;
+  f.device_name = prop.name;
+  f.slot_bytes = uint64_t{c.batch} * c.height * c.width * 3 + uint64_t{c.batch} * 16;
+  std::printf("device %d: %s; batch %u x %ux%ux3 uint8 + labels + ids = %.1f MB, depth %u\n", c.device, prop.name,
+              c.batch, c.height, c.width, f.slot_bytes / 1e6, c.depth);
+  f.formats = MeasureDevicePath(c, f.slot_bytes);
+  MeasureHostParts(o, &f);
+  if (!o.json.empty()) WriteJson(o, f);
   return 0;
 }
 

@@ -197,93 +197,73 @@ std::vector<PerGpu> RunPair(const std::function<LoaderOptions(int)>& options, do
   return out;
 }
 
-int Main(int argc, char** argv) {
+struct Options {
   uint32_t batch = 256, iterations = 100, workers = 4, worker_threads = 2, agreement_steps = 2000;
   double seconds = 8;
   std::string json;
   bench::DataSecurity security = bench::DataSecurity::kCurve;
-  FlagSet flags("nccl_bench [flags]", "Two GPUs: NCCL broadcast vs cudaMemcpyPeer, agreement cost, end to end.");
-  flags.AddUint32("batch-size", &batch, "samples per batch (224x224x3)");
-  flags.AddUint32("iterations", &iterations, "broadcasts per timed repeat");
-  flags.AddUint32("agreement-steps", &agreement_steps, "agreement steps timed");
-  flags.AddDouble("seconds", &seconds, "timed seconds per end-to-end arrangement");
-  flags.AddUint32("workers", &workers, "skip-decode worker processes");
-  flags.AddUint32("worker-threads", &worker_threads, "threads per worker");
-  flags.AddString("json", &json, "write the figures here");
-  flags.AddChoice("data-plane", {"curve", "plain", "insecure"}, "curve",
-                  [&security](const std::string& v) {
-                    if (v == "curve") security = bench::DataSecurity::kCurve;
-                    else if (v == "plain") security = bench::DataSecurity::kPlainData;
-                    else if (v == "insecure") security = bench::DataSecurity::kInsecure;
-                    else return false;
-                    return true;
-                  },
-                  "the end-to-end runs' data plane: CURVE (the default), workers' --plain-data, or --insecure");
-  if (auto exit_code = flags.ParseOrExitCode(argc, argv)) return *exit_code;
-  int gpus = 0;
-  if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus < 2) {
-    std::fprintf(stderr, "nccl_bench: needs two GPUs (found %d)\n", gpus);
-    return 1;
-  }
-  cudaDeviceProp prop{};
-  cudaGetDeviceProperties(&prop, 0);
-  const size_t bytes = size_t{batch} * 224 * 224 * 3 + size_t{batch} * 16;
-  auto pair = JoinPair();
-  BroadcastResult bc = MeasureBroadcast(pair, bytes, iterations);
-  const double agree_us = MeasureAgreementMicros(pair, agreement_steps);
-  {  // Each member finalizes its communicator, which may wait for the other: both at once.
-    std::thread other([&] { pair[1].reset(); });
-    pair[0].reset();
-    other.join();
-    pair.clear();
-  }
-  std::printf("2 x %s; one batch = %.1f MB\n", prop.name, bytes / 1e6);
-  std::printf("1. broadcast 0 -> 1: NCCL %.1f GB/s vs cudaMemcpyPeer %.1f GB/s (peer access %s): ratio %.3f\n",
-              bc.nccl_gbps, bc.peer_gbps, bc.peer_access ? "on" : "off", bc.ratio);
-  std::printf("2. agreement step (4-byte all-reduce + host wait): %.1f us per batch\n", agree_us);
+};
 
+// What the device-to-device parts and the end-to-end arrangements measured.
+struct Figures {
+  std::string device_name;
+  size_t bytes = 0;
+  BroadcastResult broadcast;
+  double agree_us = 0;
+  std::vector<PerGpu> dp, tp;
+};
+
+// 1. and 2.: NCCL broadcast against cudaMemcpyPeer, and the agreement step, on a pair of communicators.
+void MeasureCollectives(const Options& o, Figures* f) {
+  auto pair = JoinPair();
+  f->broadcast = MeasureBroadcast(pair, f->bytes, o.iterations);
+  f->agree_us = MeasureAgreementMicros(pair, o.agreement_steps);
+  // Each member finalizes its communicator, which may wait for the other: both at once.
+  std::thread other([&] { pair[1].reset(); });
+  pair[0].reset();
+  other.join();
+}
+
+// 3.: a skip-decode cluster feeding two ranks that agree on every batch, then a tensor-parallel pair.
+void MeasureEndToEnd(const Options& o, Figures* f) {
   bench::ScratchDir scratch("nccl");
   const std::string& dir = scratch.path();
   auto manifest = bench::WriteNeverReadManifest(dir, 200000, "nccl_bench");
   Die(manifest.status(), "manifest");
-  auto cluster = bench::StartSkipDecodeCluster(dir, workers, worker_threads, security);
+  auto cluster = bench::StartSkipDecodeCluster(dir, o.workers, o.worker_threads, o.security);
   Die(cluster.status(), "cluster");
   auto base = [&](const std::string& job, uint32_t ranks, uint32_t rank, int device) {
-    JobSpec spec;
-    spec.name = job;
-    spec.manifest_path = *manifest;
-    spec.batch_size = batch;
-    spec.world_size = ranks;
-    spec.epochs = 1000;
-    LoaderOptions o;
-    o.client.coordinator = (*cluster)->coordinator_endpoint();
-    (*cluster)->Secure(o.client);
-    o.client.job = job;
-    o.client.spec = spec;
-    o.client.rank = rank;
-    o.client.prefetch = 16;
-    o.client.credits_per_worker = 4;
-    o.device = device;
-    o.depth = 4;
-    o.output.dtype = DType::kBFloat16;
-    o.output.layout = Layout::kNHWC;
-    return o;
+    JobSpec spec{.name = job, .manifest_path = *manifest, .batch_size = o.batch, .world_size = ranks, .epochs = 1000};
+    LoaderOptions l;
+    l.client = bench::ClientOf(**cluster, spec, rank);
+    l.client.prefetch = 16;
+    l.client.credits_per_worker = 4;
+    l.device = device;
+    l.depth = 4;
+    l.output.dtype = DType::kBFloat16;
+    l.output.layout = Layout::kNHWC;
+    return l;
   };
   auto agree_id = client::NewNcclIdHex();
   Die(agree_id.status(), "NCCL id");
-  std::vector<PerGpu> dp = RunPair([&](int m) {
-    LoaderOptions o = base("dp", 2, m, m);
-    o.agreement = {*agree_id, 2, static_cast<uint32_t>(m), std::chrono::seconds(120)};
-    return o;
-  }, seconds);
+  f->dp = RunPair([&](int m) {
+    LoaderOptions l = base("dp", 2, m, m);
+    l.agreement = {*agree_id, 2, static_cast<uint32_t>(m), std::chrono::seconds(120)};
+    return l;
+  }, o.seconds);
   auto tp_id = client::NewNcclIdHex();
   Die(tp_id.status(), "NCCL id");
-  std::vector<PerGpu> tp = RunPair([&](int m) {
-    LoaderOptions o = base("tp", 1, 0, m);
-    o.tensor_parallel = {*tp_id, 2, static_cast<uint32_t>(m), std::chrono::seconds(120)};
-    return o;
-  }, seconds);
-  std::printf("data plane of the end-to-end runs: %s\n", bench::DataSecurityName(security));
+  f->tp = RunPair([&](int m) {
+    LoaderOptions l = base("tp", 1, 0, m);
+    l.tensor_parallel = {*tp_id, 2, static_cast<uint32_t>(m), std::chrono::seconds(120)};
+    return l;
+  }, o.seconds);
+}
+
+void PrintEndToEnd(const Options& o, const Figures& f) {
+  const std::vector<PerGpu>& dp = f.dp;
+  const std::vector<PerGpu>& tp = f.tp;
+  std::printf("data plane of the end-to-end runs: %s\n", bench::DataSecurityName(o.security));
   std::printf("3a. two ranks with agreement: %.0f + %.0f img/s, agreement %.1f / %.1f us per batch, waited %.1f / "
               "%.1f %%\n", dp[0].images_per_second, dp[1].images_per_second, dp[0].agreement_micros_per_batch,
               dp[1].agreement_micros_per_batch, 100 * dp[0].wait_fraction, 100 * dp[1].wait_fraction);
@@ -294,25 +274,63 @@ int Main(int argc, char** argv) {
               static_cast<unsigned long long>(tp[0].batches + tp[1].batches),
               tp[0].fetched_batches ? double(tp[0].batches + tp[1].batches) / tp[0].fetched_batches : 0.0,
               tp[0].seconds > 0 ? tp[0].broadcast_bytes / tp[0].seconds / 1e9 : 0.0);
-  if (!json.empty()) {
-    std::ostringstream j;
-    j << "{\"device\": \"" << prop.name << "\", \"batch_bytes\": " << bytes << ", \"nccl_broadcast_gbps\": "
-      << bc.nccl_gbps << ", \"memcpy_peer_gbps\": " << bc.peer_gbps << ", \"broadcast_ratio\": " << bc.ratio
-      << ", \"peer_access\": " << (bc.peer_access ? "true" : "false") << ", \"agreement_us_per_step\": " << agree_us
-      << ", \"data_plane\": \"" << bench::DataSecurityName(security) << "\", \"dp\": [";
-    for (int m = 0; m < 2; ++m) {
-      j << (m ? ", " : "") << "{\"img_s\": " << dp[m].images_per_second << ", \"agreement_us_per_batch\": "
-        << dp[m].agreement_micros_per_batch << ", \"wait_fraction\": " << dp[m].wait_fraction << "}";
-    }
-    j << "], \"tp\": [";
-    for (int m = 0; m < 2; ++m) {
-      j << (m ? ", " : "") << "{\"img_s\": " << tp[m].images_per_second << ", \"batches\": " << tp[m].batches
-        << ", \"fetched_batches\": " << tp[m].fetched_batches << ", \"broadcast_bytes\": " << tp[m].broadcast_bytes
-        << "}";
-    }
-    j << "]}\n";
-    std::ofstream(json) << j.str();
+}
+
+void WriteJson(const Options& o, const Figures& f) {
+  const BroadcastResult& bc = f.broadcast;
+  std::ostringstream j;
+  j << "{\"device\": \"" << f.device_name << "\", \"batch_bytes\": " << f.bytes << ", \"nccl_broadcast_gbps\": "
+    << bc.nccl_gbps << ", \"memcpy_peer_gbps\": " << bc.peer_gbps << ", \"broadcast_ratio\": " << bc.ratio
+    << ", \"peer_access\": " << (bc.peer_access ? "true" : "false") << ", \"agreement_us_per_step\": " << f.agree_us
+    << ", \"data_plane\": \"" << bench::DataSecurityName(o.security) << "\", \"dp\": [";
+  for (int m = 0; m < 2; ++m) {
+    j << (m ? ", " : "") << "{\"img_s\": " << f.dp[m].images_per_second << ", \"agreement_us_per_batch\": "
+      << f.dp[m].agreement_micros_per_batch << ", \"wait_fraction\": " << f.dp[m].wait_fraction << "}";
   }
+  j << "], \"tp\": [";
+  for (int m = 0; m < 2; ++m) {
+    j << (m ? ", " : "") << "{\"img_s\": " << f.tp[m].images_per_second << ", \"batches\": " << f.tp[m].batches
+      << ", \"fetched_batches\": " << f.tp[m].fetched_batches << ", \"broadcast_bytes\": " << f.tp[m].broadcast_bytes
+      << "}";
+  }
+  j << "]}\n";
+  std::ofstream(o.json) << j.str();
+}
+
+int Main(int argc, char** argv) {
+  Options o;
+  FlagSet flags("nccl_bench [flags]", "Two GPUs: NCCL broadcast vs cudaMemcpyPeer, agreement cost, end to end.");
+  flags.AddUint32("batch-size", &o.batch, "samples per batch (224x224x3)");
+  flags.AddUint32("iterations", &o.iterations, "broadcasts per timed repeat");
+  flags.AddUint32("agreement-steps", &o.agreement_steps, "agreement steps timed");
+  flags.AddDouble("seconds", &o.seconds, "timed seconds per end-to-end arrangement");
+  flags.AddUint32("workers", &o.workers, "skip-decode worker processes");
+  flags.AddUint32("worker-threads", &o.worker_threads, "threads per worker");
+  bench::AddJsonFlag(flags, &o.json);
+  flags.AddEnum("data-plane", &o.security,
+                {{"curve", bench::DataSecurity::kCurve}, {"plain", bench::DataSecurity::kPlainData},
+                 {"insecure", bench::DataSecurity::kInsecure}},
+                "the end-to-end runs' data plane: CURVE (the default), workers' --plain-data, or --insecure");
+  if (auto exit_code = flags.ParseOrExitCode(argc, argv)) return *exit_code;
+  int gpus = 0;
+  if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus < 2) {
+    std::fprintf(stderr, "nccl_bench: needs two GPUs (found %d)\n", gpus);
+    return 1;
+  }
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, 0);
+  Figures f;
+  f.device_name = prop.name;
+  f.bytes = size_t{o.batch} * 224 * 224 * 3 + size_t{o.batch} * 16;
+  MeasureCollectives(o, &f);
+  std::printf("2 x %s; one batch = %.1f MB\n", prop.name, f.bytes / 1e6);
+  std::printf("1. broadcast 0 -> 1: NCCL %.1f GB/s vs cudaMemcpyPeer %.1f GB/s (peer access %s): ratio %.3f\n",
+              f.broadcast.nccl_gbps, f.broadcast.peer_gbps, f.broadcast.peer_access ? "on" : "off",
+              f.broadcast.ratio);
+  std::printf("2. agreement step (4-byte all-reduce + host wait): %.1f us per batch\n", f.agree_us);
+  MeasureEndToEnd(o, &f);
+  PrintEndToEnd(o, f);
+  if (!o.json.empty()) WriteJson(o, f);
   return 0;
 }
 

@@ -116,88 +116,129 @@ StatusOr<Measured> Measure(const std::string& dir, const Config& c, uint32_t thr
   return m;
 }
 
-int Main(int argc, char** argv) {
+struct Options {
   uint64_t images = 1024;
   uint32_t batch = 32, threads = 2, rtt_ms = 20, rounds = 3, credits = 2;
   double seconds = 15;
   std::string json, only;
-  FlagSet flags("object_store_bench [flags]", "Worker img/s from local tar files vs object storage, same run.");
-  flags.AddUint("images", &images, "images in the generated dataset (256 per shard)");
-  flags.AddUint32("batch-size", &batch, "samples per batch");
-  flags.AddUint32("threads", &threads, "the worker's pipeline threads");
-  flags.AddDouble("seconds", &seconds, "timed seconds per configuration and round");
-  flags.AddUint32("rtt-ms", &rtt_ms, "round trip the proxy adds");
-  flags.AddUint32("rounds", &rounds, "rounds of all configurations, interleaved");
-  flags.AddUint32("credits", &credits, "batches the client lets the worker hold: the read-ahead depth in units");
-  flags.AddString("json", &json, "write the figures here");
-  flags.AddString("only", &only, "measure only these sources (comma-separated names, e.g. local,http; profiling)");
-  if (auto exit_code = flags.ParseOrExitCode(argc, argv)) return *exit_code;
+};
 
-  bench::ScratchDir scratch("object-store-bench");
-  const std::string& dir = scratch.path();
-  auto s3 = testing::S3Server::Start(dir + "/s3", kBucket, kKey, kSecret);
-  bench::DieUnlessOk(s3.status(), "starting s3rver (scripts/install-test-servers.sh)");
-  auto web = testing::WebServer::Start(dir + "/web");
-  bench::DieUnlessOk(web.status(), "starting nginx");
-  ::setenv("AWS_ACCESS_KEY_ID", kKey, 1);  // the workers inherit them
-  ::setenv("AWS_SECRET_ACCESS_KEY", kSecret, 1);
+// The servers and proxies every configuration reads through, started once.
+struct Servers {
+  std::unique_ptr<testing::S3Server> s3;
+  std::unique_ptr<testing::WebServer> web;
+  std::unique_ptr<testing::FaultProxy> s3_proxy, web_proxy;
+};
+
+// The configurations, each over its copy of the dataset: local files, s3rver and nginx, directly and with --rtt-ms
+// added by a proxy. --only keeps the named ones (and always local, the baseline).
+std::vector<Config> Configs(const Options& o, const std::string& dir, Servers& servers) {
   storage::StorageOptions options;
-  options.s3_endpoint = (*s3)->endpoint();
+  options.s3_endpoint = servers.s3->endpoint();
   options.s3_addressing = storage::S3Addressing::kPath;
   options.credentials.access_key_id = kKey;
   options.credentials.secret_access_key = storage::Secret(kSecret);
   auto store = storage::MakeObjectStore(options, nullptr);
-  std::map<std::string, std::string> m = Stage(dir, images, *store, **web);
-  auto s3_proxy = testing::FaultProxy::Start((*s3)->port());
-  auto web_proxy = testing::FaultProxy::Start((*web)->port());
+  std::map<std::string, std::string> m = Stage(dir, o.images, *store, *servers.web);
+  auto s3_proxy = testing::FaultProxy::Start(servers.s3->port());
+  auto web_proxy = testing::FaultProxy::Start(servers.web->port());
   bench::DieUnlessOk(s3_proxy.status(), "proxy");
   bench::DieUnlessOk(web_proxy.status(), "proxy");
-  (*s3_proxy)->SetLatency(std::chrono::microseconds(rtt_ms * 500));
-  (*web_proxy)->SetLatency(std::chrono::microseconds(rtt_ms * 500));
+  servers.s3_proxy = std::move(*s3_proxy);
+  servers.web_proxy = std::move(*web_proxy);
+  servers.s3_proxy->SetLatency(std::chrono::microseconds(o.rtt_ms * 500));
+  servers.web_proxy->SetLatency(std::chrono::microseconds(o.rtt_ms * 500));
   // The http manifest names nginx's own port: a manifest root override sends the delayed runs through the proxy.
-  const std::string rtt = " +" + std::to_string(rtt_ms) + "ms";
+  const std::string rtt = " +" + std::to_string(o.rtt_ms) + "ms";
   std::vector<Config> configs = {
       {"local", m["local"], {}},
-      {"s3", m["s3"], {"--s3-endpoint", (*s3)->endpoint()}},
-      {"s3" + rtt, m["s3"], {"--s3-endpoint", (*s3_proxy)->url()}},
+      {"s3", m["s3"], {"--s3-endpoint", servers.s3->endpoint()}},
+      {"s3" + rtt, m["s3"], {"--s3-endpoint", servers.s3_proxy->url()}},
       {"http", m["http"], {}},
-      {"http" + rtt, m["http"], {"--manifest-root", (*web_proxy)->url() + "/d/"}},
+      {"http" + rtt, m["http"], {"--manifest-root", servers.web_proxy->url() + "/d/"}},
   };
-  if (!only.empty()) {
-    std::erase_if(configs, [&](const Config& c) { return ("," + only + ",").find("," + c.name + ",") == std::string::npos; });
+  if (!o.only.empty()) {
+    std::erase_if(configs, [&](const Config& c) { return ("," + o.only + ",").find("," + c.name + ",") == std::string::npos; });
     if (configs.empty() || configs.front().name != "local") configs.insert(configs.begin(), {"local", m["local"], {}});
   }
+  return configs;
+}
+
+// Per configuration, what each round measured.
+struct Rounds {
   std::map<std::string, std::vector<double>> rates, worker_cores, server_cores;
-  for (uint32_t round = 0; round < rounds; ++round) {
+};
+
+Rounds MeasureRounds(const Options& o, const std::string& dir, const std::vector<Config>& configs,
+                     const Servers& servers) {
+  Rounds r;
+  for (uint32_t round = 0; round < o.rounds; ++round) {
     for (const Config& c : configs) {
-      const pid_t server = c.name.starts_with("s3") ? (*s3)->pid() : c.name.starts_with("http") ? (*web)->pid() : 0;
-      auto run = Measure(dir + "/run", c, threads, batch, credits, seconds, server);
+      const pid_t server = c.name.starts_with("s3") ? servers.s3->pid() : c.name.starts_with("http") ? servers.web->pid() : 0;
+      auto run = Measure(dir + "/run", c, o.threads, o.batch, o.credits, o.seconds, server);
       bench::DieUnlessOk(run.status(), c.name.c_str());
-      rates[c.name].push_back(run->rate.images_per_second);
-      worker_cores[c.name].push_back(run->worker_cores);
-      server_cores[c.name].push_back(run->server_cores);
+      r.rates[c.name].push_back(run->rate.images_per_second);
+      r.worker_cores[c.name].push_back(run->worker_cores);
+      r.server_cores[c.name].push_back(run->server_cores);
       std::printf("round %u %-12s %7.1f img/s, worker %.2f cores, server %.2f cores\n", round + 1, c.name.c_str(),
                   run->rate.images_per_second, run->worker_cores, run->server_cores);
       std::fflush(stdout);
     }
   }
-  const double local = bench::Median(rates["local"]);
+  return r;
+}
+
+// The medians against local files, printed, and as the JSON's rows.
+std::string Report(const std::vector<Config>& configs, Rounds& r) {
+  const double local = bench::Median(r.rates["local"]);
   std::printf("\n%-12s %10s %10s %14s %14s\n", "source", "img/s", "vs local", "worker cores", "server cores");
   std::ostringstream rows;
   for (const Config& c : configs) {
-    const double median = bench::Median(rates[c.name]);
-    const double wc = bench::Median(worker_cores[c.name]), sc = bench::Median(server_cores[c.name]);
+    const double median = bench::Median(r.rates[c.name]);
+    const double wc = bench::Median(r.worker_cores[c.name]), sc = bench::Median(r.server_cores[c.name]);
     std::printf("%-12s %10.1f %9.2fx %14.2f %14.2f\n", c.name.c_str(), median, median / local, wc, sc);
     rows << (rows.tellp() > 0 ? ", " : "") << "{\"source\": \"" << c.name << "\", \"images_per_second\": " << median
          << ", \"ratio_to_local\": " << median / local << ", \"worker_cores\": " << wc
          << ", \"server_cores\": " << sc << ", \"rounds\": [";
-    for (size_t i = 0; i < rates[c.name].size(); ++i) rows << (i ? ", " : "") << rates[c.name][i];
+    for (size_t i = 0; i < r.rates[c.name].size(); ++i) rows << (i ? ", " : "") << r.rates[c.name][i];
     rows << "]}";
   }
-  if (!json.empty()) {
-    std::ofstream(json) << "{\"images\": " << images << ", \"batch_size\": " << batch << ", \"credits\": " << credits
-                        << ", \"worker_threads\": " << threads << ", \"rtt_ms\": " << rtt_ms << ", \"seconds\": " << seconds
-                        << ", \"rounds\": " << rounds << ", \"results\": [" << rows.str() << "]}\n";
+  return rows.str();
+}
+
+int Main(int argc, char** argv) {
+  Options o;
+  FlagSet flags("object_store_bench [flags]", "Worker img/s from local tar files vs object storage, same run.");
+  flags.AddUint("images", &o.images, "images in the generated dataset (256 per shard)");
+  flags.AddUint32("batch-size", &o.batch, "samples per batch");
+  flags.AddUint32("threads", &o.threads, "the worker's pipeline threads");
+  flags.AddDouble("seconds", &o.seconds, "timed seconds per configuration and round");
+  flags.AddUint32("rtt-ms", &o.rtt_ms, "round trip the proxy adds");
+  flags.AddUint32("rounds", &o.rounds, "rounds of all configurations, interleaved");
+  flags.AddUint32("credits", &o.credits, "batches the client lets the worker hold: the read-ahead depth in units");
+  bench::AddJsonFlag(flags, &o.json);
+  flags.AddString("only", &o.only, "measure only these sources (comma-separated names, e.g. local,http; profiling)");
+  if (auto exit_code = flags.ParseOrExitCode(argc, argv)) return *exit_code;
+
+  bench::ScratchDir scratch("object-store-bench");
+  const std::string& dir = scratch.path();
+  Servers servers;
+  auto s3 = testing::S3Server::Start(dir + "/s3", kBucket, kKey, kSecret);
+  bench::DieUnlessOk(s3.status(), "starting s3rver (scripts/install-test-servers.sh)");
+  servers.s3 = std::move(*s3);
+  auto web = testing::WebServer::Start(dir + "/web");
+  bench::DieUnlessOk(web.status(), "starting nginx");
+  servers.web = std::move(*web);
+  ::setenv("AWS_ACCESS_KEY_ID", kKey, 1);  // the workers inherit them
+  ::setenv("AWS_SECRET_ACCESS_KEY", kSecret, 1);
+  const std::vector<Config> configs = Configs(o, dir, servers);
+  Rounds rounds = MeasureRounds(o, dir, configs, servers);
+  const std::string rows = Report(configs, rounds);
+  if (!o.json.empty()) {
+    std::ofstream(o.json) << "{\"images\": " << o.images << ", \"batch_size\": " << o.batch
+                          << ", \"credits\": " << o.credits << ", \"worker_threads\": " << o.threads
+                          << ", \"rtt_ms\": " << o.rtt_ms << ", \"seconds\": " << o.seconds
+                          << ", \"rounds\": " << o.rounds << ", \"results\": [" << rows << "]}\n";
   }
   return 0;
 }

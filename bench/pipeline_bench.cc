@@ -11,6 +11,8 @@
 #include <functional>
 #include <opencv2/core.hpp>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 #if STOKER_WITH_IMGCODECS
 #include <opencv2/imgcodecs.hpp>
@@ -38,37 +40,31 @@ double Rate(const std::vector<std::string>& images, double seconds, const std::f
   return n / elapsed;
 }
 
-int Main(int argc, char** argv) {
+struct Options {
   uint64_t count = 200;
   double seconds = 3;
-  uint32_t batch = 64;
-  uint32_t quality = 96;
+  uint32_t batch = 64, quality = 96;
   bool subsample = false;
   std::string json, dump_dir;
-  FlagSet flags("pipeline_bench [flags]", "worker::Worker pipeline images/s per core against decode-only, same run.");
-  flags.AddUint("images", &count, "distinct synthetic images");
-  flags.AddDouble("seconds", &seconds, "timed seconds per measurement");
-  flags.AddUint32("batch", &batch, "batch the pipeline writes into");
-  flags.AddUint32("quality", &quality, "JPEG quality");
-  flags.AddBool("420", &subsample, "4:2:0 chroma instead of 4:4:4");
-  flags.AddString("json", &json, "write the figures here");
-  flags.AddString("dump-dir", &dump_dir, "also write the images here (for a baseline measured by another program)");
-  if (auto exit_code = flags.ParseOrExitCode(argc, argv)) return *exit_code;
-  cv::setNumThreads(0);
+};
+
+// `count` synthetic JPEGs (written to --dump-dir too, if given); *bytes: their total size.
+std::vector<std::string> MakeImages(const Options& o, double* bytes) {
   std::vector<std::string> images;
-  double bytes = 0;
-  for (uint64_t i = 0; i < count; ++i) {
-    auto jpeg = datagen::SyntheticJpeg(i, {static_cast<int>(quality), !subsample});
-    if (!jpeg.ok()) return 1;
-    bytes += jpeg->size();
-    if (!dump_dir.empty()) {
-      std::ofstream(dump_dir + "/" + std::to_string(i) + ".jpg", std::ios::binary) << *jpeg;
+  for (uint64_t i = 0; i < o.count; ++i) {
+    auto jpeg = datagen::SyntheticJpeg(i, {static_cast<int>(o.quality), !o.subsample});
+    if (!jpeg.ok()) std::exit(1);
+    *bytes += jpeg->size();
+    if (!o.dump_dir.empty()) {
+      std::ofstream(o.dump_dir + "/" + std::to_string(i) + ".jpg", std::ios::binary) << *jpeg;
     }
     images.push_back(std::move(*jpeg));
   }
-  std::printf("images: %llu synthetic JPEGs, quality %u, %s, mean %.1f KB\n", static_cast<unsigned long long>(count),
-              quality, subsample ? "4:2:0" : "4:4:4", bytes / count / 1024);
+  return images;
+}
 
+// The decode-only baselines: OpenCV imdecode (where imgcodecs is built in; 0 otherwise) and our full decode.
+std::pair<double, double> DecodeOnlyRates(const std::vector<std::string>& images, double seconds) {
   double imdecode = 0;
 #if STOKER_WITH_IMGCODECS
   imdecode = Rate(images, seconds, [](const std::string& b, size_t) {
@@ -86,56 +82,84 @@ int Main(int argc, char** argv) {
       std::abort();
     }
   });
-  std::vector<uint8_t> batch_buffer(size_t{batch} * 224 * 224 * 3);
-  auto pipeline_rate = [&](PipelineSpec spec) {
-    worker::ImagePipeline pipeline(spec);
-    double r = Rate(images, seconds, [&](const std::string& b, size_t n) {
-      uint8_t* slot = batch_buffer.data() + (n % batch) * pipeline.output_bytes();
-      if (!pipeline.Run({reinterpret_cast<const uint8_t*>(b.data()), b.size()}, worker::SampleSeed(1, 0, n), slot).ok) {
-        std::abort();
-      }
-    });
-    const worker::StageSeconds& s = pipeline.stage_seconds();
-    std::printf("    (%s: decode %.0f%% of pipeline time, resize+flip %.0f%%)\n",
-                spec.mode == PipelineMode::kTrain ? "train" : "eval", 100 * s.decode / (s.decode + s.augment),
-                100 * s.augment / (s.decode + s.augment));
-    return r;
-  };
-  // The default kernel (Pillow's bilinear, exact) and the one jobs got before it (OpenCV area), same images.
-  PipelineSpec opencv_train;
-  opencv_train.resize_kernel = ResizeKernel::kOpenCv;
-  PipelineSpec linear;
-  linear.antialias = false;
-  PipelineSpec eval;
-  eval.mode = PipelineMode::kEval;
-  PipelineSpec opencv_eval = eval;
-  opencv_eval.resize_kernel = ResizeKernel::kOpenCv;
-  double train = pipeline_rate(PipelineSpec{});
-  double train_opencv = pipeline_rate(opencv_train);
-  double train_linear = pipeline_rate(linear);
-  double eval_rate = pipeline_rate(eval);
-  double eval_opencv = pipeline_rate(opencv_eval);
+  return {imdecode, full};
+}
 
-  double baseline = imdecode > 0 ? imdecode : full;
-  auto row = [&](const char* what, double rate) { std::printf("%-52s %10.0f %8.2f\n", what, rate, rate / baseline); };
+// The whole pipeline of `spec`, writing into a batch of `batch`: img/s, and where its time went.
+double PipelineRate(const std::vector<std::string>& images, double seconds, uint32_t batch, const PipelineSpec& spec) {
+  std::vector<uint8_t> batch_buffer(size_t{batch} * 224 * 224 * 3);
+  worker::ImagePipeline pipeline(spec);
+  double r = Rate(images, seconds, [&](const std::string& b, size_t n) {
+    uint8_t* slot = batch_buffer.data() + (n % batch) * pipeline.output_bytes();
+    if (!pipeline.Run({reinterpret_cast<const uint8_t*>(b.data()), b.size()}, worker::SampleSeed(1, 0, n), slot).ok) {
+      std::abort();
+    }
+  });
+  const worker::StageSeconds& s = pipeline.stage_seconds();
+  std::printf("    (%s: decode %.0f%% of pipeline time, resize+flip %.0f%%)\n",
+              spec.mode == PipelineMode::kTrain ? "train" : "eval", 100 * s.decode / (s.decode + s.augment),
+              100 * s.augment / (s.decode + s.augment));
+  return r;
+}
+
+struct Figures {
+  double bytes = 0, imdecode = 0, full = 0, train = 0, train_opencv = 0, train_linear = 0, eval = 0, eval_opencv = 0;
+  double baseline() const { return imdecode > 0 ? imdecode : full; }
+};
+
+void Print(const Figures& f) {
+  auto row = [&](const char* what, double rate) {
+    std::printf("%-52s %10.0f %8.2f\n", what, rate, rate / f.baseline());
+  };
   std::printf("\n%-52s %10s %8s\n", "one core", "img/s", "ratio");
-  std::printf("%-52s %10.0f %8s\n", "baseline: OpenCV imdecode, full image", imdecode, imdecode > 0 ? "1.00" : "n/a");
-  row("libjpeg-turbo full decode (our decoder)", full);
-  row("train: crop decode + RRC224 + flip (pillow, default)", train);
-  row("train: the same, --resize-kernel opencv (area)", train_opencv);
-  row("train: the same, pillow --no-antialias (bilinear)", train_linear);
-  row("eval: resize 256 + centre crop 224 (pillow)", eval_rate);
-  row("eval: the same, --resize-kernel opencv", eval_opencv);
-  if (!json.empty()) {
-    std::ofstream out(json);
-    out << "{\"images\": " << count << ", \"quality\": " << quality << ", \"chroma\": \""
-        << (subsample ? "420" : "444") << "\", \"mean_kb\": " << bytes / count / 1024
-        << ", \"imdecode_img_s\": " << imdecode << ", \"libjpeg_full_img_s\": " << full
-        << ", \"train_img_s\": " << train << ", \"train_opencv_img_s\": " << train_opencv
-        << ", \"train_bilinear_img_s\": " << train_linear << ", \"eval_img_s\": " << eval_rate
-        << ", \"eval_opencv_img_s\": " << eval_opencv << ", \"train_ratio\": " << train / baseline
-        << ", \"eval_ratio\": " << eval_rate / baseline << "}\n";
-  }
+  std::printf("%-52s %10.0f %8s\n", "baseline: OpenCV imdecode, full image", f.imdecode, f.imdecode > 0 ? "1.00" : "n/a");
+  row("libjpeg-turbo full decode (our decoder)", f.full);
+  row("train: crop decode + RRC224 + flip (pillow, default)", f.train);
+  row("train: the same, --resize-kernel opencv (area)", f.train_opencv);
+  row("train: the same, pillow --no-antialias (bilinear)", f.train_linear);
+  row("eval: resize 256 + centre crop 224 (pillow)", f.eval);
+  row("eval: the same, --resize-kernel opencv", f.eval_opencv);
+}
+
+void WriteJson(const Options& o, const Figures& f) {
+  std::ofstream out(o.json);
+  out << "{\"images\": " << o.count << ", \"quality\": " << o.quality << ", \"chroma\": \""
+      << (o.subsample ? "420" : "444") << "\", \"mean_kb\": " << f.bytes / o.count / 1024
+      << ", \"imdecode_img_s\": " << f.imdecode << ", \"libjpeg_full_img_s\": " << f.full
+      << ", \"train_img_s\": " << f.train << ", \"train_opencv_img_s\": " << f.train_opencv
+      << ", \"train_bilinear_img_s\": " << f.train_linear << ", \"eval_img_s\": " << f.eval
+      << ", \"eval_opencv_img_s\": " << f.eval_opencv << ", \"train_ratio\": " << f.train / f.baseline()
+      << ", \"eval_ratio\": " << f.eval / f.baseline() << "}\n";
+}
+
+int Main(int argc, char** argv) {
+  Options o;
+  FlagSet flags("pipeline_bench [flags]", "worker::Worker pipeline images/s per core against decode-only, same run.");
+  flags.AddUint("images", &o.count, "distinct synthetic images");
+  flags.AddDouble("seconds", &o.seconds, "timed seconds per measurement");
+  flags.AddUint32("batch", &o.batch, "batch the pipeline writes into");
+  flags.AddUint32("quality", &o.quality, "JPEG quality");
+  flags.AddBool("420", &o.subsample, "4:2:0 chroma instead of 4:4:4");
+  flags.AddString("json", &o.json, "write the figures here");
+  flags.AddString("dump-dir", &o.dump_dir, "also write the images here (for a baseline measured by another program)");
+  if (auto exit_code = flags.ParseOrExitCode(argc, argv)) return *exit_code;
+  cv::setNumThreads(0);
+  Figures f;
+  const std::vector<std::string> images = MakeImages(o, &f.bytes);
+  std::printf("images: %llu synthetic JPEGs, quality %u, %s, mean %.1f KB\n", static_cast<unsigned long long>(o.count),
+              o.quality, o.subsample ? "4:2:0" : "4:4:4", f.bytes / o.count / 1024);
+  std::tie(f.imdecode, f.full) = DecodeOnlyRates(images, o.seconds);
+  // The default kernel (Pillow's bilinear, exact) and the one jobs got before it (OpenCV area), same images.
+  const PipelineSpec train, train_opencv{.resize_kernel = ResizeKernel::kOpenCv}, linear{.antialias = false};
+  const PipelineSpec eval{.mode = PipelineMode::kEval};
+  const PipelineSpec eval_opencv{.mode = PipelineMode::kEval, .resize_kernel = ResizeKernel::kOpenCv};
+  f.train = PipelineRate(images, o.seconds, o.batch, train);
+  f.train_opencv = PipelineRate(images, o.seconds, o.batch, train_opencv);
+  f.train_linear = PipelineRate(images, o.seconds, o.batch, linear);
+  f.eval = PipelineRate(images, o.seconds, o.batch, eval);
+  f.eval_opencv = PipelineRate(images, o.seconds, o.batch, eval_opencv);
+  Print(f);
+  if (!o.json.empty()) WriteJson(o, f);
   return 0;
 }
 

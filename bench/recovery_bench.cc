@@ -16,10 +16,8 @@
 #include "bench/consume_rate.h"
 #include "tools/dataset_index.h"
 #include "base/flags.h"
-#include "dataset/manifest.h"
 #include "stoker/client.h"
 #include "tools/local_cluster.h"
-#include "datagen/synthetic_dataset.h"
 
 namespace stoker {
 namespace {
@@ -38,11 +36,7 @@ struct RunResult {
 // Consumes `batches` batches of `spec`; if kill_after > 0, kill -9 worker 0 after that many and start a new one.
 RunResult Run(tools::LocalCluster& cluster, const JobSpec& spec, uint64_t batches, uint64_t kill_after, uint32_t prefetch) {
   RunResult r;
-  ClientOptions options;
-  options.coordinator = cluster.coordinator_endpoint();
-  cluster.Secure(options);
-  options.job = spec.name;
-  options.spec = spec;
+  ClientOptions options = bench::ClientOf(cluster, spec);
   options.prefetch = prefetch;
   auto client = Client::Connect(options);
   if (!client.ok()) {
@@ -100,80 +94,83 @@ RunResult Run(tools::LocalCluster& cluster, const JobSpec& spec, uint64_t batche
   return r;
 }
 
-int Main(int argc, char** argv) {
+struct Options {
   uint32_t workers = 8, batch = 64;
   uint64_t images = 2000;
   double seconds = 120;
   std::string dir = "/tmp/stoker-recovery", json;
-  FlagSet flags("recovery_bench [flags]", "Recovery time and epoch-time cost of one worker kill, same run.");
-  flags.AddUint32("workers", &workers, "single-thread worker processes");
-  flags.AddUint32("batch-size", &batch, "samples per batch");
-  flags.AddUint("images", &images, "images in the generated dataset");
-  flags.AddDouble("seconds", &seconds, "length of the clean run (the 'epoch')");
-  flags.AddString("dir", &dir, "working directory");
-  flags.AddString("json", &json, "write the figures here");
-  if (auto exit_code = flags.ParseOrExitCode(argc, argv)) return *exit_code;
+};
+
+// A clean run and a run with one kill, each of as many batches as `seconds` takes on this machine.
+struct Outcome {
+  uint64_t batches = 0;
+  RunResult clean, faulty;
+  double cost() const { return clean.seconds > 0 ? faulty.seconds / clean.seconds - 1 : 0; }
+  double local_cost() const { return faulty.local_extra_seconds / clean.seconds; }
+};
+
+StatusOr<Outcome> Measure(const Options& o) {
   PosixEnv env;
-  std::string manifest = dir + "/recovery.stoker";
-  if (auto m = Manifest::Open(env, manifest); !m.ok() || (*m)->num_samples() != images) {
-    datagen::GenerateOptions gen;
-    gen.images = images;
-    Status s = datagen::GenerateTarDataset(env, dir + "/shards", gen);
-    if (s.ok()) s = tools::IndexDataset(env, dir + "/shards", manifest, tools::IndexOptions{}).status();
-    if (!s.ok()) {
-      std::fprintf(stderr, "%s\n", s.ToString().c_str());
-      return 1;
-    }
-  }
-  std::string run_dir = dir + "/run";
-  std::string mkdir = "rm -rf " + run_dir + " && mkdir -p " + run_dir;
-  if (std::system(mkdir.c_str()) != 0) return 1;
-  tools::LocalCluster cluster({run_dir, "", true, {"--log-level", "warning"}});
-  Status s = cluster.StartCoordinator();
-  for (uint32_t i = 0; i < workers && s.ok(); ++i) s = cluster.StartWorker(1, {"--log-level", "warning"}).status();
-  if (!s.ok()) {
-    std::fprintf(stderr, "%s\n", s.ToString().c_str());
-    return 1;
-  }
-  JobSpec spec;
-  spec.manifest_path = manifest;
-  spec.batch_size = batch;
-  spec.epochs = 100000;
-  uint32_t prefetch = std::max<uint32_t>(16, 3 * workers);
+  STOKER_ASSIGN_OR_RETURN(std::string manifest, tools::GeneratedDataset(env, o.dir, "recovery", o.images, 256));
+  const std::string run_dir = o.dir + "/run";
+  STOKER_RETURN_IF_ERROR(bench::FreshDirectory(run_dir));
+  STOKER_ASSIGN_OR_RETURN(auto cluster, bench::StartCluster(run_dir, o.workers, 1));
+  JobSpec spec{.manifest_path = manifest, .batch_size = o.batch, .epochs = 100000};
+  uint32_t prefetch = std::max<uint32_t>(16, 3 * o.workers);
   // Calibrate: how many batches make a `seconds`-long run on this machine.
   spec.name = "calibrate";
-  auto rate = bench::ConsumeFor(cluster, spec, prefetch, 2, 2.0, 8.0);
-  if (!rate.ok()) {
-    std::fprintf(stderr, "%s\n", rate.status().ToString().c_str());
-    return 1;
-  }
-  uint64_t batches = static_cast<uint64_t>(rate->batches_per_second * seconds);
-  std::printf("%u single-thread workers, batch %u: %.0f img/s; each run consumes %llu batches\n", workers, batch,
-              rate->images_per_second, static_cast<unsigned long long>(batches));
+  STOKER_ASSIGN_OR_RETURN(bench::Rate rate, bench::ConsumeFor(*cluster, spec, prefetch, 2, 2.0, 8.0));
+  Outcome out;
+  out.batches = static_cast<uint64_t>(rate.batches_per_second * o.seconds);
+  std::printf("%u single-thread workers, batch %u: %.0f img/s; each run consumes %llu batches\n", o.workers, o.batch,
+              rate.images_per_second, static_cast<unsigned long long>(out.batches));
   spec.name = "clean";
-  RunResult clean = Run(cluster, spec, batches, 0, prefetch);
+  out.clean = Run(*cluster, spec, out.batches, 0, prefetch);
   spec.name = "one-kill";
-  RunResult faulty = Run(cluster, spec, batches, batches / 3, prefetch);
-  double cost = clean.seconds > 0 ? faulty.seconds / clean.seconds - 1 : 0;
+  out.faulty = Run(*cluster, spec, out.batches, out.batches / 3, prefetch);
+  return out;
+}
+
+void Print(const Outcome& out) {
   std::printf("clean run: %.1f s; with one kill -9 (and a replacement started at once): %.1f s; cost %+.1f%%\n",
-              clean.seconds, faulty.seconds, 100 * cost);
+              out.clean.seconds, out.faulty.seconds, 100 * out.cost());
   std::printf("after the kill, the longest wait for a batch was %.2f s (median gap before it: %.0f ms); batches "
               "flowed again %.2f s after the kill\n",
-              faulty.longest_gap, 1000 * faulty.median_gap_before, faulty.recovery_seconds);
-  double local_cost = faulty.local_extra_seconds / clean.seconds;
+              out.faulty.longest_gap, 1000 * out.faulty.median_gap_before, out.faulty.recovery_seconds);
   std::printf("same-run estimate: the batches after the kill took %.2f s longer than as many just before it: "
               "%+.1f%% of a %.0f s epoch\n",
-              faulty.local_extra_seconds, 100 * local_cost, clean.seconds);
-  if (!json.empty()) {
-    std::ofstream(json) << "{\"workers\": " << workers << ", \"batch_size\": " << batch << ", \"batches\": " << batches
-                        << ", \"clean_seconds\": " << clean.seconds << ", \"one_kill_seconds\": " << faulty.seconds
-                        << ", \"cost_fraction\": " << cost << ", \"local_extra_seconds\": " << faulty.local_extra_seconds
-                        << ", \"local_cost_fraction\": " << faulty.local_extra_seconds / clean.seconds
-                        << ", \"recovery_seconds\": " << faulty.recovery_seconds
-                        << ", \"longest_gap_seconds\": " << faulty.longest_gap << ", \"median_gap_before_seconds\": "
-                        << faulty.median_gap_before << "}\n";
+              out.faulty.local_extra_seconds, 100 * out.local_cost(), out.clean.seconds);
+}
+
+void WriteJson(const Options& o, const Outcome& out) {
+  std::ofstream(o.json) << "{\"workers\": " << o.workers << ", \"batch_size\": " << o.batch
+                        << ", \"batches\": " << out.batches << ", \"clean_seconds\": " << out.clean.seconds
+                        << ", \"one_kill_seconds\": " << out.faulty.seconds << ", \"cost_fraction\": " << out.cost()
+                        << ", \"local_extra_seconds\": " << out.faulty.local_extra_seconds
+                        << ", \"local_cost_fraction\": " << out.local_cost()
+                        << ", \"recovery_seconds\": " << out.faulty.recovery_seconds
+                        << ", \"longest_gap_seconds\": " << out.faulty.longest_gap
+                        << ", \"median_gap_before_seconds\": " << out.faulty.median_gap_before << "}\n";
+}
+
+int Main(int argc, char** argv) {
+  Options o;
+  FlagSet flags("recovery_bench [flags]", "Recovery time and epoch-time cost of one worker kill, same run.");
+  flags.AddUint32("workers", &o.workers, "single-thread worker processes");
+  flags.AddUint32("batch-size", &o.batch, "samples per batch");
+  flags.AddUint("images", &o.images, "images in the generated dataset");
+  flags.AddDouble("seconds", &o.seconds, "length of the clean run (the 'epoch')");
+  flags.AddString("dir", &o.dir, "working directory");
+  bench::AddJsonFlag(flags, &o.json);
+  if (auto exit_code = flags.ParseOrExitCode(argc, argv)) return *exit_code;
+  auto out = Measure(o);
+  if (!out.ok()) {
+    std::fprintf(stderr, "%s\n", out.status().ToString().c_str());
+    return 1;
   }
-  return clean.ok && faulty.ok ? 0 : 1;
+  Print(*out);
+  if (!o.json.empty()) WriteJson(o, *out);
+  return out->clean.ok && out->faulty.ok ? 0 : 1;
 }
 
 }  // namespace

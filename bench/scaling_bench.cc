@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -90,83 +91,87 @@ double StandalonePipelineRate(const std::vector<std::vector<uint8_t>>& images, u
   return total;
 }
 
-int Main(int argc, char** argv) {
+struct Options {
   std::string worker_list = "1,2,4,8,15", json, manifest, dir = "/tmp/stoker-scaling";
   uint64_t images = 2000;
   uint32_t batch = 64;
   double seconds = 10;
+};
+
+// One worker count's figures.
+struct Row {
+  uint32_t workers = 0;
+  double images_per_second = 0, efficiency = 0, standalone = 0, vs_standalone = 0, wait_fraction = 0;
+};
+
+// stoker with `n` single-thread workers, right after the same pipeline in n bare processes on the same images.
+// `one`: stoker's rate per worker with the first count (0 while measuring it).
+StatusOr<Row> MeasureCount(const Options& o, const std::string& manifest,
+                           const std::vector<std::vector<uint8_t>>& samples, uint32_t n, double one) {
+  Row row;
+  row.workers = n;
+  row.standalone = StandalonePipelineRate(samples, n, o.seconds / 2, /*full_decode_only=*/false);
+  const std::string run_dir = o.dir + "/run-" + std::to_string(n);
+  std::filesystem::create_directories(run_dir);
+  STOKER_ASSIGN_OR_RETURN(auto cluster, bench::StartCluster(run_dir, n, 1));
+  JobSpec spec{.name = "scaling-" + std::to_string(n), .manifest_path = manifest, .batch_size = o.batch, .epochs = 1000};
+  auto rate = bench::ConsumeFor(*cluster, spec, /*prefetch=*/std::max<uint32_t>(16, 3 * n), /*credits=*/2, 2.0,
+                                o.seconds);
+  if (!rate.ok()) return rate.status().WithContext(std::to_string(n) + " workers");
+  row.images_per_second = rate->images_per_second;
+  row.efficiency = rate->images_per_second / (n * (one > 0 ? one : rate->images_per_second / n));
+  row.vs_standalone = rate->images_per_second / row.standalone;
+  row.wait_fraction = rate->wait_fraction;
+  return row;
+}
+
+std::string JsonRows(const std::vector<Row>& rows) {
+  std::ostringstream j;
+  for (const Row& r : rows) {
+    j << (j.tellp() > 0 ? ", " : "") << "{\"workers\": " << r.workers << ", \"images_per_second\": "
+      << r.images_per_second << ", \"efficiency_vs_n_times_one\": " << r.efficiency
+      << ", \"standalone_pipeline_img_s\": " << r.standalone << ", \"ratio_to_standalone\": " << r.vs_standalone
+      << ", \"consumer_wait_fraction\": " << r.wait_fraction << "}";
+  }
+  return j.str();
+}
+
+int Main(int argc, char** argv) {
+  Options o;
   FlagSet flags("scaling_bench [flags]", "Images/s by number of single-thread worker processes, same run.");
-  flags.AddString("workers", &worker_list, "comma-separated worker counts");
-  flags.AddUint("images", &images, "images in the generated dataset");
-  flags.AddString("manifest", &manifest, "use this dataset instead of generating one");
-  flags.AddString("dir", &dir, "working directory (dataset, logs)");
-  flags.AddUint32("batch-size", &batch, "samples per batch");
-  flags.AddDouble("seconds", &seconds, "timed seconds per worker count");
-  flags.AddString("json", &json, "write the figures here");
+  flags.AddString("workers", &o.worker_list, "comma-separated worker counts");
+  flags.AddUint("images", &o.images, "images in the generated dataset");
+  flags.AddString("manifest", &o.manifest, "use this dataset instead of generating one");
+  flags.AddString("dir", &o.dir, "working directory (dataset, logs)");
+  flags.AddUint32("batch-size", &o.batch, "samples per batch");
+  flags.AddDouble("seconds", &o.seconds, "timed seconds per worker count");
+  bench::AddJsonFlag(flags, &o.json);
   if (auto exit_code = flags.ParseOrExitCode(argc, argv)) return *exit_code;
   PosixEnv env;
-  if (manifest.empty()) {
-    manifest = dir + "/scaling.stoker";
-    auto existing = Manifest::Open(env, manifest);
-    if (!existing.ok() || (*existing)->num_samples() != images) {
-      datagen::GenerateOptions gen;
-      gen.images = images;
-      Status s = datagen::GenerateTarDataset(env, dir + "/shards", gen);
-      if (s.ok()) s = tools::IndexDataset(env, dir + "/shards", manifest, tools::IndexOptions{}).status();
-      if (!s.ok()) {
-        std::fprintf(stderr, "%s\n", s.ToString().c_str());
-        return 1;
-      }
-    }
+  if (o.manifest.empty()) {
+    auto generated = tools::GeneratedDataset(env, o.dir, "scaling", o.images, 256);
+    bench::DieUnlessOk(generated.status(), "dataset");
+    o.manifest = *generated;
   }
-  std::vector<std::vector<uint8_t>> samples = LoadImages(manifest, 200);
+  std::vector<std::vector<uint8_t>> samples = LoadImages(o.manifest, 200);
   double decode_only = StandalonePipelineRate(samples, 1, 3, /*full_decode_only=*/true);
   std::printf("decode-only (libjpeg-turbo full decode), one process: %.0f img/s\n", decode_only);
   std::printf("%8s %12s %12s %16s %14s %12s\n", "workers", "stoker", "per worker", "vs N x 1 worker",
               "standalone", "vs standalone");
-  std::vector<uint32_t> counts;
-  std::stringstream list(worker_list);
-  for (std::string item; std::getline(list, item, ',');) counts.push_back(static_cast<uint32_t>(std::stoul(item)));
-  double one = 0;
-  std::ostringstream rows;
-  for (uint32_t n : counts) {
-    // The same pipeline in n bare processes, right before stoker's n workers, on the same images.
-    double standalone = StandalonePipelineRate(samples, n, seconds / 2, /*full_decode_only=*/false);
-    std::string run_dir = dir + "/run-" + std::to_string(n);
-    std::string mkdir = "mkdir -p " + run_dir;
-    if (std::system(mkdir.c_str()) != 0) return 1;
-    tools::LocalCluster cluster({run_dir, "", true, {"--log-level", "warning"}});
-    Status s = cluster.StartCoordinator();
-    for (uint32_t i = 0; i < n && s.ok(); ++i) s = cluster.StartWorker(1, {"--log-level", "warning"}).status();
-    if (!s.ok()) {
-      std::fprintf(stderr, "%s\n", s.ToString().c_str());
-      return 1;
-    }
-    JobSpec spec;
-    spec.name = "scaling-" + std::to_string(n);
-    spec.manifest_path = manifest;
-    spec.batch_size = batch;
-    spec.epochs = 1000;
-    auto rate = bench::ConsumeFor(cluster, spec, /*prefetch=*/std::max<uint32_t>(16, 3 * n),
-                                  /*credits=*/2, 2.0, seconds);
-    if (!rate.ok()) {
-      std::fprintf(stderr, "%u workers: %s\n", n, rate.status().ToString().c_str());
-      return 1;
-    }
-    if (n == counts.front()) one = rate->images_per_second / n;
-    double efficiency = rate->images_per_second / (n * one);
-    double vs_standalone = rate->images_per_second / standalone;
-    std::printf("%8u %12.0f %12.0f %15.0f%% %14.0f %11.0f%%\n", n, rate->images_per_second,
-                rate->images_per_second / n, 100 * efficiency, standalone, 100 * vs_standalone);
+  std::vector<Row> rows;
+  std::stringstream list(o.worker_list);
+  for (std::string item; std::getline(list, item, ',');) {
+    const uint32_t n = static_cast<uint32_t>(std::stoul(item));
+    auto row = MeasureCount(o, o.manifest, samples, n, rows.empty() ? 0 : rows[0].images_per_second / rows[0].workers);
+    bench::DieUnlessOk(row.status(), "measuring");
+    rows.push_back(*row);
+    std::printf("%8u %12.0f %12.0f %15.0f%% %14.0f %11.0f%%\n", n, row->images_per_second,
+                row->images_per_second / n, 100 * row->efficiency, row->standalone, 100 * row->vs_standalone);
     std::fflush(stdout);
-    rows << (rows.tellp() > 0 ? ", " : "") << "{\"workers\": " << n << ", \"images_per_second\": "
-         << rate->images_per_second << ", \"efficiency_vs_n_times_one\": " << efficiency
-         << ", \"standalone_pipeline_img_s\": " << standalone << ", \"ratio_to_standalone\": " << vs_standalone
-         << ", \"consumer_wait_fraction\": " << rate->wait_fraction << "}";
   }
-  if (!json.empty()) {
-    std::ofstream(json) << "{\"decode_only_img_s_one_core\": " << decode_only << ", \"batch_size\": " << batch
-                        << ", \"runs\": [" << rows.str() << "]}\n";
+  if (!o.json.empty()) {
+    std::ofstream(o.json) << "{\"decode_only_img_s_one_core\": " << decode_only << ", \"batch_size\": " << o.batch
+                          << ", \"runs\": [" << JsonRows(rows) << "]}\n";
   }
   return 0;
 }

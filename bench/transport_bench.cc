@@ -17,8 +17,8 @@
 #include <thread>
 #include <zmq.hpp>
 
+#include "base/env.h"
 #include "base/flags.h"
-#include "dataset/manifest.h"
 #include "stoker/client.h"
 #include "tools/subprocess.h"
 #include "bench/consume_rate.h"
@@ -86,33 +86,23 @@ Rate MeasureRaw(size_t bytes, double seconds) {
   return r;
 }
 
-Rate MeasureStoker(const std::string& dir, uint32_t batch, double seconds, uint32_t workers, uint32_t threads,
-                   uint32_t prefetch, uint32_t credits, bench::DataSecurity security) {
-  // A manifest of samples that are never read (the workers skip decoding).
-  PosixEnv env;
+struct Options {
+  uint32_t batch = 64, workers = 1, threads = 2, prefetch = 16, credits = 4;
+  double seconds = 8;
+  std::string raw_sender, json;
+  uint64_t bytes = 0;
+};
+
+// One stoker configuration: a skip-decode cluster in `dir` secured as `security` says, the client in this process.
+Rate MeasureStoker(const std::string& dir, const Options& o, bench::DataSecurity security) {
+  PosixEnv env;  // the workers never read a sample of the manifest
   if (!env.CreateDirectories(dir).ok()) return {};
-  ManifestWriter writer(dir, SourceKind::kTarShards);
-  uint32_t shard = writer.AddShard("never-read.tar", uint64_t{1} << 40, 0);
-  for (uint32_t i = 0; i < 100000; ++i) writer.AddSample(shard, 512ull * i, 1, i % 1000, ImageFormat::kJpeg, "s");
-  std::string manifest = dir + "/transport.stoker";
-  if (!writer.Write(env, manifest, "transport_bench").ok()) return {};
-  tools::LocalClusterOptions options{dir, "", true, {"--log-level", "warning"}};
-  bench::ApplyDataSecurity(security, options);
-  tools::LocalCluster cluster(options);
-  Status started = cluster.StartCoordinator();
-  for (uint32_t i = 0; i < workers && started.ok(); ++i) {
-    started = cluster.StartWorker(threads, {"--bench-skip-decode", "--log-level", "warning"}).status();
-  }
-  if (!started.ok()) {
-    std::fprintf(stderr, "%s\n", started.ToString().c_str());
-    return {};
-  }
-  JobSpec spec;
-  spec.name = "transport";
-  spec.manifest_path = manifest;
-  spec.batch_size = batch;
-  spec.epochs = 1000;
-  auto rate = bench::ConsumeFor(cluster, spec, prefetch, credits, 1.0, seconds);
+  auto rate = [&]() -> StatusOr<bench::Rate> {
+    STOKER_ASSIGN_OR_RETURN(std::string manifest, bench::WriteNeverReadManifest(dir, 100000, "transport"));
+    STOKER_ASSIGN_OR_RETURN(auto cluster, bench::StartSkipDecodeCluster(dir, o.workers, o.threads, security));
+    JobSpec spec{.name = "transport", .manifest_path = manifest, .batch_size = o.batch, .epochs = 1000};
+    return bench::ConsumeFor(*cluster, spec, o.prefetch, o.credits, 1.0, o.seconds);
+  }();
   if (!rate.ok()) {
     std::fprintf(stderr, "%s\n", rate.status().ToString().c_str());
     return {};
@@ -120,63 +110,72 @@ Rate MeasureStoker(const std::string& dir, uint32_t batch, double seconds, uint3
   return Rate{rate->bytes_per_second, rate->batches_per_second};
 }
 
+// The figures of one run, against the raw baseline and against each other.
+struct Figures {
+  size_t batch_bytes = 0;
+  Rate raw, curve, tickets, insecure;
+  static double Over(const Rate& a, const Rate& b) {
+    return b.bytes_per_second > 0 ? a.bytes_per_second / b.bytes_per_second : 0;
+  }
+};
+
+void Print(const Options& o, const Figures& f) {
+  std::printf("message: one batch of %u x 224x224x3 = %.1f MB\n", o.batch, f.batch_bytes / 1e6);
+  std::printf("%-46s %10s %10s %8s\n", "loopback, one receiver", "GB/s", "msgs/s", "ratio");
+  std::printf("%-46s %10.2f %10.1f %8s\n", "baseline: raw ZeroMQ PUSH->PULL, zero-copy send",
+              f.raw.bytes_per_second / 1e9, f.raw.messages_per_second, "1.00");
+  const std::pair<const char*, const Rate*> rows[] = {{"stoker: worker -> client, CURVE (the default)", &f.curve},
+                                                       {"stoker: worker -> client, --plain-data", &f.tickets},
+                                                       {"stoker: worker -> client, --insecure", &f.insecure}};
+  for (const auto& [name, rate] : rows) {
+    std::printf("%-46s %10.2f %10.1f %8.2f\n", name, rate->bytes_per_second / 1e9, rate->messages_per_second,
+                Figures::Over(*rate, f.raw));
+  }
+  std::printf("CURVE / insecure: %.2f, --plain-data / insecure: %.2f\n", Figures::Over(f.curve, f.insecure),
+              Figures::Over(f.tickets, f.insecure));
+  std::printf("(stoker images/s at that rate: %.0f)\n", f.curve.messages_per_second * o.batch);
+}
+
+void WriteJson(const Options& o, const Figures& f) {
+  std::ofstream(o.json) << "{\"batch_size\": " << o.batch << ", \"message_bytes\": " << f.batch_bytes
+                        << ", \"raw_gbps\": " << f.raw.bytes_per_second / 1e9
+                        << ", \"stoker_gbps\": " << f.curve.bytes_per_second / 1e9
+                        << ", \"ratio\": " << Figures::Over(f.curve, f.raw)
+                        << ", \"insecure_gbps\": " << f.insecure.bytes_per_second / 1e9
+                        << ", \"insecure_ratio\": " << Figures::Over(f.insecure, f.raw)
+                        << ", \"curve_over_insecure\": " << Figures::Over(f.curve, f.insecure)
+                        << ", \"plain_data_gbps\": " << f.tickets.bytes_per_second / 1e9
+                        << ", \"plain_data_ratio\": " << Figures::Over(f.tickets, f.raw)
+                        << ", \"stoker_images_per_second\": " << f.curve.messages_per_second * o.batch
+                        << ", \"workers\": " << o.workers << ", \"worker_threads\": " << o.threads << "}\n";
+}
+
 int Main(int argc, char** argv) {
-  uint32_t batch = 64, workers = 1, threads = 2, prefetch = 16, credits = 4;
-  double seconds = 8;
-  std::string raw_sender, json;
-  uint64_t bytes = 0;
+  Options o;
   FlagSet flags("transport_bench [flags]",
                 "Worker -> client throughput on loopback vs raw ZeroMQ messages of the same size, same run.");
-  flags.AddUint32("batch-size", &batch, "samples per batch (224x224x3 bytes each)");
-  flags.AddDouble("seconds", &seconds, "timed seconds per measurement");
-  flags.AddUint32("workers", &workers, "worker processes on the stoker path");
-  flags.AddUint32("worker-threads", &threads, "threads per worker (they only fill buffers)");
-  flags.AddUint32("prefetch", &prefetch, "client window");
-  flags.AddUint32("credits", &credits, "client credits per worker");
-  flags.AddString("json", &json, "write the figures here");
-  flags.AddString("raw-sender", &raw_sender, "(internal) run as the baseline's sender, pushing to this endpoint");
-  flags.AddUint("bytes", &bytes, "(internal) the baseline sender's payload size");
+  flags.AddUint32("batch-size", &o.batch, "samples per batch (224x224x3 bytes each)");
+  flags.AddDouble("seconds", &o.seconds, "timed seconds per measurement");
+  flags.AddUint32("workers", &o.workers, "worker processes on the stoker path");
+  flags.AddUint32("worker-threads", &o.threads, "threads per worker (they only fill buffers)");
+  flags.AddUint32("prefetch", &o.prefetch, "client window");
+  flags.AddUint32("credits", &o.credits, "client credits per worker");
+  bench::AddJsonFlag(flags, &o.json);
+  flags.AddString("raw-sender", &o.raw_sender, "(internal) run as the baseline's sender, pushing to this endpoint");
+  flags.AddUint("bytes", &o.bytes, "(internal) the baseline sender's payload size");
   if (auto exit_code = flags.ParseOrExitCode(argc, argv)) return *exit_code;
-  if (!raw_sender.empty()) return RawSender(raw_sender, bytes);
+  if (!o.raw_sender.empty()) return RawSender(o.raw_sender, o.bytes);
 
-  const size_t batch_bytes = size_t{batch} * 224 * 224 * 3;
   bench::ScratchDir scratch("transport");
   const std::string& dir = scratch.path();
-  Rate raw = MeasureRaw(batch_bytes, seconds);
-  Rate ours = MeasureStoker(dir + "/curve", batch, seconds, workers, threads, prefetch, credits,
-                            bench::DataSecurity::kCurve);
-  Rate tickets = MeasureStoker(dir + "/tickets", batch, seconds, workers, threads, prefetch, credits,
-                               bench::DataSecurity::kPlainData);
-  Rate plain = MeasureStoker(dir + "/plain", batch, seconds, workers, threads, prefetch, credits,
-                             bench::DataSecurity::kInsecure);
-  auto over = [](const Rate& a, const Rate& b) { return b.bytes_per_second > 0 ? a.bytes_per_second / b.bytes_per_second : 0; };
-  double ratio = over(ours, raw);
-  double tickets_ratio = over(tickets, raw);
-  double plain_ratio = over(plain, raw);
-  double curve_cost = over(ours, plain);
-  std::printf("message: one batch of %u x 224x224x3 = %.1f MB\n", batch, batch_bytes / 1e6);
-  std::printf("%-46s %10s %10s %8s\n", "loopback, one receiver", "GB/s", "msgs/s", "ratio");
-  std::printf("%-46s %10.2f %10.1f %8s\n", "baseline: raw ZeroMQ PUSH->PULL, zero-copy send", raw.bytes_per_second / 1e9,
-              raw.messages_per_second, "1.00");
-  std::printf("%-46s %10.2f %10.1f %8.2f\n", "stoker: worker -> client, CURVE (the default)",
-              ours.bytes_per_second / 1e9, ours.messages_per_second, ratio);
-  std::printf("%-46s %10.2f %10.1f %8.2f\n", "stoker: worker -> client, --plain-data",
-              tickets.bytes_per_second / 1e9, tickets.messages_per_second, tickets_ratio);
-  std::printf("%-46s %10.2f %10.1f %8.2f\n", "stoker: worker -> client, --insecure", plain.bytes_per_second / 1e9,
-              plain.messages_per_second, plain_ratio);
-  std::printf("CURVE / insecure: %.2f, --plain-data / insecure: %.2f\n", curve_cost, over(tickets, plain));
-  std::printf("(stoker images/s at that rate: %.0f)\n", ours.messages_per_second * batch);
-  if (!json.empty()) {
-    std::ofstream(json) << "{\"batch_size\": " << batch << ", \"message_bytes\": " << batch_bytes
-                        << ", \"raw_gbps\": " << raw.bytes_per_second / 1e9
-                        << ", \"stoker_gbps\": " << ours.bytes_per_second / 1e9 << ", \"ratio\": " << ratio
-                        << ", \"insecure_gbps\": " << plain.bytes_per_second / 1e9
-                        << ", \"insecure_ratio\": " << plain_ratio << ", \"curve_over_insecure\": " << curve_cost
-                        << ", \"plain_data_gbps\": " << tickets.bytes_per_second / 1e9
-                        << ", \"plain_data_ratio\": " << tickets_ratio
-                        << ", \"stoker_images_per_second\": " << ours.messages_per_second * batch
-                        << ", \"workers\": " << workers << ", \"worker_threads\": " << threads << "}\n";
-  }
+  Figures f;
+  f.batch_bytes = size_t{o.batch} * 224 * 224 * 3;
+  f.raw = MeasureRaw(f.batch_bytes, o.seconds);
+  f.curve = MeasureStoker(dir + "/curve", o, bench::DataSecurity::kCurve);
+  f.tickets = MeasureStoker(dir + "/tickets", o, bench::DataSecurity::kPlainData);
+  f.insecure = MeasureStoker(dir + "/plain", o, bench::DataSecurity::kInsecure);
+  Print(o, f);
+  if (!o.json.empty()) WriteJson(o, f);
   return 0;
 }
 

@@ -431,6 +431,40 @@ class HalfProbe : public StallProbe {
   std::atomic<int> calls{0};
 };
 
+// Every series a client on GPU 1 (its UUID `uuid`) serves after two batches, one wait of which was judged stalled.
+void ExpectStarvationSeries(const std::string& text, const std::string& uuid) {
+  const bool fake = uuid == "GPU-0fa4e000-0000-4000-8000-000000000001";
+  const std::string labels = R"({pipeline="client-test",rank="0",gpu="1",gpu_uuid=")" + uuid + R"("})";
+  for (const std::string& series :
+       {"stoker_client_batches_total" + labels + " 2", "stoker_client_input_stall_seconds_total" + labels,
+        "stoker_client_step_seconds_count" + labels + " 1", "stoker_client_input_wait_seconds_count" + labels + " 1",
+        "stoker_client_prefetch_capacity_batches" + labels + " 2", "stoker_client_h2d_bytes_total" + labels + " 0",
+        R"(stoker_client_dropped_batches_total{pipeline="client-test",rank="0",gpu="1",gpu_uuid=")" + uuid +
+            R"(",reason="duplicate"} 0)",
+        fake ? std::string(R"(stoker_gpu_utilization_ratio{gpu="1",gpu_uuid=")") + uuid + R"("} 0.62)"
+             : std::string("stoker_gpu_utilization_ratio{gpu=\"1\""),
+        std::string(R"(stoker_build_info{component="client")"), std::string("process_cpu_seconds_total")}) {
+    EXPECT_NE(text.find(series), std::string::npos) << series << "\n" << text;
+  }
+}
+
+// Polls /readyz at `address` until it answers 503 for want of the coordinator, for at most `timeout`.
+void ExpectNotReadyWithin(const std::string& address, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  int status = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto r = HttpGet(address, "/readyz");
+    ASSERT_TRUE(r.ok());
+    status = r->status;
+    if (status == 503) {
+      EXPECT_NE(r->body.find("no reply from the coordinator"), std::string::npos) << r->body;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // polling a condition, with a deadline
+  }
+  EXPECT_EQ(status, 503);
+}
+
 // One test owns the process's metrics endpoint (ClientProcess is per process, and gtest runs tests in one).
 TEST_F(ClientTest, ServesStarvationMetricsPerGpuAndHealth) {
   // Before the first NVML use in this process; $STOKER_TEST_FAKE_NVML where the tests run away from their build.
@@ -484,20 +518,7 @@ TEST_F(ClientTest, ServesStarvationMetricsPerGpuAndHealth) {
   ASSERT_EQ(metrics->status, 200);
   // The UUID comes from CUDA where it lists GPUs (a machine with two), else from the fake NVML.
   const std::string uuid = client::GpuUuidForOrdinal(1);
-  const bool fake = uuid == "GPU-0fa4e000-0000-4000-8000-000000000001";
-  const std::string labels = R"({pipeline="client-test",rank="0",gpu="1",gpu_uuid=")" + uuid + R"("})";
-  const std::string& text = metrics->body;
-  for (const std::string& series :
-       {"stoker_client_batches_total" + labels + " 2", "stoker_client_input_stall_seconds_total" + labels,
-        "stoker_client_step_seconds_count" + labels + " 1", "stoker_client_input_wait_seconds_count" + labels + " 1",
-        "stoker_client_prefetch_capacity_batches" + labels + " 2", "stoker_client_h2d_bytes_total" + labels + " 0",
-        R"(stoker_client_dropped_batches_total{pipeline="client-test",rank="0",gpu="1",gpu_uuid=")" + uuid +
-            R"(",reason="duplicate"} 0)",
-        fake ? std::string(R"(stoker_gpu_utilization_ratio{gpu="1",gpu_uuid=")") + uuid + R"("} 0.62)"
-             : std::string("stoker_gpu_utilization_ratio{gpu=\"1\""),
-        std::string(R"(stoker_build_info{component="client")"), std::string("process_cpu_seconds_total")}) {
-    EXPECT_NE(text.find(series), std::string::npos) << series << "\n" << text;
-  }
+  ExpectStarvationSeries(metrics->body, uuid);
   auto ready = HttpGet(address, "/readyz");
   ASSERT_TRUE(ready.ok());
   EXPECT_EQ(ready->status, 200) << ready->body;
@@ -509,19 +530,7 @@ TEST_F(ClientTest, ServesStarvationMetricsPerGpuAndHealth) {
   second->batch.Release();
   // The coordinator goes away: within a few heartbeats the client says it is not connected.
   StopCoordinator();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
-  int status = 0;
-  while (std::chrono::steady_clock::now() < deadline) {
-    auto r = HttpGet(address, "/readyz");
-    ASSERT_TRUE(r.ok());
-    status = r->status;
-    if (status == 503) {
-      EXPECT_NE(r->body.find("no reply from the coordinator"), std::string::npos) << r->body;
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // polling a condition, with a deadline
-  }
-  EXPECT_EQ(status, 503);
+  ExpectNotReadyWithin(address, std::chrono::seconds(15));
   client.reset();  // leaves the endpoint: no client, not ready, no client series
   auto gone = HttpGet(address, "/readyz");
   ASSERT_TRUE(gone.ok());

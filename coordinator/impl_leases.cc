@@ -183,10 +183,12 @@ void CoordinatorImpl::ServeParkedLocked(const std::string& job_name, JobRuntime&
   // The least-loaded worker first (fewest leased, unsent batches), then the oldest request; one that cannot be
   // served (its queue is full, or its budget is smaller than the next unit) must not block the ones behind it.
   std::vector<size_t> order(r.parked.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return UnsentLocked(r.parked[a].worker_id) < UnsentLocked(r.parked[b].worker_id);
-  });
+  std::vector<uint32_t> load(r.parked.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    order[i] = i;
+    load[i] = UnsentLocked(r.parked[i].worker_id);
+  }
+  std::stable_sort(order.begin(), order.end(), [&load](size_t a, size_t b) { return load[a] < load[b]; });
   std::vector<bool> answered(r.parked.size(), false);
   for (size_t i : order) {
     const ParkedRequest& p = r.parked[i];

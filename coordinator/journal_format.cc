@@ -5,11 +5,12 @@
 #include <capnp/serialize.h>
 
 #include <cstring>
+#include <tuple>
 
 #include "base/hash.h"
-#include "wire/frames.h"
 #include "stoker/schema/journal.capnp.h"
-#include "wire/job_spec_wire.h"
+#include "wire/fields.h"
+#include "wire/frames.h"
 
 namespace stoker::coordinator {
 namespace {
@@ -24,82 +25,39 @@ uint64_t PayloadSeed(uint32_t length, uint32_t check) { return (uint64_t{length}
 void PutU32(std::string& out, uint32_t v) { out.append(reinterpret_cast<const char*>(&v), 4); }
 void PutU64(std::string& out, uint64_t v) { out.append(reinterpret_cast<const char*>(&v), 8); }
 
-void UpdateToWire(const Update& update, wire::JournalRecord::Builder r) {
-  std::visit(
-      [&r](const auto& u) {
-        using T = std::decay_t<decltype(u)>;
-        if constexpr (std::is_same_v<T, JobCreated>) {
-          auto m = r.initJobCreated();
-          ToWire(u.spec, m.initSpec());
-          m.setNumSamples(u.num_samples);
-        } else if constexpr (std::is_same_v<T, RankSessionStarted>) {
-          auto m = r.initRankSession();
-          m.setJob(u.job);
-          m.setRank(u.rank);
-          m.setClientId(u.client_id);
-          m.setStartBatch(u.start_batch);
-          m.setWindow(u.window);
-          m.setHolder(u.holder);
-        } else if constexpr (std::is_same_v<T, RankProgress>) {
-          auto m = r.initRankProgress();
-          m.setJob(u.job);
-          m.setRank(u.rank);
-          m.setReceived(u.received);
-          m.setConsumed(u.consumed);
-        } else if constexpr (std::is_same_v<T, AttemptsReserved>) {
-          auto m = r.initAttemptsReserved();
-          m.setJob(u.job);
-          m.setRank(u.rank);
-          m.setUpTo(u.up_to);
-        } else if constexpr (std::is_same_v<T, WorkerJoined>) {
-          auto m = r.initWorkerJoined();
-          m.setWorkerId(u.worker_id);
-          m.setDataEndpoint(u.data_endpoint);
-          m.setThreads(u.threads);
-          m.setDataPublicKey(u.data_public_key);
-          m.setIdentity(u.identity);
-          m.setDataPlain(u.data_plain);
-        } else if constexpr (std::is_same_v<T, WorkerLeft>) {
-          r.setWorkerLeft(u.worker_id);
-        } else if constexpr (std::is_same_v<T, JobRemoved>) {
-          r.setJobRemoved(u.job);
-        }
-      },
-      update);
-}
+// What each update carries (wire/fields.h), in Update's order and the order the journal has always written it.
+// WorkerLeft and JobRemoved are a Text in the union itself.
+constexpr auto kUpdates = std::tuple(
+    fields::Member(fields::List<JobCreated>(STOKER_FIELD(spec, Spec), STOKER_FIELD(num_samples, NumSamples)),
+                   STOKER_CAPNP_ACCESSORS(JobCreated)),
+    fields::Member(fields::List<RankSessionStarted>(STOKER_FIELD(job, Job), STOKER_FIELD(rank, Rank),
+                                                    STOKER_FIELD(client_id, ClientId),
+                                                    STOKER_FIELD(start_batch, StartBatch),
+                                                    STOKER_FIELD(window, Window), STOKER_FIELD(holder, Holder)),
+                   STOKER_CAPNP_ACCESSORS(RankSession)),
+    fields::Member(fields::List<RankProgress>(STOKER_FIELD(job, Job), STOKER_FIELD(rank, Rank),
+                                              STOKER_FIELD(received, Received), STOKER_FIELD(consumed, Consumed)),
+                   STOKER_CAPNP_ACCESSORS(RankProgress)),
+    fields::Member(fields::List<AttemptsReserved>(STOKER_FIELD(job, Job), STOKER_FIELD(rank, Rank),
+                                                  STOKER_FIELD(up_to, UpTo)),
+                   STOKER_CAPNP_ACCESSORS(AttemptsReserved)),
+    fields::Member(fields::List<WorkerJoined>(STOKER_FIELD(worker_id, WorkerId),
+                                              STOKER_FIELD(data_endpoint, DataEndpoint),
+                                              STOKER_FIELD(threads, Threads),
+                                              STOKER_FIELD(data_public_key, DataPublicKey),
+                                              STOKER_FIELD(identity, Identity), STOKER_FIELD(data_plain, DataPlain)),
+                   STOKER_CAPNP_ACCESSORS(WorkerJoined)),
+    fields::Inline(fields::List<WorkerLeft>(STOKER_FIELD(worker_id, WorkerLeft)), STOKER_CAPNP_ACCESSORS(WorkerLeft)),
+    fields::Inline(fields::List<JobRemoved>(STOKER_FIELD(job, JobRemoved)), STOKER_CAPNP_ACCESSORS(JobRemoved)));
+
+void UpdateToWire(const Update& update, wire::JournalRecord::Builder r) { fields::PutVariant(update, r, kUpdates); }
 
 StatusOr<Update> UpdateFromWire(wire::JournalRecord::Reader r) {
-  switch (r.which()) {
-    case wire::JournalRecord::JOB_CREATED: {
-      auto spec = FromWire(r.getJobCreated().getSpec());
-      if (!spec.ok()) return spec.status();
-      return Update(JobCreated{*spec, r.getJobCreated().getNumSamples()});
-    }
-    case wire::JournalRecord::RANK_SESSION: {
-      auto m = r.getRankSession();
-      return Update(RankSessionStarted{m.getJob().cStr(), m.getRank(), m.getClientId().cStr(), m.getStartBatch(),
-                                       m.getWindow(), m.getHolder().cStr()});
-    }
-    case wire::JournalRecord::RANK_PROGRESS: {
-      auto m = r.getRankProgress();
-      return Update(RankProgress{m.getJob().cStr(), m.getRank(), m.getReceived(), m.getConsumed()});
-    }
-    case wire::JournalRecord::ATTEMPTS_RESERVED: {
-      auto m = r.getAttemptsReserved();
-      return Update(AttemptsReserved{m.getJob().cStr(), m.getRank(), m.getUpTo()});
-    }
-    case wire::JournalRecord::WORKER_JOINED: {
-      auto m = r.getWorkerJoined();
-      return Update(WorkerJoined{m.getWorkerId().cStr(), m.getDataEndpoint().cStr(), m.getThreads(),
-                                 m.getDataPublicKey().cStr(), m.getIdentity().cStr(), m.getDataPlain()});
-    }
-    case wire::JournalRecord::WORKER_LEFT:
-      return Update(WorkerLeft{r.getWorkerLeft().cStr()});
-    case wire::JournalRecord::JOB_REMOVED:
-      return Update(JobRemoved{r.getJobRemoved().cStr()});
-    default:
-      return DataLossError("an update of an unknown kind (written by a newer stoker?)");
-  }
+  Update update;
+  STOKER_RETURN_IF_ERROR(fields::GetVariant(r, &update, kUpdates, [] {
+    return DataLossError("an update of an unknown kind (written by a newer stoker?)");
+  }));
+  return update;
 }
 
 std::string Frame(const std::string& payload) {

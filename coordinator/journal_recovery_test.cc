@@ -9,27 +9,15 @@
 #include "base/hash.h"
 #include "coordinator/journal.h"
 #include "coordinator/journal_format.h"
+#include "tests/support/specs.h"
 #include "tests/support/temp_dir.h"
 
 namespace stoker::coordinator {
 namespace {
 
+using testing::ReadFile;
+using testing::SmallJobSpec;
 using testing::TempDir;
-
-JobSpec Spec() {
-  JobSpec spec;
-  spec.name = "j";
-  spec.manifest_path = "/m";
-  spec.manifest_fingerprint = 42;
-  spec.world_size = 2;
-  spec.batch_size = 4;
-  return spec;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 // A journal of `syncs` records (one job, then one ack per sync); returns where each record starts.
 std::vector<uint64_t> WriteJournal(const std::string& path, int syncs) {
@@ -38,7 +26,7 @@ std::vector<uint64_t> WriteJournal(const std::string& path, int syncs) {
   auto journal = Journal::Open(env, path, JournalOptions{}, [](const Update&) {}, &replay);
   EXPECT_TRUE(journal.ok());
   std::vector<uint64_t> starts;
-  (*journal)->Append(JobCreated{Spec(), 100});
+  (*journal)->Append(JobCreated{SmallJobSpec(), 100});
   for (int i = 0; i < syncs; ++i) {
     starts.push_back(i == 0 ? 8 : (*journal)->size_bytes());
     if (i > 0) (*journal)->Append(RankProgress{"j", 0, static_cast<uint64_t>(i), static_cast<uint64_t>(i)});
@@ -155,7 +143,7 @@ TEST(JournalRecovery, EverySingleByteCorruptionRecoversTheTailOnlyOrRefusesNamin
 TEST(JournalRecovery, AFormatOneJournalIsReplayedAndRewrittenInFormatTwo) {
   TempDir dir;
   std::string v1(kJournalMagicV1, sizeof(kJournalMagicV1));
-  for (const Update& u : std::vector<Update>{JobCreated{Spec(), 100}, RankSessionStarted{"j", 0, "c-1", 0, 8},
+  for (const Update& u : std::vector<Update>{JobCreated{SmallJobSpec(), 100}, RankSessionStarted{"j", 0, "c-1", 0, 8},
                                              RankProgress{"j", 0, 9, 7}}) {
     const std::string payload = EncodeJournalUpdate(u);
     const auto length = static_cast<uint32_t>(payload.size());
@@ -219,7 +207,7 @@ TEST(JournalRecovery, AValidRecordThatDoesNotFitTheStateBeforeItRefusesTheStartN
   // A job created twice is refused the same way.
   std::filesystem::resize_file(dir.Join("j"), size_before);
   {
-    const Update again = JobCreated{Spec(), 100};
+    const Update again = JobCreated{SmallJobSpec(), 100};
     std::ofstream out(dir.Join("j"), std::ios::binary | std::ios::app);
     for (const EncodedJournalRecord& r : EncodeJournalGroups({&again, 1})) out << r.bytes;
   }

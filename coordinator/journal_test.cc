@@ -8,22 +8,14 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/support/specs.h"
 #include "tests/support/temp_dir.h"
 
 namespace stoker::coordinator {
 namespace {
 
+using testing::SmallJobSpec;
 using testing::TempDir;
-
-JobSpec Spec() {
-  JobSpec spec;
-  spec.name = "j";
-  spec.manifest_path = "/m";
-  spec.manifest_fingerprint = 42;
-  spec.world_size = 2;
-  spec.batch_size = 4;
-  return spec;
-}
 
 // The real file system, except that writes can be made to fail the way a full volume fails them: with `full`, an
 // append writes `partial` bytes and then reports ENOSPC; with `full` or `no_room_for_copies`, atomic whole-file
@@ -87,6 +79,23 @@ std::vector<Update> Replay(const std::string& path, JournalReplay* replay, Statu
   return seen;
 }
 
+// Options that compact the journal once it passes `bytes`.
+JournalOptions CompactingPast(uint64_t bytes) {
+  JournalOptions options;
+  options.compact_threshold_bytes = bytes;
+  return options;
+}
+
+// A journal at dir/j that recorded the job (SmallJobSpec, 100 samples) and synced it.
+std::unique_ptr<Journal> JournalWithTheJob(Env& env, const TempDir& dir, JournalReplay* replay) {
+  auto journal = Journal::Open(env, dir.Join("j"), JournalOptions{}, [](const Update&) {}, replay);
+  EXPECT_TRUE(journal.ok()) << journal.status().ToString();
+  if (!journal.ok()) return nullptr;
+  (*journal)->Append(JobCreated{SmallJobSpec(), 100});
+  EXPECT_TRUE((*journal)->Sync().ok());
+  return std::move(*journal);
+}
+
 TEST(Journal, ReplaysWhatWasSyncedAndCoalescesProgress) {
   TempDir dir;
   PosixEnv env;
@@ -94,7 +103,7 @@ TEST(Journal, ReplaysWhatWasSyncedAndCoalescesProgress) {
   {
     auto journal = Journal::Open(env, dir.Join("j"), JournalOptions{}, [](const Update&) {}, &replay);
     ASSERT_TRUE(journal.ok()) << journal.status().ToString();
-    (*journal)->Append(JobCreated{Spec(), 100});
+    (*journal)->Append(JobCreated{SmallJobSpec(), 100});
     (*journal)->Append(RankSessionStarted{"j", 0, "c-1", 0, 8});
     for (uint64_t i = 1; i <= 50; ++i) (*journal)->Append(RankProgress{"j", 0, i, i - 1});  // one record
     (*journal)->Append(RankProgress{"j", 1, 3, 2});
@@ -109,7 +118,7 @@ TEST(Journal, ReplaysWhatWasSyncedAndCoalescesProgress) {
   std::vector<Update> seen = Replay(dir.Join("j"), &replay);
   ASSERT_EQ(seen.size(), 7u);
   EXPECT_EQ(replay.torn_bytes, 0u);
-  EXPECT_EQ(std::get<JobCreated>(seen[0]).spec, Spec());
+  EXPECT_EQ(std::get<JobCreated>(seen[0]).spec, SmallJobSpec());
   EXPECT_EQ(std::get<RankSessionStarted>(seen[1]).window, 8u);
   EXPECT_EQ(std::get<RankProgress>(seen[2]).received, 50u);  // the last of the 50 acks
   EXPECT_EQ(std::get<AttemptsReserved>(seen[5]).up_to, 2048u);
@@ -126,12 +135,11 @@ TEST(Journal, TornTailIsTruncatedAndEverythingBeforeItKept) {
   JournalReplay replay;
   uint64_t good_size;
   {
-    auto journal = Journal::Open(env, dir.Join("j"), JournalOptions{}, [](const Update&) {}, &replay);
-    (*journal)->Append(JobCreated{Spec(), 100});
-    ASSERT_TRUE((*journal)->Sync().ok());
-    good_size = (*journal)->size_bytes();
-    (*journal)->Append(RankSessionStarted{"j", 1, "c-2", 5, 4});
-    ASSERT_TRUE((*journal)->TEST_WriteTorn(0.6).ok());  // crash in the middle of the append
+    auto journal = JournalWithTheJob(env, dir, &replay);
+    ASSERT_NE(journal, nullptr);
+    good_size = journal->size_bytes();
+    journal->Append(RankSessionStarted{"j", 1, "c-2", 5, 4});
+    ASSERT_TRUE(journal->TEST_WriteTorn(0.6).ok());  // crash in the middle of the append
   }
   ASSERT_GT(std::filesystem::file_size(dir.Join("j")), good_size);
   std::vector<Update> seen = Replay(dir.Join("j"), &replay);
@@ -152,13 +160,12 @@ TEST(Journal, CorruptionInTheMiddleRefusesToStart) {
   PosixEnv env;
   JournalReplay replay;
   {
-    auto journal = Journal::Open(env, dir.Join("j"), JournalOptions{}, [](const Update&) {}, &replay);
-    (*journal)->Append(JobCreated{Spec(), 100});
-    ASSERT_TRUE((*journal)->Sync().ok());
-    (*journal)->Append(RankSessionStarted{"j", 0, "c-1", 0, 8});
-    ASSERT_TRUE((*journal)->Sync().ok());
-    (*journal)->Append(RankProgress{"j", 0, 7, 7});
-    ASSERT_TRUE((*journal)->Sync().ok());
+    auto journal = JournalWithTheJob(env, dir, &replay);
+    ASSERT_NE(journal, nullptr);
+    journal->Append(RankSessionStarted{"j", 0, "c-1", 0, 8});
+    ASSERT_TRUE(journal->Sync().ok());
+    journal->Append(RankProgress{"j", 0, 7, 7});
+    ASSERT_TRUE(journal->Sync().ok());
   }
   // Flip a byte inside the first record's payload.
   {
@@ -188,8 +195,7 @@ TEST(Journal, CompactionRewritesTheStateAndKeepsItReplayable) {
   TempDir dir;
   PosixEnv env;
   JournalReplay replay;
-  JournalOptions options;
-  options.compact_threshold_bytes = 2048;
+  const JournalOptions options = CompactingPast(2048);
   CoordinatorState state;
   {
     auto journal = Journal::Open(env, dir.Join("j"), options, [](const Update&) {}, &replay);
@@ -197,7 +203,7 @@ TEST(Journal, CompactionRewritesTheStateAndKeepsItReplayable) {
       state.Apply(u);
       (*journal)->Append(u);
     };
-    apply(JobCreated{Spec(), 100});
+    apply(JobCreated{SmallJobSpec(), 100});
     apply(RankSessionStarted{"j", 0, "c-1", 0, 8});
     for (uint64_t i = 1; i <= 400; ++i) {
       apply(RankProgress{"j", 0, i, i});
@@ -219,27 +225,25 @@ TEST(Journal, AWriteThatFailsForLackOfSpaceLeavesNothingBehindAndIsWrittenLater)
   TempDir dir;
   FullVolumeEnv env;
   JournalReplay replay;
-  auto journal = Journal::Open(env, dir.Join("j"), JournalOptions{}, [](const Update&) {}, &replay);
-  ASSERT_TRUE(journal.ok());
-  (*journal)->Append(JobCreated{Spec(), 100});
-  ASSERT_TRUE((*journal)->Sync().ok());
-  const uint64_t good = (*journal)->size_bytes();
+  std::unique_ptr<Journal> journal = JournalWithTheJob(env, dir, &replay);
+  ASSERT_NE(journal, nullptr);
+  const uint64_t good = journal->size_bytes();
 
   env.full = true;
-  (*journal)->Append(RankSessionStarted{"j", 0, "c-1", 0, 8});
-  (*journal)->Append(RankProgress{"j", 0, 3, 2});
-  Status failed = (*journal)->Sync();
+  journal->Append(RankSessionStarted{"j", 0, "c-1", 0, 8});
+  journal->Append(RankProgress{"j", 0, 3, 2});
+  Status failed = journal->Sync();
   EXPECT_EQ(failed.code(), StatusCode::kResourceExhausted) << failed.ToString();
-  EXPECT_TRUE((*journal)->HasUnsynced());
+  EXPECT_TRUE(journal->HasUnsynced());
   EXPECT_EQ(std::filesystem::file_size(dir.Join("j")), good) << "part of the failed write was left in the file";
-  (*journal)->Append(RankProgress{"j", 0, 5, 4});  // supersedes the pending ack of the same rank
-  EXPECT_EQ((*journal)->Sync().code(), StatusCode::kResourceExhausted);
+  journal->Append(RankProgress{"j", 0, 5, 4});  // supersedes the pending ack of the same rank
+  EXPECT_EQ(journal->Sync().code(), StatusCode::kResourceExhausted);
   EXPECT_EQ(std::filesystem::file_size(dir.Join("j")), good);
 
   env.full = false;
-  ASSERT_TRUE((*journal)->Sync().ok());
-  EXPECT_FALSE((*journal)->HasUnsynced());
-  journal->reset();
+  ASSERT_TRUE(journal->Sync().ok());
+  EXPECT_FALSE(journal->HasUnsynced());
+  journal.reset();
   std::vector<Update> seen = Replay(dir.Join("j"), &replay);
   ASSERT_EQ(seen.size(), 3u);
   EXPECT_EQ(replay.torn_bytes, 0u);
@@ -255,8 +259,7 @@ TEST(Journal, ACompactionThatFailsLosesNothingAndIsTriedAgainLater) {
   TempDir dir;
   FullVolumeEnv env;
   JournalReplay replay;
-  JournalOptions options;
-  options.compact_threshold_bytes = 2048;
+  const JournalOptions options = CompactingPast(2048);
   CoordinatorState state;
   auto journal = Journal::Open(env, dir.Join("j"), options, [](const Update&) {}, &replay);
   ASSERT_TRUE(journal.ok());
@@ -266,7 +269,7 @@ TEST(Journal, ACompactionThatFailsLosesNothingAndIsTriedAgainLater) {
     (*journal)->Append(u);
     return (*journal)->Sync([&] { return state.Snapshot(); });
   };
-  ASSERT_TRUE(sync(JobCreated{Spec(), 100}).ok());
+  ASSERT_TRUE(sync(JobCreated{SmallJobSpec(), 100}).ok());
   ASSERT_TRUE(sync(RankSessionStarted{"j", 0, "c-1", 0, 8}).ok());
   env.no_room_for_copies = true;  // appends fit, a whole new file does not
   uint64_t i = 1;
@@ -291,7 +294,7 @@ TEST(Journal, ANewJournalWritesItsMagicWithItsFirstRecordAndNothingBefore) {
   auto journal = Journal::Open(env, dir.Join("j"), JournalOptions{}, [](const Update&) {}, &replay);
   ASSERT_TRUE(journal.ok());
   EXPECT_EQ(std::filesystem::file_size(dir.Join("j")), 0u) << "a start on a full volume must not need a write";
-  (*journal)->Append(JobCreated{Spec(), 100});
+  (*journal)->Append(JobCreated{SmallJobSpec(), 100});
   ASSERT_TRUE((*journal)->Sync().ok());
   std::ifstream in(dir.Join("j"), std::ios::binary);
   char magic[8];

@@ -1,3 +1,4 @@
+// Synthetic ImageNet-like JPEGs and their tar shards (synthetic_dataset.h), a deterministic function of the index.
 #include "datagen/synthetic_dataset.h"
 
 #include <jpeglib.h>

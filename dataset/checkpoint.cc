@@ -1,3 +1,4 @@
+// Checkpoint tokens (checkpoint.h) and the job spec's fingerprint they carry.
 #include "dataset/checkpoint.h"
 
 #include <cinttypes>

@@ -1,3 +1,4 @@
+// Checkpoint tokens round-trip and refuse damage; the spec fingerprint changes with every field that changes the data.
 #include "dataset/checkpoint.h"
 
 #include <gtest/gtest.h>

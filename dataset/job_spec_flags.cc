@@ -11,23 +11,11 @@ void AddJobSpecFlags(FlagSet& flags, JobSpec* spec) {
   flags.AddUint32("epochs", &spec->epochs, "epochs to deliver");
   flags.AddUint("seed", &spec->seed, "seed of the shuffle and of every augmentation");
   flags.AddBool("shuffle", &spec->shuffle, "shuffle samples every epoch");
-  flags.AddChoice("remainder", {"drop", "pad"}, RemainderName(spec->remainder),
-                  [spec](const std::string& v) {
-                    if (v == "drop") spec->remainder = Remainder::kDrop;
-                    else if (v == "pad") spec->remainder = Remainder::kPad;
-                    else return false;
-                    return true;
-                  },
-                  "what to do with samples that do not fill a last global batch");
+  flags.AddEnum("remainder", &spec->remainder, {{"drop", Remainder::kDrop}, {"pad", Remainder::kPad}},
+                "what to do with samples that do not fill a last global batch");
   flags.AddUint32("batches-per-unit", &spec->batches_per_unit, "consecutive batches leased together");
-  flags.AddChoice("pipeline", {"train", "eval"}, PipelineModeName(spec->pipeline.mode),
-                  [spec](const std::string& v) {
-                    if (v == "train") spec->pipeline.mode = PipelineMode::kTrain;
-                    else if (v == "eval") spec->pipeline.mode = PipelineMode::kEval;
-                    else return false;
-                    return true;
-                  },
-                  "train: RandomResizedCrop + flip; eval: resize + center crop");
+  flags.AddEnum("pipeline", &spec->pipeline.mode, {{"train", PipelineMode::kTrain}, {"eval", PipelineMode::kEval}},
+                "train: RandomResizedCrop + flip; eval: resize + center crop");
   flags.AddUint32("image-height", &spec->pipeline.output_height, "output image height");
   flags.AddUint32("image-width", &spec->pipeline.output_width, "output image width");
   flags.AddFloat("scale-min", &spec->pipeline.scale_min, "RandomResizedCrop minimum area fraction");
@@ -37,14 +25,9 @@ void AddJobSpecFlags(FlagSet& flags, JobSpec* spec) {
   flags.AddFloat("flip", &spec->pipeline.flip_probability, "horizontal flip probability (train)");
   flags.AddUint32("resize-shorter", &spec->pipeline.resize_shorter, "eval: shorter side before center crop");
   flags.AddBool("antialias", &spec->pipeline.antialias, "shrink with a filter as wide as the reduction");
-  flags.AddChoice("resize-kernel", {"pillow", "opencv"}, ResizeKernelName(spec->pipeline.resize_kernel),
-                  [spec](const std::string& v) {
-                    if (v == "pillow") spec->pipeline.resize_kernel = ResizeKernel::kPillow;
-                    else if (v == "opencv") spec->pipeline.resize_kernel = ResizeKernel::kOpenCv;
-                    else return false;
-                    return true;
-                  },
-                  "pillow: Pillow's bilinear resize byte for byte (torchvision on PIL images); opencv: OpenCV area "
+  flags.AddEnum("resize-kernel", &spec->pipeline.resize_kernel,
+                {{"pillow", ResizeKernel::kPillow}, {"opencv", ResizeKernel::kOpenCv}},
+                "pillow: Pillow's bilinear resize byte for byte (torchvision on PIL images); opencv: OpenCV area "
                   "interpolation, what jobs before this option got");
 }
 

@@ -7,16 +7,14 @@ namespace stoker {
 namespace {
 
 JobSpec Valid() {
-  JobSpec spec;
-  spec.name = "imagenet-rn50";
-  spec.manifest_path = "/data/m.stoker";
-  spec.batch_size = 64;
-  spec.world_size = 2;
-  spec.epochs = 3;
-  spec.seed = 7;
-  spec.remainder = Remainder::kPad;
-  spec.pipeline.mode = PipelineMode::kEval;
-  return spec;
+  return {.name = "imagenet-rn50",
+          .manifest_path = "/data/m.stoker",
+          .pipeline = {.mode = PipelineMode::kEval},
+          .batch_size = 64,
+          .world_size = 2,
+          .epochs = 3,
+          .seed = 7,
+          .remainder = Remainder::kPad};
 }
 
 TEST(JobSpec, ValidationNamesTheField) {

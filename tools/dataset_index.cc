@@ -1,3 +1,5 @@
+// Indexing a local dataset (dataset_index.h): an ImageFolder tree or tar shards, scanned, hashed and written as a
+// manifest, and the generated datasets the soak and the benchmarks reuse.
 #include "tools/dataset_index.h"
 
 #include <algorithm>
@@ -9,6 +11,8 @@
 #include <unordered_map>
 
 #include "base/hash.h"
+#include "datagen/synthetic_dataset.h"
+#include "dataset/manifest.h"
 #include "dataset/tar.h"
 
 namespace stoker::tools {
@@ -367,6 +371,18 @@ StatusOr<IndexReport> IndexDataset(Env& env, const std::string& dataset, const s
   }
   STOKER_ASSIGN_OR_RETURN(report.fingerprint, writer.Write(env, manifest_path, "stoker index 0.1.0"));
   return report;
+}
+
+StatusOr<std::string> GeneratedDataset(Env& env, const std::string& dir, const std::string& name, uint64_t images,
+                                       uint32_t per_shard) {
+  const std::string manifest = dir + "/" + name + ".stoker";
+  if (auto existing = Manifest::Open(env, manifest); existing.ok() && (*existing)->num_samples() == images) return manifest;
+  datagen::GenerateOptions gen;
+  gen.images = images;
+  gen.per_shard = per_shard;
+  STOKER_RETURN_IF_ERROR(datagen::GenerateTarDataset(env, dir + "/shards", gen));
+  STOKER_RETURN_IF_ERROR(IndexDataset(env, dir + "/shards", manifest, IndexOptions{}).status());
+  return manifest;
 }
 
 }  // namespace stoker::tools

@@ -57,6 +57,11 @@ struct IndexReport {
 StatusOr<IndexReport> IndexDataset(Env& env, const std::string& dataset, const std::string& manifest_path,
                                    const IndexOptions& options);
 
+// The manifest dir/name.stoker over `images` generated JPEGs in tar shards of `per_shard` under dir/shards, made and
+// indexed unless a manifest of that many samples is already there (a soak or a benchmark run again reuses it).
+StatusOr<std::string> GeneratedDataset(Env& env, const std::string& dir, const std::string& name, uint64_t images,
+                                       uint32_t per_shard);
+
 // One tar shard's samples as found by its headers (and, with checksums, its bytes).
 struct ShardScan {
   struct Sample {

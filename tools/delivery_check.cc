@@ -1,3 +1,4 @@
+// The checker (delivery_check.h): what each epoch's consumption says against the plan, and the totals over a run.
 #include "tools/delivery_check.h"
 
 #include <algorithm>
@@ -15,6 +16,30 @@ constexpr size_t kMaxExamples = 20;
 bool EpochVerdict::balanced(uint64_t steps_per_epoch) const {
   return std::all_of(batches_per_rank.begin(), batches_per_rank.end(),
                      [&](uint64_t n) { return n == steps_per_epoch; });
+}
+
+void DeliveryTotals::Add(const EpochVerdict& v) {
+  planned += v.planned_real;
+  delivered += v.delivered;
+  duplicates += v.duplicated;
+  lost += v.lost;
+  quarantined += v.quarantined;
+  unexpected += v.unexpected;
+  corrupt += v.corrupt;
+}
+
+DeliveryTotals DeliveryTotals::Of(const EpochVerdict& v) {
+  DeliveryTotals t;
+  t.Add(v);
+  return t;
+}
+
+JsonWriter& WriteDeliveryCounts(JsonWriter& j, const DeliveryTotals& t) {
+  return j.Key("samples_planned").Value(t.planned)
+      .Key("samples_delivered").Value(t.delivered)
+      .Key("duplicates").Value(t.duplicates)
+      .Key("lost").Value(t.lost)
+      .Key("quarantined").Value(t.quarantined);
 }
 
 std::string EpochVerdict::Describe() const {

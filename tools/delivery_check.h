@@ -20,8 +20,9 @@
 #include <string>
 #include <vector>
 
-#include "dataset/plan.h"
+#include "base/json_writer.h"
 #include "base/sync.h"
+#include "dataset/plan.h"
 
 namespace stoker::tools {
 
@@ -60,6 +61,18 @@ struct EpochVerdict {
   bool balanced(uint64_t steps_per_epoch) const;
   std::string Describe() const;
 };
+
+// What a run of epochs added up to (the demo's and the soak's summaries).
+struct DeliveryTotals {
+  uint64_t planned = 0, delivered = 0, duplicates = 0, lost = 0, quarantined = 0, unexpected = 0, corrupt = 0;
+
+  void Add(const EpochVerdict& v);
+  static DeliveryTotals Of(const EpochVerdict& v);
+};
+
+// The counts every delivery summary carries, under the keys scripts read (samples_planned, samples_delivered,
+// duplicates, lost, quarantined), written into the object `j` has open.
+JsonWriter& WriteDeliveryCounts(JsonWriter& j, const DeliveryTotals& t);
 
 class DeliveryChecker {
  public:

@@ -1,3 +1,4 @@
+// The checker: a perfect epoch passes; lost, duplicated, corrupt, unexpected and quarantined samples are found.
 #include "tools/delivery_check.h"
 
 #include <gtest/gtest.h>
@@ -8,13 +9,8 @@ namespace stoker::tools {
 namespace {
 
 Plan MakePlan(uint32_t ranks, uint32_t batch, uint64_t n, Remainder rem) {
-  JobSpec spec;
-  spec.name = "check";
-  spec.manifest_path = "m";
-  spec.world_size = ranks;
-  spec.batch_size = batch;
-  spec.remainder = rem;
-  spec.epochs = 2;
+  JobSpec spec{.name = "check", .manifest_path = "m", .batch_size = batch, .world_size = ranks, .epochs = 2,
+               .remainder = rem};
   return *Plan::Make(spec, n);
 }
 

@@ -1,3 +1,4 @@
+// The delivery log (delivery_log.h): one line per consumed batch, written and read back.
 #include "tools/delivery_log.h"
 
 #include <cinttypes>

@@ -10,8 +10,7 @@
 namespace stoker::tools {
 namespace {
 
-struct Totals {
-  uint64_t planned = 0, delivered = 0, duplicates = 0, lost = 0, quarantined = 0, unexpected = 0, corrupt = 0;
+struct Totals : DeliveryTotals {
   std::vector<uint64_t> per_rank;
   bool all_ok = true;
 };
@@ -21,13 +20,7 @@ Totals Add(const std::vector<EpochVerdict>& verdicts, const JobSpec& spec, const
   t.per_rank.assign(spec.world_size, 0);
   t.all_ok = verdicts.size() == spec.epochs;
   for (const EpochVerdict& v : verdicts) {
-    t.planned += v.planned_real;
-    t.delivered += v.delivered;
-    t.duplicates += v.duplicated;
-    t.lost += v.lost;
-    t.quarantined += v.quarantined;
-    t.unexpected += v.unexpected;
-    t.corrupt += v.corrupt;
+    t.Add(v);
     for (size_t r = 0; r < t.per_rank.size(); ++r) t.per_rank[r] += v.batches_per_rank[r];
     t.all_ok = t.all_ok && v.ok() && v.balanced(plan.steps_per_epoch());
   }
@@ -55,13 +48,8 @@ void WriteJson(const DemoOptions& o, const JobSpec& spec, const Demo& demo, cons
   const double stall_ratio = out.step_seconds > 0 ? out.stall_seconds / out.step_seconds : 0;
   const double rate = out.elapsed_seconds > 0 ? out.samples / out.elapsed_seconds : 0;
   JsonWriter j;
-  j.BeginObject()
-      .Key("ok").Value(t.all_ok && out.failure.ok())
-      .Key("samples_planned").Value(t.planned)
-      .Key("samples_delivered").Value(t.delivered)
-      .Key("duplicates").Value(t.duplicates)
-      .Key("lost").Value(t.lost)
-      .Key("quarantined").Value(t.quarantined)
+  j.BeginObject().Key("ok").Value(t.all_ok && out.failure.ok());
+  WriteDeliveryCounts(j, t)
       .Key("unexpected").Value(t.unexpected)
       .Key("corrupt").Value(t.corrupt)
       .Key("batches_per_rank").BeginArray();
@@ -80,14 +68,8 @@ void WriteJson(const DemoOptions& o, const JobSpec& spec, const Demo& demo, cons
       .Key("batch_size").Value(spec.batch_size)
       .Key("epochs").BeginArray();
   for (const EpochVerdict& v : out.verdicts) {
-    j.BeginObject()
-        .Key("epoch").Value(v.epoch)
-        .Key("samples_planned").Value(v.planned_real)
-        .Key("samples_delivered").Value(v.delivered)
-        .Key("duplicates").Value(v.duplicated)
-        .Key("lost").Value(v.lost)
-        .Key("quarantined").Value(v.quarantined)
-        .Key("quarantined_ids").BeginArray();
+    j.BeginObject().Key("epoch").Value(v.epoch);
+    WriteDeliveryCounts(j, DeliveryTotals::Of(v)).Key("quarantined_ids").BeginArray();
     for (uint64_t id : v.quarantined_ids) j.Value(id);
     j.EndArray().Key("batches_per_rank").BeginArray();
     for (uint64_t b : v.batches_per_rank) j.Value(b);

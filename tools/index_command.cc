@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 
 #include "tools/dataset_index.h"
 #include "base/flags.h"
@@ -13,6 +14,52 @@
 #include "tools/remote_index.h"
 
 namespace stoker::tools {
+
+namespace {
+
+// "indexing: 3/10 files, 2400 samples, 310 MB read (120 MB/s)", redrawn as the index grows.
+std::function<void(const IndexProgress&)> ShowProgress(ProgressLine& progress) {
+  auto start = std::chrono::steady_clock::now();
+  return [&progress, start](const IndexProgress& p) {
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    char line[200];
+    const uint64_t read = std::max(p.bytes_hashed, p.bytes_read);
+    std::snprintf(line, sizeof(line), "indexing: %llu/%llu files, %llu samples, %.0f MB read (%.0f MB/s)",
+                  static_cast<unsigned long long>(p.files_done), static_cast<unsigned long long>(p.files_total),
+                  static_cast<unsigned long long>(p.samples), read / 1e6, seconds > 0 ? read / 1e6 / seconds : 0.0);
+    progress.Update(line);
+  };
+}
+
+// What the index found, how much of a remote dataset it had to read, and every sample it marked unusable.
+void PrintReport(const std::string& output, const IndexReport& report, bool remote, bool checksum,
+                 storage::StorageStats& storage_stats) {
+  std::printf("%s: %llu samples in %llu %s (%.1f MB), %llu classes; fingerprint %016llx\n", output.c_str(),
+              static_cast<unsigned long long>(report.samples), static_cast<unsigned long long>(report.shards),
+              report.source == SourceKind::kTarShards ? "tar shards" : "files", report.bytes / 1e6,
+              static_cast<unsigned long long>(report.classes), static_cast<unsigned long long>(report.fingerprint));
+  if (remote) {
+    uint64_t requests = 0;
+    for (const auto& [status, count] : storage_stats.Take().requests) requests += count;
+    std::printf("read %.1f MB of the dataset's %.1f MB (%.1f %%) in %llu requests%s\n", report.bytes_read / 1e6,
+                report.bytes / 1e6, report.bytes > 0 ? 100.0 * report.bytes_read / report.bytes : 0.0,
+                static_cast<unsigned long long>(requests), checksum ? " (--checksum: every byte)" : "");
+  }
+  if (!report.defects.empty()) {
+    std::printf("%zu unusable samples or shards (recorded: their samples are quarantined and reported by id):\n",
+                report.defects.size());
+    for (size_t i = 0; i < report.defects.size() && i < 20; ++i) {
+      const auto& d = report.defects[i];
+      std::printf("  %s: %s (%s)\n", d.where.c_str(), d.reason.c_str(), d.detail.c_str());
+    }
+    if (report.defects.size() > 20) std::printf("  ... and %zu more\n", report.defects.size() - 20);
+  }
+  if (!report.notes.empty()) {
+    std::printf("%zu entries skipped (not samples), e.g. %s\n", report.notes.size(), report.notes[0].c_str());
+  }
+}
+
+}  // namespace
 
 int IndexCommand(int argc, char** argv) {
   std::string output;
@@ -49,16 +96,7 @@ int IndexCommand(int argc, char** argv) {
   options.strict = strict;
   options.parallel = parallel;
   ProgressLine progress;
-  auto start = std::chrono::steady_clock::now();
-  options.progress = [&](const IndexProgress& p) {
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    char line[200];
-    const uint64_t read = std::max(p.bytes_hashed, p.bytes_read);
-    std::snprintf(line, sizeof(line), "indexing: %llu/%llu files, %llu samples, %.0f MB read (%.0f MB/s)",
-                  static_cast<unsigned long long>(p.files_done), static_cast<unsigned long long>(p.files_total),
-                  static_cast<unsigned long long>(p.samples), read / 1e6, seconds > 0 ? read / 1e6 / seconds : 0.0);
-    progress.Update(line);
-  };
+  options.progress = ShowProgress(progress);
   storage::StorageStats storage_stats;
   std::unique_ptr<storage::HttpObjectStore> store;
   if (remote) {
@@ -70,29 +108,7 @@ int IndexCommand(int argc, char** argv) {
                        : IndexDataset(env, positional[0], output, options);
   progress.Finish();
   if (!report.ok()) return Fail("index", report.status());
-  std::printf("%s: %llu samples in %llu %s (%.1f MB), %llu classes; fingerprint %016llx\n", output.c_str(),
-              static_cast<unsigned long long>(report->samples), static_cast<unsigned long long>(report->shards),
-              report->source == SourceKind::kTarShards ? "tar shards" : "files", report->bytes / 1e6,
-              static_cast<unsigned long long>(report->classes), static_cast<unsigned long long>(report->fingerprint));
-  if (remote) {
-    uint64_t requests = 0;
-    for (const auto& [status, count] : storage_stats.Take().requests) requests += count;
-    std::printf("read %.1f MB of the dataset's %.1f MB (%.1f %%) in %llu requests%s\n", report->bytes_read / 1e6,
-                report->bytes / 1e6, report->bytes > 0 ? 100.0 * report->bytes_read / report->bytes : 0.0,
-                static_cast<unsigned long long>(requests), options.checksum ? " (--checksum: every byte)" : "");
-  }
-  if (!report->defects.empty()) {
-    std::printf("%zu unusable samples or shards (recorded: their samples are quarantined and reported by id):\n",
-                report->defects.size());
-    for (size_t i = 0; i < report->defects.size() && i < 20; ++i) {
-      const auto& d = report->defects[i];
-      std::printf("  %s: %s (%s)\n", d.where.c_str(), d.reason.c_str(), d.detail.c_str());
-    }
-    if (report->defects.size() > 20) std::printf("  ... and %zu more\n", report->defects.size() - 20);
-  }
-  if (!report->notes.empty()) {
-    std::printf("%zu entries skipped (not samples), e.g. %s\n", report->notes.size(), report->notes[0].c_str());
-  }
+  PrintReport(output, *report, remote, options.checksum, storage_stats);
   return 0;
 }
 

@@ -1,3 +1,4 @@
+// LocalCluster (local_cluster.h): the coordinator, workers and consumers as processes on loopback.
 #include "tools/local_cluster.h"
 
 #include <algorithm>

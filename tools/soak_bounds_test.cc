@@ -1,3 +1,4 @@
+// JudgeFlat: a flat series passes, a growing one fails, and the ceiling always holds.
 #include "tools/soak_bounds.h"
 
 #include <gtest/gtest.h>

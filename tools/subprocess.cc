@@ -1,3 +1,4 @@
+// Subprocess (subprocess.h): starting, signalling and reaping child processes, their output in a file.
 #include "tools/subprocess.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// TcpProxy (tcp_proxy.h): one poll loop over every connection, forwarding both ways until told to fail.
 #include "tools/tcp_proxy.h"
 
 #include <arpa/inet.h>
@@ -17,6 +18,63 @@
 #include "tools/socket_io.h"
 
 namespace stoker::tools {
+namespace {
+
+// One proxied connection.
+struct Pair {
+  int client = -1;
+  int server = -1;  // -1 while black-holed at accept time
+};
+
+void CloseBoth(const Pair& p) {
+  ::close(p.client);
+  if (p.server >= 0) ::close(p.server);
+}
+
+// Connections accepted during a blackhole never reached the target: cut them, so their peers reconnect.
+void CutUnconnected(std::vector<Pair>& pairs) {
+  for (Pair& p : pairs) {
+    if (p.server < 0) {
+      CloseAbruptly(p.client);
+      p.client = -1;
+    }
+  }
+  pairs.erase(std::remove_if(pairs.begin(), pairs.end(), [](const Pair& p) { return p.client < 0; }), pairs.end());
+}
+
+// Moves what one side of `p` has to the other; false when the pair is done (a side closed or cannot take more).
+bool Forward(const Pair& p, const pollfd* sides, std::vector<char>& buffer, std::atomic<uint64_t>& forwarded) {
+  for (int side = 0; side < 2; ++side) {
+    const pollfd& f = sides[side];
+    if (f.fd < 0 || !(f.revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    if (!(f.events & POLLIN)) continue;
+    ssize_t n = ::read(f.fd, buffer.data(), buffer.size());
+    if (n <= 0) return false;
+    int to = side == 0 ? p.server : p.client;
+    if (to < 0) continue;
+    const bool written = WriteAll(to, buffer.data(), static_cast<size_t>(n));
+    forwarded.fetch_add(static_cast<uint64_t>(n));
+    if (!written) return false;
+  }
+  return true;
+}
+
+// Takes a new connection and connects it to the target; while black-holed it goes nowhere (and is cut on Heal).
+void Accept(int listen_fd, const std::atomic<bool>& blackhole, const std::string& host, uint16_t port,
+            std::vector<Pair>& pairs) {
+  int client = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+  if (client < 0) return;
+  int one = 1;
+  ::setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  int server = blackhole.load() ? -1 : ConnectTcp(host, port);
+  if (server < 0 && !blackhole.load()) {
+    CloseAbruptly(client);  // target down: refuse like it would
+  } else {
+    pairs.push_back({client, server});
+  }
+}
+
+}  // namespace
 
 StatusOr<std::unique_ptr<TcpProxy>> TcpProxy::Start(const std::string& target) {
   size_t scheme = target.find("://");
@@ -27,18 +85,11 @@ StatusOr<std::unique_ptr<TcpProxy>> TcpProxy::Start(const std::string& target) {
   auto proxy = std::unique_ptr<TcpProxy>(new TcpProxy());
   proxy->target_host_ = target.substr(scheme + 3, colon - scheme - 3);
   proxy->target_port_ = static_cast<uint16_t>(std::stoi(target.substr(colon + 1)));
-  proxy->listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  if (::bind(proxy->listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      ::listen(proxy->listen_fd_, 64) != 0) {
-    return UnavailableError(std::string("proxy cannot listen: ") + std::strerror(errno));
-  }
-  socklen_t len = sizeof(addr);
-  ::getsockname(proxy->listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-  proxy->endpoint_ = "tcp://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  uint16_t port = 0;
+  auto fd = ListenOnLoopback(64, &port);
+  if (!fd.ok()) return UnavailableError("proxy " + std::string(fd.status().message()));
+  proxy->listen_fd_ = *fd;
+  proxy->endpoint_ = "tcp://127.0.0.1:" + std::to_string(port);
   proxy->wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   proxy->thread_ = std::thread([p = proxy.get()] { p->Loop(); });
   return proxy;
@@ -50,7 +101,7 @@ TcpProxy::~TcpProxy() {
   ssize_t n = ::write(wake_fd_, &one, sizeof(one));
   (void)n;
   if (thread_.joinable()) thread_.join();
-  ::close(listen_fd_);
+  if (listen_fd_ >= 0) ::close(listen_fd_);
   ::close(wake_fd_);
 }
 
@@ -64,38 +115,10 @@ void TcpProxy::ResetAll() {
 }
 
 void TcpProxy::Loop() {
-  struct Pair {
-    int client = -1;
-    int server = -1;  // -1 while black-holed at accept time
-  };
   std::vector<Pair> pairs;
-  auto connect_target = [this]() {
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(target_port_);
-    ::inet_pton(AF_INET, target_host_.c_str(), &addr.sin_addr);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-      ::close(fd);
-      return -1;
-    }
-    int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    return fd;
-  };
   std::vector<char> buffer(1 << 16);
   while (!stop_.load()) {
-    if (!blackhole_.load()) {
-      // Connections accepted during a blackhole never reached the target: cut them, so their peers reconnect.
-      for (Pair& p : pairs) {
-        if (p.server < 0) {
-          CloseAbruptly(p.client);
-          p.client = -1;
-        }
-      }
-      pairs.erase(std::remove_if(pairs.begin(), pairs.end(), [](const Pair& p) { return p.client < 0; }),
-                  pairs.end());
-    }
+    if (!blackhole_.load()) CutUnconnected(pairs);
     if (reset_requested_.exchange(false)) {
       for (Pair& p : pairs) {
         CloseAbruptly(p.client);
@@ -116,54 +139,18 @@ void TcpProxy::Loop() {
       ssize_t n = ::read(wake_fd_, &ignored, sizeof(ignored));
       (void)n;
     }
-    if (fds[0].revents & POLLIN) {
-      int client = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (client >= 0) {
-        int one = 1;
-        ::setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        int server = blackhole_.load() ? -1 : connect_target();
-        if (server < 0 && !blackhole_.load()) {
-          CloseAbruptly(client);  // target down: refuse like it would
-        } else {
-          pairs.push_back({client, server});
-        }
-      }
-    }
+    if (fds[0].revents & POLLIN) Accept(listen_fd_, blackhole_, target_host_, target_port_, pairs);
     std::vector<Pair> alive;
     for (size_t i = 0; i < pairs.size(); ++i) {
-      Pair p = pairs[i];
-      if (i >= polled) {
-        alive.push_back(p);
-        continue;
-      }
-      bool closed = false;
-      for (int side = 0; side < 2 && !closed; ++side) {
-        const pollfd& f = fds[2 + 2 * i + side];
-        if (f.fd < 0 || !(f.revents & (POLLIN | POLLHUP | POLLERR))) continue;
-        if (!(f.events & POLLIN)) continue;
-        ssize_t n = ::read(f.fd, buffer.data(), buffer.size());
-        if (n <= 0) {
-          closed = true;
-          break;
-        }
-        int to = side == 0 ? p.server : p.client;
-        if (to < 0) continue;
-        if (!WriteAll(to, buffer.data(), static_cast<size_t>(n))) closed = true;
-        forwarded_.fetch_add(static_cast<uint64_t>(n));
-      }
-      if (closed) {
-        ::close(p.client);
-        if (p.server >= 0) ::close(p.server);
+      if (i >= polled || Forward(pairs[i], &fds[2 + 2 * i], buffer, forwarded_)) {
+        alive.push_back(pairs[i]);
       } else {
-        alive.push_back(p);
+        CloseBoth(pairs[i]);
       }
     }
     pairs.swap(alive);
   }
-  for (Pair& p : pairs) {
-    ::close(p.client);
-    if (p.server >= 0) ::close(p.server);
-  }
+  for (const Pair& p : pairs) CloseBoth(p);
 }
 
 }  // namespace stoker::tools

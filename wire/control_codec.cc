@@ -1,83 +1,149 @@
+// Control messages <-> Cap'n Proto (schema/control.capnp): a field list per message (wire/fields.h), the union
+// of requests and of replies, and the envelope around them.
 #include "wire/control_codec.h"
 
-#include <cmath>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 
-#include "wire/frames.h"
 #include "stoker/schema/control.capnp.h"
+#include "wire/fields.h"
+#include "wire/frames.h"
 #include "wire/job_spec_wire.h"
 
 namespace stoker {
 namespace {
 
-// Telemetry from a peer is advice, never trusted: a NaN, infinity or negative figure counts as nothing.
-double FiniteOrZero(double v) { return std::isfinite(v) && v > 0 ? v : 0; }
+// What each message carries (wire/fields.h). The sender's id is not among a request's fields: the envelope
+// carries it (SenderId).
 
-template <typename ListBuilder, typename T, typename Fn>
-void FillList(ListBuilder list, const std::vector<T>& values, Fn fill) {
-  for (size_t i = 0; i < values.size(); ++i) fill(list[static_cast<unsigned>(i)], values[i]);
-}
+constexpr auto kLeaseRef = fields::List<LeaseRef>(STOKER_FIELD(job, Job), STOKER_FIELD(rank, Rank),
+                                                  STOKER_FIELD(unit, Unit), STOKER_FIELD(attempt, Attempt));
+constexpr auto kWorkerInfo =
+    fields::List<WorkerInfo>(STOKER_FIELD(worker_id, WorkerId), STOKER_FIELD(data_endpoint, DataEndpoint),
+                             STOKER_FIELD(data_public_key, DataPublicKey), STOKER_FIELD(data_ticket, DataTicket));
+constexpr auto kLeaseGrant = fields::List<LeaseGrant>(
+    STOKER_FIELD(job, Job), STOKER_FIELD(rank, Rank), STOKER_FIELD(unit, Unit), STOKER_FIELD(epoch, Epoch),
+    STOKER_FIELD(first_batch, FirstBatch), STOKER_FIELD(batch_count, BatchCount), STOKER_FIELD(attempt, Attempt),
+    STOKER_FIELD(skip, Skip), STOKER_FIELD(ttl_ms, TtlMs), STOKER_FIELD(client_id, ClientId),
+    STOKER_FIELD(client_identity, ClientIdentity), STOKER_FIELD(spec_fingerprint, SpecFingerprint));
+constexpr auto kQuarantineReport = fields::List<QuarantineReport>(
+    STOKER_FIELD(sample_id, SampleId), STOKER_FIELD(reason, Reason), STOKER_FIELD(detail, Detail));
+constexpr auto kUnitOutcomes = fields::MakeEnumMap(
+    "unit done with an unknown outcome", std::pair{UnitOutcome::kSent, wire::UnitOutcome::SENT},
+    std::pair{UnitOutcome::kUndeliverable, wire::UnitOutcome::UNDELIVERABLE},
+    std::pair{UnitOutcome::kAbandoned, wire::UnitOutcome::ABANDONED});
 
-void Put(wire::LeaseRef::Builder out, const LeaseRef& in) {
-  out.setJob(in.job);
-  out.setRank(in.rank);
-  out.setUnit(in.unit);
-  out.setAttempt(in.attempt);
-}
-LeaseRef Get(wire::LeaseRef::Reader in) { return {in.getJob().cStr(), in.getRank(), in.getUnit(), in.getAttempt()}; }
-
-void Put(wire::WorkerInfo::Builder out, const WorkerInfo& in) {
-  out.setWorkerId(in.worker_id);
-  out.setDataEndpoint(in.data_endpoint);
-  out.setDataPublicKey(in.data_public_key);
-  out.setDataTicket(in.data_ticket);
-}
-WorkerInfo Get(wire::WorkerInfo::Reader in) {
-  return {in.getWorkerId().cStr(), in.getDataEndpoint().cStr(), in.getDataPublicKey().cStr(),
-          in.getDataTicket().cStr()};
-}
-
-std::vector<LeaseRef> GetLeaseRefs(capnp::List<wire::LeaseRef>::Reader list) {
-  std::vector<LeaseRef> out;
-  for (auto r : list) out.push_back(Get(r));
-  return out;
-}
-std::vector<WorkerInfo> GetWorkers(capnp::List<wire::WorkerInfo>::Reader list) {
-  std::vector<WorkerInfo> out;
-  for (auto w : list) out.push_back(Get(w));
-  return out;
-}
-
-wire::UnitOutcome ToWireOutcome(UnitOutcome o) {
-  switch (o) {
-    case UnitOutcome::kSent: return wire::UnitOutcome::SENT;
-    case UnitOutcome::kUndeliverable: return wire::UnitOutcome::UNDELIVERABLE;
-    case UnitOutcome::kAbandoned: return wire::UnitOutcome::ABANDONED;
+// A registration's spec and resume point are optional: each travels behind a flag (hasSpec, hasResume).
+struct SpecAndResume {
+  void Put(const RegisterClientRequest& c, wire::RegisterClient::Builder m) const {
+    m.setHasSpec(c.spec.has_value());
+    if (c.spec.has_value()) ToWire(*c.spec, m.initSpec());
+    m.setHasResume(c.resume.has_value());
+    if (c.resume.has_value()) {
+      m.setResumeFrom(c.resume->position);
+      m.setResumeSpecFingerprint(c.resume->spec_fingerprint);
+    }
   }
-  return wire::UnitOutcome::SENT;
+  Status Get(wire::RegisterClient::Reader m, RegisterClientRequest* c) const {
+    if (m.getHasSpec()) {
+      STOKER_ASSIGN_OR_RETURN(c->spec, FromWire(m.getSpec()));
+    }
+    if (m.getHasResume()) c->resume = ResumePoint{m.getResumeFrom(), m.getResumeSpecFingerprint()};
+    return Status::Ok();
+  }
+};
+
+// In RequestBody's order.
+constexpr auto kRequests = std::tuple(
+    fields::Member(fields::List<RegisterWorkerRequest>(
+                       STOKER_FIELD(data_endpoint, DataEndpoint), STOKER_FIELD(threads, Threads),
+                       STOKER_FIELD(version, Version), STOKER_FIELD(data_public_key, DataPublicKey),
+                       STOKER_FIELD(data_plain, DataPlain)),
+                   STOKER_CAPNP_ACCESSORS(RegisterWorker)),
+    fields::Member(fields::List<WorkerHeartbeatRequest>(
+                       fields::Each(kLeaseRef, STOKER_FIELD(leases, Leases)), STOKER_FIELD(draining, Draining),
+                       fields::Telemetry(STOKER_FIELD(busy_seconds, BusySeconds)),
+                       STOKER_FIELD(samples_made, SamplesMade)),
+                   STOKER_CAPNP_ACCESSORS(WorkerHeartbeat)),
+    fields::Member(fields::List<LeaseRequest>(STOKER_FIELD(job, Job), STOKER_FIELD(rank, Rank),
+                                              STOKER_FIELD(max_batches, MaxBatches), STOKER_FIELD(wait_ms, WaitMs)),
+                   STOKER_CAPNP_ACCESSORS(LeaseRequest)),
+    fields::Member(fields::List<UnitDoneRequest>(
+                       STOKER_FIELD(job, Job), STOKER_FIELD(rank, Rank), STOKER_FIELD(unit, Unit),
+                       STOKER_FIELD(attempt, Attempt), fields::Mapped(kUnitOutcomes, STOKER_FIELD(outcome, Outcome)),
+                       STOKER_FIELD(batches_sent, BatchesSent),
+                       fields::Each(kQuarantineReport, STOKER_FIELD(quarantined, Quarantined))),
+                   STOKER_CAPNP_ACCESSORS(UnitDone)),
+    fields::Member(fields::List<RegisterClientRequest>(STOKER_FIELD(job, Job), STOKER_FIELD(rank, Rank),
+                                                       STOKER_FIELD(window, Window), SpecAndResume()),
+                   STOKER_CAPNP_ACCESSORS(RegisterClient)),
+    fields::Member(fields::List<ClientHeartbeatRequest>(
+                       STOKER_FIELD(job, Job), STOKER_FIELD(rank, Rank), STOKER_FIELD(consumed, Consumed),
+                       STOKER_FIELD(received_watermark, ReceivedWatermark),
+                       STOKER_FIELD(received_above, ReceivedAbove),
+                       STOKER_FIELD(membership_version, MembershipVersion),
+                       fields::Telemetry(STOKER_FIELD(step_seconds, StepSeconds)),
+                       fields::Telemetry(STOKER_FIELD(stall_seconds, StallSeconds)),
+                       STOKER_FIELD(samples_delivered, SamplesDelivered)),
+                   STOKER_CAPNP_ACCESSORS(ClientHeartbeat)),
+    fields::Member(fields::List<GetJobRequest>(STOKER_FIELD(job, Job)), STOKER_CAPNP_ACCESSORS(GetJob)),
+    fields::Member(fields::List<DeregisterRequest>(STOKER_FIELD(job, Job), STOKER_FIELD(rank, Rank)),
+                   STOKER_CAPNP_ACCESSORS(Deregister)));
+
+// The member of each request that the envelope's senderId carries: its worker, client or tool id.
+template <typename T>
+auto& SenderId(T& body) {
+  using Request = std::remove_const_t<T>;
+  if constexpr (std::is_same_v<Request, RegisterClientRequest> || std::is_same_v<Request, ClientHeartbeatRequest>) {
+    return body.client_id;
+  } else if constexpr (std::is_same_v<Request, DeregisterRequest> || std::is_same_v<Request, GetJobRequest>) {
+    return body.sender_id;
+  } else {
+    return body.worker_id;
+  }
 }
 
-std::string SenderOf(const RequestBody& body) {
-  return std::visit(
-      [](const auto& b) -> std::string {
-        using T = std::decay_t<decltype(b)>;
-        if constexpr (std::is_same_v<T, RegisterClientRequest> || std::is_same_v<T, ClientHeartbeatRequest>) {
-          return b.client_id;
-        } else if constexpr (std::is_same_v<T, DeregisterRequest> || std::is_same_v<T, GetJobRequest>) {
-          return b.sender_id;
-        } else {
-          return b.worker_id;
-        }
-      },
-      body);
-}
+// A reply that is its status only: `none`, or `unitDone`, which is read the same.
+struct StatusOnly {
+  void Put(const std::monostate&, wire::Reply::Builder r) const { r.setNone(); }
+  bool Is(wire::Reply::Reader r) const { return r.isNone() || r.isUnitDone(); }
+  Status Get(wire::Reply::Reader, std::monostate*) const { return Status::Ok(); }
+};
 
-}  // namespace
+// In ReplyBody's order.
+constexpr auto kReplies = std::tuple(
+    StatusOnly(),
+    fields::Member(fields::List<RegisterWorkerResponse>(
+                       STOKER_FIELD(heartbeat_interval_ms, HeartbeatIntervalMs),
+                       STOKER_FIELD(lease_ttl_ms, LeaseTtlMs),
+                       fields::Bytes(STOKER_FIELD(data_ticket_key, DataTicketKey))),
+                   STOKER_CAPNP_ACCESSORS(RegisterWorker)),
+    fields::Member(fields::List<WorkerHeartbeatResponse>(fields::Each(kLeaseRef, STOKER_FIELD(revoked, Revoked))),
+                   STOKER_CAPNP_ACCESSORS(WorkerHeartbeat)),
+    fields::Member(fields::List<LeaseResponse>(STOKER_FIELD(job_done, JobDone),
+                                               fields::Each(kLeaseGrant, STOKER_FIELD(leases, Leases))),
+                   STOKER_CAPNP_ACCESSORS(Lease)),
+    fields::Member(fields::List<RegisterClientResponse>(
+                       STOKER_FIELD(spec, Spec), STOKER_FIELD(steps_per_epoch, StepsPerEpoch),
+                       STOKER_FIELD(samples_per_epoch, SamplesPerEpoch), STOKER_FIELD(start_batch, StartBatch),
+                       STOKER_FIELD(heartbeat_interval_ms, HeartbeatIntervalMs),
+                       fields::Each(kWorkerInfo, STOKER_FIELD(workers, Workers)),
+                       STOKER_FIELD(membership_version, MembershipVersion)),
+                   STOKER_CAPNP_ACCESSORS(RegisterClient)),
+    fields::Member(fields::List<ClientHeartbeatResponse>(
+                       STOKER_FIELD(membership_version, MembershipVersion),
+                       STOKER_FIELD(workers_changed, WorkersChanged),
+                       fields::Each(kWorkerInfo, STOKER_FIELD(workers, Workers)),
+                       fields::Each(kLeaseRef, STOKER_FIELD(leases, Leases))),
+                   STOKER_CAPNP_ACCESSORS(ClientHeartbeat)),
+    fields::Whole<JobSpec>(STOKER_CAPNP_ACCESSORS(Job)));
 
-namespace {
 constexpr const char* kMethodNames[] = {"register_worker", "worker_heartbeat", "lease_request",
                                         "unit_done",       "register_client",  "client_heartbeat",
                                         "get_job",         "deregister"};
 static_assert(std::size(kMethodNames) == std::variant_size_v<RequestBody>);
+
 }  // namespace
 
 const char* MethodName(const RequestBody& body) { return kMethodNames[body.index()]; }
@@ -92,77 +158,8 @@ zmq::message_t EncodeRequest(uint64_t request_id, const RequestBody& body) {
   auto r = message.initRoot<wire::Request>();
   r.setProtocolVersion(wire::PROTOCOL_VERSION);
   r.setRequestId(request_id);
-  r.setSenderId(SenderOf(body));
-  std::visit(
-      [&r](const auto& b) {
-        using T = std::decay_t<decltype(b)>;
-        if constexpr (std::is_same_v<T, RegisterWorkerRequest>) {
-          auto m = r.initRegisterWorker();
-          m.setDataEndpoint(b.data_endpoint);
-          m.setThreads(b.threads);
-          m.setVersion(b.version);
-          m.setDataPublicKey(b.data_public_key);
-          m.setDataPlain(b.data_plain);
-        } else if constexpr (std::is_same_v<T, WorkerHeartbeatRequest>) {
-          auto m = r.initWorkerHeartbeat();
-          FillList(m.initLeases(static_cast<unsigned>(b.leases.size())), b.leases,
-                   [](auto out, const LeaseRef& in) { Put(out, in); });
-          m.setDraining(b.draining);
-          m.setBusySeconds(b.busy_seconds);
-          m.setSamplesMade(b.samples_made);
-        } else if constexpr (std::is_same_v<T, LeaseRequest>) {
-          auto m = r.initLeaseRequest();
-          m.setJob(b.job);
-          m.setRank(b.rank);
-          m.setMaxBatches(b.max_batches);
-          m.setWaitMs(b.wait_ms);
-        } else if constexpr (std::is_same_v<T, UnitDoneRequest>) {
-          auto m = r.initUnitDone();
-          m.setJob(b.job);
-          m.setRank(b.rank);
-          m.setUnit(b.unit);
-          m.setAttempt(b.attempt);
-          m.setOutcome(ToWireOutcome(b.outcome));
-          m.setBatchesSent(b.batches_sent);
-          FillList(m.initQuarantined(static_cast<unsigned>(b.quarantined.size())), b.quarantined,
-                   [](auto out, const QuarantineReport& in) {
-                     out.setSampleId(in.sample_id);
-                     out.setReason(in.reason);
-                     out.setDetail(in.detail);
-                   });
-        } else if constexpr (std::is_same_v<T, RegisterClientRequest>) {
-          auto m = r.initRegisterClient();
-          m.setJob(b.job);
-          m.setRank(b.rank);
-          m.setWindow(b.window);
-          m.setHasSpec(b.spec.has_value());
-          if (b.spec.has_value()) ToWire(*b.spec, m.initSpec());
-          m.setHasResume(b.resume.has_value());
-          if (b.resume.has_value()) {
-            m.setResumeFrom(b.resume->position);
-            m.setResumeSpecFingerprint(b.resume->spec_fingerprint);
-          }
-        } else if constexpr (std::is_same_v<T, ClientHeartbeatRequest>) {
-          auto m = r.initClientHeartbeat();
-          m.setJob(b.job);
-          m.setRank(b.rank);
-          m.setConsumed(b.consumed);
-          m.setReceivedWatermark(b.received_watermark);
-          auto above = m.initReceivedAbove(static_cast<unsigned>(b.received_above.size()));
-          for (size_t i = 0; i < b.received_above.size(); ++i) above.set(static_cast<unsigned>(i), b.received_above[i]);
-          m.setMembershipVersion(b.membership_version);
-          m.setStepSeconds(b.step_seconds);
-          m.setStallSeconds(b.stall_seconds);
-          m.setSamplesDelivered(b.samples_delivered);
-        } else if constexpr (std::is_same_v<T, GetJobRequest>) {
-          r.initGetJob().setJob(b.job);
-        } else if constexpr (std::is_same_v<T, DeregisterRequest>) {
-          auto m = r.initDeregister();
-          m.setJob(b.job);
-          m.setRank(b.rank);
-        }
-      },
-      body);
+  r.setSenderId(std::visit([](const auto& b) -> const std::string& { return SenderId(b); }, body));
+  fields::PutVariant(body, r, kRequests);
   return ToFrame(message);
 }
 
@@ -180,89 +177,9 @@ StatusOr<DecodedRequest> DecodeRequest(zmq::message_t frame, uint64_t* request_i
     }
     out.sender_id = r.getSenderId().cStr();
     if (out.sender_id.empty() || out.sender_id.size() > 64) return InvalidArgumentError("request without a sender id");
-    const std::string& sender = out.sender_id;
-    switch (r.which()) {
-      case wire::Request::REGISTER_WORKER: {
-        auto m = r.getRegisterWorker();
-        out.body = RegisterWorkerRequest{sender, m.getDataEndpoint().cStr(), m.getThreads(), m.getVersion().cStr(),
-                                         m.getDataPublicKey().cStr(), m.getDataPlain()};
-        break;
-      }
-      case wire::Request::WORKER_HEARTBEAT: {
-        auto m = r.getWorkerHeartbeat();
-        out.body = WorkerHeartbeatRequest{sender, GetLeaseRefs(m.getLeases()), m.getDraining(),
-                                          FiniteOrZero(m.getBusySeconds()), m.getSamplesMade()};
-        break;
-      }
-      case wire::Request::LEASE_REQUEST: {
-        auto m = r.getLeaseRequest();
-        out.body = LeaseRequest{sender, m.getJob().cStr(), m.getRank(), m.getMaxBatches(), m.getWaitMs()};
-        break;
-      }
-      case wire::Request::UNIT_DONE: {
-        auto m = r.getUnitDone();
-        UnitDoneRequest d;
-        d.worker_id = sender;
-        d.job = m.getJob().cStr();
-        d.rank = m.getRank();
-        d.unit = m.getUnit();
-        d.attempt = m.getAttempt();
-        switch (m.getOutcome()) {
-          case wire::UnitOutcome::SENT: d.outcome = UnitOutcome::kSent; break;
-          case wire::UnitOutcome::UNDELIVERABLE: d.outcome = UnitOutcome::kUndeliverable; break;
-          case wire::UnitOutcome::ABANDONED: d.outcome = UnitOutcome::kAbandoned; break;
-          default: return InvalidArgumentError("unit done with an unknown outcome");
-        }
-        d.batches_sent = m.getBatchesSent();
-        for (auto q : m.getQuarantined()) {
-          d.quarantined.push_back({q.getSampleId(), q.getReason().cStr(), q.getDetail().cStr()});
-        }
-        out.body = std::move(d);
-        break;
-      }
-      case wire::Request::REGISTER_CLIENT: {
-        auto m = r.getRegisterClient();
-        RegisterClientRequest c;
-        c.client_id = sender;
-        c.job = m.getJob().cStr();
-        c.rank = m.getRank();
-        c.window = m.getWindow();
-        if (m.getHasSpec()) {
-          auto spec = FromWire(m.getSpec());
-          if (!spec.ok()) return spec.status();
-          c.spec = std::move(*spec);
-        }
-        if (m.getHasResume()) c.resume = ResumePoint{m.getResumeFrom(), m.getResumeSpecFingerprint()};
-        out.body = std::move(c);
-        break;
-      }
-      case wire::Request::CLIENT_HEARTBEAT: {
-        auto m = r.getClientHeartbeat();
-        ClientHeartbeatRequest h;
-        h.client_id = sender;
-        h.job = m.getJob().cStr();
-        h.rank = m.getRank();
-        h.consumed = m.getConsumed();
-        h.received_watermark = m.getReceivedWatermark();
-        for (uint64_t g : m.getReceivedAbove()) h.received_above.push_back(g);
-        h.membership_version = m.getMembershipVersion();
-        h.step_seconds = FiniteOrZero(m.getStepSeconds());
-        h.stall_seconds = FiniteOrZero(m.getStallSeconds());
-        h.samples_delivered = m.getSamplesDelivered();
-        out.body = std::move(h);
-        break;
-      }
-      case wire::Request::GET_JOB:
-        out.body = GetJobRequest{sender, r.getGetJob().getJob().cStr()};
-        break;
-      case wire::Request::DEREGISTER: {
-        auto m = r.getDeregister();
-        out.body = DeregisterRequest{sender, m.getJob().cStr(), m.getRank()};
-        break;
-      }
-      default:
-        return InvalidArgumentError("request of an unknown kind");
-    }
+    STOKER_RETURN_IF_ERROR(fields::GetVariant(r, &out.body, kRequests,
+                                              [] { return InvalidArgumentError("request of an unknown kind"); }));
+    std::visit([&](auto& b) { SenderId(b) = out.sender_id; }, out.body);
     return Status::Ok();
   });
   if (!status.ok()) return status;
@@ -275,61 +192,7 @@ zmq::message_t EncodeReply(uint64_t request_id, const Status& status, const Repl
   r.setProtocolVersion(wire::PROTOCOL_VERSION);
   r.setRequestId(request_id);
   ToWire(status, r.initStatus());
-  std::visit(
-      [&r](const auto& b) {
-        using T = std::decay_t<decltype(b)>;
-        if constexpr (std::is_same_v<T, std::monostate>) {
-          r.setNone();
-        } else if constexpr (std::is_same_v<T, RegisterWorkerResponse>) {
-          auto m = r.initRegisterWorker();
-          m.setHeartbeatIntervalMs(b.heartbeat_interval_ms);
-          m.setLeaseTtlMs(b.lease_ttl_ms);
-          m.setDataTicketKey(kj::arrayPtr(reinterpret_cast<const capnp::byte*>(b.data_ticket_key.data()),
-                                          b.data_ticket_key.size()));
-        } else if constexpr (std::is_same_v<T, WorkerHeartbeatResponse>) {
-          FillList(r.initWorkerHeartbeat().initRevoked(static_cast<unsigned>(b.revoked.size())), b.revoked,
-                   [](auto out, const LeaseRef& in) { Put(out, in); });
-        } else if constexpr (std::is_same_v<T, LeaseResponse>) {
-          auto m = r.initLease();
-          m.setJobDone(b.job_done);
-          FillList(m.initLeases(static_cast<unsigned>(b.leases.size())), b.leases, [](auto out, const LeaseGrant& g) {
-            out.setJob(g.job);
-            out.setRank(g.rank);
-            out.setUnit(g.unit);
-            out.setEpoch(g.epoch);
-            out.setFirstBatch(g.first_batch);
-            out.setBatchCount(g.batch_count);
-            out.setAttempt(g.attempt);
-            auto skip = out.initSkip(static_cast<unsigned>(g.skip.size()));
-            for (size_t i = 0; i < g.skip.size(); ++i) skip.set(static_cast<unsigned>(i), g.skip[i]);
-            out.setTtlMs(g.ttl_ms);
-            out.setClientId(g.client_id);
-            out.setClientIdentity(g.client_identity);
-            out.setSpecFingerprint(g.spec_fingerprint);
-          });
-        } else if constexpr (std::is_same_v<T, RegisterClientResponse>) {
-          auto m = r.initRegisterClient();
-          ToWire(b.spec, m.initSpec());
-          m.setStepsPerEpoch(b.steps_per_epoch);
-          m.setSamplesPerEpoch(b.samples_per_epoch);
-          m.setStartBatch(b.start_batch);
-          m.setHeartbeatIntervalMs(b.heartbeat_interval_ms);
-          FillList(m.initWorkers(static_cast<unsigned>(b.workers.size())), b.workers,
-                   [](auto out, const WorkerInfo& in) { Put(out, in); });
-          m.setMembershipVersion(b.membership_version);
-        } else if constexpr (std::is_same_v<T, ClientHeartbeatResponse>) {
-          auto m = r.initClientHeartbeat();
-          m.setMembershipVersion(b.membership_version);
-          m.setWorkersChanged(b.workers_changed);
-          FillList(m.initWorkers(static_cast<unsigned>(b.workers.size())), b.workers,
-                   [](auto out, const WorkerInfo& in) { Put(out, in); });
-          FillList(m.initLeases(static_cast<unsigned>(b.leases.size())), b.leases,
-                   [](auto out, const LeaseRef& in) { Put(out, in); });
-        } else if constexpr (std::is_same_v<T, JobSpec>) {
-          ToWire(b, r.initJob());
-        }
-      },
-      body);
+  fields::PutVariant(body, r, kReplies);
   return ToFrame(message);
 }
 
@@ -344,79 +207,8 @@ StatusOr<DecodedReply> DecodeReply(zmq::message_t frame) {
     }
     out.request_id = r.getRequestId();
     out.status = FromWire(r.getStatus());
-    switch (r.which()) {
-      case wire::Reply::NONE:
-      case wire::Reply::UNIT_DONE:
-        out.body = std::monostate{};
-        break;
-      case wire::Reply::REGISTER_WORKER: {
-        auto m = r.getRegisterWorker();
-        auto key = m.getDataTicketKey();
-        out.body = RegisterWorkerResponse{m.getHeartbeatIntervalMs(), m.getLeaseTtlMs(),
-                                          std::string(reinterpret_cast<const char*>(key.begin()), key.size())};
-        break;
-      }
-      case wire::Reply::WORKER_HEARTBEAT:
-        out.body = WorkerHeartbeatResponse{GetLeaseRefs(r.getWorkerHeartbeat().getRevoked())};
-        break;
-      case wire::Reply::LEASE: {
-        auto m = r.getLease();
-        LeaseResponse l;
-        l.job_done = m.getJobDone();
-        for (auto g : m.getLeases()) {
-          LeaseGrant grant;
-          grant.job = g.getJob().cStr();
-          grant.rank = g.getRank();
-          grant.unit = g.getUnit();
-          grant.epoch = g.getEpoch();
-          grant.first_batch = g.getFirstBatch();
-          grant.batch_count = g.getBatchCount();
-          grant.attempt = g.getAttempt();
-          for (uint64_t s : g.getSkip()) grant.skip.push_back(s);
-          grant.ttl_ms = g.getTtlMs();
-          grant.client_id = g.getClientId().cStr();
-          grant.client_identity = g.getClientIdentity().cStr();
-          grant.spec_fingerprint = g.getSpecFingerprint();
-          l.leases.push_back(std::move(grant));
-        }
-        out.body = std::move(l);
-        break;
-      }
-      case wire::Reply::REGISTER_CLIENT: {
-        auto m = r.getRegisterClient();
-        RegisterClientResponse c;
-        auto spec = FromWire(m.getSpec());
-        if (!spec.ok()) return spec.status();
-        c.spec = std::move(*spec);
-        c.steps_per_epoch = m.getStepsPerEpoch();
-        c.samples_per_epoch = m.getSamplesPerEpoch();
-        c.start_batch = m.getStartBatch();
-        c.heartbeat_interval_ms = m.getHeartbeatIntervalMs();
-        c.workers = GetWorkers(m.getWorkers());
-        c.membership_version = m.getMembershipVersion();
-        out.body = std::move(c);
-        break;
-      }
-      case wire::Reply::CLIENT_HEARTBEAT: {
-        auto m = r.getClientHeartbeat();
-        ClientHeartbeatResponse h;
-        h.membership_version = m.getMembershipVersion();
-        h.workers_changed = m.getWorkersChanged();
-        h.workers = GetWorkers(m.getWorkers());
-        h.leases = GetLeaseRefs(m.getLeases());
-        out.body = std::move(h);
-        break;
-      }
-      case wire::Reply::JOB: {
-        auto spec = FromWire(r.getJob());
-        if (!spec.ok()) return spec.status();
-        out.body = std::move(*spec);
-        break;
-      }
-      default:
-        return InvalidArgumentError("reply of an unknown kind");
-    }
-    return Status::Ok();
+    return fields::GetVariant(r, &out.body, kReplies,
+                              [] { return InvalidArgumentError("reply of an unknown kind"); });
   });
   if (!status.ok()) return status;
   return out;

@@ -1,10 +1,14 @@
+// Data-plane messages <-> Cap'n Proto (schema/data.capnp): a field list per message (wire/fields.h), and the
+// receivers' checks on top of the plain decoding (data_codec.h).
 #include "wire/data_codec.h"
 
 #include <algorithm>
 #include <string_view>
+#include <tuple>
 
-#include "wire/frames.h"
 #include "stoker/schema/data.capnp.h"
+#include "wire/fields.h"
+#include "wire/frames.h"
 
 namespace stoker {
 
@@ -22,40 +26,24 @@ zmq::message_t Encode(Fill fill) {
   return ToFrame(message);
 }
 
-template <typename ListBuilder, typename T>
-void SetList(ListBuilder list, const std::vector<T>& values) {
-  for (size_t i = 0; i < values.size(); ++i) list.set(static_cast<unsigned>(i), values[i]);
-}
-
-template <typename T, typename List>
-std::vector<T> ToVector(List list) {
-  std::vector<T> out;
-  out.reserve(list.size());
-  for (auto v : list) out.push_back(v);
-  return out;
-}
-
-BatchHeader ReadBatchHeader(wire::BatchHeader::Reader h) {
-  BatchHeader out;
-  out.job = h.getJob().cStr();
-  out.epoch = h.getEpoch();
-  out.rank = h.getRank();
-  out.index = h.getIndex();
-  out.unit = h.getUnit();
-  out.attempt = h.getAttempt();
-  out.worker_id = h.getWorkerId().cStr();
-  out.count = h.getCount();
-  out.height = h.getHeight();
-  out.width = h.getWidth();
-  out.channels = h.getChannels();
-  out.labels = ToVector<int64_t>(h.getLabels());
-  out.sample_ids = ToVector<uint64_t>(h.getSampleIds());
-  out.flags = ToVector<uint8_t>(h.getFlags());
-  out.payload_bytes = h.getPayloadBytes();
-  out.payload_frames = std::max<uint32_t>(h.getPayloadFrames(), 1);  // 0 reads as 1 (older workers)
-  for (auto reason : h.getQuarantineReasons()) out.quarantine_reasons.emplace_back(reason.cStr(), reason.size());
-  return out;
-}
+// In DataBody's order (wire/fields.h).
+constexpr auto kDataMessages = std::tuple(
+    fields::Member(fields::List<Credit>(STOKER_FIELD(job, Job), STOKER_FIELD(rank, Rank),
+                                        STOKER_FIELD(client_id, ClientId), STOKER_FIELD(credits, Credits),
+                                        STOKER_FIELD(max_frame_bytes, MaxFrameBytes)),
+                   STOKER_CAPNP_ACCESSORS(Credit)),
+    fields::Member(
+        fields::List<BatchHeader>(
+            STOKER_FIELD(job, Job), STOKER_FIELD(epoch, Epoch), STOKER_FIELD(rank, Rank), STOKER_FIELD(index, Index),
+            STOKER_FIELD(unit, Unit), STOKER_FIELD(attempt, Attempt), STOKER_FIELD(worker_id, WorkerId),
+            STOKER_FIELD(count, Count), STOKER_FIELD(height, Height), STOKER_FIELD(width, Width),
+            STOKER_FIELD(channels, Channels), STOKER_FIELD(labels, Labels), STOKER_FIELD(sample_ids, SampleIds),
+            STOKER_FIELD(flags, Flags), STOKER_FIELD(payload_bytes, PayloadBytes),
+            STOKER_FIELD(payload_frames, PayloadFrames), STOKER_FIELD(quarantine_reasons, QuarantineReasons)),
+        STOKER_CAPNP_ACCESSORS(Batch)),
+    fields::Member(fields::List<DataError>(STOKER_FIELD(job, Job), STOKER_FIELD(rank, Rank),
+                                           STOKER_FIELD(status, Status)),
+                   STOKER_CAPNP_ACCESSORS(Error)));
 
 // The header's own fields against the client's job.
 Status CheckHeader(const BatchHeader& h, const BatchExpectation& e) {
@@ -110,49 +98,15 @@ bool IsQuarantineReason(std::string_view reason) {
 }
 
 zmq::message_t EncodeCredit(const Credit& credit) {
-  return Encode([&](wire::DataMessage::Builder msg) {
-    auto c = msg.initCredit();
-    c.setJob(credit.job);
-    c.setRank(credit.rank);
-    c.setClientId(credit.client_id);
-    c.setCredits(credit.credits);
-    c.setMaxFrameBytes(credit.max_frame_bytes);
-  });
+  return Encode([&](wire::DataMessage::Builder msg) { std::get<0>(kDataMessages).Put(credit, msg); });
 }
 
 zmq::message_t EncodeBatchHeader(const BatchHeader& header) {
-  return Encode([&](wire::DataMessage::Builder msg) {
-    auto h = msg.initBatch();
-    h.setJob(header.job);
-    h.setEpoch(header.epoch);
-    h.setRank(header.rank);
-    h.setIndex(header.index);
-    h.setUnit(header.unit);
-    h.setAttempt(header.attempt);
-    h.setWorkerId(header.worker_id);
-    h.setCount(header.count);
-    h.setHeight(header.height);
-    h.setWidth(header.width);
-    h.setChannels(header.channels);
-    SetList(h.initLabels(static_cast<unsigned>(header.labels.size())), header.labels);
-    SetList(h.initSampleIds(static_cast<unsigned>(header.sample_ids.size())), header.sample_ids);
-    SetList(h.initFlags(static_cast<unsigned>(header.flags.size())), header.flags);
-    h.setPayloadBytes(header.payload_bytes);
-    h.setPayloadFrames(header.payload_frames);
-    auto reasons = h.initQuarantineReasons(static_cast<unsigned>(header.quarantine_reasons.size()));
-    for (size_t i = 0; i < header.quarantine_reasons.size(); ++i) {
-      reasons.set(static_cast<unsigned>(i), header.quarantine_reasons[i]);
-    }
-  });
+  return Encode([&](wire::DataMessage::Builder msg) { std::get<1>(kDataMessages).Put(header, msg); });
 }
 
 zmq::message_t EncodeDataError(const DataError& error) {
-  return Encode([&](wire::DataMessage::Builder msg) {
-    auto e = msg.initError();
-    e.setJob(error.job);
-    e.setRank(error.rank);
-    ToWire(error.status, e.initStatus());
-  });
+  return Encode([&](wire::DataMessage::Builder msg) { std::get<2>(kDataMessages).Put(error, msg); });
 }
 
 StatusOr<DataBody> DecodeDataMessage(zmq::message_t frame, const capnp::ReaderOptions& limits) {
@@ -165,23 +119,12 @@ StatusOr<DataBody> DecodeDataMessage(zmq::message_t frame, const capnp::ReaderOp
                                 " is not supported; this build speaks version " +
                                 std::to_string(wire::PROTOCOL_VERSION));
     }
-    switch (msg.which()) {
-      case wire::DataMessage::CREDIT: {
-        auto c = msg.getCredit();
-        out = Credit{c.getJob().cStr(), c.getRank(), c.getClientId().cStr(), c.getCredits(), c.getMaxFrameBytes()};
-        return Status::Ok();
-      }
-      case wire::DataMessage::BATCH:
-        out = ReadBatchHeader(msg.getBatch());
-        return Status::Ok();
-      case wire::DataMessage::ERROR: {
-        auto e = msg.getError();
-        out = DataError{e.getJob().cStr(), e.getRank(), FromWire(e.getStatus())};
-        return Status::Ok();
-      }
-      default:
-        return InvalidArgumentError("data message of an unknown kind");
+    STOKER_RETURN_IF_ERROR(fields::GetVariant(msg, &out, kDataMessages,
+                                              [] { return InvalidArgumentError("data message of an unknown kind"); }));
+    if (auto* batch = std::get_if<BatchHeader>(&out)) {
+      batch->payload_frames = std::max<uint32_t>(batch->payload_frames, 1);  // 0 reads as 1 (older workers)
     }
+    return Status::Ok();
   });
   if (!status.ok()) return status;
   return out;

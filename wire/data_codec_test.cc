@@ -11,37 +11,27 @@ namespace stoker {
 namespace {
 
 BatchExpectation Expected() {
-  BatchExpectation e;
-  e.job = "j";
-  e.rank = 1;
-  e.epochs = 2;
-  e.steps_per_epoch = 5;
-  e.batch_size = 3;
-  e.height = 4;
-  e.width = 4;
-  return e;
+  return {.job = "j", .rank = 1, .epochs = 2, .steps_per_epoch = 5, .batch_size = 3, .height = 4, .width = 4};
 }
 
 BatchHeader GoodHeader() {
-  BatchHeader h;
-  h.job = "j";
-  h.epoch = 1;
-  h.rank = 1;
-  h.index = 4;
-  h.unit = 9;
-  h.attempt = 7;
-  h.worker_id = "w-1";
-  h.count = 3;
-  h.height = 4;
-  h.width = 4;
-  h.channels = 3;
-  h.labels = {5, -1, 6};
-  h.sample_ids = {11, 12, 1234567};
-  h.flags = {0, kSampleFlagQuarantined, kSampleFlagPadding};
-  h.payload_bytes = 3 * 4 * 4 * 3;
-  h.payload_frames = 1;
-  h.quarantine_reasons = {"unsupported_format"};
-  return h;
+  return {.job = "j",
+          .epoch = 1,
+          .rank = 1,
+          .index = 4,
+          .unit = 9,
+          .attempt = 7,
+          .worker_id = "w-1",
+          .count = 3,
+          .height = 4,
+          .width = 4,
+          .channels = 3,
+          .labels = {5, -1, 6},
+          .sample_ids = {11, 12, 1234567},
+          .flags = {0, kSampleFlagQuarantined, kSampleFlagPadding},
+          .payload_bytes = 3 * 4 * 4 * 3,
+          .payload_frames = 1,
+          .quarantine_reasons = {"unsupported_format"}};
 }
 
 TEST(DataCodec, EveryMessageRoundTrips) {
@@ -87,24 +77,20 @@ TEST(DataCodec, AClientAcceptsOnlyBatchesOfItsJobWithTheirAnnouncedPayload) {
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
     return r.ok() ? std::string() : r.status().message();
   };
-  BatchHeader h = GoodHeader();
-  h.job = "other";
-  EXPECT_EQ(refused(h, {144}, e), "batch for another job or rank");
-  h = GoodHeader();
-  h.rank = 0;
-  EXPECT_EQ(refused(h, {144}, e), "batch for another job or rank");
-  h = GoodHeader();
-  h.epoch = 2;
-  EXPECT_EQ(refused(h, {144}, e), "index out of range");
-  h = GoodHeader();
-  h.index = 5;
-  EXPECT_EQ(refused(h, {144}, e), "index out of range");
-  h = GoodHeader();
-  h.width = 5;
-  EXPECT_EQ(refused(h, {144}, e), "shape differs from the job's");
-  h = GoodHeader();
-  h.sample_ids.pop_back();
-  EXPECT_EQ(refused(h, {144}, e), "list lengths differ from the batch size");
+  // The header's own fields against the job: a change to a good header each, and why it is refused.
+  const std::pair<void (*)(BatchHeader&), const char*> wrong_fields[] = {
+      {[](BatchHeader& h) { h.job = "other"; }, "batch for another job or rank"},
+      {[](BatchHeader& h) { h.rank = 0; }, "batch for another job or rank"},
+      {[](BatchHeader& h) { h.epoch = 2; }, "index out of range"},
+      {[](BatchHeader& h) { h.index = 5; }, "index out of range"},
+      {[](BatchHeader& h) { h.width = 5; }, "shape differs from the job's"},
+      {[](BatchHeader& h) { h.sample_ids.pop_back(); }, "list lengths differ from the batch size"}};
+  for (const auto& [change, why] : wrong_fields) {
+    BatchHeader wrong = GoodHeader();
+    change(wrong);
+    EXPECT_EQ(refused(wrong, {144}, e), why);
+  }
+  BatchHeader h;
   EXPECT_NE(refused(GoodHeader(), {}, e).find("announces 1 payload frames, 0 came"), std::string::npos);
   EXPECT_NE(refused(GoodHeader(), {140}, e).find("payload length"), std::string::npos);
   h = GoodHeader();

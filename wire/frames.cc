@@ -1,3 +1,4 @@
+// Frames and sockets (frames.h): serialising, parsing under limits, binding, polling, peer ids and statuses.
 #include "wire/frames.h"
 
 #include <cerrno>

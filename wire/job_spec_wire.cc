@@ -1,71 +1,46 @@
-// JobSpec <-> wire::JobSpec (schema/job.capnp): the job spec as the control plane and the journal carry it.
+// JobSpec <-> wire::JobSpec (schema/job.capnp): the job spec as the control plane and the journal carry it, a field
+// list each for the spec and its pipeline (wire/fields.h).
 #include "wire/job_spec_wire.h"
 
-namespace stoker {
+#include <tuple>
+#include <utility>
 
-void ToWire(const JobSpec& spec, wire::JobSpec::Builder out) {
-  out.setName(spec.name);
-  out.setManifestPath(spec.manifest_path);
-  out.setManifestFingerprint(spec.manifest_fingerprint);
-  out.setBatchSize(spec.batch_size);
-  out.setWorldSize(spec.world_size);
-  out.setEpochs(spec.epochs);
-  out.setSeed(spec.seed);
-  out.setShuffle(spec.shuffle);
-  out.setRemainder(spec.remainder == Remainder::kDrop ? wire::Remainder::DROP : wire::Remainder::PAD);
-  out.setBatchesPerUnit(spec.batches_per_unit);
-  auto p = out.initPipeline();
-  const PipelineSpec& ps = spec.pipeline;
-  p.setMode(ps.mode == PipelineMode::kTrain ? wire::PipelineMode::TRAIN : wire::PipelineMode::EVAL);
-  p.setOutputHeight(ps.output_height);
-  p.setOutputWidth(ps.output_width);
-  p.setScaleMin(ps.scale_min);
-  p.setScaleMax(ps.scale_max);
-  p.setRatioMin(ps.ratio_min);
-  p.setRatioMax(ps.ratio_max);
-  p.setFlipProbability(ps.flip_probability);
-  p.setResizeShorter(ps.resize_shorter);
-  p.setAntialias(ps.antialias);
-  p.setResizeKernel(ps.resize_kernel == ResizeKernel::kPillow ? wire::ResizeKernel::PILLOW
-                                                                : wire::ResizeKernel::OPENCV);
-}
+#include "wire/fields.h"
+
+namespace stoker {
+namespace {
+
+constexpr auto kRemainders = fields::MakeEnumMap("job spec: unknown remainder policy",
+                                                 std::pair{Remainder::kDrop, wire::Remainder::DROP},
+                                                 std::pair{Remainder::kPad, wire::Remainder::PAD});
+constexpr auto kPipelineModes = fields::MakeEnumMap("job spec: unknown pipeline mode",
+                                                    std::pair{PipelineMode::kTrain, wire::PipelineMode::TRAIN},
+                                                    std::pair{PipelineMode::kEval, wire::PipelineMode::EVAL});
+constexpr auto kResizeKernels = fields::MakeEnumMap("job spec: unknown resize kernel (a newer client?)",
+                                                    std::pair{ResizeKernel::kOpenCv, wire::ResizeKernel::OPENCV},
+                                                    std::pair{ResizeKernel::kPillow, wire::ResizeKernel::PILLOW});
+
+constexpr auto kPipeline = fields::List<PipelineSpec>(
+    fields::Mapped(kPipelineModes, STOKER_FIELD(mode, Mode)), STOKER_FIELD(output_height, OutputHeight),
+    STOKER_FIELD(output_width, OutputWidth), STOKER_FIELD(scale_min, ScaleMin), STOKER_FIELD(scale_max, ScaleMax),
+    STOKER_FIELD(ratio_min, RatioMin), STOKER_FIELD(ratio_max, RatioMax),
+    STOKER_FIELD(flip_probability, FlipProbability), STOKER_FIELD(resize_shorter, ResizeShorter),
+    STOKER_FIELD(antialias, Antialias), fields::Mapped(kResizeKernels, STOKER_FIELD(resize_kernel, ResizeKernel)));
+
+constexpr auto kJobSpec = fields::List<JobSpec>(
+    STOKER_FIELD(name, Name), STOKER_FIELD(manifest_path, ManifestPath),
+    STOKER_FIELD(manifest_fingerprint, ManifestFingerprint), STOKER_FIELD(batch_size, BatchSize),
+    STOKER_FIELD(world_size, WorldSize), STOKER_FIELD(epochs, Epochs), STOKER_FIELD(seed, Seed),
+    STOKER_FIELD(shuffle, Shuffle), fields::Mapped(kRemainders, STOKER_FIELD(remainder, Remainder)),
+    STOKER_FIELD(batches_per_unit, BatchesPerUnit), fields::Nested(kPipeline, STOKER_FIELD(pipeline, Pipeline)));
+
+}  // namespace
+
+void ToWire(const JobSpec& spec, wire::JobSpec::Builder out) { fields::Encode(kJobSpec, spec, out); }
 
 StatusOr<JobSpec> FromWire(wire::JobSpec::Reader in) {
   JobSpec spec;
-  spec.name = in.getName();
-  spec.manifest_path = in.getManifestPath();
-  spec.manifest_fingerprint = in.getManifestFingerprint();
-  spec.batch_size = in.getBatchSize();
-  spec.world_size = in.getWorldSize();
-  spec.epochs = in.getEpochs();
-  spec.seed = in.getSeed();
-  spec.shuffle = in.getShuffle();
-  switch (in.getRemainder()) {
-    case wire::Remainder::DROP: spec.remainder = Remainder::kDrop; break;
-    case wire::Remainder::PAD: spec.remainder = Remainder::kPad; break;
-    default: return InvalidArgumentError("job spec: unknown remainder policy");
-  }
-  spec.batches_per_unit = in.getBatchesPerUnit();
-  auto p = in.getPipeline();
-  switch (p.getMode()) {
-    case wire::PipelineMode::TRAIN: spec.pipeline.mode = PipelineMode::kTrain; break;
-    case wire::PipelineMode::EVAL: spec.pipeline.mode = PipelineMode::kEval; break;
-    default: return InvalidArgumentError("job spec: unknown pipeline mode");
-  }
-  spec.pipeline.output_height = p.getOutputHeight();
-  spec.pipeline.output_width = p.getOutputWidth();
-  spec.pipeline.scale_min = p.getScaleMin();
-  spec.pipeline.scale_max = p.getScaleMax();
-  spec.pipeline.ratio_min = p.getRatioMin();
-  spec.pipeline.ratio_max = p.getRatioMax();
-  spec.pipeline.flip_probability = p.getFlipProbability();
-  spec.pipeline.resize_shorter = p.getResizeShorter();
-  spec.pipeline.antialias = p.getAntialias();
-  switch (p.getResizeKernel()) {
-    case wire::ResizeKernel::OPENCV: spec.pipeline.resize_kernel = ResizeKernel::kOpenCv; break;
-    case wire::ResizeKernel::PILLOW: spec.pipeline.resize_kernel = ResizeKernel::kPillow; break;
-    default: return InvalidArgumentError("job spec: unknown resize kernel (a newer client?)");
-  }
+  STOKER_RETURN_IF_ERROR(fields::Decode(kJobSpec, in, &spec));
   STOKER_RETURN_IF_ERROR(spec.Validate());
   return spec;
 }

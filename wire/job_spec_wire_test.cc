@@ -10,29 +10,26 @@ namespace {
 
 // Every field away from its default, so a field the conversion forgot cannot round-trip by accident.
 JobSpec EveryFieldSet() {
-  JobSpec spec;
-  spec.name = "rn50.eval-2";
-  spec.manifest_path = "/data/val.stoker";
-  spec.manifest_fingerprint = 0xabcdef;
-  spec.batch_size = 48;
-  spec.world_size = 3;
-  spec.epochs = 5;
-  spec.seed = 11;
-  spec.shuffle = false;
-  spec.remainder = Remainder::kPad;
-  spec.batches_per_unit = 2;
-  PipelineSpec& p = spec.pipeline;
-  p.mode = PipelineMode::kEval;
-  p.output_height = 160;
-  p.output_width = 192;
-  p.scale_min = 0.25f;
-  p.scale_max = 0.9f;
-  p.ratio_min = 0.5f;
-  p.ratio_max = 2.0f;
-  p.flip_probability = 0.25f;
-  p.resize_shorter = 200;
-  p.antialias = false;
-  return spec;
+  return {.name = "rn50.eval-2",
+          .manifest_path = "/data/val.stoker",
+          .manifest_fingerprint = 0xabcdef,
+          .pipeline = {.mode = PipelineMode::kEval,
+                       .output_height = 160,
+                       .output_width = 192,
+                       .scale_min = 0.25f,
+                       .scale_max = 0.9f,
+                       .ratio_min = 0.5f,
+                       .ratio_max = 2.0f,
+                       .flip_probability = 0.25f,
+                       .resize_shorter = 200,
+                       .antialias = false},
+          .batch_size = 48,
+          .world_size = 3,
+          .epochs = 5,
+          .seed = 11,
+          .shuffle = false,
+          .remainder = Remainder::kPad,
+          .batches_per_unit = 2};
 }
 
 TEST(JobSpec, RoundTripsThroughTheWire) {

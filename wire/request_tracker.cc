@@ -1,3 +1,4 @@
+// RequestTracker (request_tracker.h): the requests still awaiting their reply, and when each is given up on.
 #include "wire/request_tracker.h"
 
 namespace stoker {

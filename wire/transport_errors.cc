@@ -1,3 +1,4 @@
+// TransportErrors (transport_errors.h): each site's first failure logged, all of them counted.
 #include "wire/transport_errors.h"
 
 #include "base/logging.h"

@@ -41,6 +41,15 @@ class WorkerImplTest : public ::testing::Test {
     impl_->JobLoaded("job", Job(spec_));
   }
 
+  // Ready with `credits`, and unit 0 leased under `attempt`: the batch it asks to have made (null if not one).
+  std::shared_ptr<BatchBuild> LeaseUnitZero(uint32_t credits, uint64_t attempt) {
+    Ready(credits);
+    impl_->Tick();
+    Lease({Grant(0, attempt, spec_)});
+    EXPECT_EQ(outbox_.builds.size(), 1u);
+    return outbox_.builds.size() == 1 ? outbox_.builds[0] : nullptr;
+  }
+
   // The latest request of type T the Impl asked to send; earlier ones of that type stay unanswered, requests of
   // other types are kept for later.
   template <typename T>
@@ -156,11 +165,8 @@ TEST_F(WorkerImplTest, CreditCapsLeases) {
 }
 
 TEST_F(WorkerImplTest, ARevokeCancelsTheUnitsBatches) {
-  Ready(2);
-  impl_->Tick();
-  Lease({Grant(0, 7, spec_)});
-  ASSERT_EQ(outbox_.builds.size(), 1u);
-  auto build = outbox_.builds[0];
+  auto build = LeaseUnitZero(2, 7);
+  ASSERT_NE(build, nullptr);
 
   clock_.Advance(Millis(300));
   impl_->Tick();  // a heartbeat naming the lease
@@ -178,9 +184,7 @@ TEST_F(WorkerImplTest, ARevokeCancelsTheUnitsBatches) {
 }
 
 TEST_F(WorkerImplTest, ARevokeOfAnOlderAttemptChangesNothing) {
-  Ready(2);
-  impl_->Tick();
-  Lease({Grant(0, 7, spec_)});
+  ASSERT_NE(LeaseUnitZero(2, 7), nullptr);
   clock_.Advance(Millis(300));
   impl_->Tick();
   WorkerHeartbeatResponse revoke;
@@ -208,9 +212,7 @@ TEST_F(WorkerImplTest, AnUnrenewedLeaseFences) {
 }
 
 TEST_F(WorkerImplTest, ARenewalCountsFromWhenTheHeartbeatLeft) {
-  Ready(2);
-  impl_->Tick();
-  Lease({Grant(0, 1, spec_)});
+  ASSERT_NE(LeaseUnitZero(2, 1), nullptr);
   clock_.Advance(Millis(1000));
   impl_->Tick();
   RequestTracker::Pending hb = Take<WorkerHeartbeatRequest>();  // leaves at t = 1000
@@ -259,11 +261,8 @@ TEST_F(WorkerImplTest, AFailedSendHandsTheUnitBack) {
 // Object storage could not serve a read (403, 404, a changed shard, retries exhausted): the batch is not sent, the
 // unit goes back whole (never dropped, never sent with a hole) and the stream leases nothing for a moment.
 TEST_F(WorkerImplTest, AStorageFailureHandsTheUnitBackAndPausesItsStream) {
-  Ready(1);
-  impl_->Tick();
-  Lease({Grant(0, 3, spec_)});
-  ASSERT_EQ(outbox_.builds.size(), 1u);
-  auto build = outbox_.builds[0];
+  auto build = LeaseUnitZero(1, 3);
+  ASSERT_NE(build, nullptr);
   build->FailStorage("sample 1 (k1): s3://b/p/a.tar (bytes 512+100): access denied (HTTP 403 AccessDenied)");
   EXPECT_FALSE(impl_->RouteBatch(*build).has_value());
   EXPECT_TRUE(build->cancelled->load());

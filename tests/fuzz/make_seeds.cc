@@ -32,14 +32,8 @@ void Write(const std::string& dir, const std::string& name, const std::string& b
 std::string Bytes(const zmq::message_t& m) { return m.to_string(); }
 
 JobSpec Spec() {
-  JobSpec spec;
-  spec.name = "job";
-  spec.manifest_path = "/data/train.stoker";
-  spec.manifest_fingerprint = 0x1234;
-  spec.world_size = 2;
-  spec.batch_size = 4;
-  spec.epochs = 2;
-  return spec;
+  return {.name = "job", .manifest_path = "/data/train.stoker", .manifest_fingerprint = 0x1234, .batch_size = 4,
+          .world_size = 2, .epochs = 2};
 }
 
 void ControlFrames(const std::string& dir) {

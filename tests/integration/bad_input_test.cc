@@ -17,6 +17,7 @@
 #include "dataset/tar.h"
 #include "datagen/synthetic_dataset.h"
 #include "tests/support/checker.h"
+#include "tests/support/cluster_test.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/test_cluster.h"
 #include "tests/support/temp_dir.h"
@@ -24,6 +25,8 @@
 
 namespace stoker::testing {
 namespace {
+
+class BadInput : public ClusterTest {};
 
 // Runs a command to completion; returns its exit code and what it printed.
 std::pair<int, std::string> RunCommand(const std::vector<std::string>& argv, const TempDir& dir, const std::string& name) {
@@ -48,7 +51,7 @@ JobSpec SpecFor(const std::string& name, const TestDataset& data, uint32_t ranks
   return spec;
 }
 
-TEST(BadInput, DamagedSamplesAreQuarantinedByIdAndNothingElseIsLost) {
+TEST_F(BadInput, DamagedSamplesAreQuarantinedByIdAndNothingElseIsLost) {
   TempDir dir;
   auto data = MakeDamagedDataset(dir.path(), 30);
   ASSERT_TRUE(data.ok()) << data.status().ToString();
@@ -157,7 +160,7 @@ void ExpectBombQuarantined(const TempDir& dir, tools::LocalCluster& cluster, con
 
 // Regression: a scan-bomb JPEG held a worker thread for 101 s and was decoded again every epoch. Now it is refused
 // at the scan limit (decode_limit), reported by id in every epoch, and decoded only once: the worker remembers it.
-TEST(BadInput, AScanBombIsQuarantinedEveryEpochAndDecodedOnce) {
+TEST_F(BadInput, AScanBombIsQuarantinedEveryEpochAndDecodedOnce) {
   TempDir dir;
   int w = 0, h = 0;
   std::vector<uint8_t> rgb = datagen::SyntheticImage(99, &w, &h);
@@ -174,14 +177,14 @@ TEST(BadInput, AScanBombIsQuarantinedEveryEpochAndDecodedOnce) {
 // 30000 pixels made OpenCV allocate 2.7 GB, because the worker's OPENCV_IO_MAX_IMAGE_PIXELS was set in main,
 // after OpenCV had read it. The worker now starts itself again with it set; the bomb is quarantined as a limit (a
 // build without OpenCV imgcodecs never decodes it: unsupported_format).
-TEST(BadInput, APixelBombInAnotherFormatIsAQuarantinedLimit) {
+TEST_F(BadInput, APixelBombInAnotherFormatIsAQuarantinedLimit) {
   TempDir dir;
   tools::LocalCluster cluster(ClusterIn(dir));
   ExpectBombQuarantined(dir, cluster, "bomb.pbm", std::string("P4\n30000 30000\n") + std::string(64, '\xff'), 1,
                         {"decode_limit", "unsupported_format"});
 }
 
-TEST(BadInput, ShardMissingAtRunTimeIsQuarantinedNotFatal) {
+TEST_F(BadInput, ShardMissingAtRunTimeIsQuarantinedNotFatal) {
   TempDir dir;
   auto data = MakeJpegDataset(dir.path(), "jpegs", 40, 20);
   ASSERT_TRUE(data.ok()) << data.status().ToString();
@@ -203,61 +206,54 @@ TEST(BadInput, ShardMissingAtRunTimeIsQuarantinedNotFatal) {
   EXPECT_NE(cluster.ReadLog("coordinator").find("(read_error)"), std::string::npos);
 }
 
-TEST(BadInput, UnknownJobHeldRankAndMismatchedSpecAreRefusedClearly) {
-  TempDir dir;
-  auto data = MakeJpegDataset(dir.path(), "jpegs", 40, 40);
-  ASSERT_TRUE(data.ok()) << data.status().ToString();
-  tools::LocalCluster cluster(ClusterIn(dir));
-  ASSERT_TRUE(cluster.StartCoordinator().ok());
-  ASSERT_TRUE(cluster.StartWorker().ok());
+TEST_F(BadInput, UnknownJobHeldRankAndMismatchedSpecAreRefusedClearly) {
+  ASSERT_NO_FATAL_FAILURE(Start(40, 40, /*workers=*/1));
   std::string stoker = BinaryDirectory() + "/stoker";
-  std::string ep = cluster.coordinator_endpoint();
+  std::string ep = cluster_->coordinator_endpoint();
 
   auto [unknown_code, unknown_out] =
       RunCommand({stoker, "consume", "--coordinator", ep, "--job", "nope", "--attach", "--rank", "0", "--key-file",
-                  cluster.keyring().client_key, "--trust-file", cluster.keyring().trust},
-                 dir, "unknown");
+                  cluster_->keyring().client_key, "--trust-file", cluster_->keyring().trust},
+                 dir_, "unknown");
   EXPECT_EQ(unknown_code, 1);
   EXPECT_NE(unknown_out.find("NOT_FOUND: unknown job 'nope'"), std::string::npos) << unknown_out;
 
   // A consumer that takes rank 0 and keeps it (it "trains" slowly).
-  JobSpec spec = SpecFor("held", *data, 2, 4);
-  auto holder = cluster.StartConsumer("holder", spec, 0, {"--hold-ms", "60000", "--max-batches", "1"});
+  JobSpec spec = SpecFor("held", data_, 2, 4);
+  auto holder = cluster_->StartConsumer("holder", spec, 0, {"--hold-ms", "60000", "--max-batches", "1"});
   ASSERT_TRUE(holder.ok());
   // Once the holder has logged a batch it certainly holds the rank.
-  ASSERT_TRUE(tools::WaitForFile(cluster.ConsumerLog(*holder), std::chrono::seconds(60), &cluster.consumer(*holder)).ok())
-      << cluster.ReadLog("consumer-holder.stderr");
-  const std::vector<std::string> keys = cluster.SecurityFlags(Role::kClient);
-  std::vector<std::string> second = {stoker, "consume", "--coordinator", ep, "--rank", "0"};
-  for (const auto& f : tools::JobFlags(spec)) second.push_back(f);
-  second.insert(second.end(), keys.begin(), keys.end());
-  auto held = RunCommand(second, dir, "second");
+  ASSERT_TRUE(
+      tools::WaitForFile(cluster_->ConsumerLog(*holder), std::chrono::seconds(60), &cluster_->consumer(*holder)).ok())
+      << cluster_->ReadLog("consumer-holder.stderr");
+  // `stoker consume` of `job`'s `rank` with the client key, run to its end: its exit code and output.
+  auto consume = [&](const JobSpec& job, const char* rank, const std::string& tag) {
+    std::vector<std::string> command = {stoker, "consume", "--coordinator", ep, "--rank", rank};
+    for (const auto& f : tools::JobFlags(job)) command.push_back(f);
+    for (const auto& f : cluster_->SecurityFlags(Role::kClient)) command.push_back(f);
+    return RunCommand(command, dir_, tag);
+  };
+  auto held = consume(spec, "0", "second");
   EXPECT_EQ(held.first, 1);
   EXPECT_NE(held.second.find("ALREADY_EXISTS: rank 0 of job 'held' is held by a live client (c-"), std::string::npos)
       << held.second;
 
   JobSpec different = spec;
   different.batch_size = 5;
-  std::vector<std::string> mismatch = {stoker, "consume", "--coordinator", ep, "--rank", "1"};
-  for (const auto& f : tools::JobFlags(different)) mismatch.push_back(f);
-  mismatch.insert(mismatch.end(), keys.begin(), keys.end());
-  auto [mismatch_code, mismatch_out] = RunCommand(mismatch, dir, "mismatch");
+  auto [mismatch_code, mismatch_out] = consume(different, "1", "mismatch");
   EXPECT_EQ(mismatch_code, 1);
   EXPECT_NE(mismatch_out.find("FAILED_PRECONDITION"), std::string::npos) << mismatch_out;
   EXPECT_NE(mismatch_out.find("batch_size: 5 here, 4 registered"), std::string::npos) << mismatch_out;
 
   JobSpec nomanifest = spec;
   nomanifest.name = "nomanifest";
-  nomanifest.manifest_path = dir.Join("absent.stoker");
-  std::vector<std::string> missing = {stoker, "consume", "--coordinator", ep, "--rank", "0"};
-  for (const auto& f : tools::JobFlags(nomanifest)) missing.push_back(f);
-  missing.insert(missing.end(), keys.begin(), keys.end());
-  auto [missing_code, missing_out] = RunCommand(missing, dir, "missing");
+  nomanifest.manifest_path = dir_.Join("absent.stoker");
+  auto [missing_code, missing_out] = consume(nomanifest, "0", "missing");
   EXPECT_EQ(missing_code, 1);
   EXPECT_NE(missing_out.find("absent.stoker"), std::string::npos) << missing_out;
 }
 
-TEST(BadInput, IndexRefusesMissingAndUnrecognisedPaths) {
+TEST_F(BadInput, IndexRefusesMissingAndUnrecognisedPaths) {
   TempDir dir;
   std::string stoker = BinaryDirectory() + "/stoker";
   auto [code, out] = RunCommand({stoker, "index", dir.Join("nope"), "-o", dir.Join("m.stoker")}, dir, "index-missing");
@@ -274,7 +270,7 @@ TEST(BadInput, IndexRefusesMissingAndUnrecognisedPaths) {
 
 // Raw sockets against the real servers, authenticated with the cluster's keys (what a holder of a key could send):
 // malformed frames are answered or dropped, counted, and nothing breaks.
-TEST(BadInput, ServersRejectGarbageAndUnknownJobsOnTheWire) {
+TEST_F(BadInput, ServersRejectGarbageAndUnknownJobsOnTheWire) {
   TempDir dir;
   tools::LocalCluster cluster(ClusterIn(dir));
   ASSERT_TRUE(cluster.StartCoordinator().ok());

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "tests/support/checker.h"
+#include "tests/support/cluster_test.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/test_cluster.h"
 #include "tests/support/temp_dir.h"
@@ -15,14 +16,9 @@
 namespace stoker::testing {
 namespace {
 
-constexpr auto kRunTimeout = std::chrono::seconds(180);
+class DataPath : public ClusterTest {};
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+constexpr auto kRunTimeout = std::chrono::seconds(180);
 
 JobSpec Spec(const std::string& name, const TestDataset& data, uint32_t ranks, uint32_t batch, uint32_t epochs,
              Remainder remainder) {
@@ -39,16 +35,11 @@ RunVerdict RunJob(tools::LocalCluster& cluster, const JobSpec& spec, const TestD
   return verdict.ok() ? *verdict : RunVerdict{};
 }
 
-TEST(DataPath, ThreeWorkersTwoClientsDeliverEveryPlannedSampleExactlyOnce) {
-  TempDir dir;
-  auto data = MakeJpegDataset(dir.path(), "jpegs", 150, 40);
-  ASSERT_TRUE(data.ok()) << data.status().ToString();
-  tools::LocalCluster cluster(ClusterIn(dir));
-  ASSERT_TRUE(cluster.StartCoordinator().ok());
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(cluster.StartWorker().ok());
+TEST_F(DataPath, ThreeWorkersTwoClientsDeliverEveryPlannedSampleExactlyOnce) {
+  ASSERT_NO_FATAL_FAILURE(Start(150, 40, /*workers=*/3));
   // 150 samples, 2 ranks x 8: 9 steps per epoch, 144 samples delivered, 6 dropped (a different 6 each epoch).
-  JobSpec spec = Spec("exact", *data, 2, 8, 2, Remainder::kDrop);
-  RunVerdict v = RunJob(cluster, spec, *data, "exact");
+  JobSpec spec = Spec("exact", data_, 2, 8, 2, Remainder::kDrop);
+  RunVerdict v = RunJob(*cluster_, spec, data_, "exact");
   ASSERT_TRUE(v.ok()) << v.Describe();
   ASSERT_EQ(v.steps_per_epoch, 9u);
   for (const tools::EpochVerdict& e : v.epochs) {
@@ -58,7 +49,7 @@ TEST(DataPath, ThreeWorkersTwoClientsDeliverEveryPlannedSampleExactlyOnce) {
   }
   // Fault-free, nothing is ever sent twice.
   for (size_t i = 0; i < 2; ++i) {
-    std::string summary = Slurp(cluster.ConsumerSummary(i));
+    std::string summary = ReadFile(cluster_->ConsumerSummary(i));
     EXPECT_NE(summary.find("\"duplicate\": 0, \"stale_attempt\": 0, \"bad_frame\": 0"), std::string::npos) << summary;
   }
   // More than one worker did the work.
@@ -66,26 +57,22 @@ TEST(DataPath, ThreeWorkersTwoClientsDeliverEveryPlannedSampleExactlyOnce) {
   for (const auto& b : v.batches) makers.insert(b.worker_id);
   EXPECT_GE(makers.size(), 2u);
   // Workers drain on SIGTERM and exit 0.
-  for (size_t i = 0; i < 3; ++i) cluster.worker(i).Signal(SIGTERM);
+  for (size_t i = 0; i < 3; ++i) cluster_->worker(i).Signal(SIGTERM);
   for (size_t i = 0; i < 3; ++i) {
-    EXPECT_EQ(cluster.worker(i).Wait(std::chrono::seconds(20)), 0) << cluster.ReadLog("worker-" + std::to_string(i));
+    EXPECT_EQ(cluster_->worker(i).Wait(std::chrono::seconds(20)), 0)
+        << cluster_->ReadLog("worker-" + std::to_string(i));
   }
-  cluster.coordinator().Signal(SIGTERM);
-  EXPECT_EQ(cluster.coordinator().Wait(std::chrono::seconds(10)), 0);
+  cluster_->coordinator().Signal(SIGTERM);
+  EXPECT_EQ(cluster_->coordinator().Wait(std::chrono::seconds(10)), 0);
 }
 
 // The shape of a DDP node (tests/scheduling/lockstep_test.cc simulates its timing): four ranks fed by eight
 // single-thread workers, each worker holding at most its queue of two batches. Exactness only: every sample once,
 // equal steps per rank, and the work spread over the pool.
-TEST(DataPath, FourRanksFromEightWorkersDeliverEverySampleExactlyOnce) {
-  TempDir dir;
-  auto data = MakeJpegDataset(dir.path(), "jpegs", 192, 48);
-  ASSERT_TRUE(data.ok()) << data.status().ToString();
-  tools::LocalCluster cluster(ClusterIn(dir));
-  ASSERT_TRUE(cluster.StartCoordinator().ok());
-  for (int i = 0; i < 8; ++i) ASSERT_TRUE(cluster.StartWorker(1).ok());
-  JobSpec spec = Spec("ddp", *data, 4, 8, 2, Remainder::kDrop);  // 6 steps per epoch
-  RunVerdict v = RunJob(cluster, spec, *data, "ddp");
+TEST_F(DataPath, FourRanksFromEightWorkersDeliverEverySampleExactlyOnce) {
+  ASSERT_NO_FATAL_FAILURE(Start(192, 48, /*workers=*/8));
+  JobSpec spec = Spec("ddp", data_, 4, 8, 2, Remainder::kDrop);  // 6 steps per epoch
+  RunVerdict v = RunJob(*cluster_, spec, data_, "ddp");
   ASSERT_TRUE(v.ok()) << v.Describe();
   for (const tools::EpochVerdict& e : v.epochs) {
     EXPECT_EQ(e.delivered, 192u);
@@ -96,17 +83,12 @@ TEST(DataPath, FourRanksFromEightWorkersDeliverEverySampleExactlyOnce) {
   EXPECT_GE(makers.size(), 4u) << "a worker's queue is two batches: the 48 batches cannot come from few workers";
 }
 
-TEST(DataPath, PaddedRemainderGivesThreeRanksTheSameNumberOfSteps) {
-  TempDir dir;
-  auto data = MakeJpegDataset(dir.path(), "jpegs", 100, 30);
-  ASSERT_TRUE(data.ok()) << data.status().ToString();
-  tools::LocalCluster cluster(ClusterIn(dir));
-  ASSERT_TRUE(cluster.StartCoordinator().ok());
-  for (int i = 0; i < 2; ++i) ASSERT_TRUE(cluster.StartWorker().ok());
+TEST_F(DataPath, PaddedRemainderGivesThreeRanksTheSameNumberOfSteps) {
+  ASSERT_NO_FATAL_FAILURE(Start(100, 30, /*workers=*/2));
   // 100 samples, 3 ranks x 7 = 21 per step: 5 steps, 105 positions, the last 5 padding.
-  JobSpec spec = Spec("padded", *data, 3, 7, 1, Remainder::kPad);
+  JobSpec spec = Spec("padded", data_, 3, 7, 1, Remainder::kPad);
   spec.batches_per_unit = 2;
-  RunVerdict v = RunJob(cluster, spec, *data, "pad");
+  RunVerdict v = RunJob(*cluster_, spec, data_, "pad");
   ASSERT_TRUE(v.ok()) << v.Describe();
   EXPECT_EQ(v.epochs[0].delivered, 100u);
   EXPECT_EQ(v.epochs[0].planned_padding, 5u);
@@ -114,22 +96,18 @@ TEST(DataPath, PaddedRemainderGivesThreeRanksTheSameNumberOfSteps) {
   EXPECT_EQ(v.epochs[0].batches_per_rank, (std::vector<uint64_t>{5, 5, 5}));
 }
 
-TEST(DataPath, SameSeedGivesIdenticalBatchBytesWhicheverWorkersMakeThem) {
-  TempDir dir;
-  auto data = MakeJpegDataset(dir.path(), "jpegs", 64, 32);
-  ASSERT_TRUE(data.ok()) << data.status().ToString();
-  tools::LocalCluster cluster(ClusterIn(dir));
-  ASSERT_TRUE(cluster.StartCoordinator().ok());
-  ASSERT_TRUE(cluster.StartWorker(1).ok());
-  JobSpec first = Spec("seed-a", *data, 2, 4, 2, Remainder::kDrop);
-  RunVerdict a = RunJob(cluster, first, *data, "a");
+TEST_F(DataPath, SameSeedGivesIdenticalBatchBytesWhicheverWorkersMakeThem) {
+  ASSERT_NO_FATAL_FAILURE(Start(64, 32));
+  ASSERT_TRUE(cluster_->StartWorker(1).ok());
+  JobSpec first = Spec("seed-a", data_, 2, 4, 2, Remainder::kDrop);
+  RunVerdict a = RunJob(*cluster_, first, data_, "a");
   ASSERT_TRUE(a.ok()) << a.Describe();
   // Same spec and seed under another name, now with three workers of different thread counts.
-  ASSERT_TRUE(cluster.StartWorker(2).ok());
-  ASSERT_TRUE(cluster.StartWorker(3).ok());
+  ASSERT_TRUE(cluster_->StartWorker(2).ok());
+  ASSERT_TRUE(cluster_->StartWorker(3).ok());
   JobSpec second = first;
   second.name = "seed-b";
-  RunVerdict b = RunJob(cluster, second, *data, "b");
+  RunVerdict b = RunJob(*cluster_, second, data_, "b");
   ASSERT_TRUE(b.ok()) << b.Describe();
   ASSERT_EQ(a.pixel_hashes.size(), 2u * 2u * 8u);
   EXPECT_EQ(a.pixel_hashes, b.pixel_hashes);
@@ -137,7 +115,7 @@ TEST(DataPath, SameSeedGivesIdenticalBatchBytesWhicheverWorkersMakeThem) {
   JobSpec third = first;
   third.name = "seed-c";
   third.seed = 100;
-  RunVerdict c = RunJob(cluster, third, *data, "c");
+  RunVerdict c = RunJob(*cluster_, third, data_, "c");
   ASSERT_TRUE(c.ok()) << c.Describe();
   EXPECT_NE(a.pixel_hashes, c.pixel_hashes);
 }

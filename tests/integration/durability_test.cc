@@ -24,16 +24,20 @@
 
 #include "wire/control_codec.h"
 #include "tests/support/checker.h"
+#include "tests/support/cluster_test.h"
 #include "tests/support/curve_peer.h"
 #include "tests/support/exact_delivery.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/http_client.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_cluster.h"
+#include "tools/socket_io.h"
 #include "tools/tcp_proxy.h"
 
 namespace stoker::testing {
 namespace {
+
+class Durability : public ClusterTest {};
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
@@ -69,26 +73,10 @@ class SmallVolume {
   std::string path_;
 };
 
-// A TCP port on 127.0.0.1 nothing listens on right now (bound, read, released), for a worker that must listen where
-// a proxy in front of it already points.
-uint16_t FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  uint16_t port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
-
 // Starts a worker whose data port clients reach only through `proxy` (which it advertises). Returns its index.
 StatusOr<size_t> StartWorkerBehind(tools::LocalCluster& cluster, std::unique_ptr<tools::TcpProxy>* proxy) {
-  const std::string listen = "tcp://127.0.0.1:" + std::to_string(FreePort());
+  STOKER_ASSIGN_OR_RETURN(uint16_t port, tools::FreeLoopbackPort());
+  const std::string listen = "tcp://127.0.0.1:" + std::to_string(port);
   STOKER_ASSIGN_OR_RETURN(*proxy, tools::TcpProxy::Start(listen));
   return cluster.StartWorker(1, {"--listen", listen, "--advertise", (*proxy)->endpoint()});
 }
@@ -109,7 +97,7 @@ uint64_t SummaryCount(const std::string& summary, const std::string& key) {
 // Regression: on a full volume the coordinator's failed journal write made it exit, and it crash-looped. Now it
 // stays up and says so (a metric, UNAVAILABLE to new requests), holds the replies it cannot make durable, and
 // carries on when space returns: training sees every sample exactly once, and the journal replays.
-TEST(Durability, AFullJournalVolumePausesTheCoordinatorAndNothingIsLost) {
+TEST_F(Durability, AFullJournalVolumePausesTheCoordinatorAndNothingIsLost) {
   TempDir dir;
   auto volume = SmallVolume::Mount(dir.Join("volume"), 512 << 10);
   if (!volume) GTEST_SKIP() << "cannot mount a tmpfs here (" << std::strerror(errno) << "): needs root";
@@ -153,28 +141,24 @@ TEST(Durability, AFullJournalVolumePausesTheCoordinatorAndNothingIsLost) {
 // Row 7: a client cut off from one worker (packets dropped, the worker still talks to the coordinator). The units
 // that worker sent go unacknowledged and are re-leased to the other worker under new attempts; when the link heals,
 // the old attempts' batches arrive late and are dropped and counted, never delivered.
-TEST(Durability, AClientCutOffFromAWorkerGetsItsUnitsElsewhereAndDropsTheLateOnes) {
-  TempDir dir;
-  auto data = MakeJpegDataset(dir.path(), "jpegs", 96, 32);
-  ASSERT_TRUE(data.ok()) << data.status().ToString();
-  tools::LocalCluster cluster(ClusterIn(dir, {"--ack-timeout", "1500ms"}));
-  ASSERT_TRUE(cluster.StartCoordinator().ok());
+TEST_F(Durability, AClientCutOffFromAWorkerGetsItsUnitsElsewhereAndDropsTheLateOnes) {
+  ASSERT_NO_FATAL_FAILURE(Start(96, 32, /*workers=*/0, {"--ack-timeout", "1500ms"}));
   std::unique_ptr<tools::TcpProxy> proxy;
-  auto cut = StartWorkerBehind(cluster, &proxy);
+  auto cut = StartWorkerBehind(*cluster_, &proxy);
   ASSERT_TRUE(cut.ok()) << cut.status().ToString();
-  ASSERT_TRUE(cluster.StartWorker().ok());
-  JobSpec spec = SpecOver("partition", *data, 1, 8, 4);
-  auto consumer = cluster.StartConsumer("victim", spec, 0, {"--hold-ms", "40"});
+  ASSERT_TRUE(cluster_->StartWorker().ok());
+  JobSpec spec = SpecOver("partition", data_, 1, 8, 4);
+  auto consumer = cluster_->StartConsumer("victim", spec, 0, {"--hold-ms", "40"});
   ASSERT_TRUE(consumer.ok());
-  ASSERT_TRUE(tools::WaitForLines(cluster.ConsumerLog(*consumer), 3 * 8, std::chrono::seconds(60),
-                           &cluster.consumer(*consumer)).ok());
+  ASSERT_TRUE(tools::WaitForLines(cluster_->ConsumerLog(*consumer), 3 * 8, std::chrono::seconds(60),
+                           &cluster_->consumer(*consumer)).ok());
   proxy->Blackhole();
-  Status released = WaitForMetric(cluster.coordinator_metrics(),
+  Status released = WaitForMetric(cluster_->coordinator_metrics(),
                                   "stoker_coordinator_releases_total{reason=\"unacked\"}", 1, Millis(30000));
   EXPECT_TRUE(released.ok()) << released.ToString();
   proxy->Heal();
-  ExpectExactDelivery(cluster, spec, *data, 1, std::chrono::seconds(180));
-  const std::string summary = Slurp(cluster.ConsumerSummary(*consumer));
+  ExpectExactDelivery(*cluster_, spec, data_, 1, std::chrono::seconds(180));
+  const std::string summary = Slurp(cluster_->ConsumerSummary(*consumer));
   EXPECT_GT(SummaryCount(summary, "stale_attempt") + SummaryCount(summary, "duplicate") +
                 SummaryCount(summary, "unlisted"),
             0u)
@@ -183,26 +167,22 @@ TEST(Durability, AClientCutOffFromAWorkerGetsItsUnitsElsewhereAndDropsTheLateOne
 
 // Row 9: a client's connection to a worker reset again and again (RST, as by a restarted middlebox). ZeroMQ
 // reconnects; batches lost in flight are asked for again through credits and the acknowledged watermark.
-TEST(Durability, RepeatedResetsOfADataConnectionLoseNothing) {
-  TempDir dir;
-  auto data = MakeJpegDataset(dir.path(), "jpegs", 96, 32);
-  ASSERT_TRUE(data.ok()) << data.status().ToString();
-  tools::LocalCluster cluster(ClusterIn(dir, {"--ack-timeout", "1500ms"}));
-  ASSERT_TRUE(cluster.StartCoordinator().ok());
+TEST_F(Durability, RepeatedResetsOfADataConnectionLoseNothing) {
+  ASSERT_NO_FATAL_FAILURE(Start(96, 32, /*workers=*/0, {"--ack-timeout", "1500ms"}));
   std::unique_ptr<tools::TcpProxy> proxy;
-  ASSERT_TRUE(StartWorkerBehind(cluster, &proxy).ok());
-  JobSpec spec = SpecOver("resets", *data, 1, 8, 3);
-  auto consumer = cluster.StartConsumer("victim", spec, 0, {"--hold-ms", "20"});
+  ASSERT_TRUE(StartWorkerBehind(*cluster_, &proxy).ok());
+  JobSpec spec = SpecOver("resets", data_, 1, 8, 3);
+  auto consumer = cluster_->StartConsumer("victim", spec, 0, {"--hold-ms", "20"});
   ASSERT_TRUE(consumer.ok());
   // The fault: a reset every 250 ms until the consumer is done (or a minute has passed).
   int resets = 0;
   for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-       cluster.consumer(*consumer).running() && std::chrono::steady_clock::now() < until; ++resets) {
+       cluster_->consumer(*consumer).running() && std::chrono::steady_clock::now() < until; ++resets) {
     std::this_thread::sleep_for(std::chrono::milliseconds(250));  // the fault's period, not a synchronisation
     proxy->ResetAll();
   }
   EXPECT_GE(resets, 3) << "the job ended before the connection was reset three times";
-  ExpectExactDelivery(cluster, spec, *data, 1, std::chrono::seconds(120));
+  ExpectExactDelivery(*cluster_, spec, data_, 1, std::chrono::seconds(120));
 }
 
 // Row 17: a frame larger than a server accepts, and a request of several frames, from peers holding real keys.
@@ -210,48 +190,44 @@ TEST(Durability, RepeatedResetsOfADataConnectionLoseNothing) {
 // worker's data port drops a client whose credit is oversized. Everyone else carries on exactly. (A multipart
 // message that never ends is the known limit of libzmq 4.3 buffering messages whole: docs/design.md 4b; a peer
 // without a trusted key cannot send one, hostile_test.)
-TEST(Durability, OversizedFramesAndExtraFramesFromKeyHoldersAreRefused) {
-  TempDir dir;
-  auto data = MakeJpegDataset(dir.path(), "jpegs", 96, 32);
-  ASSERT_TRUE(data.ok()) << data.status().ToString();
-  tools::LocalCluster cluster(ClusterIn(dir));
-  ASSERT_TRUE(cluster.StartCoordinator().ok());
-  ASSERT_TRUE(cluster.StartWorker().ok());
-  JobSpec spec = SpecOver("frames", *data, 1, 8, 2);
-  auto consumer = cluster.StartConsumer("victim", spec, 0, {"--hold-ms", "30"});
+TEST_F(Durability, OversizedFramesAndExtraFramesFromKeyHoldersAreRefused) {
+  ASSERT_NO_FATAL_FAILURE(Start(96, 32, /*workers=*/1));
+  JobSpec spec = SpecOver("frames", data_, 1, 8, 2);
+  auto consumer = cluster_->StartConsumer("victim", spec, 0, {"--hold-ms", "30"});
   ASSERT_TRUE(consumer.ok());
-  ASSERT_TRUE(tools::WaitForFile(cluster.ConsumerLog(*consumer), std::chrono::seconds(60), &cluster.consumer(*consumer)).ok());
+  ASSERT_TRUE(
+      tools::WaitForFile(cluster_->ConsumerLog(*consumer), std::chrono::seconds(60), &cluster_->consumer(*consumer)).ok());
 
-  auto worker_key = ReadKey(cluster.keyring().worker_key);
-  auto client_key = ReadKey(cluster.keyring().client_key);
-  auto coordinator_key = ReadKey(cluster.keyring().coordinator_key);
+  auto worker_key = ReadKey(cluster_->keyring().worker_key);
+  auto client_key = ReadKey(cluster_->keyring().client_key);
+  auto coordinator_key = ReadKey(cluster_->keyring().coordinator_key);
   ASSERT_TRUE(worker_key.ok() && client_key.ok() && coordinator_key.ok());
   zmq::context_t context;
-  zmq::socket_t big = Dealer(context, cluster.coordinator_endpoint(), *worker_key, coordinator_key->public_z85);
+  zmq::socket_t big = Dealer(context, cluster_->coordinator_endpoint(), *worker_key, coordinator_key->public_z85);
   const std::string two_mib(2 << 20, 'x');
   ASSERT_TRUE(big.send(zmq::buffer(two_mib), zmq::send_flags::none));
-  zmq::socket_t extra = Dealer(context, cluster.coordinator_endpoint(), *worker_key, coordinator_key->public_z85);
+  zmq::socket_t extra = Dealer(context, cluster_->coordinator_endpoint(), *worker_key, coordinator_key->public_z85);
   zmq::message_t request = EncodeRequest(1, GetJobRequest{"w-extra", "frames"});
   ASSERT_TRUE(extra.send(request, zmq::send_flags::sndmore));
   ASSERT_TRUE(extra.send(zmq::str_buffer("one frame too many"), zmq::send_flags::none));
-  Status counted = WaitForMetric(cluster.coordinator_metrics(), "stoker_coordinator_rejected_frames_total", 1,
+  Status counted = WaitForMetric(cluster_->coordinator_metrics(), "stoker_coordinator_rejected_frames_total", 1,
                                  Millis(10000));
   EXPECT_TRUE(counted.ok()) << counted.ToString();
-  auto state = HttpGet(cluster.worker_metrics(0), "/state");
+  auto state = HttpGet(cluster_->worker_metrics(0), "/state");
   ASSERT_TRUE(state.ok());
-  zmq::socket_t data_port = Dealer(context, cluster.worker_endpoint(0), *client_key,
+  zmq::socket_t data_port = Dealer(context, cluster_->worker_endpoint(0), *client_key,
                                    JsonField(state->body, "data_public_key"));
   ASSERT_TRUE(data_port.send(zmq::buffer(two_mib), zmq::send_flags::none));
-  EXPECT_TRUE(cluster.coordinator().running());
-  EXPECT_TRUE(cluster.worker(0).running());
-  ExpectExactDelivery(cluster, spec, *data, 1);
+  EXPECT_TRUE(cluster_->coordinator().running());
+  EXPECT_TRUE(cluster_->worker(0).running());
+  ExpectExactDelivery(*cluster_, spec, data_, 1);
 }
 
 // Row 20: the coordinator comes back at another address (a pod rescheduled; its Service's name is what peers
 // know). Workers and clients are given a name that a private /etc/hosts resolves; the coordinator is killed and
 // started on 127.0.0.2 with the same journal and the name moved; ZeroMQ resolves the name again on reconnecting
 // and the job finishes exactly.
-TEST(Durability, ACoordinatorBackAtAnotherAddressIsFoundAgainByName) {
+TEST_F(Durability, ACoordinatorBackAtAnotherAddressIsFoundAgainByName) {
   if (::geteuid() != 0 || std::system("unshare --mount true 2>/dev/null") != 0) {
     GTEST_SKIP() << "needs root and unshare(1) for a private /etc/hosts";
   }

@@ -25,13 +25,6 @@ namespace {
 constexpr auto kRunTimeout = std::chrono::seconds(180);
 constexpr auto kWait = std::chrono::seconds(60);
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 JobSpec Spec(const std::string& name, const TestDataset& data, uint32_t ranks = 2, uint32_t batch = 4,
              uint32_t epochs = 2) {
   JobSpec spec = SpecOver(name, data, ranks, batch, epochs);
@@ -62,6 +55,20 @@ class FaultTest : public ::testing::Test {
     return ids;
   }
 
+  // Starts the coordinator and `workers` workers of `cluster`, then the consumers of `spec`, and waits until the first
+  // has logged 8 batches, so that a fault lands mid-run. The consumers, or none if any step failed.
+  std::vector<size_t> StartMidRun(tools::LocalCluster& cluster, int workers, const JobSpec& spec,
+                                  const std::string& tag) {
+    Status started = cluster.StartCoordinator();
+    for (int i = 0; i < workers && started.ok(); ++i) started = cluster.StartWorker().status();
+    EXPECT_TRUE(started.ok()) << started.ToString();
+    if (!started.ok()) return {};
+    std::vector<size_t> consumers = StartConsumers(cluster, spec, tag);
+    Status running = tools::WaitForLines(cluster.ConsumerLog(consumers[0]), 8, kWait, &cluster.consumer(consumers[0]));
+    EXPECT_TRUE(running.ok()) << running.ToString();
+    return running.ok() ? consumers : std::vector<size_t>{};
+  }
+
   // Waits for the consumers, then judges their logs: every epoch exact and balanced.
   RunVerdict Finish(tools::LocalCluster& cluster, const JobSpec& spec, const std::vector<size_t>& consumers) {
     auto codes = cluster.WaitForConsumers(kRunTimeout);
@@ -85,11 +92,9 @@ class FaultTest : public ::testing::Test {
 // 1. kill -9 a worker mid-unit: its leases expire and go to the others under new attempts.
 TEST_F(FaultTest, WorkerKilledMidUnit) {
   tools::LocalCluster cluster(ClusterIn(dir_));
-  ASSERT_TRUE(cluster.StartCoordinator().ok());
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(cluster.StartWorker().ok());
   JobSpec spec = Spec("kill", data_);
-  auto consumers = StartConsumers(cluster, spec, "kill");
-  ASSERT_TRUE(tools::WaitForLines(cluster.ConsumerLog(consumers[0]), 8, kWait, &cluster.consumer(consumers[0])).ok());
+  auto consumers = StartMidRun(cluster, 3, spec, "kill");
+  ASSERT_FALSE(consumers.empty());
   cluster.worker(0).Kill();
   Finish(cluster, spec, consumers);
   EXPECT_NE(cluster.ReadLog("coordinator").find("lost: no heartbeat"), std::string::npos);
@@ -100,11 +105,9 @@ TEST_F(FaultTest, WorkerKilledMidUnit) {
 TEST_F(FaultTest, WorkerTerminatedDrainsAndExitsZero) {
   // Long leases: on a loaded machine a late heartbeat must not pass for the expiry this test says never happens.
   tools::LocalCluster cluster(ClusterIn(dir_, {"--lease-ttl", "10s"}));
-  ASSERT_TRUE(cluster.StartCoordinator().ok());
-  for (int i = 0; i < 2; ++i) ASSERT_TRUE(cluster.StartWorker().ok());
   JobSpec spec = Spec("term", data_);
-  auto consumers = StartConsumers(cluster, spec, "term");
-  ASSERT_TRUE(tools::WaitForLines(cluster.ConsumerLog(consumers[0]), 8, kWait, &cluster.consumer(consumers[0])).ok());
+  auto consumers = StartMidRun(cluster, 2, spec, "term");
+  ASSERT_FALSE(consumers.empty());
   cluster.worker(0).Signal(SIGTERM);
   EXPECT_EQ(cluster.worker(0).Wait(std::chrono::seconds(30)), 0) << cluster.ReadLog("worker-0");
   EXPECT_NE(cluster.ReadLog("worker-0").find("drained and deregistered"), std::string::npos);
@@ -151,17 +154,15 @@ TEST_F(FaultTest, ScaleUpAndDownMidEpoch) {
 // on; the training loop sees nothing but a pause.
 TEST_F(FaultTest, CoordinatorKilledAndRestartedOnItsJournal) {
   tools::LocalCluster cluster(ClusterIn(dir_));
-  ASSERT_TRUE(cluster.StartCoordinator().ok());
-  for (int i = 0; i < 2; ++i) ASSERT_TRUE(cluster.StartWorker().ok());
   JobSpec spec = Spec("restart", data_);
-  auto consumers = StartConsumers(cluster, spec, "restart");
-  ASSERT_TRUE(tools::WaitForLines(cluster.ConsumerLog(consumers[0]), 8, kWait, &cluster.consumer(consumers[0])).ok());
+  auto consumers = StartMidRun(cluster, 2, spec, "restart");
+  ASSERT_FALSE(consumers.empty());
   ASSERT_TRUE(cluster.RestartCoordinator().ok());
   Finish(cluster, spec, consumers);
   std::string log = cluster.ReadLog("coordinator");
   EXPECT_NE(log.find("replayed"), std::string::npos) << log;
   EXPECT_NE(log.find("reconciled"), std::string::npos) << log;
-  for (size_t i : consumers) EXPECT_NE(Slurp(cluster.ConsumerSummary(i)).find("\"error\": \"\""), std::string::npos);
+  for (size_t i : consumers) EXPECT_NE(ReadFile(cluster.ConsumerSummary(i)).find("\"error\": \"\""), std::string::npos);
 }
 
 // 5. Crashes between the journal write and the reply, after the reply, and in the middle of a journal write.
@@ -212,8 +213,10 @@ TEST_F(FaultTest, CorruptJournalRefusesStart) {
 // 8. A worker cut off from the coordinator (its connection silently drops everything): it cannot renew, so it
 // stops sending (self-fencing) and its units are re-leased to the worker that can.
 TEST_F(FaultTest, WorkerPartitionedFromTheCoordinatorFencesItself) {
-  // Short leases, and a slow worker 0 (behind the proxy), so that it still holds units when the link goes silent.
-  tools::LocalCluster cluster(ClusterIn(dir_, {"--lease-ttl", "600ms", "--heartbeat-interval", "100ms"}));
+  // Short leases, and a slow worker 0 (behind the proxy) that may queue several units, so that it still holds units
+  // when the link goes silent.
+  tools::LocalCluster cluster(ClusterIn(dir_, {"--lease-ttl", "600ms", "--heartbeat-interval", "100ms",
+                                               "--worker-queue-batches", "6"}));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   auto proxy = tools::TcpProxy::Start(cluster.coordinator_endpoint());
   ASSERT_TRUE(proxy.ok());
@@ -222,6 +225,10 @@ TEST_F(FaultTest, WorkerPartitionedFromTheCoordinatorFencesItself) {
   JobSpec spec = Spec("partition", data_, 2, 4, 3);
   auto consumers = StartConsumers(cluster, spec, "partition");
   ASSERT_TRUE(tools::WaitForLines(cluster.ConsumerLog(consumers[0]), 6, kWait, &cluster.consumer(consumers[0])).ok());
+  // Cut it off while it holds its whole queue of two units (a batch takes it 600 ms): the second cannot be sent
+  // before its lease, no longer renewed, runs out (450 ms), so it must fence itself. Holding one unit, nearly
+  // done, it could finish it in time and have nothing to fence.
+  ASSERT_TRUE(WaitForMetric(cluster.worker_metrics(0), "stoker_worker_leases", 2, Millis(30000)).ok());
   (*proxy)->Blackhole();
   ASSERT_TRUE(tools::WaitForFileContent(
                   cluster.LogPath("worker-0"),
@@ -265,7 +272,7 @@ TEST_F(FaultTest, ClientRestartedFromCheckpointGetsExactlyTheRest) {
   ASSERT_TRUE(first.ok());
   ASSERT_TRUE(tools::WaitForLines(cluster.ConsumerLog(*first), 23, kWait, &cluster.consumer(*first)).ok());
   cluster.consumer(*first).Kill();  // crashed: it had consumed past its last checkpoint
-  auto token = DecodeCheckpointToken(Slurp(token_file));
+  auto token = DecodeCheckpointToken(ReadFile(token_file));
   ASSERT_TRUE(token.ok()) << token.status().ToString();
   EXPECT_GE(token->position, 20u);
   auto second = cluster.StartConsumer("second", spec, 0, {"--resume-from", token_file, "--claim-timeout", "30s"});
@@ -391,7 +398,7 @@ TEST_F(FaultTest, ClientThatStopsReadingHoldsWorkersAtTheWindow) {
   EXPECT_LT(rss_paused, rss_start + 16 * 1024) << "worker memory grew by " << (rss_paused - rss_start) << " KB";
   EXPECT_EQ(tools::CountLines(cluster.ConsumerLog(*consumer)), 3u);
   ASSERT_EQ(cluster.consumer(*consumer).Wait(kRunTimeout), 0) << cluster.ConsumerOutput(*consumer);
-  std::string summary = Slurp(cluster.ConsumerSummary(*consumer));
+  std::string summary = ReadFile(cluster.ConsumerSummary(*consumer));
   EXPECT_NE(summary.find("\"duplicate\": 0, \"stale_attempt\": 0, \"bad_frame\": 0, \"out_of_window\": 0"),
             std::string::npos) << summary;
   auto verdict = CheckLogs(spec, data_.samples, {cluster.ConsumerLog(*consumer)});

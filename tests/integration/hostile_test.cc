@@ -18,6 +18,7 @@
 #include "base/http_server.h"
 #include "wire/frames.h"
 #include "tests/support/checker.h"
+#include "tests/support/cluster_test.h"
 #include "tests/support/exact_delivery.h"
 #include "tests/support/curve_peer.h"
 #include "tests/support/fixtures.h"
@@ -28,6 +29,8 @@
 
 namespace stoker::testing {
 namespace {
+
+class Hostile : public ClusterTest {};
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
@@ -115,26 +118,21 @@ Keys MakeKeysWithMallory(const TempDir& dir) {
 
 // Forge acks, deregister the victim, take its rank, resume over it: each from another trusted client key, from a
 // worker key and from no key at all. Before CURVE one forged heartbeat acked the whole job as consumed.
-TEST(Hostile, NoOtherKeyCanActForAClientAndItsTrainingGetsEverySample) {
-  TempDir dir;
-  Keys keys = MakeKeysWithMallory(dir);
-  auto data = MakeJpegDataset(dir.path(), "jpegs", 96, 32);
-  ASSERT_TRUE(data.ok()) << data.status().ToString();
-  tools::LocalCluster cluster(ClusterIn(dir, {"--client-timeout", "30s"}));
-  ASSERT_TRUE(cluster.StartCoordinator().ok());
-  ASSERT_TRUE(cluster.StartWorker().ok());
-  JobSpec spec = SpecOver("victim", *data, 1, 8, 2);
-  auto victim = cluster.StartConsumer("victim", spec, 0, {"--hold-ms", "40"});
+TEST_F(Hostile, NoOtherKeyCanActForAClientAndItsTrainingGetsEverySample) {
+  Keys keys = MakeKeysWithMallory(dir_);
+  ASSERT_NO_FATAL_FAILURE(Start(96, 32, /*workers=*/1, {"--client-timeout", "30s"}));
+  JobSpec spec = SpecOver("victim", data_, 1, 8, 2);
+  auto victim = cluster_->StartConsumer("victim", spec, 0, {"--hold-ms", "40"});
   ASSERT_TRUE(victim.ok());
-  ASSERT_TRUE(tools::WaitForFile(cluster.ConsumerLog(*victim), seconds(60), &cluster.consumer(*victim)).ok())
-      << cluster.ConsumerOutput(*victim);
-  auto state = HttpGet(cluster.coordinator_metrics(), "/state");
+  ASSERT_TRUE(tools::WaitForFile(cluster_->ConsumerLog(*victim), seconds(60), &cluster_->consumer(*victim)).ok())
+      << cluster_->ConsumerOutput(*victim);
+  auto state = HttpGet(cluster_->coordinator_metrics(), "/state");
   ASSERT_TRUE(state.ok());
   const std::string victim_id = JsonField(state->body, "client");
   ASSERT_EQ(victim_id.rfind("c-", 0), 0u) << state->body;
 
   zmq::context_t context;
-  const std::string ep = cluster.coordinator_endpoint();
+  const std::string ep = cluster_->coordinator_endpoint();
   zmq::socket_t mallory = Dealer(context, ep, keys.mallory, keys.coordinator.public_z85);
   const uint64_t everything = 24;  // 96 samples / 8 per batch x 2 epochs
   Status ack = Ask(mallory, ClientHeartbeatRequest{victim_id, "victim", 0, everything, everything, {}, 0});
@@ -174,67 +172,57 @@ TEST(Hostile, NoOtherKeyCanActForAClientAndItsTrainingGetsEverySample) {
                       milliseconds(1500));
     EXPECT_EQ(none.code(), StatusCode::kDeadlineExceeded) << "a peer without a trusted key was answered";
   }
-  Status counted = WaitForMetric(cluster.coordinator_metrics(),
+  Status counted = WaitForMetric(cluster_->coordinator_metrics(),
                                  "stoker_coordinator_handshakes_total{result=\"refused\",reason=\"unknown_key\"}",
                                  1, Millis(10000));
   EXPECT_TRUE(counted.ok()) << counted.ToString();
 
-  ExpectExactDelivery(cluster, spec, *data, 1);
+  ExpectExactDelivery(*cluster_, spec, data_, 1);
 }
 
 // A credit on a worker's data port naming the victim's client id used to re-point its stream to the sender. Now
 // the stream belongs to the key that opened it: another client key gets nothing, no key does not connect.
-TEST(Hostile, NoOtherKeyCanStealAClientsBatchesFromAWorker) {
-  TempDir dir;
-  Keys keys = MakeKeysWithMallory(dir);
-  auto data = MakeJpegDataset(dir.path(), "jpegs", 96, 32);
-  ASSERT_TRUE(data.ok()) << data.status().ToString();
-  tools::LocalCluster cluster(ClusterIn(dir));
-  ASSERT_TRUE(cluster.StartCoordinator().ok());
-  ASSERT_TRUE(cluster.StartWorker().ok());
-  JobSpec spec = SpecOver("victim", *data, 1, 8, 2);
-  auto victim = cluster.StartConsumer("victim", spec, 0, {"--hold-ms", "60"});
+TEST_F(Hostile, NoOtherKeyCanStealAClientsBatchesFromAWorker) {
+  Keys keys = MakeKeysWithMallory(dir_);
+  ASSERT_NO_FATAL_FAILURE(Start(96, 32, /*workers=*/1));
+  JobSpec spec = SpecOver("victim", data_, 1, 8, 2);
+  auto victim = cluster_->StartConsumer("victim", spec, 0, {"--hold-ms", "60"});
   ASSERT_TRUE(victim.ok());
-  ASSERT_TRUE(tools::WaitForFile(cluster.ConsumerLog(*victim), seconds(60), &cluster.consumer(*victim)).ok());
-  auto coordinator_state = HttpGet(cluster.coordinator_metrics(), "/state");
-  auto worker_state = HttpGet(cluster.worker_metrics(0), "/state");
+  ASSERT_TRUE(tools::WaitForFile(cluster_->ConsumerLog(*victim), seconds(60), &cluster_->consumer(*victim)).ok());
+  auto coordinator_state = HttpGet(cluster_->coordinator_metrics(), "/state");
+  auto worker_state = HttpGet(cluster_->worker_metrics(0), "/state");
   ASSERT_TRUE(coordinator_state.ok() && worker_state.ok());
   const std::string victim_id = JsonField(coordinator_state->body, "client");
   const std::string data_key = JsonField(worker_state->body, "data_public_key");
 
   zmq::context_t context;
-  zmq::socket_t thief = Dealer(context, cluster.worker_endpoint(0), keys.mallory, data_key);
-  zmq::socket_t keyless = Dealer(context, cluster.worker_endpoint(0), std::nullopt);
-  zmq::socket_t stranger = Dealer(context, cluster.worker_endpoint(0), keys.stranger, data_key);
-  ExpectNoThiefGetsTheStream(cluster, {&thief, &keyless, &stranger}, victim_id, "unknown_key", 1);
-  ExpectExactDelivery(cluster, spec, *data, 1);
+  zmq::socket_t thief = Dealer(context, cluster_->worker_endpoint(0), keys.mallory, data_key);
+  zmq::socket_t keyless = Dealer(context, cluster_->worker_endpoint(0), std::nullopt);
+  zmq::socket_t stranger = Dealer(context, cluster_->worker_endpoint(0), keys.stranger, data_key);
+  ExpectNoThiefGetsTheStream(*cluster_, {&thief, &keyless, &stranger}, victim_id, "unknown_key", 1);
+  ExpectExactDelivery(*cluster_, spec, data_, 1);
 }
 
 // --plain-data: the data port does not encrypt, but admits a client only with the data ticket the coordinator
 // issued to that client's identity. Mallory, a trusted client of its own, gets its real tickets by registering for
 // a job of its own: with them it cannot pose as the victim, a made-up ticket and no credentials do not connect,
 // and the victim's training still gets every sample exactly once.
-TEST(Hostile, APlainDataPortAdmitsATicketOnlyForItsOwnIdentity) {
-  TempDir dir;
-  Keys keys = MakeKeysWithMallory(dir);
-  auto data = MakeJpegDataset(dir.path(), "jpegs", 96, 32);
-  ASSERT_TRUE(data.ok()) << data.status().ToString();
-  tools::LocalClusterOptions options = ClusterIn(dir);
+TEST_F(Hostile, APlainDataPortAdmitsATicketOnlyForItsOwnIdentity) {
+  Keys keys = MakeKeysWithMallory(dir_);
+  tools::LocalClusterOptions options = ClusterIn(dir_);
   options.plain_data = true;
-  tools::LocalCluster cluster(options);
-  ASSERT_TRUE(cluster.StartCoordinator().ok());
-  ASSERT_TRUE(cluster.StartWorker().ok());
-  JobSpec spec = SpecOver("victim", *data, 1, 8, 2);
-  auto victim = cluster.StartConsumer("victim", spec, 0, {"--hold-ms", "60"});
+  ASSERT_NO_FATAL_FAILURE(StartWith(options, 96, 32, /*workers=*/1));
+  JobSpec spec = SpecOver("victim", data_, 1, 8, 2);
+  auto victim = cluster_->StartConsumer("victim", spec, 0, {"--hold-ms", "60"});
   ASSERT_TRUE(victim.ok());
-  ASSERT_TRUE(tools::WaitForFile(cluster.ConsumerLog(*victim), seconds(60), &cluster.consumer(*victim)).ok());
-  auto state = HttpGet(cluster.coordinator_metrics(), "/state");
+  ASSERT_TRUE(tools::WaitForFile(cluster_->ConsumerLog(*victim), seconds(60), &cluster_->consumer(*victim)).ok());
+  auto state = HttpGet(cluster_->coordinator_metrics(), "/state");
   ASSERT_TRUE(state.ok());
   const std::string victim_id = JsonField(state->body, "client");
 
   zmq::context_t context;
-  zmq::socket_t control = Dealer(context, cluster.coordinator_endpoint(), keys.mallory, keys.coordinator.public_z85);
-  auto registered = AskReply(control, RegisterClientRequest{"c-mallory", "own", 0, SpecOver("own", *data, 1, 8, 1), 4});
+  zmq::socket_t control = Dealer(context, cluster_->coordinator_endpoint(), keys.mallory, keys.coordinator.public_z85);
+  auto registered = AskReply(control, RegisterClientRequest{"c-mallory", "own", 0, SpecOver("own", data_, 1, 8, 1), 4});
   ASSERT_TRUE(registered.ok() && registered->status.ok()) << registered.status().ToString();
   const auto& workers = std::get<RegisterClientResponse>(registered->body).workers;
   ASSERT_EQ(workers.size(), 1u);
@@ -242,29 +230,25 @@ TEST(Hostile, APlainDataPortAdmitsATicketOnlyForItsOwnIdentity) {
   ASSERT_EQ(own_ticket.size(), 64u) << "a plain worker is listed with the asking client's ticket";
   EXPECT_TRUE(workers[0].data_public_key.empty());
 
-  const std::string ep = cluster.worker_endpoint(0);
+  const std::string ep = cluster_->worker_endpoint(0);
   zmq::socket_t posing = PlainDealer(context, ep, keys.client.identity(), own_ticket);
   zmq::socket_t made_up = PlainDealer(context, ep, keys.mallory.identity(), std::string(64, '0'));
   zmq::socket_t keyless = Dealer(context, ep, std::nullopt);
-  ExpectNoThiefGetsTheStream(cluster, {&posing, &made_up, &keyless}, victim_id, "bad_ticket", 2);
-  ExpectExactDelivery(cluster, spec, *data, 1);
+  ExpectNoThiefGetsTheStream(*cluster_, {&posing, &made_up, &keyless}, victim_id, "bad_ticket", 2);
+  ExpectExactDelivery(*cluster_, spec, data_, 1);
 }
 
 // A compromised worker holding the real worker key takes real leases and sends batches under the wrong sample
 // ids. The client checks every batch against its own plan: it drops them (counted), the units time out unacked and
 // go to the honest worker, and training still sees each planned sample exactly once.
-TEST(Hostile, ACompromisedWorkerCannotPoisonTraining) {
-  TempDir dir;
-  auto data = MakeJpegDataset(dir.path(), "jpegs", 96, 32);
-  ASSERT_TRUE(data.ok()) << data.status().ToString();
-  tools::LocalCluster cluster(ClusterIn(dir, {"--ack-timeout", "1s"}));
-  ASSERT_TRUE(cluster.StartCoordinator().ok());
-  ASSERT_TRUE(cluster.StartWorker(1, {"--inject-wrong-samples"}).ok());
-  ASSERT_TRUE(cluster.StartWorker().ok());
-  JobSpec spec = SpecOver("poison", *data, 1, 8, 1);
-  ASSERT_TRUE(cluster.StartConsumer("victim", spec, 0).ok());
-  ExpectExactDelivery(cluster, spec, *data, 1);
-  std::ifstream in(cluster.ConsumerSummary(0));
+TEST_F(Hostile, ACompromisedWorkerCannotPoisonTraining) {
+  ASSERT_NO_FATAL_FAILURE(Start(96, 32, /*workers=*/0, {"--ack-timeout", "1s"}));
+  ASSERT_TRUE(cluster_->StartWorker(1, {"--inject-wrong-samples"}).ok());
+  ASSERT_TRUE(cluster_->StartWorker().ok());
+  JobSpec spec = SpecOver("poison", data_, 1, 8, 1);
+  ASSERT_TRUE(cluster_->StartConsumer("victim", spec, 0).ok());
+  ExpectExactDelivery(*cluster_, spec, data_, 1);
+  std::ifstream in(cluster_->ConsumerSummary(0));
   std::stringstream summary;
   summary << in.rdbuf();
   const size_t at = summary.str().find("\"wrong_samples\": ");
@@ -275,30 +259,26 @@ TEST(Hostile, ACompromisedWorkerCannotPoisonTraining) {
 // What a peer can grow is capped: ranks per job, jobs, registered workers, endpoint length; a keyless peer
 // streaming a message that never ends is refused at the handshake and costs no memory; idle HTTP connections
 // cannot lock the probes out.
-TEST(Hostile, NoPeerCanExhaustTheCoordinator) {
-  TempDir dir;
-  Keys keys = MakeKeysWithMallory(dir);
-  auto data = MakeJpegDataset(dir.path(), "jpegs", 16, 16);
-  ASSERT_TRUE(data.ok()) << data.status().ToString();
-  tools::LocalCluster cluster(ClusterIn(dir, {"--max-jobs", "8", "--max-registered-workers", "16"}));
-  ASSERT_TRUE(cluster.StartCoordinator().ok());
-  const pid_t pid = cluster.coordinator().pid();
+TEST_F(Hostile, NoPeerCanExhaustTheCoordinator) {
+  Keys keys = MakeKeysWithMallory(dir_);
+  ASSERT_NO_FATAL_FAILURE(Start(16, 16, /*workers=*/0, {"--max-jobs", "8", "--max-registered-workers", "16"}));
+  const pid_t pid = cluster_->coordinator().pid();
   const uint64_t rss_start = RssBytes(pid);
   zmq::context_t context;
-  const std::string ep = cluster.coordinator_endpoint();
+  const std::string ep = cluster_->coordinator_endpoint();
   zmq::socket_t client = Dealer(context, ep, keys.mallory, keys.coordinator.public_z85);
   zmq::socket_t worker = Dealer(context, ep, keys.worker, keys.coordinator.public_z85);
 
   // Before: ten of these took 582 MB and a journal needing 596 MB to replay.
-  JobSpec wide = SpecOver("wide", *data, 65536, 1, 1);
+  JobSpec wide = SpecOver("wide", data_, 65536, 1, 1);
   Status ranks = Ask(client, RegisterClientRequest{"c-m", "wide", 0, wide, 4});
   EXPECT_EQ(ranks.code(), StatusCode::kResourceExhausted) << ranks.ToString();
   for (int i = 0; i < 8; ++i) {
     Status made = Ask(client, RegisterClientRequest{"c-m" + std::to_string(i), "job" + std::to_string(i), 0,
-                                                    SpecOver("job" + std::to_string(i), *data, 1, 4, 1), 4});
+                                                    SpecOver("job" + std::to_string(i), data_, 1, 4, 1), 4});
     ASSERT_TRUE(made.ok()) << made.ToString();
   }
-  Status jobs = Ask(client, RegisterClientRequest{"c-m9", "job9", 0, SpecOver("job9", *data, 1, 4, 1), 4});
+  Status jobs = Ask(client, RegisterClientRequest{"c-m9", "job9", 0, SpecOver("job9", data_, 1, 4, 1), 4});
   EXPECT_EQ(jobs.code(), StatusCode::kResourceExhausted) << jobs.ToString();
 
   const std::string data_key(40, 'a');
@@ -323,17 +303,17 @@ TEST(Hostile, NoPeerCanExhaustTheCoordinator) {
       (void)flood.send(zmq::buffer(mib), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
     }
   }
-  Status counted = WaitForMetric(cluster.coordinator_metrics(),
+  Status counted = WaitForMetric(cluster_->coordinator_metrics(),
                                  "stoker_coordinator_handshakes_total{result=\"refused\",reason=\"unknown_key\"}",
                                  1, Millis(10000));
   EXPECT_TRUE(counted.ok()) << counted.ToString();
 
   // Idle HTTP connections held open: before, 64 of them made the kubelet's probes fail.
   std::vector<int> idle;
-  auto address = ParseHostPort(cluster.coordinator_metrics());
+  auto address = ParseHostPort(cluster_->coordinator_metrics());
   ASSERT_TRUE(address.ok());
   for (int i = 0; i < 200; ++i) idle.push_back(OpenIdleConnection(address->second));
-  auto ready = HttpGet(cluster.coordinator_metrics(), "/readyz", Millis(5000));
+  auto ready = HttpGet(cluster_->coordinator_metrics(), "/readyz", Millis(5000));
   ASSERT_TRUE(ready.ok()) << ready.status().ToString();
   EXPECT_EQ(ready->status, 200);
   for (int fd : idle) ::close(fd);

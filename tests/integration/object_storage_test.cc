@@ -33,13 +33,6 @@ constexpr char kBucket[] = "stoker-test";
 constexpr char kKey[] = "stoker-test-key";
 constexpr auto kRunTimeout = std::chrono::seconds(240);
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 std::string RandomSecret() {
   std::mt19937_64 rng(std::random_device{}());
   return "s3cret-" + std::to_string(rng()) + "-never-printed";
@@ -60,7 +53,7 @@ std::pair<int, std::string> RunStoker(const TempDir& dir, const std::string& nam
   if (!p.ok()) return {-1, p.status().ToString()};
   auto code = p->Wait(std::chrono::seconds(120));
   if (!code) p->Kill();
-  return {code.value_or(-1), Slurp(log)};
+  return {code.value_or(-1), ReadFile(log)};
 }
 
 storage::StorageOptions S3Options(const std::string& endpoint, const std::string& secret) {
@@ -76,7 +69,7 @@ storage::StorageOptions S3Options(const std::string& endpoint, const std::string
 // Uploads every shard of a local dataset directory to `prefix` (s3://bucket/dir/).
 void Upload(storage::ObjectStore& store, const std::string& local, const std::string& prefix) {
   for (const auto& entry : std::filesystem::directory_iterator(local)) {
-    std::string data = Slurp(entry.path().string());
+    std::string data = ReadFile(entry.path().string());
     Status put = store.Put(prefix + entry.path().filename().string(), data);
     ASSERT_TRUE(put.ok()) << put.ToString();
   }
@@ -89,26 +82,38 @@ class ObjectStorage : public ::testing::Test {
       GTEST_SKIP() << "s3rver or nginx missing (scripts/install-test-servers.sh, scripts/install-deps.sh)";
     }
   }
+
+  // An s3rver in dir_ under a fresh secret (secret_), holding `images` JPEGs in shards of `per_shard` (a local copy
+  // in local_) under *prefix, s3://BUCKET/`folder`/. The processes started from here then get its credentials.
+  void StartS3WithShards(uint64_t images, uint32_t per_shard, const std::string& folder, std::string* prefix) {
+    secret_ = RandomSecret();
+    auto s3 = S3Server::Start(dir_.Join("s3"), kBucket, kKey, secret_);
+    ASSERT_TRUE(s3.ok()) << s3.status().ToString();
+    s3_ = std::move(*s3);
+    auto local = MakeJpegDataset(dir_.path(), "jpegs", images, per_shard);
+    ASSERT_TRUE(local.ok()) << local.status().ToString();
+    local_ = std::move(*local);
+    *prefix = std::string("s3://") + kBucket + "/" + folder + "/";
+    auto store = storage::MakeObjectStore(S3Options(s3_->endpoint(), secret_), nullptr);
+    Upload(*store, dir_.Join("jpegs"), *prefix);
+    UseCredentials(kKey, secret_);
+  }
+
+  TempDir dir_;
+  std::string secret_;
+  std::unique_ptr<S3Server> s3_;
+  TestDataset local_;
 };
 
 TEST_F(ObjectStorage, IndexesAnS3PrefixByRangeWithSignaturesAndNeverPrintsTheSecret) {
-  TempDir dir;
-  const std::string secret = RandomSecret();
-  auto s3 = S3Server::Start(dir.Join("s3"), kBucket, kKey, secret);
-  ASSERT_TRUE(s3.ok()) << s3.status().ToString();
-  auto local = MakeJpegDataset(dir.path(), "jpegs", 60, 20);
-  ASSERT_TRUE(local.ok()) << local.status().ToString();
-  auto store = storage::MakeObjectStore(S3Options((*s3)->endpoint(), secret), nullptr);
-  Upload(*store, dir.Join("jpegs"), std::string("s3://") + kBucket + "/data/");
-
-  UseCredentials(kKey, secret);
-  const std::string prefix = std::string("s3://") + kBucket + "/data/";
-  auto [code, out] = RunStoker(dir, "index", {"index", prefix, "-o", dir.Join("s3.stoker"), "--s3-endpoint",
-                                              (*s3)->endpoint()});
+  std::string prefix;
+  ASSERT_NO_FATAL_FAILURE(StartS3WithShards(60, 20, "data", &prefix));
+  auto [code, out] = RunStoker(dir_, "index", {"index", prefix, "-o", dir_.Join("s3.stoker"), "--s3-endpoint",
+                                              s3_->endpoint()});
   ASSERT_EQ(code, 0) << out;
   EXPECT_NE(out.find("60 samples in 3 tar shards"), std::string::npos) << out;
   PosixEnv env;
-  auto manifest = Manifest::Open(env, dir.Join("s3.stoker"));
+  auto manifest = Manifest::Open(env, dir_.Join("s3.stoker"));
   ASSERT_TRUE(manifest.ok()) << manifest.status().ToString();
   EXPECT_TRUE((*manifest)->remote());
   EXPECT_EQ((*manifest)->format_version(), 2u);
@@ -116,7 +121,7 @@ TEST_F(ObjectStorage, IndexesAnS3PrefixByRangeWithSignaturesAndNeverPrintsTheSec
   EXPECT_FALSE((*manifest)->shard(0).etag.empty());
   EXPECT_EQ((*manifest)->sample(0).checksum, 0u);  // no --checksum: no sample bytes were read
   // Headers and labels only: a small fraction of the 60 images of ~110 KB.
-  auto stats = Manifest::Open(env, local->manifest);
+  auto stats = Manifest::Open(env, local_.manifest);
   ASSERT_TRUE(stats.ok());
   EXPECT_EQ((*manifest)->sample(7).offset, (*stats)->sample(7).offset);
   std::smatch m;
@@ -125,34 +130,34 @@ TEST_F(ObjectStorage, IndexesAnS3PrefixByRangeWithSignaturesAndNeverPrintsTheSec
 
   // Virtual-host addressing (BUCKET.s3.localhost; a second server over the same data, whose signature check
   // cannot judge virtual-host requests: s3_server.js), and --checksum reading every byte once for sample checksums.
-  auto vhost = S3Server::Start(dir.Join("s3"), kBucket, kKey, secret, /*check_signatures=*/false);
+  auto vhost = S3Server::Start(dir_.Join("s3"), kBucket, kKey, secret_, /*check_signatures=*/false);
   ASSERT_TRUE(vhost.ok()) << vhost.status().ToString();
-  auto [vcode, vout] = RunStoker(dir, "index-virtual",
-                                 {"index", prefix, "-o", dir.Join("s3v.stoker"), "--s3-endpoint",
+  auto [vcode, vout] = RunStoker(dir_, "index-virtual",
+                                 {"index", prefix, "-o", dir_.Join("s3v.stoker"), "--s3-endpoint",
                                   (*vhost)->virtual_host_endpoint(), "--s3-addressing", "virtual", "--checksum"});
   ASSERT_EQ(vcode, 0) << vout;
-  auto checked = Manifest::Open(env, dir.Join("s3v.stoker"));
+  auto checked = Manifest::Open(env, dir_.Join("s3v.stoker"));
   ASSERT_TRUE(checked.ok());
   EXPECT_EQ((*checked)->sample(5).checksum, (*stats)->sample(5).checksum);
   EXPECT_NE((*checked)->sample(5).checksum, 0u);
 
-  // A wrong secret: SignatureDoesNotMatch, named; neither secret ever printed.
+  // A wrong secret_: SignatureDoesNotMatch, named; neither secret_ ever printed.
   const std::string wrong = RandomSecret();
   UseCredentials(kKey, wrong);
-  auto [bad, bad_out] = RunStoker(dir, "index-bad", {"index", prefix, "-o", dir.Join("bad.stoker"), "--s3-endpoint",
-                                                     (*s3)->endpoint()});
+  auto [bad, bad_out] = RunStoker(dir_, "index-bad", {"index", prefix, "-o", dir_.Join("bad.stoker"), "--s3-endpoint",
+                                                     s3_->endpoint()});
   EXPECT_NE(bad, 0);
   EXPECT_NE(bad_out.find("SignatureDoesNotMatch"), std::string::npos) << bad_out;
   EXPECT_NE(bad_out.find("access denied"), std::string::npos) << bad_out;
   for (const std::string& text : {out, vout, bad_out}) {
-    EXPECT_EQ(text.find(secret), std::string::npos);
+    EXPECT_EQ(text.find(secret_), std::string::npos);
     EXPECT_EQ(text.find(wrong), std::string::npos);
   }
   // A key the server does not know: refused too. (Unsigned requests are not tried: s3rver has no bucket policies
   // and serves anonymous reads, where S3 would refuse a private bucket.)
   ::setenv("AWS_ACCESS_KEY_ID", "unknown-key", 1);
-  auto [unknown, unknown_out] = RunStoker(dir, "index-unknown", {"index", prefix, "-o", dir.Join("u.stoker"),
-                                                                 "--s3-endpoint", (*s3)->endpoint()});
+  auto [unknown, unknown_out] = RunStoker(dir_, "index-unknown", {"index", prefix, "-o", dir_.Join("u.stoker"),
+                                                                 "--s3-endpoint", s3_->endpoint()});
   EXPECT_NE(unknown, 0);
   EXPECT_NE(unknown_out.find("InvalidAccessKeyId"), std::string::npos) << unknown_out;
   ::unsetenv("AWS_ACCESS_KEY_ID");
@@ -162,29 +167,21 @@ TEST_F(ObjectStorage, IndexesAnS3PrefixByRangeWithSignaturesAndNeverPrintsTheSec
 // Workers reading from S3 through a proxy that adds latency, 503 slow-downs, 500s, resets mid-body and a server
 // restart: every sample exactly once, the retries counted.
 TEST_F(ObjectStorage, WorkersSurviveStorageFaultsExactlyOnce) {
-  TempDir dir;
-  const std::string secret = RandomSecret();
-  auto s3 = S3Server::Start(dir.Join("s3"), kBucket, kKey, secret);
-  ASSERT_TRUE(s3.ok()) << s3.status().ToString();
-  auto local = MakeJpegDataset(dir.path(), "jpegs", 96, 24);
-  ASSERT_TRUE(local.ok()) << local.status().ToString();
-  auto store = storage::MakeObjectStore(S3Options((*s3)->endpoint(), secret), nullptr);
-  Upload(*store, dir.Join("jpegs"), std::string("s3://") + kBucket + "/faults/");
-  UseCredentials(kKey, secret);
-  auto proxy = FaultProxy::Start((*s3)->port());
+  std::string prefix;
+  ASSERT_NO_FATAL_FAILURE(StartS3WithShards(96, 24, "faults", &prefix));
+  auto proxy = FaultProxy::Start(s3_->port());
   ASSERT_TRUE(proxy.ok());
-  auto [code, out] = RunStoker(dir, "index", {"index", std::string("s3://") + kBucket + "/faults/", "-o",
-                                              dir.Join("faults.stoker"), "--s3-endpoint", (*s3)->endpoint(),
-                                              "--checksum"});
+  auto [code, out] = RunStoker(dir_, "index", {"index", prefix, "-o", dir_.Join("faults.stoker"), "--s3-endpoint",
+                                               s3_->endpoint(), "--checksum"});
   ASSERT_EQ(code, 0) << out;
 
-  tools::LocalCluster cluster(ClusterIn(dir));
+  tools::LocalCluster cluster(ClusterIn(dir_));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   const std::vector<std::string> storage = {"--s3-endpoint", (*proxy)->url(), "--storage-request-timeout", "2s",
                                             "--storage-retry-deadline", "20s", "--storage-initial-backoff", "20ms",
                                             "--storage-max-backoff", "500ms", "--read-ahead-bytes", "4000000"};
   for (int i = 0; i < 2; ++i) ASSERT_TRUE(cluster.StartWorker(2, storage).ok());
-  TestDataset data{dir.Join("faults.stoker"), 96, {}};
+  TestDataset data{dir_.Join("faults.stoker"), 96, {}};
   JobSpec spec = SpecOver("faults", data, 2, 8, 3);
   (*proxy)->SetLatency(std::chrono::milliseconds(5));
   (*proxy)->FailRequests(503, 12);
@@ -195,7 +192,7 @@ TEST_F(ObjectStorage, WorkersSurviveStorageFaultsExactlyOnce) {
   ASSERT_TRUE(tools::WaitForLines(cluster.ConsumerLog(consumers[0]), 3, std::chrono::seconds(120),
                            &cluster.consumer(consumers[0])).ok());
   (*proxy)->FailRequests(500, 6);
-  ASSERT_TRUE((*s3)->Restart().ok());
+  ASSERT_TRUE(s3_->Restart().ok());
   auto codes = cluster.WaitForConsumers(kRunTimeout);
   ASSERT_TRUE(codes.ok()) << codes.status().ToString();
   std::vector<std::string> logs;
@@ -216,8 +213,8 @@ TEST_F(ObjectStorage, WorkersSurviveStorageFaultsExactlyOnce) {
       retries += std::stoull((*it)[1]);
     }
     EXPECT_NE(body.find("stoker_worker_storage_request_seconds_bucket"), std::string::npos);
-    EXPECT_EQ(body.find(secret), std::string::npos);
-    EXPECT_EQ(cluster.ReadLog("worker-" + std::to_string(w)).find(secret), std::string::npos);
+    EXPECT_EQ(body.find(secret_), std::string::npos);
+    EXPECT_EQ(cluster.ReadLog("worker-" + std::to_string(w)).find(secret_), std::string::npos);
   }
   EXPECT_GT(retries, 0u);
 }
@@ -314,7 +311,7 @@ TEST_F(ObjectStorage, DemoWithChaosOverS3DeliversEverySampleExactlyOnce) {
                                              "/demo/", "--data", dir.Join("demo"), "--images", "256", "--epochs", "2",
                                              "--batch-size", "8", "--summary-json", summary_path});
   ::unsetenv("STOKER_S3_ENDPOINT");
-  std::string summary = Slurp(summary_path);
+  std::string summary = ReadFile(summary_path);
   ASSERT_EQ(code, 0) << out;
   EXPECT_NE(summary.find("\"ok\": true"), std::string::npos) << summary;
   EXPECT_NE(summary.find("\"samples_planned\": 512, \"samples_delivered\": 512, \"duplicates\": 0, \"lost\": 0"),

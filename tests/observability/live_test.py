@@ -43,6 +43,17 @@ SUBSTITUTIONS = {"$__rate_interval": "20s", "$__interval": "5s", "$__range": "5m
                  "$namespace": ".*", "$pipeline": ".*", "$pod": ".*", "$gpu": ".*"}
 
 
+
+def stop_process(process, sig, seconds):
+    """Asks a process still running to stop with `sig`, and kills it if it has not within `seconds`."""
+    if process.poll() is None:
+        process.send_signal(sig)
+        try:
+            process.wait(seconds)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
 class Failure(Exception):
     pass
 
@@ -172,13 +183,7 @@ class Prometheus:
         return self.api("alerts")["alerts"]
 
     def stop(self):
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process, signal.SIGTERM, 20)
         self.log_file.close()
 
 
@@ -211,13 +216,7 @@ class Demo:
             return f.read().replace("\r", "\n")[-3000:]
 
     def stop(self):
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process, signal.SIGINT, 30)
         self.log_file.close()
 
 

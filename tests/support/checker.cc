@@ -1,3 +1,4 @@
+// The checker over delivery logs (checker.h): what the integration tests judge a run with.
 #include "tests/support/checker.h"
 
 namespace stoker::testing {

@@ -20,21 +20,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-int ConnectLoopback(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  return fd;
-}
-
 std::string CannedResponse(int status) {
   const std::string body = status == 503 ? "<Error><Code>SlowDown</Code><Message>Please reduce your request rate "
                                            "(injected).</Message></Error>"
@@ -54,17 +39,11 @@ struct Chunk {
 StatusOr<std::unique_ptr<FaultProxy>> FaultProxy::Start(int target_port) {
   auto proxy = std::unique_ptr<FaultProxy>(new FaultProxy());
   proxy->target_port_ = target_port;
-  proxy->listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (::bind(proxy->listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      ::listen(proxy->listen_fd_, 128) != 0 ||
-      ::getsockname(proxy->listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    return UnavailableError(std::string("fault proxy cannot listen: ") + std::strerror(errno));
-  }
-  proxy->port_ = ntohs(addr.sin_port);
+  uint16_t port = 0;
+  auto fd = tools::ListenOnLoopback(128, &port);
+  if (!fd.ok()) return UnavailableError("fault proxy " + std::string(fd.status().message()));
+  proxy->listen_fd_ = *fd;
+  proxy->port_ = port;
   proxy->acceptor_ = std::thread([p = proxy.get()] { p->Accept(); });
   return proxy;
 }
@@ -101,7 +80,7 @@ void FaultProxy::Accept() {
 }
 
 void FaultProxy::Serve(int client) {
-  int server = ConnectLoopback(target_port_);
+  int server = tools::ConnectTcp("127.0.0.1", static_cast<uint16_t>(target_port_));
   if (server < 0) {
     tools::CloseAbruptly(client);  // the server is down: refuse like it would
     return;

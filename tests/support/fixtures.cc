@@ -1,3 +1,4 @@
+// Test datasets (fixtures.h): good JPEG shards and the damaged inputs, indexed.
 #include "tests/support/fixtures.h"
 
 #include <cstdio>

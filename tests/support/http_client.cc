@@ -1,3 +1,4 @@
+// A minimal HTTP client for tests (http_client.h): GET a path of an admin port.
 #include "tests/support/http_client.h"
 
 #include <chrono>

@@ -1,46 +1,26 @@
 // S3Server and WebServer (object_servers.h): child processes on ephemeral loopback ports.
 #include "tests/support/object_servers.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
+#include "tools/socket_io.h"
+
 namespace stoker::testing {
 namespace {
-
-// A port free right now (nginx cannot bind port 0 and report it).
-int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
 
 // Waits until something accepts connections on 127.0.0.1:port, or the process exits, or the deadline passes.
 Status WaitForPort(int port, tools::Subprocess& process, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    const bool up = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-    ::close(fd);
-    if (up) return Status::Ok();
+    const int fd = tools::ConnectTcp("127.0.0.1", static_cast<uint16_t>(port));
+    if (fd >= 0) {
+      ::close(fd);
+      return Status::Ok();
+    }
     if (auto code = process.Wait(std::chrono::milliseconds(20))) {
       return UnavailableError("server exited with code " + std::to_string(*code) + " before serving");
     }
@@ -106,7 +86,7 @@ StatusOr<std::unique_ptr<WebServer>> WebServer::Start(const std::string& dir) {
   std::filesystem::create_directories(dir + "/tmp");
   Status launched;
   for (int attempt = 0; attempt < 3; ++attempt) {  // the free port may be taken before nginx binds it
-    server->port_ = FreePort();
+    STOKER_ASSIGN_OR_RETURN(server->port_, tools::FreeLoopbackPort());
     launched = server->Launch();
     if (launched.ok()) return server;
   }

@@ -1,10 +1,12 @@
 // TempDir: a fresh directory under $TMPDIR (or /tmp) for one test, removed with everything in it when the
-// object goes out of scope. Set STOKER_KEEP_TEST_DIRS=1 to keep it for a post-mortem.
+// object goes out of scope. Set STOKER_KEEP_TEST_DIRS=1 to keep it for a post-mortem. ReadFile: what a test's
+// process wrote (a log, a summary), whole.
 #pragma once
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <string_view>
 
@@ -44,5 +46,11 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// The whole of the file at `path` ("" if it cannot be read).
+inline std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
 
 }  // namespace stoker::testing
