@@ -1,7 +1,7 @@
-# The trainer base image for GPU machines: a CUDA runtime image carrying stoker's client library (static libraries
-# and headers, built with its CUDA path), the C ABI and the Python package (/opt/stoker/python, on PYTHONPATH; the
-# package's libstoker_c.so carries the libraries it loads next to it) and the `stoker` CLI, for training images to
-# build FROM (they add Python and PyTorch). Its layout is the CPU trainer's (docker/Dockerfile --target trainer).
+# The trainer base image for GPU machines: a CUDA runtime image carrying stoker's client library (libstoker.so with
+# its headers and CMake package, built with its CUDA path), the C ABI and the Python package (/opt/stoker/python, on
+# PYTHONPATH; the package's libstoker_c.so carries the libraries it loads next to it) and the `stoker` CLI, for
+# training images to build FROM (they add Python and PyTorch). Its layout is the CPU trainer's (docker/Dockerfile --target trainer).
 #   DOCKER_BUILDKIT=1 docker build --network=host -f docker/trainer-cuda.Dockerfile -t stoker-trainer:0.1.0 .
 # It needs NVIDIA's CUDA runtime image from a registry (nvidia/cuda), so it cannot be built offline; the CPU images
 # can (docker/README.md).
