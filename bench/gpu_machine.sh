@@ -3,7 +3,8 @@
 # root after scripts/bundle-gpu.sh has filled .bundle/ (carried by the device tool):
 #   bash .bundle/gpu_machine.sh                          every section
 #   SECTIONS="recovery control" bash .bundle/gpu_machine.sh   some of them
-# Sections: machine pipeline scaling transport recovery control peers observability (the default set), and the GPU
+# Sections: machine pipeline scaling transport recovery control peers observability (the default set), before (this
+# build's client benchmarks against an earlier build's, when the bundle has one), and the GPU
 # client's: client (its GPU tests, under compute-sanitizer memcheck and racecheck too, and the Python package's test
 # with PyTorch), feed (gpu_feed_bench), headline (bench/resnet_headline.py), nccl (two GPUs: CollectiveTest and
 # nccl_bench), lightning (the package's PyTorch tests with Lightning installed, then bench/lightning_bench.py: the
@@ -117,6 +118,22 @@ if want feed; then
     --workers 4 --worker-threads 3 --plain-data
 fi
 
+# The client's benchmarks for this build against an earlier one (.bundle/old/bin, BEFORE=<its revision>, made by
+# scripts/bundle-gpu.sh when STOKER_BUNDLE_BEFORE names a build directory), alternating, on the same machine: what
+# a refactoring may not cost. Each binary starts the coordinator and workers beside it, of its own build.
+if want before && [ -x "$BUNDLE/old/bin/transport_bench" ]; then
+  section "this build against ${BEFORE:-the earlier one}: transport_bench and gpu_feed_bench, alternating"
+  for round in 1 2; do
+    for build in old new; do
+      dir="$BUNDLE/bin"; [ "$build" = old ] && dir="$BUNDLE/old/bin"
+      ours "$dir/transport_bench" --batch-size 256 --seconds 5 --workers 2 --worker-threads 2 \
+        --json "$OUT/before-transport-$build-$round.json" | tail -3
+      ours "$dir/gpu_feed_bench" --json "$OUT/before-feed-$build-$round.json" --seconds 5 --workers 4 \
+        --worker-threads 3 --plain-data | tail -4
+    done
+  done
+fi
+
 if want headline; then
   section "headline: ResNet-50 fed by (c) synthetic, (a) DataLoader x15, (b) stoker on the same 16 cores"
   python3 "$BUNDLE/resnet_headline.py" --bundle "$BUNDLE" --peers "$BUNDLE/peers" --examples "$BUNDLE/examples" \
@@ -138,7 +155,8 @@ fi
 if want scale; then
   section "workers apart from GPUs: one GPU fed by SCALE_WORKERS workers, then DDP on every GPU"
   timeout 580 python3 "$BUNDLE/scale_bench.py" --bundle "$BUNDLE" --peers "$BUNDLE/peers" --examples "$BUNDLE/examples" \
-    --workers "${SCALE_WORKERS:-8,16,24,30}" --ddp-workers "${SCALE_DDP_WORKERS:-12,16,20}" --out "$OUT" 2>&1 \
+    --workers "${SCALE_WORKERS:-8,16,24,30}" --ddp-workers "${SCALE_DDP_WORKERS:-12,16,20}" \
+    --ddp-gpus "${SCALE_DDP_GPUS:-0}" --name "${SCALE_NAME:-scale}" --out "$OUT" 2>&1 \
     | grep -vE "^epoch [0-9]+ step"
 fi
 

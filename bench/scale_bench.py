@@ -22,7 +22,7 @@ Where the cores go (bench/thread_cpu.py) per role, the trainers' processes count
 
 Needs: .bundle from scripts/bundle-gpu.sh, PyTorch and torchvision, the peers' gen_jpegs.py for the JPEGs. Data
 plane: --plain-data by default (docs/operations.md section 9; --data-plane curve for encrypted batches). Writes
-OUT/scale.json; process logs under --logs.
+OUT/NAME.json (--name, default scale); process logs under --logs.
 """
 import json
 import os
@@ -172,6 +172,7 @@ def main():
     p.add_argument("--workers", default="8,16,24,30", help="part 1's worker counts (empty: skip part 1)")
     p.add_argument("--ddp-arch", default="resnet50", help="part 2's model (every GPU, DDP)")
     p.add_argument("--ddp-workers", default="", help="part 2's worker counts (empty: skip part 2)")
+    p.add_argument("--ddp-gpus", type=int, default=0, help="part 2's GPUs (0: every GPU of the machine)")
     p.add_argument("--data-plane", choices=["plain", "curve"], default="plain")
     p.add_argument("--images", type=int, default=8192, help="JPEGs (the peers' gen_jpegs.py)")
     p.add_argument("--batch-size", type=int, default=256, help="per GPU")
@@ -183,6 +184,7 @@ def main():
     p.add_argument("--trainer-threads", type=int, default=2, help="PyTorch intra-op threads per trainer")
     p.add_argument("--timeout", type=int, default=240, help="seconds per run")
     p.add_argument("--out", default=os.environ.get("OUT", "/tmp/stoker-out"))
+    p.add_argument("--name", default="scale", help="the results file: OUT/NAME.json")
     p.add_argument("--logs", default="/tmp/stoker-scale")
     args = p.parse_args()
     sys.path[:0] = [os.path.join(args.bundle, "tests"), os.path.join(args.bundle, "python")]
@@ -218,6 +220,10 @@ def main():
 
     counts = [int(x) for x in args.ddp_workers.split(",") if x]
     if counts:
+        if 0 < args.ddp_gpus < ranks:
+            ranks = args.ddp_gpus
+            env = dict(env, CUDA_VISIBLE_DEVICES=",".join(str(g) for g in range(ranks)))
+            result["gpus"] = ranks
         cores = set(range(args.trainer_cores * ranks))
         synthetic = run_synthetic(args, args.ddp_arch, ranks, cores, env)
         rate = sum(r["images_per_second"] for r in synthetic)
@@ -232,7 +238,7 @@ def main():
 
 
 def write(args, result):
-    with open(os.path.join(args.out, "scale.json"), "w") as f:
+    with open(os.path.join(args.out, f"{args.name}.json"), "w") as f:
         json.dump(result, f, indent=1)
 
 

@@ -29,6 +29,16 @@ cp examples/*.py .bundle/examples/
 cp python/tests/*.py .bundle/tests/
 cp bench/gpu_machine.sh bench/resnet_headline.py bench/thread_cpu.py bench/lightning_bench.py bench/scale_bench.py \
   .bundle/
+# An earlier build's client benchmarks and servers, for gpu_machine.sh's `before` section: STOKER_BUNDLE_BEFORE names
+# its build directory (configured like build-bundle), built with those targets.
+if [ -n "${STOKER_BUNDLE_BEFORE:-}" ]; then
+  mkdir -p .bundle/old/bin
+  for b in stoker stoker-coordinator stoker-worker transport_bench gpu_feed_bench; do
+    cp "$STOKER_BUNDLE_BEFORE/bin/$b" .bundle/old/bin/
+    strip --strip-debug ".bundle/old/bin/$b"
+  done
+  python/vendor_libs.sh .bundle/lib .bundle/old/bin/*
+fi
 # The peers' benchmark scripts (../shared/bench), when this checkout has them beside it.
 if [ -d ../shared/bench ]; then mkdir -p .bundle/peers && cp ../shared/bench/*.py .bundle/peers/; fi
 du -sh .bundle
