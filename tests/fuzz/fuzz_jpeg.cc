@@ -18,7 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int out = in.ConsumeIntegralInRange<int>(1, 256);
   const uint8_t route = in.ConsumeIntegral<uint8_t>();
   const std::vector<uint8_t> jpeg = in.ConsumeRemainingBytes<uint8_t>();
-  const stoker::JpegLimits limits{.max_pixels = uint64_t{4} << 20,
+  const stoker::worker::JpegLimits limits{.max_pixels = uint64_t{4} << 20,
                                   .max_scans = 64,
                                   .max_memory_bytes = size_t{64} << 20,
                                   .max_cpu_time = std::chrono::milliseconds(500)};
@@ -30,19 +30,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     spec.output_width = spec.output_height = static_cast<uint32_t>(1 + out % 64);
     spec.resize_shorter = spec.output_width + (x % 64);
     static std::vector<uint8_t> pixels(64 * 64 * 3);
-    stoker::ImagePipeline pipeline(spec, limits);
+    stoker::worker::ImagePipeline pipeline(spec, limits);
     (void)pipeline.Run({jpeg.data(), jpeg.size()}, y, pixels.data());
     return 0;
   }
-  static stoker::JpegRegionDecoder decoder(limits);
+  static stoker::worker::JpegRegionDecoder decoder(limits);
   int width = 0, height = 0;
   if (!decoder.ReadHeader(jpeg.data(), jpeg.size(), &width, &height).ok()) return 0;
-  stoker::CropRect crop;
+  stoker::worker::CropRect crop;
   crop.x = width > 1 ? x % width : 0;
   crop.y = height > 1 ? y % height : 0;
   crop.width = 1 + w % (width - crop.x);
   crop.height = 1 + h % (height - crop.y);
-  stoker::RegionView view;
+  stoker::worker::RegionView view;
   (void)decoder.DecodeRegion(crop, out, out, &view);
   return 0;
 }

@@ -11,10 +11,10 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  (void)stoker::ParseListObjectsV2(text);
-  (void)stoker::ParseS3Error(text);
-  (void)stoker::XmlUnescape(text);
-  (void)stoker::ParseCredentialsFile(text, "default");
-  (void)stoker::ParseObjectUrl(text);
+  (void)stoker::storage::ParseListObjectsV2(text);
+  (void)stoker::storage::ParseS3Error(text);
+  (void)stoker::storage::XmlUnescape(text);
+  (void)stoker::storage::ParseCredentialsFile(text, "default");
+  (void)stoker::storage::ParseObjectUrl(text);
   return 0;
 }
