@@ -10,7 +10,8 @@
 # nccl_bench), lightning (the package's PyTorch tests with Lightning installed, then bench/lightning_bench.py: the
 # Lightning example vs synthetic input, and a mid-epoch checkpoint resumed through Lightning's checkpointing), scale
 # (bench/scale_bench.py: ResNet-18 on one GPU fed by more worker cores than a node's share, then ResNet-50 with DDP
-# on every GPU; for the machines with 32 or more cores: SCALE_WORKERS 8,16,32,48 on 64).
+# on every GPU; for the machines with 32 or more cores: SCALE_WORKERS 8,16,32,48 on 64; SCALE_WORKERS= or
+# SCALE_DDP_WORKERS= empty skips that part; SCALE_DDP_GPUS 2 runs DDP on two of the GPUs).
 # Results: $OUT/*.json, $OUT/gpu_machine.log.
 # LD_LIBRARY_PATH is set for our binaries only: PyTorch on that machine must keep its own libraries.
 set -uo pipefail
@@ -155,7 +156,7 @@ fi
 if want scale; then
   section "workers apart from GPUs: one GPU fed by SCALE_WORKERS workers, then DDP on every GPU"
   timeout 580 python3 "$BUNDLE/scale_bench.py" --bundle "$BUNDLE" --peers "$BUNDLE/peers" --examples "$BUNDLE/examples" \
-    --workers "${SCALE_WORKERS:-8,16,24,30}" --ddp-workers "${SCALE_DDP_WORKERS:-12,16,20}" \
+    --workers "${SCALE_WORKERS-8,16,24,30}" --ddp-workers "${SCALE_DDP_WORKERS-12,16,20}" \
     --ddp-gpus "${SCALE_DDP_GPUS:-0}" --name "${SCALE_NAME:-scale}" --out "$OUT" 2>&1 \
     | grep -vE "^epoch [0-9]+ step"
 fi

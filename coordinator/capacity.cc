@@ -105,7 +105,7 @@ CapacityAdvice CapacityEstimator::Advise(size_t workers, TimePoint now,
     advice.recommended = static_cast<uint32_t>(workers);
     return advice;
   }
-  double needed = std::ceil(advice.demand / advice.per_worker);
+  double needed = std::ceil(advice.demand * kHeadroom / advice.per_worker);
   if (waiting_with_idle_workers) needed = std::max(needed, static_cast<double>(workers));
   double most = static_cast<double>(std::max<size_t>(2 * workers, workers + 1));
   advice.recommended = static_cast<uint32_t>(std::clamp(needed, 1.0, most));

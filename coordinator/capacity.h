@@ -14,10 +14,14 @@
 //                For one rank it is samples / (step - stall).
 //   per worker = mean over workers of samples / busy seconds x threads: what one worker makes when fully busy
 //   worker busy = busy seconds / (seconds x threads) over all workers: how much of the pool's time was used
-//   recommended = ceil(demand / per worker), kept within [1, max(2 x workers, workers + 1)] so that one estimate
+//   recommended = ceil(demand x 1.1 / per worker), kept within [1, max(2 x workers, workers + 1)] so that one estimate
 //                never asks for more than a doubling (a training loop that does no work of its own has unbounded
 //                demand) — and never below the workers running while a job waits for input that they are not busy
-//                making (more workers would idle too).
+//                making (more workers would idle too). The 10 % (kHeadroom) keeps the pool from running flat out:
+//                ranks in lockstep wait whenever one batch is late, and a pool with no spare time has nothing to
+//                absorb a slow batch (ResNet-50 DDP on 4 GPUs: demand / per worker named 41 workers, which fed
+//                0.966x of synthetic input; 44 fed 0.981x, and the headroom names 45-46; bench/RESULTS.md
+//                section 15).
 //   bottleneck (per job, when its stall is at least 3 %): "workers" when the pool is at least 85 % busy (add
 //                workers); else "window" when the job's ranks have no room left to lease into (raise the clients'
 //                prefetch window); else "scheduling" (workers idle while ranks wait with room to fill).
@@ -57,6 +61,8 @@ struct CapacityAdvice {
 // from this much busy time.
 inline constexpr double kJobStalled = 0.03;
 inline constexpr double kPoolBusy = 0.85;
+// The advice sizes the pool for this multiple of the demand (see recommended above).
+inline constexpr double kHeadroom = 1.1;
 
 class CapacityEstimator {
  public:

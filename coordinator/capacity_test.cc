@@ -39,7 +39,8 @@ TEST_F(CapacityTest, NoAdviceUntilThereIsData) {
 
 TEST_F(CapacityTest, DemandOverOneWorkersRate) {
   // Two workers at 400 samples/s per busy second, half busy; two ranks of one job delivering 300/s each, each
-  // stalled half its steps: unstalled they would take 600 / 0.5 = 1,200/s: 3 workers.
+  // stalled half its steps: unstalled they would take 600 / 0.5 = 1,200/s: 3 workers at full speed, 4 with the
+  // 10 % headroom (1,320 / 400 = 3.3).
   Run(10, 2, 400, 0.5, 2, 300, 0.5);
   auto advice = estimator_.Advise(2, clock_.Now());
   EXPECT_NEAR(advice.per_worker, 400, 5);
@@ -47,7 +48,7 @@ TEST_F(CapacityTest, DemandOverOneWorkersRate) {
   EXPECT_NEAR(advice.demand, 1200, 15);
   EXPECT_NEAR(advice.jobs["job"].demand, 1200, 15);
   EXPECT_NEAR(advice.jobs["job"].stall, 0.5, 0.01);
-  EXPECT_EQ(advice.recommended, 3u);
+  EXPECT_EQ(advice.recommended, 4u);
 }
 
 // Regression: four DDP ranks each stalled 10 % of their steps while half the pool idled got advice for fewer
@@ -67,7 +68,7 @@ TEST_F(CapacityTest, ABusyPoolIsTheWorkersBottleneck) {
   auto advice = estimator_.Advise(4, clock_.Now());
   EXPECT_EQ(advice.jobs["job"].bottleneck, "workers");
   EXPECT_NEAR(advice.demand, 1000 / 0.8, 20);
-  EXPECT_EQ(advice.recommended, 4u);  // 1,250 / 400, rounded up
+  EXPECT_EQ(advice.recommended, 4u);  // 1,250 x 1.1 / 400, rounded up
 }
 
 TEST_F(CapacityTest, AJobThatDoesNotWaitHasNoBottleneck) {
@@ -81,7 +82,7 @@ TEST_F(CapacityTest, NoStallMeansTheObservedRate) {
   Run(10, 4, 500, 0.3, 1, 600, 0.0);
   auto advice = estimator_.Advise(4, clock_.Now());
   EXPECT_NEAR(advice.demand, 600, 10);
-  EXPECT_EQ(advice.recommended, 2u);  // 600 / 500, rounded up: fewer than the 4 running
+  EXPECT_EQ(advice.recommended, 2u);  // 600 x 1.1 / 500, rounded up: fewer than the 4 running
 }
 
 TEST_F(CapacityTest, AConsumerThatOnlyWaitsAsksForAtMostADoubling) {
