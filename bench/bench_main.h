@@ -37,3 +37,12 @@ int Main(int argc, char** argv, const char* usage, const char* description,
 void AddJsonFlag(FlagSet& flags, std::string* json);
 
 }  // namespace stoker::bench
+
+// The main() of benchmark `name` (its --help says "<name> [flags]" and `description`), whose flags and run are
+// stoker::AddFlags and stoker::RunBench, as Google Benchmark's BENCHMARK_MAIN() writes the main of its programs
+// (and, as it does, ending in a declaration of main that the `;` after the macro closes).
+#define STOKER_BENCH_MAIN(name, description)                                                                  \
+  int main(int argc, char** argv) {                                                                           \
+    return stoker::bench::Main(argc, argv, name " [flags]", description, stoker::AddFlags, stoker::RunBench); \
+  }                                                                                                           \
+  int main(int argc, char** argv)

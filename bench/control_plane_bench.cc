@@ -359,9 +359,6 @@ bench::Outcome RunBench(const Options& o) {
 }  // namespace
 }  // namespace stoker
 
-int main(int argc, char** argv) {
-  return stoker::bench::Main(argc, argv, "control_plane_bench [flags]",
-                             "Coordinator operations per second on one core with simulated workers and clients, "
-                             "journal on.",
-                             stoker::AddFlags, stoker::RunBench);
-}
+STOKER_BENCH_MAIN("control_plane_bench",
+                  "Coordinator operations per second on one core with simulated workers and clients, "
+                  "journal on.");

@@ -439,8 +439,5 @@ bench::Outcome RunBench(Options& o) {
 }  // namespace
 }  // namespace stoker
 
-int main(int argc, char** argv) {
-  return stoker::bench::Main(argc, argv, "gpu_feed_bench [flags]",
-                             "H2D + normalise vs raw cudaMemcpyAsync, host staging vs memcpy, client CPU per img/s.",
-                             stoker::AddFlags, stoker::RunBench);
-}
+STOKER_BENCH_MAIN("gpu_feed_bench",
+                  "H2D + normalise vs raw cudaMemcpyAsync, host staging vs memcpy, client CPU per img/s.");

@@ -335,8 +335,4 @@ bench::Outcome RunBench(const Options& o) {
 }  // namespace
 }  // namespace stoker
 
-int main(int argc, char** argv) {
-  return stoker::bench::Main(argc, argv, "nccl_bench [flags]",
-                             "Two GPUs: NCCL broadcast vs cudaMemcpyPeer, agreement cost, end to end.",
-                             stoker::AddFlags, stoker::RunBench);
-}
+STOKER_BENCH_MAIN("nccl_bench", "Two GPUs: NCCL broadcast vs cudaMemcpyPeer, agreement cost, end to end.");

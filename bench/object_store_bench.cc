@@ -243,8 +243,4 @@ bench::Outcome RunBench(const Options& o) {
 }  // namespace
 }  // namespace stoker
 
-int main(int argc, char** argv) {
-  return stoker::bench::Main(argc, argv, "object_store_bench [flags]",
-                             "Worker img/s from local tar files vs object storage, same run.",
-                             stoker::AddFlags, stoker::RunBench);
-}
+STOKER_BENCH_MAIN("object_store_bench", "Worker img/s from local tar files vs object storage, same run.");

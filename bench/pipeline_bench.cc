@@ -167,8 +167,4 @@ bench::Outcome RunBench(const Options& o) {
 }  // namespace
 }  // namespace stoker
 
-int main(int argc, char** argv) {
-  return stoker::bench::Main(argc, argv, "pipeline_bench [flags]",
-                             "worker::Worker pipeline images/s per core against decode-only, same run.",
-                             stoker::AddFlags, stoker::RunBench);
-}
+STOKER_BENCH_MAIN("pipeline_bench", "worker::Worker pipeline images/s per core against decode-only, same run.");

@@ -175,8 +175,4 @@ bench::Outcome RunBench(const Options& o) {
 }  // namespace
 }  // namespace stoker
 
-int main(int argc, char** argv) {
-  return stoker::bench::Main(argc, argv, "recovery_bench [flags]",
-                             "Recovery time and epoch-time cost of one worker kill, same run.",
-                             stoker::AddFlags, stoker::RunBench);
-}
+STOKER_BENCH_MAIN("recovery_bench", "Recovery time and epoch-time cost of one worker kill, same run.");

@@ -177,8 +177,4 @@ bench::Outcome RunBench(Options& o) {
 }  // namespace
 }  // namespace stoker
 
-int main(int argc, char** argv) {
-  return stoker::bench::Main(argc, argv, "scaling_bench [flags]",
-                             "Images/s by number of single-thread worker processes, same run.",
-                             stoker::AddFlags, stoker::RunBench);
-}
+STOKER_BENCH_MAIN("scaling_bench", "Images/s by number of single-thread worker processes, same run.");

@@ -180,9 +180,6 @@ bench::Outcome RunBench(const Options& o) {
 }  // namespace
 }  // namespace stoker
 
-int main(int argc, char** argv) {
-  return stoker::bench::Main(argc, argv, "transport_bench [flags]",
-                             "Worker -> client throughput on loopback vs raw ZeroMQ messages of the same size, "
-                             "same run.",
-                             stoker::AddFlags, stoker::RunBench);
-}
+STOKER_BENCH_MAIN("transport_bench",
+                  "Worker -> client throughput on loopback vs raw ZeroMQ messages of the same size, "
+                  "same run.");
