@@ -91,8 +91,6 @@ Status FreshDirectory(const std::string& dir) {
   return error ? InternalError(dir + ": " + error.message()) : Status::Ok();
 }
 
-void AddJsonFlag(FlagSet& flags, std::string* json) { flags.AddString("json", json, "write the figures here"); }
-
 ClientOptions ClientOf(const tools::LocalCluster& cluster, const JobSpec& spec, uint32_t rank) {
   ClientOptions options;
   options.coordinator = cluster.coordinator_endpoint();

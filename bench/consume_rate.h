@@ -1,6 +1,6 @@
 // What the benchmarks share: consuming a job through the real client, in the benchmark's own process, for a fixed
-// time and reporting the rates; starting the servers as processes (tools/local_cluster.h); their common flags,
-// scratch directories and ways to fail.
+// time and reporting the rates; starting the servers as processes (tools/local_cluster.h); their scratch
+// directories and ways to fail. The frame of their mains and the --json flag are bench_main.h's.
 #pragma once
 
 #include <chrono>
@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "base/flags.h"
 #include "stoker/client.h"
 #include "stoker/job_spec.h"
 #include "stoker/status.h"
@@ -52,9 +51,6 @@ StatusOr<std::unique_ptr<tools::LocalCluster>> StartCluster(const std::string& d
 
 // Empties `dir`, or makes it.
 Status FreshDirectory(const std::string& dir);
-
-// --json FILE: where every benchmark writes its figures.
-void AddJsonFlag(FlagSet& flags, std::string* json);
 
 // A fresh directory /tmp/stoker-<name>-XXXXXX, removed with everything in it when the object goes.
 class ScratchDir {

@@ -28,7 +28,7 @@
 #include "auth/curve.h"
 #include "auth/keys.h"
 #include "wire/frames.h"
-#include "base/flags.h"
+#include "bench/bench_main.h"
 #include "dataset/manifest.h"
 #include "dataset/plan.h"
 #include "tools/local_cluster.h"
@@ -140,39 +140,39 @@ class Driver {
     lease_requests_[Send(ws_, LeaseRequest{sim_[i].worker, sim_[i].job->name, sim_[i].rank, 4, 0})] = i;
   }
 
-  // Acks' replies: counted, and the membership version kept, as a real client does.
-  void TakeClientReplies() {
+  // Up to 256 waiting replies on `s`, each counted: a failed one as an error, a good one handed to `take`.
+  template <typename Take>
+  void TakeReplies(zmq::socket_t& s, Take take) {
     for (int k = 0; k < 256; ++k) {
       zmq::message_t frame;
-      if (!cs_.recv(frame, zmq::recv_flags::dontwait)) break;
+      if (!s.recv(frame, zmq::recv_flags::dontwait)) break;
       counters_.replies.fetch_add(1, std::memory_order_relaxed);
       auto reply = DecodeReply(std::move(frame));
       if (!reply.ok() || !reply->status.ok()) {
         counters_.errors.fetch_add(1, std::memory_order_relaxed);
         continue;
       }
-      if (const auto* hb = std::get_if<ClientHeartbeatResponse>(&reply->body)) membership_ = hb->membership_version;
+      take(*reply);
     }
   }
 
+  // Acks' replies: the membership version kept, as a real client does.
+  void TakeClientReplies() {
+    TakeReplies(cs_, [this](const DecodedReply& reply) {
+      if (const auto* hb = std::get_if<ClientHeartbeatResponse>(&reply.body)) membership_ = hb->membership_version;
+    });
+  }
+
   void TakeWorkerReplies() {
-    for (int k = 0; k < 256; ++k) {
-      zmq::message_t frame;
-      if (!ws_.recv(frame, zmq::recv_flags::dontwait)) break;
-      counters_.replies.fetch_add(1, std::memory_order_relaxed);
-      auto reply = DecodeReply(std::move(frame));
-      if (!reply.ok() || !reply->status.ok()) {
-        counters_.errors.fetch_add(1, std::memory_order_relaxed);
-        continue;
-      }
-      if (AckIfDue(reply->request_id)) continue;
-      auto it = lease_requests_.find(reply->request_id);
-      if (it == lease_requests_.end()) continue;  // another unit report's reply
+    TakeReplies(ws_, [this](const DecodedReply& reply) {
+      if (AckIfDue(reply.request_id)) return;
+      auto it = lease_requests_.find(reply.request_id);
+      if (it == lease_requests_.end()) return;  // another unit report's reply
       const uint32_t index = it->second;
       lease_requests_.erase(it);
-      if (const auto* lease = std::get_if<LeaseResponse>(&reply->body)) ReportUnits(index, *lease);
+      if (const auto* lease = std::get_if<LeaseResponse>(&reply.body)) ReportUnits(index, *lease);
       AskForLease(index);
-    }
+    });
   }
 
   // The last unit report of a lease reply answered: its client acks what it covered, as a real client acks only
@@ -291,7 +291,8 @@ Figures MeasureInterval(const Options& o, const Counters& counters, pid_t coordi
   return f;
 }
 
-void Report(const Options& o, const Figures& f, uint64_t errors) {
+// Prints the figures; returns them as JSON.
+std::string Report(const Options& o, const Figures& f, uint64_t errors) {
   const double ops = f.replies / f.elapsed;
   const double journal_per_million = f.samples > 0 ? f.journal / (f.samples / 1e6) : 0;
   std::printf("%u simulated workers and %u clients over %u jobs; coordinator pinned to core %u, journal on\n",
@@ -303,19 +304,16 @@ void Report(const Options& o, const Figures& f, uint64_t errors) {
   std::printf("journal: %.0f bytes per million samples committed (%.1f KB/s)\n", journal_per_million,
               f.journal / f.elapsed / 1024);
   std::printf("ratio to the 20,000 operations/s goal: %.2f\n", ops / 20000);
-  if (o.json.empty()) return;
-  std::ofstream(o.json) << "{\"workers\": " << o.workers << ", \"clients\": " << o.workers << ", \"jobs\": " << o.jobs
-                        << ", \"ops_per_second\": " << ops << ", \"leases_per_second\": " << f.leases / f.elapsed
-                        << ", \"acks_per_second\": " << f.acks / f.elapsed << ", \"unit_reports_per_second\": "
-                        << f.reports / f.elapsed << ", \"coordinator_cores\": " << f.cpu_used
-                        << ", \"journal_bytes_per_million_samples\": " << journal_per_million
-                        << ", \"batch_size\": " << o.batch << "}\n";
+  std::ostringstream j;
+  j << "{\"workers\": " << o.workers << ", \"clients\": " << o.workers << ", \"jobs\": " << o.jobs
+    << ", \"ops_per_second\": " << ops << ", \"leases_per_second\": " << f.leases / f.elapsed
+    << ", \"acks_per_second\": " << f.acks / f.elapsed << ", \"unit_reports_per_second\": " << f.reports / f.elapsed
+    << ", \"coordinator_cores\": " << f.cpu_used << ", \"journal_bytes_per_million_samples\": " << journal_per_million
+    << ", \"batch_size\": " << o.batch << "}";
+  return j.str();
 }
 
-int Main(int argc, char** argv) {
-  Options o;
-  FlagSet flags("control_plane_bench [flags]",
-                "Coordinator operations per second on one core with simulated workers and clients, journal on.");
+void AddFlags(FlagSet& flags, Options& o) {
   flags.AddUint32("workers", &o.workers, "simulated workers (and as many clients: one rank each)");
   flags.AddUint32("jobs", &o.jobs, "jobs the ranks are spread over");
   flags.AddUint32("threads", &o.threads, "driver threads");
@@ -325,7 +323,9 @@ int Main(int argc, char** argv) {
   flags.AddString("dir", &o.dir, "working directory (manifest, journal, logs)");
   bench::AddJsonFlag(flags, &o.json);
   flags.AddBool("insecure", &o.insecure, "CURVE off (to measure what it costs the coordinator)");
-  if (auto exit_code = flags.ParseOrExitCode(argc, argv)) return *exit_code;
+}
+
+bench::Outcome RunBench(const Options& o) {
   auto specs = Jobs(o);
   bench::DieUnlessOk(specs.status(), "manifest");
   std::vector<Plan> plans;
@@ -353,11 +353,12 @@ int Main(int argc, char** argv) {
   const Figures f = MeasureInterval(o, counters, cluster.coordinator().pid());
   stop.store(true);
   for (auto& t : drivers) t.join();
-  Report(o, f, counters.errors.load());
-  return 0;
+  return {0, Report(o, f, counters.errors.load())};
 }
 
 }  // namespace
 }  // namespace stoker
 
-int main(int argc, char** argv) { return stoker::Main(argc, argv); }
+STOKER_BENCH_MAIN("control_plane_bench",
+                  "Coordinator operations per second on one core with simulated workers and clients, "
+                  "journal on.");

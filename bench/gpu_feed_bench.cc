@@ -34,7 +34,7 @@
 #include "client/cuda/cuda_handles.h"
 #include "client/cuda/device_stage.h"
 #include "client/src/received_batch.h"
-#include "base/flags.h"
+#include "bench/bench_main.h"
 #include "stoker/loader.h"
 #include "tools/local_cluster.h"
 
@@ -374,7 +374,7 @@ void MeasureHostParts(const Options& o, Figures* f) {
   std::printf("\n");
 }
 
-void WriteJson(const Options& o, const Figures& f) {
+std::string Json(const Options& o, const Figures& f) {
   std::ostringstream j;
   j << "{\"device\": \"" << f.device_name << "\", \"batch_size\": " << o.c.batch << ", \"depth\": " << o.c.depth
     << ", \"slot_bytes\": " << f.slot_bytes << ", \"formats\": [";
@@ -399,15 +399,12 @@ void WriteJson(const Options& o, const Figures& f) {
     }
     j << "}}";
   }
-  j << "}\n";
-  std::ofstream(o.json) << j.str();
+  j << "}";
+  return j.str();
 }
 
-int Main(int argc, char** argv) {
-  Options o;
+void AddFlags(FlagSet& flags, Options& o) {
   Config& c = o.c;
-  FlagSet flags("gpu_feed_bench [flags]",
-                "H2D + normalise vs raw cudaMemcpyAsync, host staging vs memcpy, client CPU per img/s.");
   flags.AddInt("device", &o.device, "CUDA device");
   flags.AddUint32("batch-size", &c.batch, "samples per batch (224x224x3)");
   flags.AddUint32("depth", &c.depth, "slots");
@@ -420,7 +417,10 @@ int Main(int argc, char** argv) {
   flags.AddBool("plain-data", &o.plain_data,
                 "the end-to-end run with workers' --plain-data (data tickets, batches unencrypted)");
   bench::AddJsonFlag(flags, &o.json);
-  if (auto exit_code = flags.ParseOrExitCode(argc, argv)) return *exit_code;
+}
+
+bench::Outcome RunBench(Options& o) {
+  Config& c = o.c;
   c.device = static_cast<int>(o.device);
 
   Die(cuda::CudaStatus(cudaSetDevice(c.device), "cudaSetDevice"), "device");
@@ -433,11 +433,11 @@ int Main(int argc, char** argv) {
               c.batch, c.height, c.width, f.slot_bytes / 1e6, c.depth);
   f.formats = MeasureDevicePath(c, f.slot_bytes);
   MeasureHostParts(o, &f);
-  if (!o.json.empty()) WriteJson(o, f);
-  return 0;
+  return {0, Json(o, f)};
 }
 
 }  // namespace
 }  // namespace stoker
 
-int main(int argc, char** argv) { return stoker::Main(argc, argv); }
+STOKER_BENCH_MAIN("gpu_feed_bench",
+                  "H2D + normalise vs raw cudaMemcpyAsync, host staging vs memcpy, client CPU per img/s.");

@@ -19,7 +19,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <future>
 #include <sstream>
@@ -29,7 +28,7 @@
 #include "bench/consume_rate.h"
 #include "client/cuda/cuda_handles.h"
 #include "client/nccl/collective.h"
-#include "base/flags.h"
+#include "bench/bench_main.h"
 #include "stoker/loader.h"
 #include "tools/local_cluster.h"
 
@@ -276,7 +275,7 @@ void PrintEndToEnd(const Options& o, const Figures& f) {
               tp[0].seconds > 0 ? tp[0].broadcast_bytes / tp[0].seconds / 1e9 : 0.0);
 }
 
-void WriteJson(const Options& o, const Figures& f) {
+std::string Json(const Options& o, const Figures& f) {
   const BroadcastResult& bc = f.broadcast;
   std::ostringstream j;
   j << "{\"device\": \"" << f.device_name << "\", \"batch_bytes\": " << f.bytes << ", \"nccl_broadcast_gbps\": "
@@ -293,13 +292,11 @@ void WriteJson(const Options& o, const Figures& f) {
       << ", \"fetched_batches\": " << f.tp[m].fetched_batches << ", \"broadcast_bytes\": " << f.tp[m].broadcast_bytes
       << "}";
   }
-  j << "]}\n";
-  std::ofstream(o.json) << j.str();
+  j << "]}";
+  return j.str();
 }
 
-int Main(int argc, char** argv) {
-  Options o;
-  FlagSet flags("nccl_bench [flags]", "Two GPUs: NCCL broadcast vs cudaMemcpyPeer, agreement cost, end to end.");
+void AddFlags(FlagSet& flags, Options& o) {
   flags.AddUint32("batch-size", &o.batch, "samples per batch (224x224x3)");
   flags.AddUint32("iterations", &o.iterations, "broadcasts per timed repeat");
   flags.AddUint32("agreement-steps", &o.agreement_steps, "agreement steps timed");
@@ -311,11 +308,13 @@ int Main(int argc, char** argv) {
                 {{"curve", bench::DataSecurity::kCurve}, {"plain", bench::DataSecurity::kPlainData},
                  {"insecure", bench::DataSecurity::kInsecure}},
                 "the end-to-end runs' data plane: CURVE (the default), workers' --plain-data, or --insecure");
-  if (auto exit_code = flags.ParseOrExitCode(argc, argv)) return *exit_code;
+}
+
+bench::Outcome RunBench(const Options& o) {
   int gpus = 0;
   if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus < 2) {
     std::fprintf(stderr, "nccl_bench: needs two GPUs (found %d)\n", gpus);
-    return 1;
+    return {1};
   }
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
@@ -330,11 +329,10 @@ int Main(int argc, char** argv) {
   std::printf("2. agreement step (4-byte all-reduce + host wait): %.1f us per batch\n", f.agree_us);
   MeasureEndToEnd(o, &f);
   PrintEndToEnd(o, f);
-  if (!o.json.empty()) WriteJson(o, f);
-  return 0;
+  return {0, Json(o, f)};
 }
 
 }  // namespace
 }  // namespace stoker
 
-int main(int argc, char** argv) { return stoker::Main(argc, argv); }
+STOKER_BENCH_MAIN("nccl_bench", "Two GPUs: NCCL broadcast vs cudaMemcpyPeer, agreement cost, end to end.");

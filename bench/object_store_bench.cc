@@ -17,7 +17,7 @@
 #include <sstream>
 
 #include "bench/consume_rate.h"
-#include "base/flags.h"
+#include "bench/bench_main.h"
 #include "datagen/synthetic_dataset.h"
 #include "storage/object_store.h"
 #include "tools/dataset_index.h"
@@ -206,9 +206,7 @@ std::string Report(const std::vector<Config>& configs, Rounds& r) {
   return rows.str();
 }
 
-int Main(int argc, char** argv) {
-  Options o;
-  FlagSet flags("object_store_bench [flags]", "Worker img/s from local tar files vs object storage, same run.");
+void AddFlags(FlagSet& flags, Options& o) {
   flags.AddUint("images", &o.images, "images in the generated dataset (256 per shard)");
   flags.AddUint32("batch-size", &o.batch, "samples per batch");
   flags.AddUint32("threads", &o.threads, "the worker's pipeline threads");
@@ -218,8 +216,9 @@ int Main(int argc, char** argv) {
   flags.AddUint32("credits", &o.credits, "batches the client lets the worker hold: the read-ahead depth in units");
   bench::AddJsonFlag(flags, &o.json);
   flags.AddString("only", &o.only, "measure only these sources (comma-separated names, e.g. local,http; profiling)");
-  if (auto exit_code = flags.ParseOrExitCode(argc, argv)) return *exit_code;
+}
 
+bench::Outcome RunBench(const Options& o) {
   bench::ScratchDir scratch("object-store-bench");
   const std::string& dir = scratch.path();
   Servers servers;
@@ -234,16 +233,14 @@ int Main(int argc, char** argv) {
   const std::vector<Config> configs = Configs(o, dir, servers);
   Rounds rounds = MeasureRounds(o, dir, configs, servers);
   const std::string rows = Report(configs, rounds);
-  if (!o.json.empty()) {
-    std::ofstream(o.json) << "{\"images\": " << o.images << ", \"batch_size\": " << o.batch
-                          << ", \"credits\": " << o.credits << ", \"worker_threads\": " << o.threads
-                          << ", \"rtt_ms\": " << o.rtt_ms << ", \"seconds\": " << o.seconds
-                          << ", \"rounds\": " << o.rounds << ", \"results\": [" << rows << "]}\n";
-  }
-  return 0;
+  std::ostringstream j;
+  j << "{\"images\": " << o.images << ", \"batch_size\": " << o.batch << ", \"credits\": " << o.credits
+    << ", \"worker_threads\": " << o.threads << ", \"rtt_ms\": " << o.rtt_ms << ", \"seconds\": " << o.seconds
+    << ", \"rounds\": " << o.rounds << ", \"results\": [" << rows << "]}";
+  return {0, j.str()};
 }
 
 }  // namespace
 }  // namespace stoker
 
-int main(int argc, char** argv) { return stoker::Main(argc, argv); }
+STOKER_BENCH_MAIN("object_store_bench", "Worker img/s from local tar files vs object storage, same run.");

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <functional>
 #include <opencv2/core.hpp>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -18,7 +19,7 @@
 #include <opencv2/imgcodecs.hpp>
 #endif
 
-#include "base/flags.h"
+#include "bench/bench_main.h"
 #include "datagen/synthetic_dataset.h"
 #include "worker/crop_geometry.h"
 #include "worker/image_pipeline.h"
@@ -121,28 +122,29 @@ void Print(const Figures& f) {
   row("eval: the same, --resize-kernel opencv", f.eval_opencv);
 }
 
-void WriteJson(const Options& o, const Figures& f) {
-  std::ofstream out(o.json);
-  out << "{\"images\": " << o.count << ", \"quality\": " << o.quality << ", \"chroma\": \""
-      << (o.subsample ? "420" : "444") << "\", \"mean_kb\": " << f.bytes / o.count / 1024
-      << ", \"imdecode_img_s\": " << f.imdecode << ", \"libjpeg_full_img_s\": " << f.full
-      << ", \"train_img_s\": " << f.train << ", \"train_opencv_img_s\": " << f.train_opencv
-      << ", \"train_bilinear_img_s\": " << f.train_linear << ", \"eval_img_s\": " << f.eval
-      << ", \"eval_opencv_img_s\": " << f.eval_opencv << ", \"train_ratio\": " << f.train / f.baseline()
-      << ", \"eval_ratio\": " << f.eval / f.baseline() << "}\n";
+std::string Json(const Options& o, const Figures& f) {
+  std::ostringstream j;
+  j << "{\"images\": " << o.count << ", \"quality\": " << o.quality << ", \"chroma\": \""
+    << (o.subsample ? "420" : "444") << "\", \"mean_kb\": " << f.bytes / o.count / 1024
+    << ", \"imdecode_img_s\": " << f.imdecode << ", \"libjpeg_full_img_s\": " << f.full
+    << ", \"train_img_s\": " << f.train << ", \"train_opencv_img_s\": " << f.train_opencv
+    << ", \"train_bilinear_img_s\": " << f.train_linear << ", \"eval_img_s\": " << f.eval
+    << ", \"eval_opencv_img_s\": " << f.eval_opencv << ", \"train_ratio\": " << f.train / f.baseline()
+    << ", \"eval_ratio\": " << f.eval / f.baseline() << "}";
+  return j.str();
 }
 
-int Main(int argc, char** argv) {
-  Options o;
-  FlagSet flags("pipeline_bench [flags]", "worker::Worker pipeline images/s per core against decode-only, same run.");
+void AddFlags(FlagSet& flags, Options& o) {
   flags.AddUint("images", &o.count, "distinct synthetic images");
   flags.AddDouble("seconds", &o.seconds, "timed seconds per measurement");
   flags.AddUint32("batch", &o.batch, "batch the pipeline writes into");
   flags.AddUint32("quality", &o.quality, "JPEG quality");
   flags.AddBool("420", &o.subsample, "4:2:0 chroma instead of 4:4:4");
-  flags.AddString("json", &o.json, "write the figures here");
+  bench::AddJsonFlag(flags, &o.json);
   flags.AddString("dump-dir", &o.dump_dir, "also write the images here (for a baseline measured by another program)");
-  if (auto exit_code = flags.ParseOrExitCode(argc, argv)) return *exit_code;
+}
+
+bench::Outcome RunBench(const Options& o) {
   cv::setNumThreads(0);
   Figures f;
   const std::vector<std::string> images = MakeImages(o, &f.bytes);
@@ -159,11 +161,10 @@ int Main(int argc, char** argv) {
   f.eval = PipelineRate(images, o.seconds, o.batch, eval);
   f.eval_opencv = PipelineRate(images, o.seconds, o.batch, eval_opencv);
   Print(f);
-  if (!o.json.empty()) WriteJson(o, f);
-  return 0;
+  return {0, Json(o, f)};
 }
 
 }  // namespace
 }  // namespace stoker
 
-int main(int argc, char** argv) { return stoker::Main(argc, argv); }
+STOKER_BENCH_MAIN("pipeline_bench", "worker::Worker pipeline images/s per core against decode-only, same run.");

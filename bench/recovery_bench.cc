@@ -10,12 +10,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
+#include <sstream>
 #include <vector>
 
 #include "bench/consume_rate.h"
 #include "tools/dataset_index.h"
-#include "base/flags.h"
+#include "bench/bench_main.h"
 #include "stoker/client.h"
 #include "tools/local_cluster.h"
 
@@ -142,38 +142,37 @@ void Print(const Outcome& out) {
               out.faulty.local_extra_seconds, 100 * out.local_cost(), out.clean.seconds);
 }
 
-void WriteJson(const Options& o, const Outcome& out) {
-  std::ofstream(o.json) << "{\"workers\": " << o.workers << ", \"batch_size\": " << o.batch
-                        << ", \"batches\": " << out.batches << ", \"clean_seconds\": " << out.clean.seconds
-                        << ", \"one_kill_seconds\": " << out.faulty.seconds << ", \"cost_fraction\": " << out.cost()
-                        << ", \"local_extra_seconds\": " << out.faulty.local_extra_seconds
-                        << ", \"local_cost_fraction\": " << out.local_cost()
-                        << ", \"recovery_seconds\": " << out.faulty.recovery_seconds
-                        << ", \"longest_gap_seconds\": " << out.faulty.longest_gap
-                        << ", \"median_gap_before_seconds\": " << out.faulty.median_gap_before << "}\n";
+std::string Json(const Options& o, const Outcome& out) {
+  std::ostringstream j;
+  j << "{\"workers\": " << o.workers << ", \"batch_size\": " << o.batch << ", \"batches\": " << out.batches
+    << ", \"clean_seconds\": " << out.clean.seconds << ", \"one_kill_seconds\": " << out.faulty.seconds
+    << ", \"cost_fraction\": " << out.cost() << ", \"local_extra_seconds\": " << out.faulty.local_extra_seconds
+    << ", \"local_cost_fraction\": " << out.local_cost() << ", \"recovery_seconds\": " << out.faulty.recovery_seconds
+    << ", \"longest_gap_seconds\": " << out.faulty.longest_gap
+    << ", \"median_gap_before_seconds\": " << out.faulty.median_gap_before << "}";
+  return j.str();
 }
 
-int Main(int argc, char** argv) {
-  Options o;
-  FlagSet flags("recovery_bench [flags]", "Recovery time and epoch-time cost of one worker kill, same run.");
+void AddFlags(FlagSet& flags, Options& o) {
   flags.AddUint32("workers", &o.workers, "single-thread worker processes");
   flags.AddUint32("batch-size", &o.batch, "samples per batch");
   flags.AddUint("images", &o.images, "images in the generated dataset");
   flags.AddDouble("seconds", &o.seconds, "length of the clean run (the 'epoch')");
   flags.AddString("dir", &o.dir, "working directory");
   bench::AddJsonFlag(flags, &o.json);
-  if (auto exit_code = flags.ParseOrExitCode(argc, argv)) return *exit_code;
+}
+
+bench::Outcome RunBench(const Options& o) {
   auto out = Measure(o);
   if (!out.ok()) {
     std::fprintf(stderr, "%s\n", out.status().ToString().c_str());
-    return 1;
+    return {1};
   }
   Print(*out);
-  if (!o.json.empty()) WriteJson(o, *out);
-  return out->clean.ok && out->faulty.ok ? 0 : 1;
+  return {out->clean.ok && out->faulty.ok ? 0 : 1, Json(o, *out)};
 }
 
 }  // namespace
 }  // namespace stoker
 
-int main(int argc, char** argv) { return stoker::Main(argc, argv); }
+STOKER_BENCH_MAIN("recovery_bench", "Recovery time and epoch-time cost of one worker kill, same run.");

@@ -12,13 +12,12 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "bench/consume_rate.h"
 #include "tools/local_cluster.h"
 #include "tools/dataset_index.h"
-#include "base/flags.h"
+#include "bench/bench_main.h"
 #include "dataset/manifest.h"
 #include "datagen/synthetic_dataset.h"
 #include "worker/crop_geometry.h"
@@ -136,9 +135,7 @@ std::string JsonRows(const std::vector<Row>& rows) {
   return j.str();
 }
 
-int Main(int argc, char** argv) {
-  Options o;
-  FlagSet flags("scaling_bench [flags]", "Images/s by number of single-thread worker processes, same run.");
+void AddFlags(FlagSet& flags, Options& o) {
   flags.AddString("workers", &o.worker_list, "comma-separated worker counts");
   flags.AddUint("images", &o.images, "images in the generated dataset");
   flags.AddString("manifest", &o.manifest, "use this dataset instead of generating one");
@@ -146,7 +143,9 @@ int Main(int argc, char** argv) {
   flags.AddUint32("batch-size", &o.batch, "samples per batch");
   flags.AddDouble("seconds", &o.seconds, "timed seconds per worker count");
   bench::AddJsonFlag(flags, &o.json);
-  if (auto exit_code = flags.ParseOrExitCode(argc, argv)) return *exit_code;
+}
+
+bench::Outcome RunBench(Options& o) {
   PosixEnv env;
   if (o.manifest.empty()) {
     auto generated = tools::GeneratedDataset(env, o.dir, "scaling", o.images, 256);
@@ -169,14 +168,13 @@ int Main(int argc, char** argv) {
                 row->images_per_second / n, 100 * row->efficiency, row->standalone, 100 * row->vs_standalone);
     std::fflush(stdout);
   }
-  if (!o.json.empty()) {
-    std::ofstream(o.json) << "{\"decode_only_img_s_one_core\": " << decode_only << ", \"batch_size\": " << o.batch
-                          << ", \"runs\": [" << JsonRows(rows) << "]}\n";
-  }
-  return 0;
+  std::ostringstream json;
+  json << "{\"decode_only_img_s_one_core\": " << decode_only << ", \"batch_size\": " << o.batch << ", \"runs\": ["
+       << JsonRows(rows) << "]}";
+  return {0, json.str()};
 }
 
 }  // namespace
 }  // namespace stoker
 
-int main(int argc, char** argv) { return stoker::Main(argc, argv); }
+STOKER_BENCH_MAIN("scaling_bench", "Images/s by number of single-thread worker processes, same run.");

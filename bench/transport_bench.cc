@@ -13,12 +13,12 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
+#include <sstream>
 #include <thread>
 #include <zmq.hpp>
 
 #include "base/env.h"
-#include "base/flags.h"
+#include "bench/bench_main.h"
 #include "stoker/client.h"
 #include "tools/subprocess.h"
 #include "bench/consume_rate.h"
@@ -136,24 +136,21 @@ void Print(const Options& o, const Figures& f) {
   std::printf("(stoker images/s at that rate: %.0f)\n", f.curve.messages_per_second * o.batch);
 }
 
-void WriteJson(const Options& o, const Figures& f) {
-  std::ofstream(o.json) << "{\"batch_size\": " << o.batch << ", \"message_bytes\": " << f.batch_bytes
-                        << ", \"raw_gbps\": " << f.raw.bytes_per_second / 1e9
-                        << ", \"stoker_gbps\": " << f.curve.bytes_per_second / 1e9
-                        << ", \"ratio\": " << Figures::Over(f.curve, f.raw)
-                        << ", \"insecure_gbps\": " << f.insecure.bytes_per_second / 1e9
-                        << ", \"insecure_ratio\": " << Figures::Over(f.insecure, f.raw)
-                        << ", \"curve_over_insecure\": " << Figures::Over(f.curve, f.insecure)
-                        << ", \"plain_data_gbps\": " << f.tickets.bytes_per_second / 1e9
-                        << ", \"plain_data_ratio\": " << Figures::Over(f.tickets, f.raw)
-                        << ", \"stoker_images_per_second\": " << f.curve.messages_per_second * o.batch
-                        << ", \"workers\": " << o.workers << ", \"worker_threads\": " << o.threads << "}\n";
+std::string Json(const Options& o, const Figures& f) {
+  std::ostringstream j;
+  j << "{\"batch_size\": " << o.batch << ", \"message_bytes\": " << f.batch_bytes
+    << ", \"raw_gbps\": " << f.raw.bytes_per_second / 1e9 << ", \"stoker_gbps\": " << f.curve.bytes_per_second / 1e9
+    << ", \"ratio\": " << Figures::Over(f.curve, f.raw) << ", \"insecure_gbps\": " << f.insecure.bytes_per_second / 1e9
+    << ", \"insecure_ratio\": " << Figures::Over(f.insecure, f.raw)
+    << ", \"curve_over_insecure\": " << Figures::Over(f.curve, f.insecure)
+    << ", \"plain_data_gbps\": " << f.tickets.bytes_per_second / 1e9
+    << ", \"plain_data_ratio\": " << Figures::Over(f.tickets, f.raw)
+    << ", \"stoker_images_per_second\": " << f.curve.messages_per_second * o.batch << ", \"workers\": " << o.workers
+    << ", \"worker_threads\": " << o.threads << "}";
+  return j.str();
 }
 
-int Main(int argc, char** argv) {
-  Options o;
-  FlagSet flags("transport_bench [flags]",
-                "Worker -> client throughput on loopback vs raw ZeroMQ messages of the same size, same run.");
+void AddFlags(FlagSet& flags, Options& o) {
   flags.AddUint32("batch-size", &o.batch, "samples per batch (224x224x3 bytes each)");
   flags.AddDouble("seconds", &o.seconds, "timed seconds per measurement");
   flags.AddUint32("workers", &o.workers, "worker processes on the stoker path");
@@ -163,8 +160,10 @@ int Main(int argc, char** argv) {
   bench::AddJsonFlag(flags, &o.json);
   flags.AddString("raw-sender", &o.raw_sender, "(internal) run as the baseline's sender, pushing to this endpoint");
   flags.AddUint("bytes", &o.bytes, "(internal) the baseline sender's payload size");
-  if (auto exit_code = flags.ParseOrExitCode(argc, argv)) return *exit_code;
-  if (!o.raw_sender.empty()) return RawSender(o.raw_sender, o.bytes);
+}
+
+bench::Outcome RunBench(const Options& o) {
+  if (!o.raw_sender.empty()) return {RawSender(o.raw_sender, o.bytes)};
 
   bench::ScratchDir scratch("transport");
   const std::string& dir = scratch.path();
@@ -175,11 +174,12 @@ int Main(int argc, char** argv) {
   f.tickets = MeasureStoker(dir + "/tickets", o, bench::DataSecurity::kPlainData);
   f.insecure = MeasureStoker(dir + "/plain", o, bench::DataSecurity::kInsecure);
   Print(o, f);
-  if (!o.json.empty()) WriteJson(o, f);
-  return 0;
+  return {0, Json(o, f)};
 }
 
 }  // namespace
 }  // namespace stoker
 
-int main(int argc, char** argv) { return stoker::Main(argc, argv); }
+STOKER_BENCH_MAIN("transport_bench",
+                  "Worker -> client throughput on loopback vs raw ZeroMQ messages of the same size, "
+                  "same run.");

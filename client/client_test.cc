@@ -185,6 +185,14 @@ class ClientTest : public ::testing::Test {
     return std::move(*client);
   }
 
+  // A scripted worker of the fixture's job, registered, with `client`'s epoch length, once the client's credit came.
+  ScriptedWorker WorkerFor(const Client& client) {
+    ScriptedWorker worker(context_, endpoint_, spec_);
+    worker.steps = client.steps_per_epoch();
+    worker.AwaitClient();
+    return worker;
+  }
+
   TempDir dir_;
   JobSpec spec_;
   RealClock clock_;
@@ -199,10 +207,8 @@ class ClientTest : public ::testing::Test {
 
 TEST_F(ClientTest, DeliversInPlanOrderOnceAndCountsEverythingElse) {
   auto client = Connect(/*prefetch=*/3);
-  ScriptedWorker worker(context_, endpoint_, spec_);
-  worker.steps = client->steps_per_epoch();
+  ScriptedWorker worker = WorkerFor(*client);
   ASSERT_EQ(worker.steps, 6u);
-  worker.AwaitClient();
   std::vector<LeaseGrant> leases = worker.Lease(3);
   ASSERT_EQ(leases.size(), 3u);
   worker.SendBatch(2, leases[2].attempt, 0x22);  // out of order
@@ -254,9 +260,7 @@ TEST_F(ClientTest, PayloadFramesAreJoinedInOrderAndBadFramingIsDropped) {
   ClientOptions options;
   options.payload_frame_bytes = 64 << 10;
   auto client = Connect(/*prefetch=*/4, options);
-  ScriptedWorker worker(context_, endpoint_, spec_);
-  worker.steps = client->steps_per_epoch();
-  worker.AwaitClient();
+  ScriptedWorker worker = WorkerFor(*client);
   EXPECT_EQ(worker.asked_frame_bytes, 64u << 10);
   std::vector<LeaseGrant> leases = worker.Lease(3);
   ASSERT_EQ(leases.size(), 3u);
@@ -372,9 +376,7 @@ TEST_F(ClientTest, AClientConnectsToNoMoreWorkersThanItsCap) {
 
 TEST_F(ClientTest, EndOfEpochIsReportedBetweenEpochsAndEndOfJobAfterTheLast) {
   auto client = Connect(/*prefetch=*/12);
-  ScriptedWorker worker(context_, endpoint_, spec_);
-  worker.steps = client->steps_per_epoch();
-  worker.AwaitClient();
+  ScriptedWorker worker = WorkerFor(*client);
   std::vector<LeaseGrant> leases = worker.Lease(12);
   ASSERT_EQ(leases.size(), 12u);
   for (uint64_t g = 0; g < 12; ++g) worker.SendBatch(g, leases[g].attempt, static_cast<uint8_t>(g));
@@ -399,9 +401,7 @@ TEST_F(ClientTest, EndOfEpochIsReportedBetweenEpochsAndEndOfJobAfterTheLast) {
 
 TEST_F(ClientTest, ABatchKeptByTheApplicationHoldsItsSlot) {
   auto client = Connect(/*prefetch=*/2);
-  ScriptedWorker worker(context_, endpoint_, spec_);
-  worker.steps = client->steps_per_epoch();
-  worker.AwaitClient();
+  ScriptedWorker worker = WorkerFor(*client);
   std::vector<LeaseGrant> leases = worker.Lease(2);
   worker.SendBatch(0, leases[0].attempt, 1);
   worker.SendBatch(1, leases[1].attempt, 2);
@@ -483,9 +483,7 @@ TEST_F(ClientTest, ServesStarvationMetricsPerGpuAndHealth) {
   ASSERT_TRUE(connected.ok()) << connected.status().ToString();
   EXPECT_EQ(connected->status, 200) << connected->body;
 
-  ScriptedWorker worker(context_, endpoint_, spec_);
-  worker.steps = client->steps_per_epoch();
-  worker.AwaitClient();
+  ScriptedWorker worker = WorkerFor(*client);
   std::vector<LeaseGrant> leases = worker.Lease(2);
   ASSERT_EQ(leases.size(), 2u);
   // Batch 0 comes after a startup wait; batch 1 only after Next() has been waiting for it for a while, so both

@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <set>
 #include <vector>
@@ -55,21 +56,16 @@ class LoaderTest : public ::testing::Test {
 
   // A small job: 32x32 images, batch 8, 70 samples -> 8 steps per epoch (6 dropped).
   static LoaderOptions Options(const std::string& job, uint32_t epochs = 2) {
-    JobSpec spec;
-    spec.name = job;
-    spec.manifest_path = data_->manifest;
-    spec.batch_size = 8;
-    spec.epochs = epochs;
-    spec.seed = 5;
-    spec.pipeline.output_height = 32;
-    spec.pipeline.output_width = 32;
-    LoaderOptions o;
-    o.client.coordinator = cluster_->coordinator_endpoint();
-    cluster_->Secure(o.client);
-    o.client.job = job;
-    o.client.spec = spec;
-    o.client.prefetch = 8;
-    o.depth = 3;
+    LoaderOptions o = testing::SmallLoaderJob(*cluster_, data_->manifest, job);
+    o.client.spec->epochs = epochs;
+    o.client.spec->seed = 5;
+    return o;
+  }
+
+  // The same job delivered on GPU 0.
+  static LoaderOptions GpuOptions(const std::string& job, uint32_t epochs) {
+    LoaderOptions o = Options(job, epochs);
+    o.device = 0;
     return o;
   }
 
@@ -393,6 +389,16 @@ void ExpectDeviceBatchMatchesHost(const LoadedBatch& b, const OutputFormat& form
   EXPECT_EQ(std::memcmp(ids.data(), b.sample_ids().data(), ids.size()), 0) << "batch " << b.position();
 }
 
+// Hands `take` every batch `loader` delivers on `stream`, in order, until the end of the job.
+void ForEachBatch(Loader& loader, cudaStream_t stream, const std::function<void(LoadedBatch& b)>& take) {
+  while (true) {
+    auto d = loader.Next(stream, kBatchTimeout);
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    if (d->kind == LoaderDelivery::Kind::kEndOfJob) return;
+    if (d->kind == LoaderDelivery::Kind::kBatch) take(d->batch);
+  }
+}
+
 TEST_F(LoaderTest, GpuPathMatchesTheHostReferenceBitForBitInEveryFormat) {
   if (!HaveGpu()) GTEST_SKIP() << "no GPU here";
   cudaStream_t stream;
@@ -400,8 +406,7 @@ TEST_F(LoaderTest, GpuPathMatchesTheHostReferenceBitForBitInEveryFormat) {
   int formats = 0;
   for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kFloat16, DType::kUInt8}) {
     for (Layout layout : {Layout::kNCHW, Layout::kNHWC}) {
-      LoaderOptions o = Options(std::string("gpu-") + DTypeName(dtype) + "-" + LayoutName(layout), 1);
-      o.device = 0;
+      LoaderOptions o = GpuOptions(std::string("gpu-") + DTypeName(dtype) + "-" + LayoutName(layout), 1);
       o.output.dtype = dtype;
       o.output.layout = layout;
       auto loader = Loader::Open(o);
@@ -411,18 +416,13 @@ TEST_F(LoaderTest, GpuPathMatchesTheHostReferenceBitForBitInEveryFormat) {
       EXPECT_EQ(s.slot_bytes, 8u * 32 * 32 * 3 + 8u * 16);  // pixels end 16-byte aligned here: no padding
       EXPECT_EQ(s.pinned_bytes, uint64_t{o.depth} * s.slot_bytes) << "pinned memory is depth x slot bytes";
       ExactlyOnce exact;
-      while (true) {
-        auto d = (*loader)->Next(stream, kBatchTimeout);
-        ASSERT_TRUE(d.ok()) << d.status().ToString();
-        if (d->kind == LoaderDelivery::Kind::kEndOfJob) break;
-        if (d->kind != LoaderDelivery::Kind::kBatch) continue;
-        const LoadedBatch& b = d->batch;
+      ForEachBatch(**loader, stream, [&](const LoadedBatch& b) {
         const BatchView& v = b.view();
         ASSERT_EQ(v.device, 0);
         ASSERT_EQ(v.shape, (std::array<int64_t, 4>{8, 3, 32, 32}));
         ExpectDeviceBatchMatchesHost(b, o.output, stream);
         exact.Add(b);
-      }
+      });
       exact.ExpectEpochs(1, 64, data_->samples);
       const LoaderStats after = (*loader)->Stats();
       EXPECT_GT(after.client.wait_seconds, 0);
@@ -438,29 +438,23 @@ TEST_F(LoaderTest, GpuPathMatchesTheHostReferenceBitForBitInEveryFormat) {
 // they still start 16-byte aligned (int64 tensors of PyTorch need it), and they are the right values.
 TEST_F(LoaderTest, GpuOddImageSizesKeepLabelsAlignedAndRight) {
   if (!HaveGpu()) GTEST_SKIP() << "no GPU here";
-  LoaderOptions o = Options("gpu-odd", 1);
+  LoaderOptions o = GpuOptions("gpu-odd", 1);
   o.client.spec->batch_size = 7;
   o.client.spec->pipeline.output_height = 33;
   o.client.spec->pipeline.output_width = 35;
-  o.device = 0;
   auto loader = Loader::Open(o);
   ASSERT_TRUE(loader.ok()) << loader.status().ToString();
   cudaStream_t stream;
   EXPECT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   uint32_t batches = 0;
-  while (true) {
-    auto d = (*loader)->Next(stream, kBatchTimeout);
-    ASSERT_TRUE(d.ok()) << d.status().ToString();
-    if (d->kind == LoaderDelivery::Kind::kEndOfJob) break;
-    if (d->kind != LoaderDelivery::Kind::kBatch) continue;
-    const LoadedBatch& b = d->batch;
+  ForEachBatch(**loader, stream, [&](const LoadedBatch& b) {
     const BatchView& v = b.view();
     ASSERT_EQ(v.shape, (std::array<int64_t, 4>{7, 3, 33, 35}));
     EXPECT_EQ(reinterpret_cast<uintptr_t>(v.labels) % 16, 0u);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(v.sample_ids) % 8, 0u);
     ExpectDeviceBatchMatchesHost(b, o.output, stream);
     ++batches;
-  }
+  });
   EXPECT_EQ(batches, 70u / 7);
   EXPECT_CUDA(cudaStreamDestroy(stream));
 }
@@ -469,8 +463,7 @@ TEST_F(LoaderTest, GpuOddImageSizesKeepLabelsAlignedAndRight) {
 // taken (needs two GPUs).
 TEST_F(LoaderTest, GpuConsumerStreamOfAnotherDeviceIsRefused) {
   if (client::ListGpus().size() < 2) GTEST_SKIP() << "needs two GPUs";
-  LoaderOptions o = Options("gpu-other-stream", 1);
-  o.device = 0;
+  LoaderOptions o = GpuOptions("gpu-other-stream", 1);
   auto loader = Loader::Open(o);
   ASSERT_TRUE(loader.ok()) << loader.status().ToString();
   cudaStream_t other;
@@ -491,8 +484,7 @@ TEST_F(LoaderTest, GpuConsumerStreamOfAnotherDeviceIsRefused) {
 // soon as its work is queued: a slot reused too early would change what the stream's checksum kernel reads.
 TEST_F(LoaderTest, ConsumerStreamSlowerThanTheCopiesSeesNoCorruption) {
   if (!HaveGpu()) GTEST_SKIP() << "no GPU here";
-  LoaderOptions o = Options("gpu-slow", 3);
-  o.device = 0;
+  LoaderOptions o = GpuOptions("gpu-slow", 3);
   o.depth = 2;
   o.output.dtype = DType::kBFloat16;
   auto loader = Loader::Open(o);
@@ -503,12 +495,9 @@ TEST_F(LoaderTest, ConsumerStreamSlowerThanTheCopiesSeesNoCorruption) {
   unsigned long long* sums = nullptr;
   EXPECT_CUDA(cudaMalloc(reinterpret_cast<void**>(&sums), batches * 3 * sizeof(unsigned long long)));
   std::vector<uint64_t> expected_pixels, expected_labels, expected_ids;
-  for (uint32_t k = 0; k < batches + 3;) {
-    auto d = (*loader)->Next(stream, kBatchTimeout);
-    ASSERT_TRUE(d.ok()) << d.status().ToString();
-    if (d->kind == LoaderDelivery::Kind::kEndOfJob) break;
-    if (d->kind != LoaderDelivery::Kind::kBatch) continue;
-    const LoadedBatch& b = d->batch;
+  uint32_t taken = 0;
+  ForEachBatch(**loader, stream, [&](LoadedBatch& b) {
+    ASSERT_LT(taken, batches) << "more batches than the job has";
     const BatchView& v = b.view();
     std::vector<uint8_t> converted(ElementCount(v) * 2);
     client::ConvertOnHost(b.host_pixels(), 8, 32, 32, o.output, converted.data());
@@ -520,11 +509,11 @@ TEST_F(LoaderTest, ConsumerStreamSlowerThanTheCopiesSeesNoCorruption) {
     expected_ids.push_back(s);
     EXPECT_EQ(cuda::testing::LaunchSpin(stream, 3000), 0);  // 3 ms: far slower than a 24 KB copy
     EXPECT_EQ(cuda::testing::LaunchChecksum(static_cast<const uint8_t*>(v.data), converted.size(), v.labels,
-                                            v.sample_ids, 8, sums + 3 * k, stream),
+                                            v.sample_ids, 8, sums + 3 * taken, stream),
               0);
-    d->batch.Release();  // the host is done; the stream is not
-    ++k;
-  }
+    b.Release();  // the host is done; the stream is not
+    ++taken;
+  });
   ASSERT_EQ(expected_pixels.size(), batches);
   std::vector<unsigned long long> got(batches * 3);
   EXPECT_CUDA(cudaMemcpyAsync(got.data(), sums, got.size() * sizeof(got[0]), cudaMemcpyDeviceToHost, stream));
@@ -540,8 +529,7 @@ TEST_F(LoaderTest, ConsumerStreamSlowerThanTheCopiesSeesNoCorruption) {
 
 TEST_F(LoaderTest, GpuConsumerHoldingEverySlotIsToldNotStuck) {
   if (!HaveGpu()) GTEST_SKIP() << "no GPU here";
-  LoaderOptions o = Options("gpu-held", 1);
-  o.device = 0;
+  LoaderOptions o = GpuOptions("gpu-held", 1);
   o.depth = 2;
   auto loader = Loader::Open(o);
   ASSERT_TRUE(loader.ok()) << loader.status().ToString();

@@ -22,11 +22,12 @@ void CapacityEstimator::Record(Series& series, const Sample& sample) {
   while (!series.samples.empty() && sample.at - series.samples.front().at > kWindow) series.samples.pop_front();
 }
 
-const CapacityEstimator::Sample* CapacityEstimator::Oldest(const Series& series, TimePoint now) {
-  if (series.samples.size() < 2 || now - series.samples.back().at > kWindow) return nullptr;
+std::optional<CapacityEstimator::Growth> CapacityEstimator::GrowthOver(const Series& series, TimePoint now) {
+  if (series.samples.size() < 2 || now - series.samples.back().at > kWindow) return std::nullopt;
   const Sample& first = series.samples.front();
-  if (series.samples.back().at - first.at < kMinSpan) return nullptr;
-  return &first;
+  const Sample& last = series.samples.back();
+  if (last.at - first.at < kMinSpan) return std::nullopt;
+  return Growth{ToSeconds(last.at - first.at), last.a - first.a, last.b - first.b, last.samples - first.samples};
 }
 
 void CapacityEstimator::Worker(const std::string& worker_id, uint32_t threads, double busy_seconds, uint64_t samples,
@@ -57,13 +58,11 @@ CapacityAdvice CapacityEstimator::Advise(size_t workers, TimePoint now,
   double capacity_sum = 0, busy_sum = 0, thread_seconds = 0;
   size_t capacity_n = 0;
   for (const auto& [id, s] : workers_) {
-    const Sample* first = Oldest(s, now);
-    if (first == nullptr) continue;
-    const Sample& last = s.samples.back();
-    const double busy = last.a - first->a;
-    const double made = last.samples - first->samples;
+    const std::optional<Growth> g = GrowthOver(s, now);
+    if (!g) continue;
+    const double busy = g->a, made = g->samples;
     busy_sum += busy;
-    thread_seconds += ToSeconds(last.at - first->at) * s.threads;
+    thread_seconds += g->seconds * s.threads;
     if (busy < 0.5 || made <= 0) continue;  // too idle over the window to say how fast it is
     capacity_sum += made / busy * s.threads;
     ++capacity_n;
@@ -76,12 +75,9 @@ CapacityAdvice CapacityEstimator::Advise(size_t workers, TimePoint now,
   };
   std::map<std::string, Observed> observed;
   for (const auto& [key, s] : clients_) {
-    const Sample* first = Oldest(s, now);
-    if (first == nullptr) continue;
-    const Sample& last = s.samples.back();
-    const double step = last.a - first->a;
-    const double stall = last.b - first->b;
-    const double delivered = last.samples - first->samples;
+    const std::optional<Growth> g = GrowthOver(s, now);
+    if (!g) continue;
+    const double step = g->a, stall = g->b, delivered = g->samples;
     if (step <= 0 || delivered <= 0) continue;
     Observed& o = observed[s.job];
     o.rate += delivered / step;

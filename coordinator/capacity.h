@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -88,8 +89,14 @@ class CapacityEstimator {
     std::string job;
     std::deque<Sample> samples;
   };
+  // What a series' counters grew by over the window, and in how many seconds.
+  struct Growth {
+    double seconds = 0;
+    double a = 0, b = 0, samples = 0;
+  };
   static void Record(Series& series, const Sample& sample);
-  static const Sample* Oldest(const Series& series, TimePoint now);
+  // None when the series is too short or too old to say.
+  static std::optional<Growth> GrowthOver(const Series& series, TimePoint now);
 
   std::map<std::string, Series> workers_;
   std::map<std::tuple<std::string, uint32_t, std::string>, Series> clients_;

@@ -86,6 +86,22 @@ JournalOptions CompactingPast(uint64_t bytes) {
   return options;
 }
 
+// A journal at dir/j that compacts past 2048 bytes, and the state it records as the coordinator does: Record
+// applies an update to the state, appends it and syncs (compacting to the state's snapshot when due).
+struct CompactingJournal {
+  CompactingJournal(Env& env, const TempDir& dir, JournalReplay* replay)
+      : opened(Journal::Open(env, dir.Join("j"), CompactingPast(2048), [](const Update&) {}, replay)) {}
+
+  Status Record(const Update& u) {
+    state.Apply(u);
+    (*opened)->Append(u);
+    return (*opened)->Sync([&] { return state.Snapshot(); });
+  }
+
+  StatusOr<std::unique_ptr<Journal>> opened;
+  CoordinatorState state;
+};
+
 // A journal at dir/j that recorded the job (SmallJobSpec, 100 samples) and synced it.
 std::unique_ptr<Journal> JournalWithTheJob(Env& env, const TempDir& dir, JournalReplay* replay) {
   auto journal = Journal::Open(env, dir.Join("j"), JournalOptions{}, [](const Update&) {}, replay);
@@ -195,21 +211,13 @@ TEST(Journal, CompactionRewritesTheStateAndKeepsItReplayable) {
   TempDir dir;
   PosixEnv env;
   JournalReplay replay;
-  const JournalOptions options = CompactingPast(2048);
-  CoordinatorState state;
   {
-    auto journal = Journal::Open(env, dir.Join("j"), options, [](const Update&) {}, &replay);
-    auto apply = [&](const Update& u) {
-      state.Apply(u);
-      (*journal)->Append(u);
-    };
-    apply(JobCreated{SmallJobSpec(), 100});
-    apply(RankSessionStarted{"j", 0, "c-1", 0, 8});
-    for (uint64_t i = 1; i <= 400; ++i) {
-      apply(RankProgress{"j", 0, i, i});
-      ASSERT_TRUE((*journal)->Sync([&] { return state.Snapshot(); }).ok());
-    }
-    EXPECT_LT((*journal)->size_bytes(), 2048u + 200);  // compacted, not 400 records long
+    CompactingJournal journal(env, dir, &replay);
+    ASSERT_TRUE(journal.opened.ok()) << journal.opened.status().ToString();
+    ASSERT_TRUE(journal.Record(JobCreated{SmallJobSpec(), 100}).ok());
+    ASSERT_TRUE(journal.Record(RankSessionStarted{"j", 0, "c-1", 0, 8}).ok());
+    for (uint64_t i = 1; i <= 400; ++i) ASSERT_TRUE(journal.Record(RankProgress{"j", 0, i, i}).ok());
+    EXPECT_LT((*journal.opened)->size_bytes(), 2048u + 200);  // compacted, not 400 records long
   }
   CoordinatorState replayed;
   Replay(dir.Join("j"), &replay);
@@ -259,28 +267,22 @@ TEST(Journal, ACompactionThatFailsLosesNothingAndIsTriedAgainLater) {
   TempDir dir;
   FullVolumeEnv env;
   JournalReplay replay;
-  const JournalOptions options = CompactingPast(2048);
-  CoordinatorState state;
-  auto journal = Journal::Open(env, dir.Join("j"), options, [](const Update&) {}, &replay);
+  CompactingJournal compacting(env, dir, &replay);
+  auto& journal = compacting.opened;
   ASSERT_TRUE(journal.ok());
   EXPECT_EQ(env.directory_syncs, 1) << "creating the journal must sync its directory";
-  auto sync = [&](const Update& u) {
-    state.Apply(u);
-    (*journal)->Append(u);
-    return (*journal)->Sync([&] { return state.Snapshot(); });
-  };
-  ASSERT_TRUE(sync(JobCreated{SmallJobSpec(), 100}).ok());
-  ASSERT_TRUE(sync(RankSessionStarted{"j", 0, "c-1", 0, 8}).ok());
+  ASSERT_TRUE(compacting.Record(JobCreated{SmallJobSpec(), 100}).ok());
+  ASSERT_TRUE(compacting.Record(RankSessionStarted{"j", 0, "c-1", 0, 8}).ok());
   env.no_room_for_copies = true;  // appends fit, a whole new file does not
   uint64_t i = 1;
-  for (; (*journal)->size_bytes() <= 2048 + 200; ++i) ASSERT_TRUE(sync(RankProgress{"j", 0, i, i}).ok());
+  for (; (*journal)->size_bytes() <= 2048 + 200; ++i) ASSERT_TRUE(compacting.Record(RankProgress{"j", 0, i, i}).ok());
   EXPECT_EQ((*journal)->compaction_failures(), 1u) << "tried once, then again only after more growth";
   env.no_room_for_copies = false;
-  for (; (*journal)->size_bytes() > 2048; ++i) ASSERT_TRUE(sync(RankProgress{"j", 0, i, i}).ok());
+  for (; (*journal)->size_bytes() > 2048; ++i) ASSERT_TRUE(compacting.Record(RankProgress{"j", 0, i, i}).ok());
   EXPECT_EQ(env.atomic_writes, 1) << "the compaction replaces the journal by an atomic (directory-synced) write";
   journal->reset();
   const int syncs = env.directory_syncs;
-  ASSERT_TRUE(Journal::Open(env, dir.Join("j"), options, [](const Update&) {}, &replay).ok());
+  ASSERT_TRUE(Journal::Open(env, dir.Join("j"), CompactingPast(2048), [](const Update&) {}, &replay).ok());
   EXPECT_EQ(env.directory_syncs, syncs) << "an existing journal's name is durable already";
   CoordinatorState replayed;
   for (const Update& u : Replay(dir.Join("j"), &replay)) replayed.Apply(u);

@@ -84,6 +84,18 @@ def targets(queries):
             for i, (expr, legend) in enumerate(queries)]
 
 
+def rate(counter, selector, by=None):
+    """The per-second rate of a counter over Grafana's rate interval, summed (per `by` labels, if given)."""
+    grouping = f" by ({by}) " if by else ""
+    return f"sum{grouping}(rate({counter}{{{selector}}}[$__rate_interval]))"
+
+
+def quantile(q, histogram, selector, by=None):
+    """The q-quantile of a histogram's observations over Grafana's rate interval (per `by` labels, if given)."""
+    labels = f"le, {by}" if by else "le"
+    return f"histogram_quantile({q}, {rate(histogram + '_bucket', selector, by=labels)})"
+
+
 def timeseries(title, description, queries, unit, maximum=None, thresholds=None, log=False):
     defaults = {"unit": unit, "min": 0, "custom": {"lineWidth": 1, "fillOpacity": 10, "showPoints": "never"}}
     if log:
@@ -158,23 +170,19 @@ def overview():
     l.add(timeseries("Step time and input wait per GPU (median)",
                      "Median time between consecutive batches (the training step as the input side sees it) and "
                      "median wait in next() per batch.",
-                     [(f"histogram_quantile(0.5, sum by (le, pod, gpu) "
-                       f"(rate(stoker_client_step_seconds_bucket{{{CLIENT}}}[$__rate_interval])))",
-                       "step {{pod}} gpu {{gpu}}"),
-                      (f"histogram_quantile(0.5, sum by (le, pod, gpu) "
-                       f"(rate(stoker_client_input_wait_seconds_bucket{{{CLIENT}}}[$__rate_interval])))",
+                     [(quantile(0.5, "stoker_client_step_seconds", CLIENT, by="pod, gpu"), "step {{pod}} gpu {{gpu}}"),
+                      (quantile(0.5, "stoker_client_input_wait_seconds", CLIENT, by="pod, gpu"),
                        "wait {{pod}} gpu {{gpu}}")],
                      "s"), 12, 8)
     l.row("Throughput")
     l.add(timeseries("Images per second delivered",
                      "Samples handed to training per second, per pipeline.",
-                     [(f"sum by (pipeline) (rate(stoker_client_samples_total{{{CLIENT}}}[$__rate_interval]))",
-                       "{{pipeline}}")],
+                     [(rate("stoker_client_samples_total", CLIENT, by="pipeline"), "{{pipeline}}")],
                      "short"), 12, 8)
     l.add(timeseries("Worker supply vs client demand",
                      "Samples/s the workers produce, and the rate the clients would consume if never starved "
                      "(coordinator's demand estimate).",
-                     [(f"sum(rate(stoker_worker_samples_total{{{NS}}}[$__rate_interval]))", "workers produce"),
+                     [(rate("stoker_worker_samples_total", NS), "workers produce"),
                       (f"sum(stoker_coordinator_demand_samples_per_second{{{PIPELINE}}})", "clients demand")],
                      "short"), 12, 8)
     l.row("Workers")
@@ -193,37 +201,30 @@ def overview():
     l.add(timeseries("Worker time per batch by stage (median)",
                      "Thread seconds a batch's samples spent reading, decoding and augmenting, and seconds to "
                      "collate and send it: read-heavy means storage, decode/augment-heavy means CPU.",
-                     [(f"histogram_quantile(0.5, sum by (le, stage) "
-                       f"(rate(stoker_worker_stage_seconds_bucket{{{NS}}}[$__rate_interval])))", "{{stage}}")],
+                     [(quantile(0.5, "stoker_worker_stage_seconds", NS, by="stage"), "{{stage}}")],
                      "s"), 12, 8)
     l.add(timeseries("Bad input by reason",
                      "Samples quarantined (unreadable, undecodable, truncated) and frames refused, per second.",
-                     [(f"sum by (reason) (rate(stoker_worker_errors_total{{{NS}}}[$__rate_interval]))",
-                       "{{reason}}")],
+                     [(rate("stoker_worker_errors_total", NS, by="reason"), "{{reason}}")],
                      "short"), 12, 8)
     l.row("Object storage (datasets on S3 or HTTP)")
     l.add(timeseries("Storage requests by status",
                      "Requests (tries) per second the workers made to object storage, by HTTP status or transport "
                      "failure (timeout, connect, reset): 206 is a range read served.",
-                     [(f"sum by (status) (rate(stoker_worker_storage_requests_total{{{NS}}}[$__rate_interval]))",
-                       "{{status}}")],
+                     [(rate("stoker_worker_storage_requests_total", NS, by="status"), "{{status}}")],
                      "reqps"), 8, 8)
     l.add(timeseries("Storage error ratio and retries",
                      "Share of requests that failed (5xx, slow-downs, 403/404, resets, timeouts; alert above 5 % for "
                      "10 minutes), retries per second by reason, and reads that failed for good (their units are "
                      "handed back, never dropped).",
                      [(f"stoker:storage_error_ratio:rate5m{{{NS}}}", "error ratio {{namespace}}"),
-                      (f"sum by (reason) (rate(stoker_worker_storage_retries_total{{{NS}}}[$__rate_interval]))",
-                       "retries: {{reason}}"),
-                      (f"sum by (reason) (rate(stoker_worker_storage_failures_total{{{NS}}}[$__rate_interval]))",
-                       "failed: {{reason}}")],
+                      (rate("stoker_worker_storage_retries_total", NS, by="reason"), "retries: {{reason}}"),
+                      (rate("stoker_worker_storage_failures_total", NS, by="reason"), "failed: {{reason}}")],
                      "short"), 8, 8)
     l.add(timeseries("Storage request latency",
                      "Median and 99th-percentile seconds per request to object storage.",
-                     [(f"histogram_quantile(0.5, sum by (le) "
-                       f"(rate(stoker_worker_storage_request_seconds_bucket{{{NS}}}[$__rate_interval])))", "p50"),
-                      (f"histogram_quantile(0.99, sum by (le) "
-                       f"(rate(stoker_worker_storage_request_seconds_bucket{{{NS}}}[$__rate_interval])))", "p99")],
+                     [(quantile(0.5, "stoker_worker_storage_request_seconds", NS), "p50"),
+                      (quantile(0.99, "stoker_worker_storage_request_seconds", NS), "p99")],
                      "s"), 8, 8)
     l.add(timeseries("Read-ahead depth and memory",
                      "Per worker: units being read ahead of the pipeline (the depth), and bytes fetched ahead and "
@@ -234,7 +235,7 @@ def overview():
                      "short"), 12, 8)
     l.add(timeseries("Bytes read from object storage",
                      "Body bytes per second the workers received from object storage.",
-                     [(f"sum(rate(stoker_worker_storage_bytes_total{{{NS}}}[$__rate_interval]))", "bytes/s")],
+                     [(rate("stoker_worker_storage_bytes_total", NS), "bytes/s")],
                      "Bps"), 12, 8)
     l.row("Coordinator")
     l.add(timeseries("Units by state",
@@ -255,11 +256,8 @@ def overview():
                      "none"), 8, 8)
     l.add(timeseries("Control-plane requests",
                      "Coordinator requests per second by method, and the 99th-percentile handling time.",
-                     [(f"sum by (method) (rate(stoker_coordinator_requests_total{{{NS}}}[$__rate_interval]))",
-                       "{{method}}"),
-                      (f"histogram_quantile(0.99, sum by (le) "
-                       f"(rate(stoker_coordinator_request_seconds_bucket{{{NS}}}[$__rate_interval])))",
-                       "p99 seconds")],
+                     [(rate("stoker_coordinator_requests_total", NS, by="method"), "{{method}}"),
+                      (quantile(0.99, "stoker_coordinator_request_seconds", NS), "p99 seconds")],
                      "short"), 16, 8)
     l.add(timeseries("Journal volume",
                      "Free share of the coordinator's journal volume, and whether the journal takes writes (1) or "
@@ -299,9 +297,8 @@ def gpu_view():
            "targets": [dict(t, format="table", instant=True) for t in targets([
                (f"max by (pod, gpu) (DCGM_FI_PROF_SM_ACTIVE {join})", ""),
                (f"max by (pod, gpu) (stoker:client_input_stall_ratio:rate2m{{{CLIENT}}})", ""),
-               (f"sum by (pod, gpu) (rate(stoker_client_step_seconds_sum{{{CLIENT}}}[$__rate_interval]))"
-                f" / sum by (pod, gpu) (rate(stoker_client_step_seconds_count{{{CLIENT}}}[$__rate_interval]))",
-                "")])],
+               (rate("stoker_client_step_seconds_sum", CLIENT, by="pod, gpu") + " / "
+                + rate("stoker_client_step_seconds_count", CLIENT, by="pod, gpu"), "")])],
            "transformations": [{"id": "merge", "options": {}},
                                {"id": "organize", "options": {"excludeByName": {"Time": True, "__name__": True}}}],
            "fieldConfig": {"defaults": {}, "overrides": []}, "options": {"showHeader": True}}, 24, 8)
@@ -320,13 +317,11 @@ def gpu_view():
                      "percentunit", 1), 12, 8)
     l.add(timeseries("Host-to-device bytes per second",
                      "Bytes copied to each GPU by the client (zero on the host path).",
-                     [(f"sum by (pod, gpu) (rate(stoker_client_h2d_bytes_total{{{CLIENT}}}[$__rate_interval]))",
-                       "{{pod}} gpu {{gpu}}")],
+                     [(rate("stoker_client_h2d_bytes_total", CLIENT, by="pod, gpu"), "{{pod}} gpu {{gpu}}")],
                      "Bps"), 8, 8)
     l.add(timeseries("Received from workers per second",
                      "Pixel bytes each client received over the network.",
-                     [(f"sum by (pod, gpu) (rate(stoker_client_received_bytes_total{{{CLIENT}}}[$__rate_interval]))",
-                       "{{pod}} gpu {{gpu}}")],
+                     [(rate("stoker_client_received_bytes_total", CLIENT, by="pod, gpu"), "{{pod}} gpu {{gpu}}")],
                      "Bps"), 8, 8)
     l.add(timeseries("NVML utilisation and memory",
                      "NVML's coarse utilisation (a kernel ran during the sample period: context, not the "

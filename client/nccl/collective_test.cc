@@ -91,22 +91,10 @@ class CollectiveTest : public ::testing::Test {
   }
 
   LoaderOptions Options(const std::string& job, uint32_t ranks, uint32_t rank, int device) {
-    JobSpec spec;
-    spec.name = job;
-    spec.manifest_path = data_.manifest;
-    spec.batch_size = 8;
-    spec.world_size = ranks;
-    spec.epochs = 2;
-    spec.pipeline.output_height = 32;
-    spec.pipeline.output_width = 32;
-    LoaderOptions o;
-    o.client.coordinator = cluster_->coordinator_endpoint();
-    cluster_->Secure(o.client);
-    o.client.job = job;
-    o.client.spec = spec;
+    LoaderOptions o = testing::SmallLoaderJob(*cluster_, data_.manifest, job);
+    o.client.spec->world_size = ranks;
+    o.client.spec->epochs = 2;
     o.client.rank = rank;
-    o.client.prefetch = 8;
-    o.depth = 3;
     o.device = device;
     o.output.dtype = DType::kBFloat16;
     return o;

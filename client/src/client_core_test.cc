@@ -6,17 +6,14 @@
 
 #include <thread>
 
+#include "tests/support/specs.h"
+
 namespace stoker::client {
 namespace {
 
 class ClientCoreTest : public ::testing::Test {
  protected:
   ClientCoreTest() : clock_(std::make_shared<FakeClock>()), core_(std::make_shared<ClientCore>(clock_, "c-1")) {
-    spec_.name = "j";
-    spec_.manifest_path = "/m.stoker";
-    spec_.batch_size = 2;
-    spec_.epochs = 2;
-    spec_.pipeline.output_height = spec_.pipeline.output_width = 2;
     auto plan = Plan::Make(spec_, 6);  // 3 steps per epoch
     EXPECT_TRUE(plan.ok());
     core_->Start(ClientCore::Session{spec_, *plan, 3, /*window_size=*/4, /*start_batch=*/0});
@@ -63,7 +60,7 @@ class ClientCoreTest : public ::testing::Test {
     return std::move(taken->batch);
   }
 
-  JobSpec spec_;
+  JobSpec spec_ = testing::TinyJobSpec();
   std::shared_ptr<FakeClock> clock_;
   std::shared_ptr<ClientCore> core_;
 };

@@ -7,6 +7,7 @@
 
 #include "client/src/rank_claim.h"
 #include "tests/support/outbox_requests.h"
+#include "tests/support/specs.h"
 
 namespace stoker::client {
 namespace {
@@ -14,11 +15,6 @@ namespace {
 class ClientImplTest : public ::testing::Test {
  protected:
   ClientImplTest() : clock_(std::make_shared<FakeClock>()), core_(std::make_shared<ClientCore>(clock_, "c-1")) {
-    spec_.name = "j";
-    spec_.manifest_path = "/m.stoker";
-    spec_.batch_size = 2;
-    spec_.epochs = 2;
-    spec_.pipeline.output_height = spec_.pipeline.output_width = 2;
     options_.coordinator = "tcp://coordinator:7400";
     options_.job = "j";
     options_.spec = spec_;
@@ -156,7 +152,7 @@ class ClientImplTest : public ::testing::Test {
     return ids;
   }
 
-  JobSpec spec_;
+  JobSpec spec_ = testing::TinyJobSpec();
   ClientOptions options_;
   bool curve_ = false;
   std::shared_ptr<FakeClock> clock_;

@@ -212,18 +212,22 @@ Status IoThread::OpenWorker(const WorkerInfo& info) {
 void IoThread::DrainWorker(WorkerConnection& w) {
   for (int i = 0; i < 64; ++i) {
     zmq::message_t header;
-    try {
-      if (!w.socket->recv(header, zmq::recv_flags::dontwait)) return;
-    } catch (const zmq::error_t& e) {
-      core_->transport_errors().Note("recv_batch", e);
-      return;
-    }
+    if (!ReceiveFrame(w, header)) return;
     std::vector<zmq::message_t> payload = ReceivePayload(w, header.more());
     std::vector<size_t> sizes;
     sizes.reserve(payload.size());
     for (const zmq::message_t& f : payload) sizes.push_back(f.size());
     impl_.HandleWorkerMessage(DecodeWorkerMessage(std::move(header), sizes, impl_.expectation()),
                               std::move(payload));
+  }
+}
+
+bool IoThread::ReceiveFrame(WorkerConnection& w, zmq::message_t& frame) {
+  try {
+    return w.socket->recv(frame, zmq::recv_flags::dontwait).has_value();
+  } catch (const zmq::error_t& e) {
+    core_->transport_errors().Note("recv_batch", e);
+    return false;
   }
 }
 
@@ -236,12 +240,7 @@ std::vector<zmq::message_t> IoThread::ReceivePayload(WorkerConnection& w, bool m
   bool too_many = false;
   while (more) {
     zmq::message_t frame;
-    try {
-      if (!w.socket->recv(frame, zmq::recv_flags::dontwait)) break;
-    } catch (const zmq::error_t& e) {
-      core_->transport_errors().Note("recv_batch", e);
-      break;
-    }
+    if (!ReceiveFrame(w, frame)) break;
     more = frame.more();
     payload_bytes += frame.size();
     if (!too_many && payload.size() < impl_.max_payload_frames() &&

@@ -68,6 +68,8 @@ class IoThread {
   void SendCredit(WorkerConnection& w, const Credit& credit);
   void DrainWorker(WorkerConnection& w);
   std::vector<zmq::message_t> ReceivePayload(WorkerConnection& w, bool more);
+  // A frame waiting on w's socket into `frame`; false when none is (or the receive failed: counted as recv_batch).
+  bool ReceiveFrame(WorkerConnection& w, zmq::message_t& frame);
 
   const ClientOptions options_;
   const Security security_;

@@ -9,28 +9,12 @@
 #include <vector>
 
 #include "base/logging.h"
-
-// The subset of nvml.h the client uses (NVML's ABI is stable: these are the _v2 entry points of 2013 onwards),
-// declared as nvml.h declares them, at global scope with C linkage: a call through a pointer whose parameter types
-// are other types of the same name is undefined behaviour (UBSan's function check caught it with the test NVML).
-extern "C" {
-struct nvmlDevice_st;
-struct nvmlUtilization_t {
-  unsigned int gpu;
-  unsigned int memory;
-};
-struct nvmlMemory_t {
-  unsigned long long total;
-  unsigned long long free;
-  unsigned long long used;
-};
-}  // extern "C"
+#include "client/src/nvml_abi.h"
 
 namespace stoker::client {
 namespace {
 
 using nvmlReturn_t = int;
-using nvmlDevice_t = nvmlDevice_st*;
 constexpr nvmlReturn_t kNvmlSuccess = 0;
 constexpr unsigned kUuidBufferSize = 96;
 

@@ -40,6 +40,12 @@ class PrefetchWindowTest : public ::testing::Test {
     return w.NoteLeases(leases, plan_, heartbeat);
   }
 
+  // Lists every unit under attempt 1 and inserts batches [0, n), each accepted.
+  void ListAllAndInsert(PrefetchWindow& w, uint64_t n) {
+    List(w, 0, 16, 1);
+    for (uint64_t g = 0; g < n; ++g) ASSERT_EQ(w.Insert(Batch(g, g, 1), 1), Outcome::kAccepted);
+  }
+
   Plan plan_ = MakePlan();
 };
 
@@ -61,8 +67,7 @@ TEST_F(PrefetchWindowTest, AcceptsEachListedBatchOnceInsideTheWindow) {
 
 TEST_F(PrefetchWindowTest, HandsOutInOrderAndMovesConsumedPastReleasedBatchesOnly) {
   PrefetchWindow w(3, 0);
-  List(w, 0, 16, 1);
-  for (uint64_t g = 0; g < 3; ++g) ASSERT_EQ(w.Insert(Batch(g, g, 1), 1), Outcome::kAccepted);
+  ListAllAndInsert(w, 3);
   auto b0 = w.TakeNext();
   auto b1 = w.TakeNext();
   EXPECT_EQ(b0->global, 0u);
@@ -81,8 +86,7 @@ TEST_F(PrefetchWindowTest, HandsOutInOrderAndMovesConsumedPastReleasedBatchesOnl
 
 TEST_F(PrefetchWindowTest, PutBackReturnsOnlyTheLastBatchHandedOut) {
   PrefetchWindow w(4, 0);
-  List(w, 0, 16, 1);
-  for (uint64_t g = 0; g < 2; ++g) ASSERT_EQ(w.Insert(Batch(g, g, 1), 1), Outcome::kAccepted);
+  ListAllAndInsert(w, 2);
   auto b0 = w.TakeNext();
   auto b1 = w.TakeNext();
   EXPECT_FALSE(w.PutBack(b0));  // not the last one

@@ -74,6 +74,16 @@ function fakeApi() {
   })));
 }
 
+// Runs `body` against a fresh fake API, closed afterwards whatever happens.
+async function withFakeApi(body) {
+  const api = await fakeApi();
+  try {
+    await body(api);
+  } finally {
+    api.close();
+  }
+}
+
 function runHook(api) {
   const [python, ...rest] = command;
   const child = spawn(python, [...rest, `--api=${api.url}`, `--token-file=${path.join(work, 'token')}`,
@@ -90,90 +100,76 @@ function secretsPrinted(api, out) {
   return [...api.objects.values()].filter((o) => o.kind === 'Secret').some((s) => out.includes(field(keyText(s), 'secret')));
 }
 
-test('makes a key per role and the trust ConfigMap, as the pods mount them', async () => {
-  const api = await fakeApi();
-  try {
-    const r = await runHook(api);
-    assert.equal(r.status, 0, r.out);
-    for (const role of ['coordinator', 'worker', 'client']) {
-      const secret = api.objects.get(`secrets/stoker-${role}-key`);
-      assert.ok(secret, `no Secret for the ${role}`);
-      const text = keyText(secret);
-      assert.equal(field(text, 'role'), role);
-      assert.equal(field(text, 'name'), 'stoker');
-      assert.match(text, /^secret = \S{40}$/m);
-      assert.equal(secret.metadata.labels['app.kubernetes.io/managed-by'], 'Helm');
-      assert.equal(secret.metadata.labels['stoker.io/keys-of'], 'stoker');
-      assert.equal(secret.metadata.annotations['meta.helm.sh/release-name'], 'stoker');
-      assert.equal(secret.metadata.annotations['meta.helm.sh/release-namespace'], 'stoker');
-      const trust = api.objects.get('configmaps/stoker-trust').data.trust;
-      assert.ok(trust.includes(`${role} stoker ${field(text, 'public')}\n`), `the trust file lacks the ${role}`);
-    }
-    assert.ok(!secretsPrinted(api, r.out), 'a secret key was printed');
-  } finally {
-    api.close();
+// The trust ConfigMap lists `role` with the public key of its key file (`text`).
+function assertTrusts(api, role, text) {
+  const trust = api.objects.get('configmaps/stoker-trust').data.trust;
+  assert.ok(trust.includes(`${role} stoker ${field(text, 'public')}\n`), `the trust file lacks the ${role}`);
+}
+
+test('makes a key per role and the trust ConfigMap, as the pods mount them', () => withFakeApi(async (api) => {
+  const r = await runHook(api);
+  assert.equal(r.status, 0, r.out);
+  for (const role of ['coordinator', 'worker', 'client']) {
+    const secret = api.objects.get(`secrets/stoker-${role}-key`);
+    assert.ok(secret, `no Secret for the ${role}`);
+    const text = keyText(secret);
+    assert.equal(field(text, 'role'), role);
+    assert.equal(field(text, 'name'), 'stoker');
+    assert.match(text, /^secret = \S{40}$/m);
+    assert.equal(secret.metadata.labels['app.kubernetes.io/managed-by'], 'Helm');
+    assert.equal(secret.metadata.labels['stoker.io/keys-of'], 'stoker');
+    assert.equal(secret.metadata.annotations['meta.helm.sh/release-name'], 'stoker');
+    assert.equal(secret.metadata.annotations['meta.helm.sh/release-namespace'], 'stoker');
+    assertTrusts(api, role, text);
   }
-});
+  assert.ok(!secretsPrinted(api, r.out), 'a secret key was printed');
+}));
 
-test('a second run keeps the keys; a run after a partial one completes it', async () => {
-  const api = await fakeApi();
-  try {
-    assert.equal((await runHook(api)).status, 0);
-    const first = new Map([...api.objects].map(([k, v]) => [k, JSON.stringify(v)]));
-    const again = await runHook(api);
-    assert.equal(again.status, 0, again.out);
-    for (const [k, v] of first) assert.equal(JSON.stringify(api.objects.get(k)), v, `${k} changed`);
-    assert.equal(api.requests.filter((r) => r.startsWith('POST')).length, 4, 'the second run created something');
+test('a second run keeps the keys; a run after a partial one completes it', () => withFakeApi(async (api) => {
+  assert.equal((await runHook(api)).status, 0);
+  const first = new Map([...api.objects].map(([k, v]) => [k, JSON.stringify(v)]));
+  const again = await runHook(api);
+  assert.equal(again.status, 0, again.out);
+  for (const [k, v] of first) assert.equal(JSON.stringify(api.objects.get(k)), v, `${k} changed`);
+  assert.equal(api.requests.filter((r) => r.startsWith('POST')).length, 4, 'the second run created something');
 
-    const coordinator = api.objects.get('secrets/stoker-coordinator-key');
-    api.objects.delete('secrets/stoker-worker-key');  // a run that stopped after the coordinator's key
-    api.objects.delete('secrets/stoker-client-key');
-    api.objects.delete('configmaps/stoker-trust');
-    const completed = await runHook(api);
-    assert.equal(completed.status, 0, completed.out);
-    assert.equal(JSON.stringify(api.objects.get('secrets/stoker-coordinator-key')), JSON.stringify(coordinator));
-    const trust = api.objects.get('configmaps/stoker-trust').data.trust;
-    for (const role of ['coordinator', 'worker', 'client']) {
-      const text = keyText(api.objects.get(`secrets/stoker-${role}-key`));
-      assert.ok(trust.includes(`${role} stoker ${field(text, 'public')}\n`), `the trust file lacks the ${role}`);
-    }
-  } finally {
-    api.close();
+  const coordinator = api.objects.get('secrets/stoker-coordinator-key');
+  api.objects.delete('secrets/stoker-worker-key');  // a run that stopped after the coordinator's key
+  api.objects.delete('secrets/stoker-client-key');
+  api.objects.delete('configmaps/stoker-trust');
+  const completed = await runHook(api);
+  assert.equal(completed.status, 0, completed.out);
+  assert.equal(JSON.stringify(api.objects.get('secrets/stoker-coordinator-key')), JSON.stringify(coordinator));
+  for (const role of ['coordinator', 'worker', 'client']) {
+    assertTrusts(api, role, keyText(api.objects.get(`secrets/stoker-${role}-key`)));
   }
-});
+}));
 
-test('refuses what it cannot repair, saying what to do', async () => {
-  const api = await fakeApi();
+test('refuses what it cannot repair, saying what to do', () => withFakeApi(async (api) => {
+  assert.equal((await runHook(api)).status, 0);
+  api.objects.get('configmaps/stoker-trust').data.trust = '# emptied\n';
+  const stale = await runHook(api);
+  assert.equal(stale.status, 1);
+  assert.match(stale.out, /ConfigMap stoker-trust exists but does not list the keys.*delete it/s);
+  assert.ok(!secretsPrinted(api, stale.out), 'a secret key was printed');
+
+  api.objects.delete('configmaps/stoker-trust');
+  const worker = api.objects.get('secrets/stoker-worker-key');
+  api.objects.set('secrets/stoker-coordinator-key', worker);
+  const wrong = await runHook(api);
+  assert.equal(wrong.status, 1);
+  assert.match(wrong.out, /Secret stoker-coordinator-key exists but its 'key' is not a coordinator key file/);
+  assert.ok(!secretsPrinted(api, wrong.out), 'a secret key was printed');
+}));
+
+test('without the token the API refuses it, and it says so', () => withFakeApi(async (api) => {
+  writeFileSync(path.join(work, 'token'), 'wrong\n');
   try {
-    assert.equal((await runHook(api)).status, 0);
-    api.objects.get('configmaps/stoker-trust').data.trust = '# emptied\n';
-    const stale = await runHook(api);
-    assert.equal(stale.status, 1);
-    assert.match(stale.out, /ConfigMap stoker-trust exists but does not list the keys.*delete it/s);
-    assert.ok(!secretsPrinted(api, stale.out), 'a secret key was printed');
-
-    api.objects.delete('configmaps/stoker-trust');
-    const worker = api.objects.get('secrets/stoker-worker-key');
-    api.objects.set('secrets/stoker-coordinator-key', worker);
-    const wrong = await runHook(api);
-    assert.equal(wrong.status, 1);
-    assert.match(wrong.out, /Secret stoker-coordinator-key exists but its 'key' is not a coordinator key file/);
-    assert.ok(!secretsPrinted(api, wrong.out), 'a secret key was printed');
-  } finally {
-    api.close();
-  }
-});
-
-test('without the token the API refuses it, and it says so', async () => {
-  const api = await fakeApi();
-  try {
-    writeFileSync(path.join(work, 'token'), 'wrong\n');
     const r = await runHook(api);
     assert.equal(r.status, 1);
     assert.match(r.out, /HTTP 401/);
     assert.equal(api.objects.size, 0);
   } finally {
     writeFileSync(path.join(work, 'token'), `${TOKEN}\n`);
-    api.close();
   }
-});
+}));

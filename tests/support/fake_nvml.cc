@@ -4,20 +4,12 @@
 // machine (bench/gpu_machine.sh). Exports the C entry points with NVML's names and signatures.
 #include <cstring>
 
+#include "client/src/nvml_abi.h"
+
 extern "C" {
 
 struct nvmlDevice_st {
   int index;
-};
-typedef struct nvmlDevice_st* nvmlDevice_t;
-struct nvmlUtilization_t {
-  unsigned int gpu;
-  unsigned int memory;
-};
-struct nvmlMemory_t {
-  unsigned long long total;
-  unsigned long long free;
-  unsigned long long used;
 };
 
 namespace {

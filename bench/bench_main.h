@@ -1,0 +1,48 @@
+// The frame every benchmark's main shares: its flags declared into its Options and parsed (--help ends it with 0,
+// a bad flag with 2, as FlagSet::ParseOrExitCode says), then its measurement run, whose outcome gives the exit code
+// and the figures that --json FILE asks for.
+#pragma once
+
+#include <string>
+
+#include "base/flags.h"
+
+namespace stoker::bench {
+
+// What a benchmark's run ends with: its exit code, and its figures as one JSON object (none: nothing to write).
+struct Outcome {
+  int exit_code = 0;
+  std::string json;
+};
+
+// Writes `object` (one JSON object) and a newline to `path`, the --json flag's value; nothing if either is empty.
+void WriteJsonIfAsked(const std::string& path, const std::string& object);
+
+// A benchmark's main: `usage` and `description` head its --help, `add_flags` declares its flags into a
+// default-constructed Options (which has the --json flag's `json`); once they parse, runs run(options), writes the
+// outcome's figures where --json says and returns its exit code.
+template <typename Options, typename Run>
+int Main(int argc, char** argv, const char* usage, const char* description,
+         void (*add_flags)(FlagSet& flags, Options& o), Run run) {
+  Options o;
+  FlagSet flags(usage, description);
+  add_flags(flags, o);
+  if (auto exit_code = flags.ParseOrExitCode(argc, argv)) return *exit_code;
+  const Outcome outcome = run(o);
+  WriteJsonIfAsked(o.json, outcome.json);
+  return outcome.exit_code;
+}
+
+// --json FILE: where every benchmark writes its figures.
+void AddJsonFlag(FlagSet& flags, std::string* json);
+
+}  // namespace stoker::bench
+
+// The main() of benchmark `name` (its --help says "<name> [flags]" and `description`), whose flags and run are
+// stoker::AddFlags and stoker::RunBench, as Google Benchmark's BENCHMARK_MAIN() writes the main of its programs
+// (and, as it does, ending in a declaration of main that the `;` after the macro closes).
+#define STOKER_BENCH_MAIN(name, description)                                                                  \
+  int main(int argc, char** argv) {                                                                           \
+    return stoker::bench::Main(argc, argv, name " [flags]", description, stoker::AddFlags, stoker::RunBench); \
+  }                                                                                                           \
+  int main(int argc, char** argv)
