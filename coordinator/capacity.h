@@ -20,7 +20,7 @@
 //                making (more workers would idle too). The 10 % (kHeadroom) keeps the pool from running flat out:
 //                ranks in lockstep wait whenever one batch is late, and a pool with no spare time has nothing to
 //                absorb a slow batch (ResNet-50 DDP on 4 GPUs: demand / per worker named 41 workers, which fed
-//                0.966x of synthetic input; 44 fed 0.981x, and the headroom names 45-46; bench/RESULTS.md
+//                0.966x of synthetic input; 44 fed 0.981x, and with the headroom it names 45-47; bench/RESULTS.md
 //                section 15).
 //   bottleneck (per job, when its stall is at least 3 %): "workers" when the pool is at least 85 % busy (add
 //                workers); else "window" when the job's ranks have no room left to lease into (raise the clients'
