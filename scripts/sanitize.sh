@@ -14,6 +14,7 @@ STEPS=("$@")
 JOBS=$(nproc)
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0"  # a libzmq leak: see the file
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp"
 # Tests that do not depend on how the code was built (lint, charts, dashboards, Python, images) run once, in the
 # main suite; so do the installed package's (install), whose programs are built without the sanitizers' runtimes.
