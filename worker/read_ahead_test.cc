@@ -110,6 +110,9 @@ TEST(ReadAhead, ServesEverySampleAndReturnsItsMemory) {
   EXPECT_EQ(d.store.requests.load(), static_cast<int>(ahead->range_count()));  // nothing read twice
   EXPECT_EQ(fetcher.queue()->gauges().bytes, 0u);
   ahead.reset();
+  // A fetch thread may still hold the unit for a moment after its last range arrived (it lets go after Fetch
+  // returns): the unit closes when the last owner lets go, so wait for that, with a deadline.
+  EXPECT_TRUE(fetcher.queue()->WaitUntilIdle(std::chrono::seconds(10)));
   EXPECT_EQ(fetcher.queue()->gauges().units, 0u);
 }
 
