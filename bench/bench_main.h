@@ -18,8 +18,11 @@ struct Outcome {
 // Writes `object` (one JSON object) and a newline to `path`, the --json flag's value; nothing if either is empty.
 void WriteJsonIfAsked(const std::string& path, const std::string& object);
 
+// --json FILE: where every benchmark writes its figures.
+void AddJsonFlag(FlagSet& flags, std::string* json);
+
 // A benchmark's main: `usage` and `description` head its --help, `add_flags` declares its flags into a
-// default-constructed Options (which has the --json flag's `json`); once they parse, runs run(options), writes the
+// default-constructed Options, and --json FILE goes into its `json`; once they parse, runs run(options), writes the
 // outcome's figures where --json says and returns its exit code.
 template <typename Options, typename Run>
 int Main(int argc, char** argv, const char* usage, const char* description,
@@ -27,14 +30,12 @@ int Main(int argc, char** argv, const char* usage, const char* description,
   Options o;
   FlagSet flags(usage, description);
   add_flags(flags, o);
+  AddJsonFlag(flags, &o.json);
   if (auto exit_code = flags.ParseOrExitCode(argc, argv)) return *exit_code;
   const Outcome outcome = run(o);
   WriteJsonIfAsked(o.json, outcome.json);
   return outcome.exit_code;
 }
-
-// --json FILE: where every benchmark writes its figures.
-void AddJsonFlag(FlagSet& flags, std::string* json);
 
 }  // namespace stoker::bench
 

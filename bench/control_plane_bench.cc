@@ -321,7 +321,6 @@ void AddFlags(FlagSet& flags, Options& o) {
   flags.AddUint32("batch-size", &o.batch, "batch size of the simulated jobs");
   flags.AddDouble("seconds", &o.seconds, "timed seconds");
   flags.AddString("dir", &o.dir, "working directory (manifest, journal, logs)");
-  bench::AddJsonFlag(flags, &o.json);
   flags.AddBool("insecure", &o.insecure, "CURVE off (to measure what it costs the coordinator)");
 }
 

@@ -416,7 +416,6 @@ void AddFlags(FlagSet& flags, Options& o) {
   flags.AddBool("insecure", &o.insecure, "the end-to-end run without CURVE (to measure what CURVE costs)");
   flags.AddBool("plain-data", &o.plain_data,
                 "the end-to-end run with workers' --plain-data (data tickets, batches unencrypted)");
-  bench::AddJsonFlag(flags, &o.json);
 }
 
 bench::Outcome RunBench(Options& o) {

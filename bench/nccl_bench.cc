@@ -303,7 +303,6 @@ void AddFlags(FlagSet& flags, Options& o) {
   flags.AddDouble("seconds", &o.seconds, "timed seconds per end-to-end arrangement");
   flags.AddUint32("workers", &o.workers, "skip-decode worker processes");
   flags.AddUint32("worker-threads", &o.worker_threads, "threads per worker");
-  bench::AddJsonFlag(flags, &o.json);
   flags.AddEnum("data-plane", &o.security,
                 {{"curve", bench::DataSecurity::kCurve}, {"plain", bench::DataSecurity::kPlainData},
                  {"insecure", bench::DataSecurity::kInsecure}},

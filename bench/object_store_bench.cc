@@ -214,7 +214,6 @@ void AddFlags(FlagSet& flags, Options& o) {
   flags.AddUint32("rtt-ms", &o.rtt_ms, "round trip the proxy adds");
   flags.AddUint32("rounds", &o.rounds, "rounds of all configurations, interleaved");
   flags.AddUint32("credits", &o.credits, "batches the client lets the worker hold: the read-ahead depth in units");
-  bench::AddJsonFlag(flags, &o.json);
   flags.AddString("only", &o.only, "measure only these sources (comma-separated names, e.g. local,http; profiling)");
 }
 

@@ -140,7 +140,6 @@ void AddFlags(FlagSet& flags, Options& o) {
   flags.AddUint32("batch", &o.batch, "batch the pipeline writes into");
   flags.AddUint32("quality", &o.quality, "JPEG quality");
   flags.AddBool("420", &o.subsample, "4:2:0 chroma instead of 4:4:4");
-  bench::AddJsonFlag(flags, &o.json);
   flags.AddString("dump-dir", &o.dump_dir, "also write the images here (for a baseline measured by another program)");
 }
 

@@ -159,7 +159,6 @@ void AddFlags(FlagSet& flags, Options& o) {
   flags.AddUint("images", &o.images, "images in the generated dataset");
   flags.AddDouble("seconds", &o.seconds, "length of the clean run (the 'epoch')");
   flags.AddString("dir", &o.dir, "working directory");
-  bench::AddJsonFlag(flags, &o.json);
 }
 
 bench::Outcome RunBench(const Options& o) {

@@ -142,7 +142,6 @@ void AddFlags(FlagSet& flags, Options& o) {
   flags.AddString("dir", &o.dir, "working directory (dataset, logs)");
   flags.AddUint32("batch-size", &o.batch, "samples per batch");
   flags.AddDouble("seconds", &o.seconds, "timed seconds per worker count");
-  bench::AddJsonFlag(flags, &o.json);
 }
 
 bench::Outcome RunBench(Options& o) {

@@ -157,7 +157,6 @@ void AddFlags(FlagSet& flags, Options& o) {
   flags.AddUint32("worker-threads", &o.threads, "threads per worker (they only fill buffers)");
   flags.AddUint32("prefetch", &o.prefetch, "client window");
   flags.AddUint32("credits", &o.credits, "client credits per worker");
-  bench::AddJsonFlag(flags, &o.json);
   flags.AddString("raw-sender", &o.raw_sender, "(internal) run as the baseline's sender, pushing to this endpoint");
   flags.AddUint("bytes", &o.bytes, "(internal) the baseline sender's payload size");
 }
