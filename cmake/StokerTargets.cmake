@@ -1,6 +1,16 @@
 # Helpers that give every stoker target the same warnings, sanitizers and test registration.
 
+# stoker_target_defaults(target [UNCHECKED_LOCKS]): under clang the lock annotations (base/sync.h: STOKER_GUARDED_BY,
+# STOKER_REQUIRES, ...) are checked by -Wthread-safety as errors (GCC, the main build's compiler, ignores them; the
+# sanitizer trees are clang's). Tests, test support and benchmarks reach into guarded state on purpose: they are
+# UNCHECKED_LOCKS, as is everything in tests/ and bench/.
 function(stoker_target_defaults target)
+  cmake_parse_arguments(ARG "UNCHECKED_LOCKS" "" "" ${ARGN})
+  stoker_current_folder(folder)
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang" AND NOT ARG_UNCHECKED_LOCKS AND NOT folder MATCHES "^(tests|bench)$")
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wthread-safety -Wthread-safety-beta
+                                                                      -Werror=thread-safety -Werror=thread-safety-beta>)
+  endif()
   target_compile_features(${target} PUBLIC cxx_std_20)
   target_compile_options(${target} PRIVATE
     $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wcast-align
@@ -63,7 +73,7 @@ function(stoker_test name)
   cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gmock GTest::gtest_main)
-  stoker_target_defaults(${name})
+  stoker_target_defaults(${name} UNCHECKED_LOCKS)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 120)
   endif()

@@ -26,8 +26,8 @@ TEST_PACKAGES=(
   prometheus
   python3 python3-yaml python3-matplotlib
   python3-torch python3-torchvision python3-pip python3-venv python3-wheel   # the Python package's tests
-  clang-14                        # -Wthread-safety over the lock annotations (scripts/check-thread-safety.py),
-  libclang-rt-14-dev              # and the sanitizer builds and libFuzzer targets (scripts/sanitize.sh)
+  clang-14                        # the sanitizer builds and libFuzzer targets (scripts/sanitize.sh), which also
+  libclang-rt-14-dev              # check the lock annotations with -Wthread-safety
   nginx                           # the web server the object-storage tests read shards from by range
 )
 # The container test (tests/containers): Debian's Docker engine, which the test starts itself, and debootstrap for
