@@ -2,7 +2,7 @@
 // 1,000 simulated workers and 1,000 simulated clients, the journal on (fsync'd, group-committed), and the
 // journal's bytes per epoch per million samples.
 //
-//   control_plane_bench [--workers 1000] [--clients 1000] [--jobs 10] [--threads 4] [--seconds 10] [--cpu 0]
+//   control_plane_bench [--workers 1000] [--jobs 10] [--threads 4] [--seconds 10] [--cpu 0]
 //
 // The coordinator is the real binary, pinned to one core with taskset. The peers are simulated by a few driver
 // threads, each with two DEALER sockets (one with the worker key, one with the client key: CURVE as deployed, or
