@@ -2,7 +2,7 @@
 // 1,000 simulated workers and 1,000 simulated clients, the journal on (fsync'd, group-committed), and the
 // journal's bytes per epoch per million samples.
 //
-//   control_plane_bench [--workers 1000] [--clients 1000] [--jobs 10] [--threads 4] [--seconds 10] [--cpu 0]
+//   control_plane_bench [--workers 1000] [--jobs 10] [--threads 4] [--seconds 10] [--cpu 0]
 //
 // The coordinator is the real binary, pinned to one core with taskset. The peers are simulated by a few driver
 // threads, each with two DEALER sockets (one with the worker key, one with the client key: CURVE as deployed, or
@@ -227,10 +227,10 @@ void Drive(const std::string& endpoint, const std::optional<PeerKeys>& keys, con
   driver.Run(stop);
 }
 
-struct Options {
-  uint32_t workers = 1000, jobs = 10, threads = 4, cpu = 0, batch = 256;
-  double seconds = 10;
-  std::string dir = "/tmp/stoker-control-plane", json;
+// Its workers are simulated ones, not processes: it declares --workers itself.
+struct Options : bench::CommonOptions {
+  Options() : CommonOptions{.batch = 256, .seconds = 10, .workers = 1000, .dir = "/tmp/stoker-control-plane"} {}
+  uint32_t jobs = 10, threads = 4, cpu = 0;
   bool insecure = false;
 };
 
@@ -318,9 +318,8 @@ void AddFlags(FlagSet& flags, Options& o) {
   flags.AddUint32("jobs", &o.jobs, "jobs the ranks are spread over");
   flags.AddUint32("threads", &o.threads, "driver threads");
   flags.AddUint32("cpu", &o.cpu, "core to pin the coordinator to");
-  flags.AddUint32("batch-size", &o.batch, "batch size of the simulated jobs");
-  flags.AddDouble("seconds", &o.seconds, "timed seconds");
-  flags.AddString("dir", &o.dir, "working directory (manifest, journal, logs)");
+  using enum bench::CommonFlag;
+  bench::AddCommonFlags(flags, o, "timed seconds", {kBatchSize, kDir});
   flags.AddBool("insecure", &o.insecure, "CURVE off (to measure what it costs the coordinator)");
 }
 

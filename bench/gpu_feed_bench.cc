@@ -77,7 +77,8 @@ std::map<std::string, double> ThreadCpuSeconds() {
 
 struct Config {
   int device = 0;
-  uint32_t batch = 256, depth = 4, iterations = 200, height = 224, width = 224;
+  uint32_t batch = 0;  // device and batch: the flags', set when the run starts
+  uint32_t depth = 4, iterations = 200, height = 224, width = 224;
 };
 
 // `n` raw copies of `bytes` from `depth` pinned buffers, back to back on one stream, waited for.
@@ -290,12 +291,11 @@ EndToEndResult MeasureEndToEnd(const Config& c, uint32_t workers, uint32_t worke
   return r;
 }
 
-struct Options {
+// The device path's Config takes its batch and device from these when the run starts.
+struct Options : bench::CommonOptions {
+  Options() : CommonOptions{.batch = 256, .seconds = 10, .workers = 4, .worker_threads = 2} {}
   Config c;
   int64_t device = 0;
-  uint32_t workers = 4, worker_threads = 2;
-  double seconds = 10;
-  std::string json;
   bool skip_end_to_end = false, insecure = false, plain_data = false;
 };
 
@@ -376,7 +376,7 @@ void MeasureHostParts(const Options& o, Figures* f) {
 
 std::string Json(const Options& o, const Figures& f) {
   std::ostringstream j;
-  j << "{\"device\": \"" << f.device_name << "\", \"batch_size\": " << o.c.batch << ", \"depth\": " << o.c.depth
+  j << "{\"device\": \"" << f.device_name << "\", \"batch_size\": " << o.batch << ", \"depth\": " << o.c.depth
     << ", \"slot_bytes\": " << f.slot_bytes << ", \"formats\": [";
   for (size_t i = 0; i < f.formats.size(); ++i) {
     const FormatResult& r = f.formats[i];
@@ -406,12 +406,10 @@ std::string Json(const Options& o, const Figures& f) {
 void AddFlags(FlagSet& flags, Options& o) {
   Config& c = o.c;
   flags.AddInt("device", &o.device, "CUDA device");
-  flags.AddUint32("batch-size", &c.batch, "samples per batch (224x224x3)");
   flags.AddUint32("depth", &c.depth, "slots");
   flags.AddUint32("iterations", &c.iterations, "batches per timed repeat (device path)");
-  flags.AddDouble("seconds", &o.seconds, "timed seconds of the end-to-end run");
-  flags.AddUint32("workers", &o.workers, "worker processes of the end-to-end run");
-  flags.AddUint32("worker-threads", &o.worker_threads, "threads per worker");
+  using enum bench::CommonFlag;
+  bench::AddCommonFlags(flags, o, "timed seconds of the end-to-end run", {kBatchSize, kWorkers, kWorkerThreads});
   flags.AddBool("skip-end-to-end", &o.skip_end_to_end, "only the device and staging parts");
   flags.AddBool("insecure", &o.insecure, "the end-to-end run without CURVE (to measure what CURVE costs)");
   flags.AddBool("plain-data", &o.plain_data,
@@ -421,6 +419,7 @@ void AddFlags(FlagSet& flags, Options& o) {
 bench::Outcome RunBench(Options& o) {
   Config& c = o.c;
   c.device = static_cast<int>(o.device);
+  c.batch = o.batch;
 
   Die(cuda::CudaStatus(cudaSetDevice(c.device), "cudaSetDevice"), "device");
   cudaDeviceProp prop{};
@@ -439,4 +438,5 @@ bench::Outcome RunBench(Options& o) {
 }  // namespace stoker
 
 STOKER_BENCH_MAIN("gpu_feed_bench",
-                  "H2D + normalise vs raw cudaMemcpyAsync, host staging vs memcpy, client CPU per img/s.");
+                  "H2D + normalise vs raw cudaMemcpyAsync, host staging vs memcpy, client CPU per img/s (samples "
+                  "224x224x3; end to end with skip-decode workers).");

@@ -196,10 +196,9 @@ std::vector<PerGpu> RunPair(const std::function<LoaderOptions(int)>& options, do
   return out;
 }
 
-struct Options {
-  uint32_t batch = 256, iterations = 100, workers = 4, worker_threads = 2, agreement_steps = 2000;
-  double seconds = 8;
-  std::string json;
+struct Options : bench::CommonOptions {
+  Options() : CommonOptions{.batch = 256, .seconds = 8, .workers = 4, .worker_threads = 2} {}
+  uint32_t iterations = 100, agreement_steps = 2000;
   bench::DataSecurity security = bench::DataSecurity::kCurve;
 };
 
@@ -297,12 +296,10 @@ std::string Json(const Options& o, const Figures& f) {
 }
 
 void AddFlags(FlagSet& flags, Options& o) {
-  flags.AddUint32("batch-size", &o.batch, "samples per batch (224x224x3)");
+  using enum bench::CommonFlag;
+  bench::AddCommonFlags(flags, o, "timed seconds per end-to-end arrangement", {kBatchSize, kWorkers, kWorkerThreads});
   flags.AddUint32("iterations", &o.iterations, "broadcasts per timed repeat");
   flags.AddUint32("agreement-steps", &o.agreement_steps, "agreement steps timed");
-  flags.AddDouble("seconds", &o.seconds, "timed seconds per end-to-end arrangement");
-  flags.AddUint32("workers", &o.workers, "skip-decode worker processes");
-  flags.AddUint32("worker-threads", &o.worker_threads, "threads per worker");
   flags.AddEnum("data-plane", &o.security,
                 {{"curve", bench::DataSecurity::kCurve}, {"plain", bench::DataSecurity::kPlainData},
                  {"insecure", bench::DataSecurity::kInsecure}},
@@ -334,4 +331,6 @@ bench::Outcome RunBench(const Options& o) {
 }  // namespace
 }  // namespace stoker
 
-STOKER_BENCH_MAIN("nccl_bench", "Two GPUs: NCCL broadcast vs cudaMemcpyPeer, agreement cost, end to end.");
+STOKER_BENCH_MAIN("nccl_bench",
+                  "Two GPUs: NCCL broadcast vs cudaMemcpyPeer, agreement cost, end to end with skip-decode workers "
+                  "(samples 224x224x3).");

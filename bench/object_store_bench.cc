@@ -116,11 +116,11 @@ StatusOr<Measured> Measure(const std::string& dir, const Config& c, uint32_t thr
   return m;
 }
 
-struct Options {
-  uint64_t images = 1024;
-  uint32_t batch = 32, threads = 2, rtt_ms = 20, rounds = 3, credits = 2;
-  double seconds = 15;
-  std::string json, only;
+// Its one worker's threads flag is --threads, not --worker-threads: it declares that itself.
+struct Options : bench::CommonOptions {
+  Options() : CommonOptions{.batch = 32, .seconds = 15, .worker_threads = 2, .images = 1024} {}
+  uint32_t rtt_ms = 20, rounds = 3, credits = 2;
+  std::string only;
 };
 
 // The servers and proxies every configuration reads through, started once.
@@ -175,7 +175,7 @@ Rounds MeasureRounds(const Options& o, const std::string& dir, const std::vector
   for (uint32_t round = 0; round < o.rounds; ++round) {
     for (const Config& c : configs) {
       const pid_t server = c.name.starts_with("s3") ? servers.s3->pid() : c.name.starts_with("http") ? servers.web->pid() : 0;
-      auto run = Measure(dir + "/run", c, o.threads, o.batch, o.credits, o.seconds, server);
+      auto run = Measure(dir + "/run", c, o.worker_threads, o.batch, o.credits, o.seconds, server);
       bench::DieUnlessOk(run.status(), c.name.c_str());
       r.rates[c.name].push_back(run->rate.images_per_second);
       r.worker_cores[c.name].push_back(run->worker_cores);
@@ -207,10 +207,9 @@ std::string Report(const std::vector<Config>& configs, Rounds& r) {
 }
 
 void AddFlags(FlagSet& flags, Options& o) {
-  flags.AddUint("images", &o.images, "images in the generated dataset (256 per shard)");
-  flags.AddUint32("batch-size", &o.batch, "samples per batch");
-  flags.AddUint32("threads", &o.threads, "the worker's pipeline threads");
-  flags.AddDouble("seconds", &o.seconds, "timed seconds per configuration and round");
+  using enum bench::CommonFlag;
+  bench::AddCommonFlags(flags, o, "timed seconds per configuration and round", {kBatchSize, kImages});
+  flags.AddUint32("threads", &o.worker_threads, "the worker's pipeline threads");
   flags.AddUint32("rtt-ms", &o.rtt_ms, "round trip the proxy adds");
   flags.AddUint32("rounds", &o.rounds, "rounds of all configurations, interleaved");
   flags.AddUint32("credits", &o.credits, "batches the client lets the worker hold: the read-ahead depth in units");
@@ -234,7 +233,7 @@ bench::Outcome RunBench(const Options& o) {
   const std::string rows = Report(configs, rounds);
   std::ostringstream j;
   j << "{\"images\": " << o.images << ", \"batch_size\": " << o.batch << ", \"credits\": " << o.credits
-    << ", \"worker_threads\": " << o.threads << ", \"rtt_ms\": " << o.rtt_ms << ", \"seconds\": " << o.seconds
+    << ", \"worker_threads\": " << o.worker_threads << ", \"rtt_ms\": " << o.rtt_ms << ", \"seconds\": " << o.seconds
     << ", \"rounds\": " << o.rounds << ", \"results\": [" << rows << "]}";
   return {0, j.str()};
 }

@@ -41,18 +41,18 @@ double Rate(const std::vector<std::string>& images, double seconds, const std::f
   return n / elapsed;
 }
 
-struct Options {
-  uint64_t count = 200;
-  double seconds = 3;
-  uint32_t batch = 64, quality = 96;
+// Its batch flag is --batch, not --batch-size: it declares that itself.
+struct Options : bench::CommonOptions {
+  Options() : CommonOptions{.batch = 64, .seconds = 3, .images = 200} {}
+  uint32_t quality = 96;
   bool subsample = false;
-  std::string json, dump_dir;
+  std::string dump_dir;
 };
 
-// `count` synthetic JPEGs (written to --dump-dir too, if given); *bytes: their total size.
+// `images` synthetic JPEGs (written to --dump-dir too, if given); *bytes: their total size.
 std::vector<std::string> MakeImages(const Options& o, double* bytes) {
   std::vector<std::string> images;
-  for (uint64_t i = 0; i < o.count; ++i) {
+  for (uint64_t i = 0; i < o.images; ++i) {
     auto jpeg = datagen::SyntheticJpeg(i, {static_cast<int>(o.quality), !o.subsample});
     if (!jpeg.ok()) std::exit(1);
     *bytes += jpeg->size();
@@ -124,8 +124,8 @@ void Print(const Figures& f) {
 
 std::string Json(const Options& o, const Figures& f) {
   std::ostringstream j;
-  j << "{\"images\": " << o.count << ", \"quality\": " << o.quality << ", \"chroma\": \""
-    << (o.subsample ? "420" : "444") << "\", \"mean_kb\": " << f.bytes / o.count / 1024
+  j << "{\"images\": " << o.images << ", \"quality\": " << o.quality << ", \"chroma\": \""
+    << (o.subsample ? "420" : "444") << "\", \"mean_kb\": " << f.bytes / o.images / 1024
     << ", \"imdecode_img_s\": " << f.imdecode << ", \"libjpeg_full_img_s\": " << f.full
     << ", \"train_img_s\": " << f.train << ", \"train_opencv_img_s\": " << f.train_opencv
     << ", \"train_bilinear_img_s\": " << f.train_linear << ", \"eval_img_s\": " << f.eval
@@ -135,8 +135,7 @@ std::string Json(const Options& o, const Figures& f) {
 }
 
 void AddFlags(FlagSet& flags, Options& o) {
-  flags.AddUint("images", &o.count, "distinct synthetic images");
-  flags.AddDouble("seconds", &o.seconds, "timed seconds per measurement");
+  bench::AddCommonFlags(flags, o, "timed seconds per measurement", {bench::CommonFlag::kImages});
   flags.AddUint32("batch", &o.batch, "batch the pipeline writes into");
   flags.AddUint32("quality", &o.quality, "JPEG quality");
   flags.AddBool("420", &o.subsample, "4:2:0 chroma instead of 4:4:4");
@@ -147,8 +146,8 @@ bench::Outcome RunBench(const Options& o) {
   cv::setNumThreads(0);
   Figures f;
   const std::vector<std::string> images = MakeImages(o, &f.bytes);
-  std::printf("images: %llu synthetic JPEGs, quality %u, %s, mean %.1f KB\n", static_cast<unsigned long long>(o.count),
-              o.quality, o.subsample ? "4:2:0" : "4:4:4", f.bytes / o.count / 1024);
+  std::printf("images: %llu synthetic JPEGs, quality %u, %s, mean %.1f KB\n", static_cast<unsigned long long>(o.images),
+              o.quality, o.subsample ? "4:2:0" : "4:4:4", f.bytes / o.images / 1024);
   std::tie(f.imdecode, f.full) = DecodeOnlyRates(images, o.seconds);
   // The default kernel (Pillow's bilinear, exact) and the one jobs got before it (OpenCV area), same images.
   const PipelineSpec train, train_opencv{.resize_kernel = ResizeKernel::kOpenCv}, linear{.antialias = false};

@@ -94,11 +94,8 @@ RunResult Run(tools::LocalCluster& cluster, const JobSpec& spec, uint64_t batche
   return r;
 }
 
-struct Options {
-  uint32_t workers = 8, batch = 64;
-  uint64_t images = 2000;
-  double seconds = 120;
-  std::string dir = "/tmp/stoker-recovery", json;
+struct Options : bench::CommonOptions {
+  Options() : CommonOptions{.batch = 64, .seconds = 120, .workers = 8, .images = 2000, .dir = "/tmp/stoker-recovery"} {}
 };
 
 // A clean run and a run with one kill, each of as many batches as `seconds` takes on this machine.
@@ -154,11 +151,8 @@ std::string Json(const Options& o, const Outcome& out) {
 }
 
 void AddFlags(FlagSet& flags, Options& o) {
-  flags.AddUint32("workers", &o.workers, "single-thread worker processes");
-  flags.AddUint32("batch-size", &o.batch, "samples per batch");
-  flags.AddUint("images", &o.images, "images in the generated dataset");
-  flags.AddDouble("seconds", &o.seconds, "length of the clean run (the 'epoch')");
-  flags.AddString("dir", &o.dir, "working directory");
+  using enum bench::CommonFlag;
+  bench::AddCommonFlags(flags, o, "length of the clean run (the 'epoch')", {kBatchSize, kWorkers, kImages, kDir});
 }
 
 bench::Outcome RunBench(const Options& o) {
@@ -174,4 +168,5 @@ bench::Outcome RunBench(const Options& o) {
 }  // namespace
 }  // namespace stoker
 
-STOKER_BENCH_MAIN("recovery_bench", "Recovery time and epoch-time cost of one worker kill, same run.");
+STOKER_BENCH_MAIN("recovery_bench",
+                  "Recovery time and epoch-time cost of one worker kill, single-thread worker processes, same run.");

@@ -90,11 +90,10 @@ double StandalonePipelineRate(const std::vector<std::vector<uint8_t>>& images, u
   return total;
 }
 
-struct Options {
-  std::string worker_list = "1,2,4,8,15", json, manifest, dir = "/tmp/stoker-scaling";
-  uint64_t images = 2000;
-  uint32_t batch = 64;
-  double seconds = 10;
+// Its --workers is a list of worker counts (worker_list, not the common workers).
+struct Options : bench::CommonOptions {
+  Options() : CommonOptions{.batch = 64, .seconds = 10, .images = 2000, .dir = "/tmp/stoker-scaling"} {}
+  std::string worker_list = "1,2,4,8,15", manifest;
 };
 
 // One worker count's figures.
@@ -137,11 +136,9 @@ std::string JsonRows(const std::vector<Row>& rows) {
 
 void AddFlags(FlagSet& flags, Options& o) {
   flags.AddString("workers", &o.worker_list, "comma-separated worker counts");
-  flags.AddUint("images", &o.images, "images in the generated dataset");
   flags.AddString("manifest", &o.manifest, "use this dataset instead of generating one");
-  flags.AddString("dir", &o.dir, "working directory (dataset, logs)");
-  flags.AddUint32("batch-size", &o.batch, "samples per batch");
-  flags.AddDouble("seconds", &o.seconds, "timed seconds per worker count");
+  using enum bench::CommonFlag;
+  bench::AddCommonFlags(flags, o, "timed seconds per worker count", {kBatchSize, kImages, kDir});
 }
 
 bench::Outcome RunBench(Options& o) {

@@ -86,10 +86,10 @@ Rate MeasureRaw(size_t bytes, double seconds) {
   return r;
 }
 
-struct Options {
-  uint32_t batch = 64, workers = 1, threads = 2, prefetch = 16, credits = 4;
-  double seconds = 8;
-  std::string raw_sender, json;
+struct Options : bench::CommonOptions {
+  Options() : CommonOptions{.batch = 64, .seconds = 8, .workers = 1, .worker_threads = 2} {}
+  uint32_t prefetch = 16, credits = 4;
+  std::string raw_sender;
   uint64_t bytes = 0;
 };
 
@@ -99,7 +99,7 @@ Rate MeasureStoker(const std::string& dir, const Options& o, bench::DataSecurity
   if (!env.CreateDirectories(dir).ok()) return {};
   auto rate = [&]() -> StatusOr<bench::Rate> {
     STOKER_ASSIGN_OR_RETURN(std::string manifest, bench::WriteNeverReadManifest(dir, 100000, "transport"));
-    STOKER_ASSIGN_OR_RETURN(auto cluster, bench::StartSkipDecodeCluster(dir, o.workers, o.threads, security));
+    STOKER_ASSIGN_OR_RETURN(auto cluster, bench::StartSkipDecodeCluster(dir, o.workers, o.worker_threads, security));
     JobSpec spec{.name = "transport", .manifest_path = manifest, .batch_size = o.batch, .epochs = 1000};
     return bench::ConsumeFor(*cluster, spec, o.prefetch, o.credits, 1.0, o.seconds);
   }();
@@ -146,15 +146,13 @@ std::string Json(const Options& o, const Figures& f) {
     << ", \"plain_data_gbps\": " << f.tickets.bytes_per_second / 1e9
     << ", \"plain_data_ratio\": " << Figures::Over(f.tickets, f.raw)
     << ", \"stoker_images_per_second\": " << f.curve.messages_per_second * o.batch << ", \"workers\": " << o.workers
-    << ", \"worker_threads\": " << o.threads << "}";
+    << ", \"worker_threads\": " << o.worker_threads << "}";
   return j.str();
 }
 
 void AddFlags(FlagSet& flags, Options& o) {
-  flags.AddUint32("batch-size", &o.batch, "samples per batch (224x224x3 bytes each)");
-  flags.AddDouble("seconds", &o.seconds, "timed seconds per measurement");
-  flags.AddUint32("workers", &o.workers, "worker processes on the stoker path");
-  flags.AddUint32("worker-threads", &o.threads, "threads per worker (they only fill buffers)");
+  using enum bench::CommonFlag;
+  bench::AddCommonFlags(flags, o, "timed seconds per measurement", {kBatchSize, kWorkers, kWorkerThreads});
   flags.AddUint32("prefetch", &o.prefetch, "client window");
   flags.AddUint32("credits", &o.credits, "client credits per worker");
   flags.AddString("raw-sender", &o.raw_sender, "(internal) run as the baseline's sender, pushing to this endpoint");
@@ -180,5 +178,5 @@ bench::Outcome RunBench(const Options& o) {
 }  // namespace stoker
 
 STOKER_BENCH_MAIN("transport_bench",
-                  "Worker -> client throughput on loopback vs raw ZeroMQ messages of the same size, "
-                  "same run.");
+                  "Worker -> client throughput on loopback vs raw ZeroMQ messages of the same size, same run. The "
+                  "stoker path's worker processes skip decoding: their threads only fill 224x224x3-byte samples.");

@@ -23,6 +23,8 @@ DS = {"type": "prometheus", "uid": "${datasource}"}
 CLIENT = 'namespace=~"$namespace", pipeline=~"$pipeline", pod=~"$pod", gpu=~"$gpu"'
 PIPELINE = 'namespace=~"$namespace", pipeline=~"$pipeline"'
 NS = 'namespace=~"$namespace"'
+# Each GPU's input stall seconds over its step seconds (a recording rule's 2-minute rate): the starvation signal.
+INPUT_STALL = f"stoker:client_input_stall_ratio:rate2m{{{CLIENT}}}"
 
 
 def variables():
@@ -130,6 +132,12 @@ def steps(*pairs):
 STARVATION = steps((None, "green"), (0.05, "orange"), (0.2, "red"))
 
 
+def input_stall_per_gpu(description):
+    """The panel both dashboards show, each with a description that reads it beside its own neighbours."""
+    return timeseries("Input stall per GPU", description, [(INPUT_STALL, "{{pod}} gpu {{gpu}} rank {{rank}}")],
+                      "percentunit", 1, STARVATION)
+
+
 def dashboard(uid, title, description, layout):
     return {
         "uid": uid, "title": title, "description": description, "tags": ["stoker"], "editable": True,
@@ -146,7 +154,7 @@ def overview():
     l.add(stat("Worst GPU input stall",
                "Highest per-GPU input stall over the last 2 minutes: the share of step time a GPU sat idle because "
                "its next batch had not arrived. Orange from 5 %, red from 20 % (the alert thresholds).",
-               [(f"max(stoker:client_input_stall_ratio:rate2m{{{CLIENT}}})", "worst GPU")],
+               [(f"max({INPUT_STALL})", "worst GPU")],
                "percentunit", STARVATION), 6, 5)
     l.add(stat("Input stall per pipeline",
                "Step-time-weighted input stall of each pipeline over 2 minutes.",
@@ -162,11 +170,8 @@ def overview():
                "Seconds since a running client last received a batch (alert at 5 minutes).",
                [(f"max(stoker:client_seconds_since_last_batch{{{CLIENT}}})", "max")],
                "s", steps((None, "green"), (60, "orange"), (300, "red"))), 6, 5)
-    l.add(timeseries("Input stall per GPU",
-                     "Per GPU: input stall seconds over training-step seconds (2-minute rate). This is the "
-                     "starvation signal: the GPU had nothing to run because the batch was late.",
-                     [(f"stoker:client_input_stall_ratio:rate2m{{{CLIENT}}}", "{{pod}} gpu {{gpu}} rank {{rank}}")],
-                     "percentunit", 1, STARVATION), 12, 8)
+    l.add(input_stall_per_gpu("Per GPU: input stall seconds over training-step seconds (2-minute rate). This is the "
+                              "starvation signal: the GPU had nothing to run because the batch was late."), 12, 8)
     l.add(timeseries("Step time and input wait per GPU (median)",
                      "Median time between consecutive batches (the training step as the input side sees it) and "
                      "median wait in next() per batch.",
@@ -284,19 +289,16 @@ def gpu_view():
                      "on an SM, averaged over SMs. The GPU's real activity, unlike NVML utilisation.",
                      [(f"DCGM_FI_PROF_SM_ACTIVE {join}", "{{pod}} gpu {{gpu}}")],
                      "percentunit", 1), 12, 9)
-    l.add(timeseries("Input stall per GPU",
-                     "Share of step time each GPU waited for its next batch. High stall with low SM activity: "
-                     "starved by input. Low stall with low SM activity: the model itself (small batches, "
-                     "synchronisation, communication).",
-                     [(f"stoker:client_input_stall_ratio:rate2m{{{CLIENT}}}", "{{pod}} gpu {{gpu}} rank {{rank}}")],
-                     "percentunit", 1, STARVATION), 12, 9)
+    l.add(input_stall_per_gpu("Share of step time each GPU waited for its next batch. High stall with low SM "
+                              "activity: starved by input. Low stall with low SM activity: the model itself (small "
+                              "batches, synchronisation, communication)."), 12, 9)
     l.add({"type": "table", "title": "Per GPU: SM active, input stall, step time",
            "description": "One row per GPU fed by stoker, joined with DCGM on the GPU's UUID.",
            "datasource": DS,
            # Every query reduced to (pod, gpu), so Grafana's merge makes one row per GPU.
            "targets": [dict(t, format="table", instant=True) for t in targets([
                (f"max by (pod, gpu) (DCGM_FI_PROF_SM_ACTIVE {join})", ""),
-               (f"max by (pod, gpu) (stoker:client_input_stall_ratio:rate2m{{{CLIENT}}})", ""),
+               (f"max by (pod, gpu) ({INPUT_STALL})", ""),
                (rate("stoker_client_step_seconds_sum", CLIENT, by="pod, gpu") + " / "
                 + rate("stoker_client_step_seconds_count", CLIENT, by="pod, gpu"), "")])],
            "transformations": [{"id": "merge", "options": {}},
@@ -307,7 +309,7 @@ def gpu_view():
                      "Wait: time next() blocked. Stall: the part of it during which the GPU had drained its work. "
                      "Wait without stall is hidden by prefetch and costs nothing.",
                      [(f"stoker:client_input_wait_ratio:rate2m{{{CLIENT}}}", "wait {{pod}} gpu {{gpu}}"),
-                      (f"stoker:client_input_stall_ratio:rate2m{{{CLIENT}}}", "stall {{pod}} gpu {{gpu}}")],
+                      (INPUT_STALL, "stall {{pod}} gpu {{gpu}}")],
                      "percentunit", 1), 12, 8)
     l.add(timeseries("Prefetch buffer fill",
                      "Ready batches held per GPU over the configured depth: near 0 while starving, full while the "
