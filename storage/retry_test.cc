@@ -6,7 +6,7 @@
 namespace stoker::storage {
 namespace {
 
-StorageResponse Status(long status) {
+StorageResponse Response(long status) {
   StorageResponse r;
   r.status = status;
   return r;
@@ -19,9 +19,9 @@ StorageResponse Failure(TransportFailure f) {
 }
 
 TEST(Retry, TheTable) {
-  for (long s : {408L, 429L, 500L, 502L, 503L, 504L}) EXPECT_TRUE(ClassifyAttempt(Status(s)).retry) << s;
-  for (long s : {200L, 206L, 301L, 400L, 401L, 403L, 404L, 412L, 416L}) EXPECT_FALSE(ClassifyAttempt(Status(s)).retry) << s;
-  EXPECT_EQ(ClassifyAttempt(Status(503)).reason, "slow_down");
+  for (long s : {408L, 429L, 500L, 502L, 503L, 504L}) EXPECT_TRUE(ClassifyAttempt(Response(s)).retry) << s;
+  for (long s : {200L, 206L, 301L, 400L, 401L, 403L, 404L, 412L, 416L}) EXPECT_FALSE(ClassifyAttempt(Response(s)).retry) << s;
+  EXPECT_EQ(ClassifyAttempt(Response(503)).reason, "slow_down");
   for (auto f : {TransportFailure::kTimeout, TransportFailure::kConnect, TransportFailure::kReset,
                  TransportFailure::kOther}) {
     EXPECT_TRUE(ClassifyAttempt(Failure(f)).retry);
@@ -45,9 +45,9 @@ TEST(Retry, BackoffIsJitteredAndBounded) {
 }
 
 TEST(Retry, StatusLabelsAreAFixedSet) {
-  EXPECT_EQ(StatusLabel(Status(206)), "206");
-  EXPECT_EQ(StatusLabel(Status(418)), "4xx");
-  EXPECT_EQ(StatusLabel(Status(999)), "error");
+  EXPECT_EQ(StatusLabel(Response(206)), "206");
+  EXPECT_EQ(StatusLabel(Response(418)), "4xx");
+  EXPECT_EQ(StatusLabel(Response(999)), "error");
   EXPECT_EQ(StatusLabel(Failure(TransportFailure::kReset)), "reset");
 }
 

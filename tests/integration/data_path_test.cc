@@ -18,7 +18,6 @@ namespace {
 
 class DataPath : public ClusterTest {};
 
-constexpr auto kRunTimeout = std::chrono::seconds(180);
 
 JobSpec Spec(const std::string& name, const TestDataset& data, uint32_t ranks, uint32_t batch, uint32_t epochs,
              Remainder remainder) {

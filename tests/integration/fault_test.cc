@@ -22,7 +22,6 @@
 namespace stoker::testing {
 namespace {
 
-constexpr auto kRunTimeout = std::chrono::seconds(180);
 constexpr auto kWait = std::chrono::seconds(60);
 
 JobSpec Spec(const std::string& name, const TestDataset& data, uint32_t ranks = 2, uint32_t batch = 4,

@@ -31,7 +31,7 @@ namespace {
 
 constexpr char kBucket[] = "stoker-test";
 constexpr char kKey[] = "stoker-test-key";
-constexpr auto kRunTimeout = std::chrono::seconds(240);
+constexpr auto kS3RunTimeout = std::chrono::seconds(240);  // reads through s3rver
 
 std::string RandomSecret() {
   std::mt19937_64 rng(std::random_device{}());
@@ -193,7 +193,7 @@ TEST_F(ObjectStorage, WorkersSurviveStorageFaultsExactlyOnce) {
                            &cluster.consumer(consumers[0])).ok());
   (*proxy)->FailRequests(500, 6);
   ASSERT_TRUE(s3_->Restart().ok());
-  auto codes = cluster.WaitForConsumers(kRunTimeout);
+  auto codes = cluster.WaitForConsumers(kS3RunTimeout);
   ASSERT_TRUE(codes.ok()) << codes.status().ToString();
   std::vector<std::string> logs;
   for (size_t c : consumers) logs.push_back(cluster.ConsumerLog(c));
@@ -263,7 +263,7 @@ TEST_F(ObjectStorage, HttpCorruptSamplesAreQuarantinedAndChangedShardsHandedBack
   ASSERT_TRUE(cluster.StartWorker(2).ok());
   TestDataset data{dir.Join("web.stoker"), 48, {}};
   JobSpec spec = SpecOver("web", data, 1, 8, 1);
-  auto run = RunJobToEnd(cluster, spec, 48, "web", kRunTimeout);
+  auto run = RunJobToEnd(cluster, spec, 48, "web", kS3RunTimeout);
   ASSERT_TRUE(run.ok()) << run.status().ToString();
   const RunVerdict& v = *run;
   ASSERT_TRUE(v.ok()) << v.Describe();
@@ -287,7 +287,7 @@ TEST_F(ObjectStorage, HttpCorruptSamplesAreQuarantinedAndChangedShardsHandedBack
   EXPECT_NE(handed_back->find(other.substr(other.rfind('/') + 1)), std::string::npos);
   utimbuf back{original.st_atime, original.st_mtime};
   ASSERT_EQ(::utime(other.c_str(), &back), 0);  // the indexed object again: the units go through
-  auto codes = cluster.WaitForConsumers(kRunTimeout);
+  auto codes = cluster.WaitForConsumers(kS3RunTimeout);
   ASSERT_TRUE(codes.ok()) << codes.status().ToString();
   auto verdict = CheckLogs(second, 48, {cluster.ConsumerLog(*consumer)});
   ASSERT_TRUE(verdict.ok());

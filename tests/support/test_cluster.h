@@ -3,6 +3,7 @@
 // tests open on it.
 #pragma once
 
+#include <chrono>
 #include <cstdlib>
 #include <string>
 
@@ -11,6 +12,9 @@
 #include "tools/local_cluster.h"
 
 namespace stoker::testing {
+
+// How long a whole job of the loopback integration tests may take before the test gives up on it.
+inline constexpr auto kRunTimeout = std::chrono::seconds(180);
 
 inline std::string BinaryDirectory() {
   const char* dir = std::getenv("STOKER_BIN_DIR");
