@@ -64,13 +64,14 @@ endfunction()
 
 # stoker_test(name SOURCES ... DEPS ... [LABELS ...] [TIMEOUT s]): one gtest binary whose cases CTest discovers
 # one by one (as "<name>.<Suite>.<Case>"), so `ctest -j` spreads them over the cores and a failure names its case.
-# LABELS default to "unit"; TIMEOUT (default 120 s) is per case.
+# LABELS default to "unit"; TIMEOUT (default 120 s) is per case. COST (default 0) orders a fresh build's first run:
+# `ctest -j` starts cases of higher cost first, so long ones do not trail at the end (later runs use measured times).
 include(GoogleTest)
 function(stoker_test name)
   if(NOT STOKER_BUILD_TESTS)
     return()
   endif()
-  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "" "TIMEOUT;COST" "SOURCES;DEPS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gmock GTest::gtest_main)
   stoker_target_defaults(${name} UNCHECKED_LOCKS)
@@ -80,6 +81,10 @@ function(stoker_test name)
   if(NOT ARG_LABELS)
     set(ARG_LABELS unit)
   endif()
+  if(NOT ARG_COST)
+    set(ARG_COST 0)
+  endif()
   gtest_discover_tests(${name} TEST_PREFIX "${name}." DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
-    PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "${ARG_LABELS}" ENVIRONMENT "STOKER_BIN_DIR=${PROJECT_BINARY_DIR}/bin")
+    PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "${ARG_LABELS}" COST ${ARG_COST}
+               ENVIRONMENT "STOKER_BIN_DIR=${PROJECT_BINARY_DIR}/bin")
 endfunction()
