@@ -7,9 +7,9 @@ the Helm chart, and run as a cluster of containers through faults. Phases, each 
   base     debian:bookworm-slim made with debootstrap from the mirror apt uses (docker/make-base-image.sh): no
            registry is reachable.
   images   the CPU images from docker/Dockerfile (docker/build-images.sh). --binaries prebuilt (CI's default): the
-           binaries compiled once on the host (docker/build-binaries.sh: Release, JPEG only) and copied in, and the
-           imgcodecs worker from the build under test (--bin); --binaries source: compiled inside the images, as
-           a release build does (about 3.5 minutes more on 2 cores).
+           binaries compiled once on the host (docker/build-binaries.sh: Release, JPEG only, a unity build to
+           compile faster) and copied in, and the imgcodecs worker from the build under test (--bin); --binaries
+           source: compiled inside the images, as a release build does (about 3.5 minutes more on 2 cores).
   check    docker/check_images.py against the built images.
   cluster  the chart's coordinator, workers and training ranks as containers, faults included (cluster.py).
 
@@ -67,10 +67,10 @@ class ContainerTest:
         self.say(f"== {name} done in {self.timings[name]} s")
         return result
 
-    def script(self, *argv, log=None, timeout=1200):
-        """A repository script against the test's engine. Its output goes to the test's log, or to `log` (a file
-        in the working directory) with only its tail shown if it fails."""
-        env = {**self.engine.env(), "STOKER_IMAGE_LOGS": str(self.work)}
+    def script(self, *argv, log=None, timeout=1200, env=None):
+        """A repository script against the test's engine (`env`: more variables for it). Its output goes to the
+        test's log, or to `log` (a file in the working directory) with only its tail shown if it fails."""
+        env = {**self.engine.env(), "STOKER_IMAGE_LOGS": str(self.work), **(env or {})}
         out = subprocess.run([str(a) for a in argv], env=env, cwd=REPO, timeout=timeout, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         if log is None:
@@ -96,7 +96,8 @@ class ContainerTest:
         if self.args.binaries == "prebuilt":
             image_build = self.work / "image-build"
             started = time.monotonic()
-            self.script(REPO / "docker/build-binaries.sh", image_build, log="image-build.log")
+            self.script(REPO / "docker/build-binaries.sh", image_build, log="image-build.log",
+                        env={"STOKER_UNITY_BUILD": "ON"})
             self.timings["compile"] = round(time.monotonic() - started, 1)
             self.say(f"compiled the images' binaries in {image_build} in {self.timings['compile']} s "
                      f"(log: {self.work / 'image-build.log'})")
