@@ -84,6 +84,8 @@ StatusOr<Config> ParseFlags(int argc, char** argv) {
                   "workers while others idle)");
   flags.AddUint("max-cached-senders", &c.service.max_cached_senders,
                 "senders whose recent lease replies are kept for retries (least recently used go)");
+  flags.AddUint("max-cached-reply-bytes", &c.service.max_cached_reply_bytes,
+                "bytes of lease replies kept for retries over all senders (least recently used go)");
   flags.AddString("log-level", &log_level, "debug|info|warning|error");
   STOKER_RETURN_IF_ERROR(flags.Parse(argc, argv));
   const std::pair<const char*, std::pair<std::string*, Duration*>> durations[] = {

@@ -136,6 +136,12 @@ void CollectService(const CoordinatorService& service, const Journal* journal, M
   Single(out, "stoker_coordinator_retries_answered_total",
          "Retried lease requests answered from the reply cache (not applied twice).", MetricType::Counter,
          static_cast<double>(stats.retries_answered_from_cache));
+  Single(out, "stoker_coordinator_reply_cache_bytes",
+         "Bytes of lease replies held for retries (at most --max-cached-reply-bytes).", MetricType::Gauge,
+         static_cast<double>(stats.reply_cache_bytes));
+  Single(out, "stoker_coordinator_reply_cache_evictions_total",
+         "Senders whose cached replies were dropped to stay under --max-cached-senders or --max-cached-reply-bytes.",
+         MetricType::Counter, static_cast<double>(stats.reply_cache_evictions));
   if (journal == nullptr) return;
   out.push_back(FamilyBuilder("stoker_coordinator_journal_append_seconds",
                               "One group commit of the journal: write and fdatasync.", MetricType::Histogram)
