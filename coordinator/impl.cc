@@ -33,10 +33,20 @@ CoordinatorImpl::JobRuntime* CoordinatorImpl::FindJobLocked(const std::string& n
 CoordinatorImpl::JobRuntime& CoordinatorImpl::AddJobRuntimeLocked(const JobSpec& spec, uint64_t num_samples) {
   auto plan = Plan::Make(spec, num_samples);
   STOKER_CHECK(plan.ok(), "a job with an impossible plan was recorded: " + plan.status().ToString());
-  JobRuntime runtime{*plan, state_.FindJob(spec.name), std::vector<RankRuntime>(spec.world_size), {},
-                     SpecFingerprint(spec)};
+  JobRuntime runtime{.plan = *plan,
+                     .record = state_.FindJob(spec.name),
+                     .ranks = std::vector<RankRuntime>(spec.world_size),
+                     .spec_fingerprint = SpecFingerprint(spec)};
   STOKER_CHECK(runtime.record != nullptr, "a job's runtime before its record: " + spec.name);
+  EraseJobRuntimeLocked(spec.name);
   return jobs_.insert_or_assign(spec.name, std::move(runtime)).first->second;
+}
+
+void CoordinatorImpl::EraseJobRuntimeLocked(const std::string& name) {
+  auto it = jobs_.find(name);
+  if (it == jobs_.end()) return;
+  quarantine_reports_ -= it->second.quarantine_reports;
+  jobs_.erase(it);
 }
 
 // ---- restart ---------------------------------------------------------------------------------------------------
@@ -47,7 +57,7 @@ void CoordinatorImpl::Restore(const Update& update) {
   if (const auto* created = std::get_if<JobCreated>(&update)) {
     AddJobRuntimeLocked(created->spec, created->num_samples);
   } else if (const auto* removed = std::get_if<JobRemoved>(&update)) {
-    jobs_.erase(removed->job);
+    EraseJobRuntimeLocked(removed->job);
   } else if (const auto* joined = std::get_if<WorkerJoined>(&update)) {
     WorkerRuntime& w = workers_[joined->worker_id];
     w.data_endpoint = joined->data_endpoint;
@@ -384,7 +394,7 @@ void CoordinatorImpl::ForgetIdleJobsLocked(TimePoint now) {
   for (const std::string& name : forget) {
     STOKER_LOG(kInfo) << "job " << name << " has had no client for " << ToSeconds(options_.job_retention)
                       << " s: forgotten (resuming it needs a checkpoint token)";
-    jobs_.erase(name);  // before its record goes: the runtime points into it
+    EraseJobRuntimeLocked(name);  // before its record goes: the runtime points into it
     ApplyLocked(JobRemoved{name});
     ++stats_.jobs_removed;
   }

@@ -78,6 +78,8 @@ StatusOr<Config> ParseFlags(int argc, char** argv) {
   flags.AddUint32("max-ranks-per-job", &c.options.max_ranks_per_job, "ranks a job may have");
   flags.AddUint32("max-registered-workers", &c.options.max_registered_workers, "workers registered at once");
   flags.AddUint32("max-window", &c.options.max_window, "batches a client's prefetch window may hold");
+  flags.AddUint32("max-quarantine-reports", &c.options.max_quarantine_reports,
+                  "quarantine reports ((epoch, sample) pairs) kept over all jobs; more are counted, not kept");
   flags.AddUint32("worker-queue-batches", &c.options.worker_queue_batches,
                   "batches one worker may hold leased and unsent, over all its clients (0: max(2, 2 x threads / "
                   "batch size, batches per unit), enough to keep its threads busy; more queues work behind busy "

@@ -108,6 +108,13 @@ void CollectLeasing(const CoordinatorStats& s, uint32_t max_workers, MetricFamil
   Single(out, "stoker_coordinator_quarantined_samples_total",
          "Samples workers reported unreadable (distinct per epoch).", MetricType::Counter,
          static_cast<double>(s.quarantined_samples));
+  out.push_back(FamilyBuilder("stoker_coordinator_quarantine_reports_refused_total",
+                              "Quarantine reports not kept: not from the unit's lease holder, or past "
+                              "--max-quarantine-reports.",
+                              MetricType::Counter)
+                    .Add({{"reason", "not_lease_holder"}}, static_cast<double>(s.quarantine_refused_not_holder))
+                    .Add({{"reason", "over_cap"}}, static_cast<double>(s.quarantine_refused_over_cap))
+                    .Build());
 }
 
 // Requests by method and status, their latency, rejected frames, transport errors, the journal.
