@@ -55,6 +55,13 @@ void CoordinatorImpl::Restore(const Update& update) {
   MutexLock lock(mu_);
   state_.Apply(update);
   if (const auto* created = std::get_if<JobCreated>(&update)) {
+    // A job an older version accepted past today's limits (more than kMaxEpochs epochs) gets no runtime: it is
+    // forgotten once the journal is replayed (FinishRestore), rather than stopping the coordinator from starting.
+    if (auto plan = Plan::Make(created->spec, created->num_samples); !plan.ok()) {
+      STOKER_LOG(kError) << "job " << created->spec.name << " in the journal is refused now and will be forgotten: "
+                         << plan.status().ToString();
+      return;
+    }
     AddJobRuntimeLocked(created->spec, created->num_samples);
   } else if (const auto* removed = std::get_if<JobRemoved>(&update)) {
     EraseJobRuntimeLocked(removed->job);
@@ -74,6 +81,11 @@ void CoordinatorImpl::Restore(const Update& update) {
 void CoordinatorImpl::FinishRestore() {
   MutexLock lock(mu_);
   const TimePoint now = clock_.Now();
+  std::vector<std::string> refused;
+  for (const auto& [name, record] : state_.jobs()) {
+    if (jobs_.count(name) == 0) refused.push_back(name);
+  }
+  for (const std::string& name : refused) ApplyLocked(JobRemoved{name});
   for (auto& [name, job] : jobs_) {
     for (uint32_t rank = 0; rank < job.ranks.size(); ++rank) {
       RankRuntime& r = job.ranks[rank];

@@ -62,6 +62,9 @@ struct CoordinatorOptions {
   Duration reconcile_window = Millis(1500);   // after a restart: time for workers to report held leases
   Duration job_retention = Millis(3600000);   // a job no client has held for this long is forgotten
   std::string manifest_root;                  // overrides the manifests' recorded dataset root
+  // Directories the manifests clients name must lie in, links and ".." resolved (--manifest-dirs). Empty: any
+  // regular file the coordinator can read.
+  std::vector<std::string> manifest_dirs;
   // What peers can make the coordinator hold, bounded by construction (a request past a cap is refused with
   // RESOURCE_EXHAUSTED and counted): at about 200 bytes per rank, the defaults keep the state under 60 MB.
   uint32_t max_jobs = 64;
@@ -251,6 +254,7 @@ class CoordinatorImpl {
     uint64_t num_samples = 0;
   };
   StatusOr<ManifestFacts> ReadManifest(const JobSpec& requested) const STOKER_EXCLUDES(mu_);
+  bool UnderManifestDirs(const std::string& real_path) const;
   StatusOr<JobRuntime*> CreateJobLocked(const JobSpec& requested, const ManifestFacts& manifest)
       STOKER_REQUIRES(mu_);
   StatusOr<RegisterClientResponse> RegisterOnJobLocked(const RegisterClientRequest& request, JobRuntime& job,
