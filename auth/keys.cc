@@ -1,9 +1,11 @@
 // CURVE keys (keys.h): generating, writing and reading key pairs and trust files, loading a process's security.
 #include "auth/keys.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -73,11 +75,10 @@ std::string Octal(mode_t mode) {
 
 // A secret key file others can read (or anyone but its owner can write) is refused unless `allow_readable`. One
 // only its group can read is how Kubernetes mounts a Secret for a pod's fsGroup (owner root, group the pod's):
-// accepted when that group is ours and the owner is not us; otherwise accepted with a warning.
-Status CheckKeyFileMode(const std::string& path, bool allow_readable) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return Status::Ok();  // reading it fails next, with the message for that
-  const std::string how = "key file " + Shown(path) + " (mode " + Octal(st.st_mode) + ")";
+// accepted when that group is ours and the owner is not us; otherwise accepted with a warning. `shown`: the path as
+// errors may show it.
+Status CheckKeyFileMode(const std::string& shown, const struct stat& st, bool allow_readable) {
+  const std::string how = "key file " + shown + " (mode " + Octal(st.st_mode) + ")";
   if ((st.st_mode & (S_IROTH | S_IWOTH | S_IWGRP)) != 0) {
     if (!allow_readable) {
       return FailedPreconditionError(how + " can be read or written by other users: `chmod 600` it, or pass "
@@ -92,9 +93,29 @@ Status CheckKeyFileMode(const std::string& path, bool allow_readable) {
   return Status::Ok();
 }
 
+// The mode checked is that of the file read (fstat of the one descriptor), not of whatever the path named a moment
+// before. Blocking open: a key may come through a pipe (`--key-file <(vault read ...)`). At most kMaxKeyFileBytes.
 StatusOr<std::string> ReadKeyText(const std::string& path, bool allow_readable) {
-  STOKER_RETURN_IF_ERROR(CheckKeyFileMode(path, allow_readable));
-  return ReadText(path, "key");
+  constexpr size_t kMaxKeyFileBytes = 64 << 10;
+  const std::string shown = Shown(path);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return FailedPreconditionError("cannot read the key file " + shown);
+  struct stat st {};
+  Status status = ::fstat(fd, &st) == 0 ? CheckKeyFileMode(shown, st, allow_readable)
+                                        : FailedPreconditionError("cannot read the key file " + shown);
+  std::string text;
+  while (status.ok()) {
+    char buffer[4096];
+    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) status = FailedPreconditionError("cannot read the key file " + shown);
+    if (n <= 0) break;
+    text.append(buffer, static_cast<size_t>(n));
+    if (text.size() > kMaxKeyFileBytes) status = InvalidArgumentError(shown + " is too large for a key file");
+  }
+  ::close(fd);
+  if (!status.ok()) return status;
+  return text;
 }
 
 bool AllowReadableKeyFromEnv() {

@@ -3,6 +3,7 @@
 #include "auth/keys.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -59,6 +60,26 @@ TEST_F(KeyFileTest, AKeyOnlyItsOwnerOrGroupCanReadIsAccepted) {
   EXPECT_TRUE(LoadSecurity(Role::kWorker, {.key_file = KeyFile(0400), .trust_file = trust_}).ok());
   // Group-readable (a Kubernetes Secret mounted for the pod's fsGroup is 0440): accepted, with a warning here.
   EXPECT_TRUE(LoadSecurity(Role::kWorker, {.key_file = KeyFile(0440), .trust_file = trust_}).ok());
+}
+
+// The mode checked is that of the file read, and a key may come through a pipe (`--key-file <(vault read ...)`):
+// a pipe is its owner's alone, so it is read; a device others can read is refused, and when insisted on, read only
+// up to a key file's size (reading /dev/zero never ended).
+TEST_F(KeyFileTest, AKeyThroughAPipeIsReadAndADeviceIsNeverReadWhole) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const std::string text = FormatKeyPair(key_);
+  ASSERT_EQ(::write(fds[1], text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  ::close(fds[1]);
+  auto piped = ReadKeyFile("/dev/fd/" + std::to_string(fds[0]));
+  ::close(fds[0]);
+  ASSERT_TRUE(piped.ok()) << piped.status().ToString();
+  EXPECT_EQ(piped->secret_z85, key_.secret_z85);
+  EXPECT_EQ(ReadKeyFile("/dev/zero").status().code(), StatusCode::kFailedPrecondition);  // mode 0666
+  auto insisted = ReadKeyFile("/dev/zero", /*allow_readable=*/true);
+  ASSERT_FALSE(insisted.ok());
+  EXPECT_NE(insisted.status().message().find("too large for a key file"), std::string::npos)
+      << insisted.status().ToString();
 }
 
 // Regression (issue 29): key text passed by mistake as --key-file was printed whole in the error.
