@@ -328,12 +328,18 @@ TEST_F(Hostile, NoPeerCanExhaustTheCoordinator) {
 // worker id were stored (coordinator 10 -> 293 MB in 6 s), a 1,000,000-epoch job was accepted, a FIFO named as a
 // manifest froze the coordinator for 18 s, and credits for made-up jobs cost a worker a coordinator round trip and
 // an entry that never expired each (74 -> 478 MB). Each is now refused and counted, nothing is kept, and both
-// processes stay small.
+// processes stay small, and a victim training through the floods (on the same coordinator and worker, its job
+// the target of the quarantine flood) still gets every sample exactly once.
 TEST_F(Hostile, AdmittedKeysCannotGrowTheCoordinatorOrAWorker) {
   Keys keys = MakeKeysWithMallory(dir_);
-  ASSERT_NO_FATAL_FAILURE(Start(16, 16, /*workers=*/1));
+  ASSERT_NO_FATAL_FAILURE(Start(96, 32, /*workers=*/1));
   const pid_t coordinator_pid = cluster_->coordinator().pid(), worker_pid = cluster_->worker(0).pid();
   const uint64_t coordinator_rss = RssBytes(coordinator_pid), worker_rss = RssBytes(worker_pid);
+  const JobSpec victim_spec = SpecOver("victim", data_, 1, 8, 2);
+  auto victim = cluster_->StartConsumer("victim", victim_spec, 0, {"--hold-ms", "40"});
+  ASSERT_TRUE(victim.ok());
+  ASSERT_TRUE(tools::WaitForFile(cluster_->ConsumerLog(*victim), seconds(60), &cluster_->consumer(*victim)).ok())
+      << cluster_->ConsumerOutput(*victim);
   zmq::context_t context;
   const std::string ep = cluster_->coordinator_endpoint();
   zmq::socket_t client = Dealer(context, ep, keys.mallory, keys.coordinator.public_z85);
@@ -353,7 +359,7 @@ TEST_F(Hostile, AdmittedKeysCannotGrowTheCoordinatorOrAWorker) {
   std::vector<QuarantineReport> reports;  // as many as a control frame's traversal limit lets one request carry
   for (uint64_t i = 0; i < 1000; ++i) reports.push_back({i % 16, "decode_error", std::string(100, 'd')});
   for (int i = 0; i < 200; ++i) {
-    Status s = Ask(worker, UnitDoneRequest{"ghost-" + std::to_string(i), "job0", 0, 0, 1, UnitOutcome::kSent, 1,
+    Status s = Ask(worker, UnitDoneRequest{"ghost-" + std::to_string(i), "victim", 0, 0, 1, UnitOutcome::kSent, 1,
                                            reports});
     EXPECT_EQ(s.code(), StatusCode::kAborted) << s.ToString();
   }
@@ -379,6 +385,8 @@ TEST_F(Hostile, AdmittedKeysCannotGrowTheCoordinatorOrAWorker) {
   }
   EXPECT_LT(RssBytes(coordinator_pid), coordinator_rss + (64u << 20));
   EXPECT_LT(RssBytes(worker_pid), worker_rss + (64u << 20));
+
+  ExpectExactDelivery(*cluster_, victim_spec, data_, 1);
 }
 
 }  // namespace
