@@ -31,6 +31,7 @@
 // Thread safety: all public methods may be called from any thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -312,6 +313,9 @@ class CoordinatorImpl {
   const Clock& clock_;
   Env& env_;
   Journal* const journal_;
+  // Manifests refused (ReadManifest runs without mu_): a client can ask for bad paths as fast as it can send, so
+  // only the first few refusals, then each power of two, reach the log.
+  mutable std::atomic<uint64_t> manifests_refused_{0};
   mutable Mutex mu_;
   CoordinatorState state_ STOKER_GUARDED_BY(mu_);
   std::map<std::string, JobRuntime> jobs_ STOKER_GUARDED_BY(mu_);

@@ -40,7 +40,11 @@ bool CoordinatorImpl::UnderManifestDirs(const std::string& path) const {
 StatusOr<CoordinatorImpl::ManifestFacts> CoordinatorImpl::ReadManifest(const JobSpec& requested) const {
   STOKER_RETURN_IF_ERROR(requested.Validate());
   auto refuse = [&](const Status& why) {
-    STOKER_LOG(kWarning) << "job " << requested.name << ": manifest refused: " << why.ToString();
+    const uint64_t refused = ++manifests_refused_;
+    if (refused <= 16 || (refused & (refused - 1)) == 0) {
+      STOKER_LOG(kWarning) << "job " << requested.name << ": manifest refused: " << why.ToString() << " ("
+                           << refused << " refused so far; only the first 16 and then every power of two are logged)";
+    }
     return FailedPreconditionError("job '" + requested.name + "': the coordinator cannot use manifest " +
                                    requested.manifest_path + ": it is not a readable stoker manifest" +
                                    (options_.manifest_dirs.empty() ? "" : " under the coordinator's --manifest-dirs") +

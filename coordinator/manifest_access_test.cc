@@ -43,6 +43,19 @@ TEST_F(ManifestAccessTest, EveryUnusableManifestGetsTheSameAnswerAndAFifoIsNotWa
   EXPECT_TRUE(RegisterWith(dir_.Join("m.stoker")).ok());
 }
 
+// A client may ask for bad paths as fast as it can send: the log gets the first 16 refusals, then each power of two.
+TEST_F(ManifestAccessTest, RefusalsFloodingTheLogAreThinned) {
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < 1000; ++i) EXPECT_FALSE(RegisterWith(dir_.Join("missing-" + std::to_string(i))).ok());
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  size_t lines = 0;
+  for (size_t at = log.find("manifest refused"); at != std::string::npos; at = log.find("manifest refused", at + 1)) {
+    ++lines;
+  }
+  EXPECT_EQ(lines, 16u + 5u) << log;  // 1..16, then 32, 64, 128, 256 and 512
+  EXPECT_NE(log.find("512 refused so far"), std::string::npos) << log;
+}
+
 TEST_F(ManifestAccessTest, WithManifestDirsOnlyManifestsInsideThemAreOpened) {
   std::filesystem::create_directories(dir_.Join("allowed"));
   std::filesystem::copy_file(dir_.Join("m.stoker"), dir_.Join("allowed/m.stoker"));
