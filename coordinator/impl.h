@@ -124,8 +124,9 @@ struct CoordinatorStats {
   uint64_t lease_requests_parked = 0;
   uint64_t quarantined_samples = 0;  // distinct (epoch, sample) reports
   // Quarantine reports not kept: from a worker that does not hold the unit's current lease (or is not registered
-  // under the caller's key), or past CoordinatorOptions::max_quarantine_reports.
+  // under the caller's key), on a sample the unit does not hold, or past CoordinatorOptions::max_quarantine_reports.
   uint64_t quarantine_refused_not_holder = 0;
+  uint64_t quarantine_refused_not_in_unit = 0;
   uint64_t quarantine_refused_over_cap = 0;
   uint64_t leases_adopted = 0;       // after a restart: leases workers still held, kept
   uint64_t sessions_resumed = 0;     // a client's session continued (after a restart or a pause)

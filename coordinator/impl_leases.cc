@@ -273,8 +273,9 @@ bool CoordinatorImpl::FromLeaseHolderLocked(JobRuntime& job, const UnitDoneReque
 }
 
 // Quarantine reports describe the input, but only the worker holding the unit's lease (registered under the
-// caller's key) may make them, each (epoch, sample) is kept once, and at most max_quarantine_reports over all jobs:
-// an admitted worker key can no longer grow the coordinator by reporting samples it was never given.
+// caller's key) may make them, only on the samples of that unit, each (epoch, sample) is kept once, and at most
+// max_quarantine_reports over all jobs: an admitted worker key cannot grow the coordinator, nor spend the cap, by
+// reporting samples it was never given.
 void CoordinatorImpl::KeepQuarantineLocked(JobRuntime& job, const UnitDoneRequest& request) {
   if (request.quarantined.empty()) return;
   auto wit = workers_.find(request.worker_id);
@@ -284,7 +285,10 @@ void CoordinatorImpl::KeepQuarantineLocked(JobRuntime& job, const UnitDoneReques
   }
   const uint32_t epoch = job.plan.Unit(request.unit).epoch;
   for (const QuarantineReport& q : request.quarantined) {
-    if (q.sample_id >= job.plan.num_samples()) continue;
+    if (!job.plan.UnitHolds(request.unit, request.rank, q.sample_id)) {
+      ++stats_.quarantine_refused_not_in_unit;  // a holder reports on its unit's samples, no others
+      continue;
+    }
     auto& reports = job.quarantined[epoch];
     if (reports.count(q.sample_id) != 0) continue;
     if (quarantine_reports_ >= options_.max_quarantine_reports) {

@@ -109,10 +109,11 @@ void CollectLeasing(const CoordinatorStats& s, uint32_t max_workers, MetricFamil
          "Samples workers reported unreadable (distinct per epoch).", MetricType::Counter,
          static_cast<double>(s.quarantined_samples));
   out.push_back(FamilyBuilder("stoker_coordinator_quarantine_reports_refused_total",
-                              "Quarantine reports not kept: not from the unit's lease holder, or past "
-                              "--max-quarantine-reports.",
+                              "Quarantine reports not kept: not from the unit's lease holder, on a sample not in "
+                              "the unit, or past --max-quarantine-reports.",
                               MetricType::Counter)
                     .Add({{"reason", "not_lease_holder"}}, static_cast<double>(s.quarantine_refused_not_holder))
+                    .Add({{"reason", "not_in_unit"}}, static_cast<double>(s.quarantine_refused_not_in_unit))
                     .Add({{"reason", "over_cap"}}, static_cast<double>(s.quarantine_refused_over_cap))
                     .Build());
 }
