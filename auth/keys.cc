@@ -1,6 +1,12 @@
 // CURVE keys (keys.h): generating, writing and reading key pairs and trust files, loading a process's security.
 #include "auth/keys.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
@@ -34,28 +40,110 @@ std::string Trim(const std::string& s) {
   return s.substr(begin, s.find_last_not_of(" \t\r") - begin + 1);
 }
 
+// How an error names a file: its path, unless the "path" looks like a key's text given by mistake (a line break,
+// an '=', a control character, or 40 z85 characters that are no file): that is never echoed.
+std::string Shown(const std::string& path) {
+  bool text_like = path.size() > 4096;
+  for (char c : path) text_like |= c == '\n' || c == '=' || static_cast<unsigned char>(c) < 0x20;
+  if (!text_like && path.size() == 40 && ValidZ85Key(path) && ::access(path.c_str(), F_OK) != 0) text_like = true;
+  return text_like ? "(a value that looks like key text, not a file name: not shown)" : path;
+}
+
 StatusOr<std::string> ReadText(const std::string& path, const char* what) {
   std::ifstream in(path);
-  if (!in) return FailedPreconditionError(std::string("cannot read the ") + what + " file " + path);
+  if (!in) return FailedPreconditionError(std::string("cannot read the ") + what + " file " + Shown(path));
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
 }
 
+bool InOurGroups(gid_t gid) {
+  if (gid == ::getegid()) return true;
+  gid_t groups[256];
+  const int n = ::getgroups(256, groups);
+  for (int i = 0; i < n; ++i) {
+    if (groups[i] == gid) return true;
+  }
+  return false;
+}
+
+std::string Octal(mode_t mode) {
+  char text[8];
+  std::snprintf(text, sizeof(text), "0%03o", static_cast<unsigned>(mode & 0777));
+  return text;
+}
+
+// A secret key file others can read (or anyone but its owner can write) is refused unless `allow_readable`. One
+// only its group can read is how Kubernetes mounts a Secret for a pod's fsGroup (owner root, group the pod's):
+// accepted when that group is ours and the owner is not us; otherwise accepted with a warning. `shown`: the path as
+// errors may show it.
+Status CheckKeyFileMode(const std::string& shown, const struct stat& st, bool allow_readable) {
+  const std::string how = "key file " + shown + " (mode " + Octal(st.st_mode) + ")";
+  if ((st.st_mode & (S_IROTH | S_IWOTH | S_IWGRP)) != 0) {
+    if (!allow_readable) {
+      return FailedPreconditionError(how + " can be read or written by other users: `chmod 600` it, or pass "
+                                     "--allow-readable-key (or set STOKER_ALLOW_READABLE_KEY=1) to use it anyway");
+    }
+    STOKER_LOG(kWarning) << "SECURITY: " << how << " can be read or written by other users; used because of "
+                         << "--allow-readable-key";
+  } else if ((st.st_mode & S_IRGRP) != 0 && (st.st_uid == ::geteuid() || !InOurGroups(st.st_gid))) {
+    STOKER_LOG(kWarning) << "SECURITY: " << how << " can be read by every member of group " << st.st_gid
+                         << ": `chmod 600` it unless the group is meant to share it";
+  }
+  return Status::Ok();
+}
+
+// The mode checked is that of the file read (fstat of the one descriptor), not of whatever the path named a moment
+// before. Blocking open: a key may come through a pipe (`--key-file <(vault read ...)`). At most kMaxKeyFileBytes.
+StatusOr<std::string> ReadKeyText(const std::string& path, bool allow_readable) {
+  constexpr size_t kMaxKeyFileBytes = 64 << 10;
+  const std::string shown = Shown(path);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return FailedPreconditionError("cannot read the key file " + shown);
+  struct stat st {};
+  Status status = ::fstat(fd, &st) == 0 ? CheckKeyFileMode(shown, st, allow_readable)
+                                        : FailedPreconditionError("cannot read the key file " + shown);
+  std::string text;
+  while (status.ok()) {
+    char buffer[4096];
+    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) status = FailedPreconditionError("cannot read the key file " + shown);
+    if (n <= 0) break;
+    text.append(buffer, static_cast<size_t>(n));
+    if (text.size() > kMaxKeyFileBytes) status = InvalidArgumentError(shown + " is too large for a key file");
+  }
+  ::close(fd);
+  if (!status.ok()) return status;
+  return text;
+}
+
+bool AllowReadableKeyFromEnv() {
+  const char* text = std::getenv("STOKER_ALLOW_READABLE_KEY");
+  const std::string value = text == nullptr ? "" : text;
+  return value == "1" || value == "true" || value == "yes" || value == "on";
+}
+
 // The text of a file named by `file`, or by the environment (`text_env` holds the text itself, `file_env` a path).
+// A key file's mode is checked first (`allow_readable`: see CheckKeyFileMode); a trust file holds public keys only.
 StatusOr<std::optional<std::pair<std::string, std::string>>> Source(const std::string& file, const char* text_env,
-                                                                    const char* file_env, const char* what) {
+                                                                    const char* file_env, const char* what,
+                                                                    bool allow_readable = true) {
   using Found = std::optional<std::pair<std::string, std::string>>;
+  auto read = [&](const std::string& path) -> StatusOr<std::string> {
+    if (std::string(what) == "key") return ReadKeyText(path, allow_readable);
+    return ReadText(path, what);
+  };
   if (!file.empty()) {
-    STOKER_ASSIGN_OR_RETURN(std::string text, ReadText(file, what));
-    return Found({text, file});
+    STOKER_ASSIGN_OR_RETURN(std::string text, read(file));
+    return Found({text, Shown(file)});
   }
   if (const char* text = std::getenv(text_env); text != nullptr && text[0] != '\0') {
     return Found({text, std::string("$") + text_env});
   }
   if (const char* path = std::getenv(file_env); path != nullptr && path[0] != '\0') {
-    STOKER_ASSIGN_OR_RETURN(std::string text, ReadText(path, what));
-    return Found({text, path});
+    STOKER_ASSIGN_OR_RETURN(std::string text, read(path));
+    return Found({text, Shown(path)});
   }
   return Found();
 }
@@ -102,9 +190,9 @@ StatusOr<KeyPair> GenerateKeyPair(Role role, const std::string& name) {
   return KeyPair{role, name, pub, sec};
 }
 
-StatusOr<KeyPair> ReadKeyFile(const std::string& path) {
-  STOKER_ASSIGN_OR_RETURN(std::string text, ReadText(path, "key"));
-  return ParseKeyPair(text, path);
+StatusOr<KeyPair> ReadKeyFile(const std::string& path, bool allow_readable) {
+  STOKER_ASSIGN_OR_RETURN(std::string text, ReadKeyText(path, allow_readable));
+  return ParseKeyPair(text, Shown(path));
 }
 
 std::string FormatKeyPair(const KeyPair& key) {
@@ -128,11 +216,11 @@ StatusOr<KeyPair> ParseKeyPair(const std::string& text, const std::string& sourc
     else if (field == "name") key.name = value;
     else if (field == "public") key.public_z85 = value;
     else if (field == "secret") key.secret_z85 = value;
-    else return InvalidArgumentError(source + ": line " + std::to_string(n) + ": unknown field '" + field + "'");
+    else return InvalidArgumentError(source + ": line " + std::to_string(n) + " has an unknown field (not shown)");
     return Status::Ok();
   }));
   auto parsed_role = ParseRole(role);
-  if (!parsed_role.ok()) return parsed_role.status().WithContext(source);
+  if (!parsed_role.ok()) return InvalidArgumentError(source + ": the role is not one of coordinator, worker, client");
   key.role = *parsed_role;
   if (!ValidName(key.name)) return InvalidArgumentError(source + ": the name must be 1-64 characters of [A-Za-z0-9._-]");
   if (!ValidZ85Key(key.public_z85)) return InvalidArgumentError(source + ": the public key is not 40 z85 characters");
@@ -187,7 +275,8 @@ StatusOr<Security> LoadSecurity(Role role, const KeySources& sources) {
     security.insecure = true;
     return security;
   }
-  STOKER_ASSIGN_OR_RETURN(auto key, Source(sources.key_file, "STOKER_KEY", "STOKER_KEY_FILE", "key"));
+  STOKER_ASSIGN_OR_RETURN(auto key, Source(sources.key_file, "STOKER_KEY", "STOKER_KEY_FILE", "key",
+                                           sources.allow_readable_key || AllowReadableKeyFromEnv()));
   if (!key) {
     return FailedPreconditionError(std::string("no key for this ") + RoleName(role) +
                                    ": pass --key-file (make one with `stoker keygen --role " + RoleName(role) +

@@ -15,7 +15,12 @@
 // once, which is how keys are rotated. A peer's identity is "<role>:<name>" of the key it authenticated with.
 //
 // Secret keys never reach a log, /state or an error message: KeyPair has no stream operator and its errors name
-// the file, never its content.
+// the file, never its content (nor the "file name" itself when it looks like key text passed by mistake).
+//
+// A secret key file that other users can read, or anyone but its owner can write, is refused unless
+// --allow-readable-key (KeySources::allow_readable_key, or $STOKER_ALLOW_READABLE_KEY=1) says to use it anyway (with
+// a warning). One that only its group can read is accepted: silently when the group is the process's and the owner
+// is another user (how Kubernetes mounts a Secret for a pod's fsGroup), otherwise with a warning.
 //
 // Thread safety: values; the loaders are free functions.
 #pragma once
@@ -59,8 +64,9 @@ StatusOr<KeyPair> GenerateKeyPair(Role role, const std::string& name);
 // role; errors say which field is wrong, never its value.
 std::string FormatKeyPair(const KeyPair& key);
 StatusOr<KeyPair> ParseKeyPair(const std::string& text, const std::string& source);
-// The key pair in a key file (`stoker keygen` wrote it). Errors name the file, never its text.
-StatusOr<KeyPair> ReadKeyFile(const std::string& path);
+// The key pair in a key file (`stoker keygen` wrote it), its mode checked as above. Errors name the file, never
+// its text.
+StatusOr<KeyPair> ReadKeyFile(const std::string& path, bool allow_readable = false);
 
 // A trust file's line for a key, and a whole trust file.
 std::string TrustLine(const KeyPair& key);
@@ -71,6 +77,7 @@ struct KeySources {
   std::string key_file;    // empty: $STOKER_KEY (the key file's text), then $STOKER_KEY_FILE
   std::string trust_file;  // empty: $STOKER_TRUST (the trust file's text), then $STOKER_TRUST_FILE
   bool insecure = false;   // no CURVE at all (also $STOKER_INSECURE=1): only for trusted networks, logged
+  bool allow_readable_key = false;  // use a key file others can read (also $STOKER_ALLOW_READABLE_KEY=1), warned
 };
 
 // A process's loaded security: its own key (of `role`), the keys it trusts. With `insecure` both are empty.

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 namespace stoker {
@@ -126,15 +127,32 @@ Status PosixEnv::Rename(const std::string& from, const std::string& to) {
   return Status::Ok();
 }
 
+// Opened without blocking, and only a regular file is kept: opening a FIFO for reading would otherwise wait for a
+// writer (a client-chosen manifest path froze the coordinator's main loop for 18 s), and a device or socket is no
+// file to read at offsets.
 StatusOr<std::unique_ptr<RandomAccessFile>> PosixEnv::OpenForRead(const std::string& path) {
   struct stat st {};
-  STOKER_ASSIGN_OR_RETURN(int fd, OpenAndStat(path, O_RDONLY | O_CLOEXEC, "cannot open", &st));
-  if (S_ISDIR(st.st_mode)) {
+  STOKER_ASSIGN_OR_RETURN(int fd, OpenAndStat(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, "cannot open", &st));
+  if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return InvalidArgumentError(path + " is a directory, not a file");
+    return InvalidArgumentError(path + (S_ISDIR(st.st_mode) ? " is a directory, not a file" : " is not a regular file"));
+  }
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return ErrnoStatus("cannot set blocking reads on", path, err);
   }
   return std::unique_ptr<RandomAccessFile>(
       std::make_unique<PosixRandomAccessFile>(path, fd, static_cast<uint64_t>(st.st_size)));
+}
+
+StatusOr<std::string> PosixEnv::RealPath(const std::string& path) {
+  char* resolved = ::realpath(path.c_str(), nullptr);
+  if (resolved == nullptr) return ErrnoStatus("cannot resolve", path, errno);
+  std::string out(resolved);
+  std::free(resolved);
+  return out;
 }
 
 StatusOr<FileInfo> PosixEnv::Stat(const std::string& path) {

@@ -65,8 +65,11 @@ struct FileInfo {
 class Env {
  public:
   virtual ~Env() = default;
-  // NotFound when the file does not exist; other errors carry strerror.
+  // NotFound when the file does not exist; InvalidArgument for anything but a regular file (a directory, a FIFO, a
+  // device: never waited on); other errors carry strerror.
   virtual StatusOr<std::unique_ptr<RandomAccessFile>> OpenForRead(const std::string& path) = 0;
+  // The absolute path with every symbolic link, "." and ".." resolved (realpath); NotFound if it does not exist.
+  virtual StatusOr<std::string> RealPath(const std::string& path) = 0;
   virtual StatusOr<FileInfo> Stat(const std::string& path) = 0;
   // Names in a directory (no "." or ".."), sorted.
   virtual StatusOr<std::vector<std::string>> ListDirectory(const std::string& path) = 0;
@@ -88,6 +91,7 @@ class Env {
 class PosixEnv final : public Env {
  public:
   StatusOr<std::unique_ptr<RandomAccessFile>> OpenForRead(const std::string& path) override;
+  StatusOr<std::string> RealPath(const std::string& path) override;
   StatusOr<FileInfo> Stat(const std::string& path) override;
   StatusOr<std::vector<std::string>> ListDirectory(const std::string& path) override;
   Status WriteFileAtomically(const std::string& path, const void* data, size_t size) override;

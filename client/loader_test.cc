@@ -251,9 +251,11 @@ TEST(LoaderFlagsTest, ParseIntoOptionsAndRefuseBadValues) {
   EXPECT_EQ(o->client.connect_timeout, std::chrono::seconds(2));
   ASSERT_TRUE(o->client.spec.has_value());
   EXPECT_EQ(o->client.spec->manifest_path, "m");
-  auto attached = ParseLoaderFlags({"--job=j", "--attach"});
+  EXPECT_FALSE(o->client.allow_readable_key);
+  auto attached = ParseLoaderFlags({"--job=j", "--attach", "--allow-readable-key=true"});
   ASSERT_TRUE(attached.ok());
   EXPECT_FALSE(attached->client.spec.has_value());
+  EXPECT_TRUE(attached->client.allow_readable_key);  // the key refusal's advice works for clients too
   EXPECT_EQ(ParseLoaderFlags({"--manifest=m"}).status().code(), StatusCode::kInvalidArgument);  // no --job
   EXPECT_EQ(ParseLoaderFlags({"--job=j", "--mean=1,2"}).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseLoaderFlags({"--job=j", "--mean=1,2,3,4"}).status().code(), StatusCode::kInvalidArgument);

@@ -33,10 +33,20 @@ CoordinatorImpl::JobRuntime* CoordinatorImpl::FindJobLocked(const std::string& n
 CoordinatorImpl::JobRuntime& CoordinatorImpl::AddJobRuntimeLocked(const JobSpec& spec, uint64_t num_samples) {
   auto plan = Plan::Make(spec, num_samples);
   STOKER_CHECK(plan.ok(), "a job with an impossible plan was recorded: " + plan.status().ToString());
-  JobRuntime runtime{*plan, state_.FindJob(spec.name), std::vector<RankRuntime>(spec.world_size), {},
-                     SpecFingerprint(spec)};
+  JobRuntime runtime{.plan = *plan,
+                     .record = state_.FindJob(spec.name),
+                     .ranks = std::vector<RankRuntime>(spec.world_size),
+                     .spec_fingerprint = SpecFingerprint(spec)};
   STOKER_CHECK(runtime.record != nullptr, "a job's runtime before its record: " + spec.name);
+  EraseJobRuntimeLocked(spec.name);
   return jobs_.insert_or_assign(spec.name, std::move(runtime)).first->second;
+}
+
+void CoordinatorImpl::EraseJobRuntimeLocked(const std::string& name) {
+  auto it = jobs_.find(name);
+  if (it == jobs_.end()) return;
+  quarantine_reports_ -= it->second.quarantine_reports;
+  jobs_.erase(it);
 }
 
 // ---- restart ---------------------------------------------------------------------------------------------------
@@ -45,9 +55,16 @@ void CoordinatorImpl::Restore(const Update& update) {
   MutexLock lock(mu_);
   state_.Apply(update);
   if (const auto* created = std::get_if<JobCreated>(&update)) {
+    // A job an older version accepted past today's limits (more than kMaxEpochs epochs) gets no runtime: it is
+    // forgotten once the journal is replayed (FinishRestore), rather than stopping the coordinator from starting.
+    if (auto plan = Plan::Make(created->spec, created->num_samples); !plan.ok()) {
+      STOKER_LOG(kError) << "job " << created->spec.name << " in the journal is refused now and will be forgotten: "
+                         << plan.status().ToString();
+      return;
+    }
     AddJobRuntimeLocked(created->spec, created->num_samples);
   } else if (const auto* removed = std::get_if<JobRemoved>(&update)) {
-    jobs_.erase(removed->job);
+    EraseJobRuntimeLocked(removed->job);
   } else if (const auto* joined = std::get_if<WorkerJoined>(&update)) {
     WorkerRuntime& w = workers_[joined->worker_id];
     w.data_endpoint = joined->data_endpoint;
@@ -64,6 +81,11 @@ void CoordinatorImpl::Restore(const Update& update) {
 void CoordinatorImpl::FinishRestore() {
   MutexLock lock(mu_);
   const TimePoint now = clock_.Now();
+  std::vector<std::string> refused;
+  for (const auto& [name, record] : state_.jobs()) {
+    if (jobs_.count(name) == 0) refused.push_back(name);
+  }
+  for (const std::string& name : refused) ApplyLocked(JobRemoved{name});
   for (auto& [name, job] : jobs_) {
     for (uint32_t rank = 0; rank < job.ranks.size(); ++rank) {
       RankRuntime& r = job.ranks[rank];
@@ -384,7 +406,7 @@ void CoordinatorImpl::ForgetIdleJobsLocked(TimePoint now) {
   for (const std::string& name : forget) {
     STOKER_LOG(kInfo) << "job " << name << " has had no client for " << ToSeconds(options_.job_retention)
                       << " s: forgotten (resuming it needs a checkpoint token)";
-    jobs_.erase(name);  // before its record goes: the runtime points into it
+    EraseJobRuntimeLocked(name);  // before its record goes: the runtime points into it
     ApplyLocked(JobRemoved{name});
     ++stats_.jobs_removed;
   }

@@ -31,6 +31,7 @@
 // Thread safety: all public methods may be called from any thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -62,12 +63,18 @@ struct CoordinatorOptions {
   Duration reconcile_window = Millis(1500);   // after a restart: time for workers to report held leases
   Duration job_retention = Millis(3600000);   // a job no client has held for this long is forgotten
   std::string manifest_root;                  // overrides the manifests' recorded dataset root
+  // Directories the manifests clients name must lie in, links and ".." resolved (--manifest-dirs). Empty: any
+  // regular file the coordinator can read.
+  std::vector<std::string> manifest_dirs;
   // What peers can make the coordinator hold, bounded by construction (a request past a cap is refused with
   // RESOURCE_EXHAUSTED and counted): at about 200 bytes per rank, the defaults keep the state under 60 MB.
   uint32_t max_jobs = 64;
   uint32_t max_ranks_per_job = 4096;
   uint32_t max_registered_workers = 1024;
   uint32_t max_window = 4096;  // a client's prefetch window, in batches
+  // Quarantine reports held over all jobs ((epoch, sample) pairs, each detail cut to 256 bytes):
+  // about 300 bytes each, 80 MB at the default. Past it reports are counted, not kept.
+  uint32_t max_quarantine_reports = 262144;
   // Batches one worker may hold leased and not yet sent, over all its streams. 0: enough for its threads to stay
   // busy and no more — max(2, 2 x threads / batch size, batches per unit) — so that work waits at the coordinator,
   // where any idle worker can take it, rather than queued behind a busy worker's other batches.
@@ -116,6 +123,11 @@ struct CoordinatorStats {
   uint64_t units_committed = 0;
   uint64_t lease_requests_parked = 0;
   uint64_t quarantined_samples = 0;  // distinct (epoch, sample) reports
+  // Quarantine reports not kept: from a worker that does not hold the unit's current lease (or is not registered
+  // under the caller's key), on a sample the unit does not hold, or past CoordinatorOptions::max_quarantine_reports.
+  uint64_t quarantine_refused_not_holder = 0;
+  uint64_t quarantine_refused_not_in_unit = 0;
+  uint64_t quarantine_refused_over_cap = 0;
   uint64_t leases_adopted = 0;       // after a restart: leases workers still held, kept
   uint64_t sessions_resumed = 0;     // a client's session continued (after a restart or a pause)
   uint64_t jobs_removed = 0;         // jobs forgotten after their retention without clients
@@ -212,6 +224,10 @@ class CoordinatorImpl {
     std::map<uint32_t, std::map<uint64_t, QuarantineReport>> quarantined;  // epoch -> sample -> report
     uint64_t spec_fingerprint = 0;
     std::optional<TimePoint> idle_since;  // since when no client has held any of its ranks
+    size_t quarantine_reports = 0;  // over all epochs
+    // Leases whose unit committed (every batch acked) before their worker's UnitDone arrived: (rank, unit) ->
+    // (worker, attempt), so the holder's quarantine report still counts. At most kMaxUnreportedCommits.
+    std::map<std::pair<uint32_t, uint64_t>, std::pair<std::string, uint64_t>> unreported_commits;
   };
   struct WorkerRuntime {
     std::string data_endpoint;
@@ -240,6 +256,7 @@ class CoordinatorImpl {
     uint64_t num_samples = 0;
   };
   StatusOr<ManifestFacts> ReadManifest(const JobSpec& requested) const STOKER_EXCLUDES(mu_);
+  bool UnderManifestDirs(const std::string& real_path) const;
   StatusOr<JobRuntime*> CreateJobLocked(const JobSpec& requested, const ManifestFacts& manifest)
       STOKER_REQUIRES(mu_);
   StatusOr<RegisterClientResponse> RegisterOnJobLocked(const RegisterClientRequest& request, JobRuntime& job,
@@ -254,6 +271,10 @@ class CoordinatorImpl {
   std::vector<uint64_t> ReceivedInUnitLocked(const JobRuntime& job, uint32_t rank, uint64_t unit) const
       STOKER_REQUIRES(mu_);
   bool CommitIfCompleteLocked(JobRuntime& job, uint32_t rank, uint64_t unit) STOKER_REQUIRES(mu_);
+  // Whether `request` comes from the worker that holds (or held, until its commit) the unit's current lease.
+  bool FromLeaseHolderLocked(JobRuntime& job, const UnitDoneRequest& request) STOKER_REQUIRES(mu_);
+  void KeepQuarantineLocked(JobRuntime& job, const UnitDoneRequest& request) STOKER_REQUIRES(mu_);
+  void EraseJobRuntimeLocked(const std::string& name) STOKER_REQUIRES(mu_);
   void ReleaseLocked(RankRuntime& r, uint64_t unit, uint64_t* counter) STOKER_REQUIRES(mu_);
   // Every change to a rank's active leases goes through these three, which keep unsent_by_worker_ true.
   void HoldLocked(RankRuntime& r, uint64_t unit, ActiveLease lease) STOKER_REQUIRES(mu_);
@@ -293,6 +314,9 @@ class CoordinatorImpl {
   const Clock& clock_;
   Env& env_;
   Journal* const journal_;
+  // Manifests refused (ReadManifest runs without mu_): a client can ask for bad paths as fast as it can send, so
+  // only the first few refusals, then each power of two, reach the log.
+  mutable std::atomic<uint64_t> manifests_refused_{0};
   mutable Mutex mu_;
   CoordinatorState state_ STOKER_GUARDED_BY(mu_);
   std::map<std::string, JobRuntime> jobs_ STOKER_GUARDED_BY(mu_);
@@ -305,6 +329,7 @@ class CoordinatorImpl {
   TimePoint reconcile_until_ STOKER_GUARDED_BY(mu_);
   std::vector<DeferredLeaseReply> deferred_ STOKER_GUARDED_BY(mu_);
   CoordinatorStats stats_ STOKER_GUARDED_BY(mu_);  // counters only
+  size_t quarantine_reports_ STOKER_GUARDED_BY(mu_) = 0;  // kept, over all jobs
   CapacityEstimator capacity_ STOKER_GUARDED_BY(mu_);
   TimePoint next_capacity_prune_ STOKER_GUARDED_BY(mu_);
 };

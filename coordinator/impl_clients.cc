@@ -21,17 +21,44 @@ std::string SecondsAgo(Duration d) {
 
 }  // namespace
 
+// Whether `path` (resolved) lies in one of the resolved `dirs`.
+bool CoordinatorImpl::UnderManifestDirs(const std::string& path) const {
+  for (const std::string& dir : options_.manifest_dirs) {
+    auto real = env_.RealPath(dir);
+    if (!real.ok()) continue;  // a directory that is not there holds nothing
+    const std::string prefix = real->back() == '/' ? *real : *real + "/";
+    if (path.compare(0, prefix.size(), prefix) == 0) return true;
+  }
+  return false;
+}
+
 // What a new job needs of its manifest, read without the mutex held: a manifest of millions of samples takes a
-// while to read and check, and every other request would wait behind it.
+// while to read and check, and every other request would wait behind it. A client names the path, so every
+// manifest the coordinator cannot use gets one answer, whatever the reason (missing, unreadable, not a regular
+// file, outside --manifest-dirs, not a manifest): what exists where, and what it holds, stays on the coordinator,
+// whose log says why.
 StatusOr<CoordinatorImpl::ManifestFacts> CoordinatorImpl::ReadManifest(const JobSpec& requested) const {
   STOKER_RETURN_IF_ERROR(requested.Validate());
-  auto manifest = Manifest::Open(env_, requested.manifest_path, options_.manifest_root);
-  if (!manifest.ok()) {
-    return Status(manifest.status().code() == StatusCode::kNotFound ? StatusCode::kFailedPrecondition
-                                                                     : manifest.status().code(),
-                  "job '" + requested.name + "': the coordinator cannot use the manifest: " +
-                      manifest.status().message());
+  auto refuse = [&](const Status& why) {
+    const uint64_t refused = ++manifests_refused_;
+    if (refused <= 16 || (refused & (refused - 1)) == 0) {
+      STOKER_LOG(kWarning) << "job " << requested.name << ": manifest refused: " << why.ToString() << " ("
+                           << refused << " refused so far; only the first 16 and then every power of two are logged)";
+    }
+    return FailedPreconditionError("job '" + requested.name + "': the coordinator cannot use manifest " +
+                                   requested.manifest_path + ": it is not a readable stoker manifest" +
+                                   (options_.manifest_dirs.empty() ? "" : " under the coordinator's --manifest-dirs") +
+                                   " (the coordinator's log says why)");
+  };
+  std::string path = requested.manifest_path;
+  if (!options_.manifest_dirs.empty()) {
+    auto real = env_.RealPath(path);
+    if (!real.ok()) return refuse(real.status());
+    if (!UnderManifestDirs(*real)) return refuse(InvalidArgumentError(*real + " is outside --manifest-dirs"));
+    path = *real;  // opened by the path that was checked
   }
+  auto manifest = Manifest::Open(env_, path, options_.manifest_root);
+  if (!manifest.ok()) return refuse(manifest.status());
   return ManifestFacts{(*manifest)->fingerprint(), (*manifest)->num_samples()};
 }
 

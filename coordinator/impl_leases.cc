@@ -5,8 +5,16 @@
 #include <algorithm>
 
 #include "base/logging.h"
+#include "wire/data_messages.h"
 
 namespace stoker::coordinator {
+namespace {
+
+constexpr size_t kMaxQuarantineDetailBytes = 256;
+constexpr size_t kMaxUnreportedCommits = 4096;  // per job
+
+}  // namespace
+
 
 std::vector<uint64_t> CoordinatorImpl::ReceivedInUnitLocked(const JobRuntime& job, uint32_t rank,
                                                             uint64_t unit) const {
@@ -25,6 +33,13 @@ std::vector<uint64_t> CoordinatorImpl::ReceivedInUnitLocked(const JobRuntime& jo
 bool CoordinatorImpl::CommitIfCompleteLocked(JobRuntime& job, uint32_t rank, uint64_t unit) {
   if (ReceivedInUnitLocked(job, rank, unit).size() != job.plan.Unit(unit).count) return false;
   RankRuntime& r = job.ranks[rank];
+  auto it = r.active.find(unit);
+  if (it != r.active.end() && !it->second.sent) {
+    // Acked before its worker's UnitDone arrived: remember the holder, whose quarantine report is still to come.
+    auto& unreported = job.unreported_commits;
+    if (unreported.size() >= kMaxUnreportedCommits) unreported.erase(unreported.begin());
+    unreported[{rank, unit}] = {it->second.worker_id, it->second.attempt};
+  }
   DropLocked(r, unit);
   r.pending.erase(unit);
   ++stats_.units_committed;
@@ -248,10 +263,56 @@ void CoordinatorImpl::ExpireParkedLocked(RankRuntime& r, TimePoint now) {
   }
 }
 
+bool CoordinatorImpl::FromLeaseHolderLocked(JobRuntime& job, const UnitDoneRequest& request) {
+  const RankRuntime& r = job.ranks[request.rank];
+  auto it = r.active.find(request.unit);
+  if (it != r.active.end()) return it->second.attempt == request.attempt && it->second.worker_id == request.worker_id;
+  auto done = job.unreported_commits.find({request.rank, request.unit});
+  if (done == job.unreported_commits.end()) return false;
+  return done->second == std::pair{request.worker_id, request.attempt};
+}
+
+// Quarantine reports describe the input, but only the worker holding the unit's lease (registered under the
+// caller's key) may make them, only on the samples of that unit, each (epoch, sample) is kept once, and at most
+// max_quarantine_reports over all jobs: an admitted worker key cannot grow the coordinator, nor spend the cap, by
+// reporting samples it was never given.
+void CoordinatorImpl::KeepQuarantineLocked(JobRuntime& job, const UnitDoneRequest& request) {
+  if (request.quarantined.empty()) return;
+  auto wit = workers_.find(request.worker_id);
+  if (wit == workers_.end() || !FromLeaseHolderLocked(job, request)) {
+    stats_.quarantine_refused_not_holder += request.quarantined.size();
+    return;
+  }
+  const uint32_t epoch = job.plan.Unit(request.unit).epoch;
+  for (const QuarantineReport& q : request.quarantined) {
+    if (!job.plan.UnitHolds(request.unit, request.rank, q.sample_id)) {
+      ++stats_.quarantine_refused_not_in_unit;  // a holder reports on its unit's samples, no others
+      continue;
+    }
+    auto& reports = job.quarantined[epoch];
+    if (reports.count(q.sample_id) != 0) continue;
+    if (quarantine_reports_ >= options_.max_quarantine_reports) {
+      if (stats_.quarantine_refused_over_cap++ == 0) {
+        STOKER_LOG(kWarning) << "quarantine reports past " << options_.max_quarantine_reports
+                             << " (--max-quarantine-reports): further ones are counted, not kept";
+      }
+      continue;
+    }
+    QuarantineReport kept{q.sample_id, q.reason.substr(0, kMaxQuarantineReasonBytes),
+                          q.detail.substr(0, kMaxQuarantineDetailBytes)};
+    STOKER_LOG(kWarning) << "job " << request.job << " epoch " << epoch << ": sample " << q.sample_id
+                         << " quarantined (" << kept.reason << "): " << kept.detail;
+    reports.emplace(q.sample_id, std::move(kept));
+    ++job.quarantine_reports;
+    ++quarantine_reports_;
+    ++stats_.quarantined_samples;
+  }
+}
+
 Status CoordinatorImpl::UnitDone(const UnitDoneRequest& request, const Caller& caller) {
   MutexLock lock(mu_);
-  // A report from a worker gone meanwhile still counts (its quarantine findings, a hand-back), but only from the
-  // identity it registered as; a report naming another worker's lease is refused below by the lease check.
+  // A hand-back from a worker gone meanwhile still counts, but only from the identity it registered as; a report
+  // naming another worker's lease is refused below by the lease check.
   auto wit = workers_.find(request.worker_id);
   if (wit != workers_.end() && wit->second.identity != caller.identity) {
     return PermissionDeniedError("worker " + request.worker_id + " is registered under another key");
@@ -262,16 +323,11 @@ Status CoordinatorImpl::UnitDone(const UnitDoneRequest& request, const Caller& c
     return InvalidArgumentError("unit " + std::to_string(request.unit) + " of rank " + std::to_string(request.rank) +
                                 " does not exist in job '" + request.job + "'");
   }
-  // Quarantine reports describe the input, which is the same whichever attempt read it: keep them all.
-  const uint32_t epoch = job->plan.Unit(request.unit).epoch;
-  for (const QuarantineReport& q : request.quarantined) {
-    if (q.sample_id >= job->plan.num_samples()) continue;
-    auto [it, inserted] = job->quarantined[epoch].emplace(q.sample_id, q);
-    if (inserted) {
-      ++stats_.quarantined_samples;
-      STOKER_LOG(kWarning) << "job " << request.job << " epoch " << epoch << ": sample " << q.sample_id
-                           << " quarantined (" << q.reason << "): " << q.detail;
-    }
+  KeepQuarantineLocked(*job, request);
+  auto unreported = job->unreported_commits.find({request.rank, request.unit});
+  if (unreported != job->unreported_commits.end() &&
+      unreported->second == std::pair{request.worker_id, request.attempt}) {
+    job->unreported_commits.erase(unreported);  // its holder's report is in: nothing more to wait for
   }
   RankRuntime& r = job->ranks[request.rank];
   auto it = r.active.find(request.unit);

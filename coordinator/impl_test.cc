@@ -215,17 +215,6 @@ TEST_F(CoordinatorImplTest, DrainingWorkerGetsNothingNewAndDeregisterReleasesIts
   EXPECT_EQ(taken[0].unit, g[0].unit);
 }
 
-TEST_F(CoordinatorImplTest, QuarantineReportsAreKeptPerEpochWhateverTheAttempt) {
-  Register("c-a", 0, 4);
-  AddWorker("w-1");
-  std::vector<LeaseGrant> g = Lease("w-1", 0, 1);
-  UnitDoneRequest done{"w-1", "job", 0, g[0].unit, g[0].attempt + 99, UnitOutcome::kSent, 1,
-                       {{17, "decode_error", "bad huffman"}}};
-  EXPECT_EQ(impl_->UnitDone(done).code(), StatusCode::kAborted);  // stale attempt ...
-  EXPECT_EQ(impl_->QuarantinedSamples("job", 0), (std::vector<uint64_t>{17}));  // ... but the report counts
-  EXPECT_EQ(impl_->Stats().quarantined_samples, 1u);
-}
-
 TEST_F(CoordinatorImplTest, AParkedRequestThatCannotBeServedDoesNotBlockOthers) {
   spec_.batches_per_unit = 2;
   spec_.world_size = 1;

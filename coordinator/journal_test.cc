@@ -29,6 +29,7 @@ class FullVolumeEnv final : public Env {
   int atomic_writes = 0;
 
   StatusOr<std::unique_ptr<RandomAccessFile>> OpenForRead(const std::string& p) override { return real_.OpenForRead(p); }
+  StatusOr<std::string> RealPath(const std::string& p) override { return real_.RealPath(p); }
   StatusOr<FileInfo> Stat(const std::string& p) override { return real_.Stat(p); }
   StatusOr<std::vector<std::string>> ListDirectory(const std::string& p) override { return real_.ListDirectory(p); }
   Status WriteFileAtomically(const std::string& p, const void* data, size_t size) override {

@@ -2,6 +2,7 @@
 //
 // Start-up order: flags, then the admin port (so probes answer "not ready" while a long journal replays), then the
 // journal's replay into the Impl, then the control socket; the endpoint file is written last.
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 
@@ -35,11 +36,22 @@ struct Config {
 };
 
 // The flags into a Config; Cancelled after --help.
+// "a,b,,c" -> {"a", "b", "c"}.
+std::vector<std::string> SplitCommas(const std::string& list) {
+  std::vector<std::string> out;
+  for (size_t begin = 0; begin < list.size();) {
+    const size_t comma = std::min(list.find(',', begin), list.size());
+    if (comma > begin) out.push_back(list.substr(begin, comma - begin));
+    begin = comma + 1;
+  }
+  return out;
+}
+
 StatusOr<Config> ParseFlags(int argc, char** argv) {
   Config c;
   std::string log_level = "info";
   std::string heartbeat = "250ms", lease_ttl = "1500ms", client_timeout = "10s", ack_timeout = "5s";
-  std::string reconcile = "1500ms", crash, retention = "1h";
+  std::string reconcile = "1500ms", crash, retention = "1h", manifest_dirs;
   FlagSet flags("stoker-coordinator [flags]",
                 "Plans each job's epochs (which samples every rank gets, in which batch) and leases the work to "
                 "workers; clients register ranks and acknowledge what they received.");
@@ -50,6 +62,9 @@ StatusOr<Config> ParseFlags(int argc, char** argv) {
   flags.AddString("client-timeout", &client_timeout, "a client silent for this long frees its rank");
   flags.AddString("ack-timeout", &ack_timeout, "a unit sent but not acknowledged for this long is re-leased");
   flags.AddString("manifest-root", &c.options.manifest_root, "dataset root to use instead of the manifests' own");
+  flags.AddString("manifest-dirs", &manifest_dirs,
+                  "comma-separated directories the manifests clients name must lie in (links and .. resolved); "
+                  "empty: any regular file the coordinator can read");
   flags.AddString("journal", &c.journal_path,
                   "journal file (on a persistent volume): jobs, commits and membership survive a restart. Empty: "
                   "nothing survives (a warning says so)");
@@ -69,18 +84,25 @@ StatusOr<Config> ParseFlags(int argc, char** argv) {
   flags.AddString("trust-file", &c.keys.trust_file,
                   "the public keys of the workers and clients allowed to connect (stoker keygen writes the lines); "
                   "or $STOKER_TRUST with the file's text");
+  flags.AddBool("allow-readable-key", &c.keys.allow_readable_key,
+                "use a key file that other users can read or write (refused otherwise; also "
+                "$STOKER_ALLOW_READABLE_KEY=1)");
   flags.AddBool("insecure", &c.keys.insecure,
                 "no CURVE: anyone who reaches the port is trusted and traffic is clear text (trusted networks only)");
   flags.AddUint32("max-jobs", &c.options.max_jobs, "jobs held at once (more are refused)");
   flags.AddUint32("max-ranks-per-job", &c.options.max_ranks_per_job, "ranks a job may have");
   flags.AddUint32("max-registered-workers", &c.options.max_registered_workers, "workers registered at once");
   flags.AddUint32("max-window", &c.options.max_window, "batches a client's prefetch window may hold");
+  flags.AddUint32("max-quarantine-reports", &c.options.max_quarantine_reports,
+                  "quarantine reports ((epoch, sample) pairs) kept over all jobs; more are counted, not kept");
   flags.AddUint32("worker-queue-batches", &c.options.worker_queue_batches,
                   "batches one worker may hold leased and unsent, over all its clients (0: max(2, 2 x threads / "
                   "batch size, batches per unit), enough to keep its threads busy; more queues work behind busy "
                   "workers while others idle)");
   flags.AddUint("max-cached-senders", &c.service.max_cached_senders,
                 "senders whose recent lease replies are kept for retries (least recently used go)");
+  flags.AddUint("max-cached-reply-bytes", &c.service.max_cached_reply_bytes,
+                "bytes of lease replies kept for retries over all senders (least recently used go)");
   flags.AddString("log-level", &log_level, "debug|info|warning|error");
   STOKER_RETURN_IF_ERROR(flags.Parse(argc, argv));
   const std::pair<const char*, std::pair<std::string*, Duration*>> durations[] = {
@@ -98,6 +120,7 @@ StatusOr<Config> ParseFlags(int argc, char** argv) {
     *target.second = Millis(*ms);
   }
   STOKER_ASSIGN_OR_RETURN(c.service.crash, CrashPoint::Parse(crash));
+  c.options.manifest_dirs = SplitCommas(manifest_dirs);
   if (!SetLogLevelFromString(log_level)) return InvalidArgumentError("--log-level: " + log_level);
   return c;
 }

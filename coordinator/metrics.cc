@@ -108,6 +108,14 @@ void CollectLeasing(const CoordinatorStats& s, uint32_t max_workers, MetricFamil
   Single(out, "stoker_coordinator_quarantined_samples_total",
          "Samples workers reported unreadable (distinct per epoch).", MetricType::Counter,
          static_cast<double>(s.quarantined_samples));
+  out.push_back(FamilyBuilder("stoker_coordinator_quarantine_reports_refused_total",
+                              "Quarantine reports not kept: not from the unit's lease holder, on a sample not in "
+                              "the unit, or past --max-quarantine-reports.",
+                              MetricType::Counter)
+                    .Add({{"reason", "not_lease_holder"}}, static_cast<double>(s.quarantine_refused_not_holder))
+                    .Add({{"reason", "not_in_unit"}}, static_cast<double>(s.quarantine_refused_not_in_unit))
+                    .Add({{"reason", "over_cap"}}, static_cast<double>(s.quarantine_refused_over_cap))
+                    .Build());
 }
 
 // Requests by method and status, their latency, rejected frames, transport errors, the journal.
@@ -136,6 +144,12 @@ void CollectService(const CoordinatorService& service, const Journal* journal, M
   Single(out, "stoker_coordinator_retries_answered_total",
          "Retried lease requests answered from the reply cache (not applied twice).", MetricType::Counter,
          static_cast<double>(stats.retries_answered_from_cache));
+  Single(out, "stoker_coordinator_reply_cache_bytes",
+         "Bytes of lease replies held for retries (at most --max-cached-reply-bytes).", MetricType::Gauge,
+         static_cast<double>(stats.reply_cache_bytes));
+  Single(out, "stoker_coordinator_reply_cache_evictions_total",
+         "Senders whose cached replies were dropped to stay under --max-cached-senders or --max-cached-reply-bytes.",
+         MetricType::Counter, static_cast<double>(stats.reply_cache_evictions));
   if (journal == nullptr) return;
   out.push_back(FamilyBuilder("stoker_coordinator_journal_append_seconds",
                               "One group commit of the journal: write and fdatasync.", MetricType::Histogram)

@@ -28,7 +28,12 @@ StatusOr<CrashPoint> CrashPoint::Parse(const std::string& text) {
 
 CoordinatorService::CoordinatorService(CoordinatorImpl& impl, Journal* journal, zmq::context_t& context,
                                        const ServiceOptions& options, const Clock& clock)
-    : impl_(impl), journal_(journal), options_(options), socket_(context, zmq::socket_type::router), clock_(clock) {
+    : impl_(impl),
+      journal_(journal),
+      options_(options),
+      socket_(context, zmq::socket_type::router),
+      reply_cache_({options.replies_cached_per_sender, options.max_cached_senders, options.max_cached_reply_bytes}),
+      clock_(clock) {
   SocketOptions socket_options;
   socket_options.max_message_bytes = options.max_message_bytes;
   socket_options.router_mandatory = true;   // a reply to a vanished peer fails loudly instead of vanishing
@@ -75,18 +80,10 @@ void CoordinatorService::Queue(const std::string& peer, const std::string& sende
 }
 
 void CoordinatorService::Remember(const std::string& sender, uint64_t request_id, const zmq::message_t& reply) {
-  if (reply_cache_.size() >= options_.max_cached_senders && reply_cache_.count(sender) == 0) {
-    // Full: the sender heard from least recently gives way (a worker that went away, most likely).
-    auto oldest = reply_cache_.begin();
-    for (auto it = reply_cache_.begin(); it != reply_cache_.end(); ++it) {
-      if (it->second.last_used < oldest->second.last_used) oldest = it;
-    }
-    reply_cache_.erase(oldest);
-  }
-  CachedReplies& cache = reply_cache_[sender];
-  cache.replies.emplace_back(request_id, reply.to_string());
-  if (cache.replies.size() > options_.replies_cached_per_sender) cache.replies.pop_front();
-  cache.last_used = clock_.Now();
+  reply_cache_.Remember(sender, request_id, reply.to_string(), clock_.Now());
+  MutexLock lock(stats_mu_);
+  stats_.reply_cache_bytes = reply_cache_.bytes();
+  stats_.reply_cache_evictions = reply_cache_.evictions();
 }
 
 void CoordinatorService::QueueDeferred() {
@@ -223,15 +220,11 @@ void CoordinatorService::HandleMessage(const std::string& peer, zmq::message_t& 
   if (std::holds_alternative<LeaseRequest>(decoded->body)) {
     // A retried lease request: answer with what the first one got, or wait for the parked one's answer.
     if (parked_.count({cache_key, decoded->request_id}) != 0) return;
-    auto cached = reply_cache_.find(cache_key);
-    if (cached != reply_cache_.end()) {
-      for (const auto& [id, reply] : cached->second.replies) {
-        if (id != decoded->request_id) continue;
-        outbox_.push_back({peer, cache_key, id, reply});
-        MutexLock lock(stats_mu_);
-        ++stats_.retries_answered_from_cache;
-        return;
-      }
+    if (const std::string* reply = reply_cache_.Find(cache_key, decoded->request_id, clock_.Now())) {
+      outbox_.push_back({peer, cache_key, decoded->request_id, *reply});
+      MutexLock lock(stats_mu_);
+      ++stats_.retries_answered_from_cache;
+      return;
     }
   }
   bool parked = false;
@@ -333,9 +326,9 @@ Status CoordinatorService::Run(const std::atomic<bool>& stop) {
     }
     if (now >= next_cache_sweep) {
       // Senders that went away (a restarted worker has a new id) leave their cached replies behind.
-      for (auto it = reply_cache_.begin(); it != reply_cache_.end();) {
-        it = now - it->second.last_used > std::chrono::minutes(1) ? reply_cache_.erase(it) : std::next(it);
-      }
+      reply_cache_.ForgetIdle(now, std::chrono::minutes(1));
+      MutexLock lock(stats_mu_);
+      stats_.reply_cache_bytes = reply_cache_.bytes();
       next_cache_sweep = now + std::chrono::minutes(1);
     }
     STOKER_RETURN_IF_ERROR(Flush());

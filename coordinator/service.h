@@ -9,9 +9,10 @@
 // stands still for leases and liveness, and the sync is retried with backoff; once it succeeds the held replies go
 // out and the Impl excuses the silence the outage caused. Failures are counted and the state is a metric.
 //
-// Retries are answered from a small per-sender cache of recent replies, so a request the coordinator already
-// applied (its reply was lost) is not applied twice. Only granted leases are cached, keyed by the sender's
-// authenticated identity and id, and the cache holds at most max_cached_senders senders.
+// Retries are answered from a small per-sender cache of recent replies (reply_cache.h), so a request the
+// coordinator already applied (its reply was lost) is not applied twice. Only granted leases are cached, keyed by
+// the sender's authenticated identity and id, and the cache holds at most max_cached_senders senders and
+// max_cached_reply_bytes bytes.
 //
 // With CURVE (the process's ZapHandler admits the keys), each request's Caller is the identity libzmq authenticated
 // for its connection; a key of one role cannot make another role's requests (PERMISSION_DENIED, counted).
@@ -21,7 +22,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -40,6 +40,7 @@
 #include "wire/transport_errors.h"
 #include "coordinator/impl.h"
 #include "coordinator/journal.h"
+#include "coordinator/reply_cache.h"
 
 namespace stoker::coordinator {
 
@@ -60,6 +61,7 @@ struct ServiceOptions {
   Duration tick = Millis(50);
   size_t replies_cached_per_sender = 8;
   size_t max_cached_senders = 4096;  // registered workers' reply caches held at once (least recently used go)
+  size_t max_cached_reply_bytes = size_t{64} << 20;  // all cached replies together (least recently used go)
   CrashPoint crash;
   // CURVE: the coordinator's key pair (empty: CURVE off, --insecure). The process's ZapHandler must be running.
   std::string curve_public_key;
@@ -70,6 +72,8 @@ struct ServiceStats {
   uint64_t requests = 0;
   uint64_t bad_frames = 0;                         // unparseable, wrong frame count, wrong protocol version
   uint64_t retries_answered_from_cache = 0;
+  uint64_t reply_cache_bytes = 0;       // held now
+  uint64_t reply_cache_evictions = 0;   // senders dropped to stay under the cache's caps
   uint64_t journal_syncs = 0;
   uint64_t journal_write_failures = 0;             // syncs that failed (each retry of an outage counts)
   bool journal_writable = true;                    // false during an outage
@@ -144,13 +148,9 @@ class CoordinatorService {
   ServiceOptions options_;
   zmq::socket_t socket_;
   std::vector<Outgoing> outbox_;
-  // Recent lease replies per sender (the one request whose retry must not be applied twice), oldest first.
-  struct CachedReplies {
-    std::deque<std::pair<uint64_t, std::string>> replies;
-    TimePoint last_used;
-  };
+  // Recent lease replies per sender (the one request whose retry must not be applied twice).
   void Remember(const std::string& sender, uint64_t request_id, const zmq::message_t& reply);
-  std::unordered_map<std::string, CachedReplies> reply_cache_;
+  ReplyCache reply_cache_;
   std::set<std::pair<std::string, uint64_t>> parked_;  // (sender, request id) of parked lease requests
   std::unordered_map<RequestHandle, Asker> askers_;    // parked lease requests by the handle the Impl knows
   RequestHandle next_handle_ = 1;

@@ -11,14 +11,6 @@
 namespace stoker {
 namespace {
 
-bool ValidJobName(const std::string& name) {
-  if (name.empty() || name.size() > 64) return false;
-  for (char c : name) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) return false;
-  }
-  return true;
-}
-
 template <typename T>
 void Compare(std::vector<std::string>& out, const char* field, const T& here, const T& registered) {
   if (here == registered) return;
@@ -29,12 +21,20 @@ void Compare(std::vector<std::string>& out, const char* field, const T& here, co
 
 }  // namespace
 
+bool IsValidJobName(std::string_view name) {
+  if (name.empty() || name.size() > kMaxJobNameBytes) return false;
+  for (char c : name) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) return false;
+  }
+  return true;
+}
+
 const char* RemainderName(Remainder r) { return r == Remainder::kDrop ? "drop" : "pad"; }
 const char* ResizeKernelName(ResizeKernel k) { return k == ResizeKernel::kPillow ? "pillow" : "opencv"; }
 const char* PipelineModeName(PipelineMode m) { return m == PipelineMode::kTrain ? "train" : "eval"; }
 
 Status JobSpec::Validate() const {
-  if (!ValidJobName(name)) {
+  if (!IsValidJobName(name)) {
     return InvalidArgumentError("job name '" + name + "' must be 1-64 characters of [A-Za-z0-9._-]");
   }
   if (manifest_path.empty()) return InvalidArgumentError("job '" + name + "': manifest path is empty");
@@ -43,6 +43,9 @@ Status JobSpec::Validate() const {
   if (world_size == 0) return InvalidArgumentError("job '" + name + "': world_size (ranks) must be at least 1");
   if (world_size > 65536) return InvalidArgumentError("job '" + name + "': world_size above 65536");
   if (epochs == 0) return InvalidArgumentError("job '" + name + "': epochs must be at least 1");
+  if (epochs > kMaxEpochs) {
+    return InvalidArgumentError("job '" + name + "': epochs above " + std::to_string(kMaxEpochs));
+  }
   if (batches_per_unit == 0 || batches_per_unit > 1024) {
     return InvalidArgumentError("job '" + name + "': batches_per_unit must be in [1, 1024]");
   }

@@ -27,6 +27,12 @@ TEST(JobSpec, ValidationNamesTheField) {
   s.name = "bad name!";
   expect_bad(s, "job name");
   s = Valid();
+  s.name = std::string(65, 'a');  // names key the coordinator's and workers' tables: at most 64 bytes
+  expect_bad(s, "job name");
+  s = Valid();
+  s.epochs = kMaxEpochs + 1;  // a 1,000,000-epoch job was accepted
+  expect_bad(s, "epochs above 100000");
+  s = Valid();
   s.batch_size = 0;
   expect_bad(s, "batch_size");
   s = Valid();
@@ -44,6 +50,10 @@ TEST(JobSpec, ValidationNamesTheField) {
   s.pipeline.output_height = 4096;
   expect_bad(s, "2 GiB");
   EXPECT_TRUE(Valid().Validate().ok());
+  s = Valid();
+  s.epochs = kMaxEpochs;
+  s.name = std::string(64, 'a');
+  EXPECT_TRUE(s.Validate().ok());
 }
 
 TEST(JobSpec, DifferencesDescribeEachField) {

@@ -25,6 +25,26 @@ uint64_t KeyedPermutation::Encrypt(uint64_t x) const {
   return (left << half_bits_) | right;
 }
 
+// Encrypt's rounds undone in reverse order: each round maps (left, right) to (right, left ^ F(right ^ key)).
+uint64_t KeyedPermutation::Decrypt(uint64_t x) const {
+  uint64_t left = x >> half_bits_;
+  uint64_t right = x & half_mask_;
+  for (int i = 3; i >= 0; --i) {
+    const uint64_t previous_left = right ^ (Mix64(left ^ round_keys_[i]) & half_mask_);
+    right = left;
+    left = previous_left;
+  }
+  return (left << half_bits_) | right;
+}
+
+uint64_t KeyedPermutation::Inverse(uint64_t value) const {
+  STOKER_CHECK(value < n_, "permutation value out of range");
+  // The cycle walk backwards: Decrypt until the value lands in [0, n), the way operator() walks forwards.
+  uint64_t x = Decrypt(value);
+  while (x >= n_) x = Decrypt(x);
+  return x;
+}
+
 uint64_t KeyedPermutation::operator()(uint64_t i) const {
   STOKER_CHECK(i < n_, "permutation index out of range");
   // Cycle walking: Encrypt is a bijection of [0, 2^bits); following it until the value lands in [0, n) gives a
@@ -114,6 +134,31 @@ void Plan::BatchSamples(uint32_t epoch, uint32_t rank, uint64_t batch, std::span
   KeyedPermutation perm = Permutation(epoch);
   uint64_t first = (batch * world_size_ + rank) * batch_size_;
   for (uint32_t slot = 0; slot < batch_size_; ++slot) out[slot] = AtPosition(perm, first + slot);
+}
+
+// A position p holds source sample p % num_samples (p itself below num_samples, a padding repeat above), so the
+// sample is in the unit when some p with p % N == source falls in one of the rank's batch slots of the unit. Either
+// walk the unit's batches, or the candidate positions source + k * N across the unit's span: whichever is fewer.
+bool Plan::UnitHolds(uint64_t global_unit, uint32_t rank, uint64_t sample_id) const {
+  if (sample_id >= num_samples_ || rank >= world_size_) return false;
+  const UnitRange unit = Unit(global_unit);
+  const uint64_t source = shuffle_ ? Permutation(unit.epoch).Inverse(sample_id) : sample_id;
+  const uint64_t n = num_samples_;
+  const uint64_t global = uint64_t{world_size_} * batch_size_;
+  const uint64_t begin = unit.first_batch * global, end = (unit.first_batch + unit.count) * global;
+  // The first position at or after `from` that holds `source`.
+  auto first_at_or_after = [&](uint64_t from) { return from + (source + n - from % n) % n; };
+  if ((end - begin) / n + 2 <= unit.count) {
+    for (uint64_t p = first_at_or_after(begin); p < end; p += n) {
+      if ((p % global) / batch_size_ == rank) return true;
+    }
+    return false;
+  }
+  for (uint64_t batch = unit.first_batch; batch < unit.first_batch + unit.count; ++batch) {
+    const uint64_t first = (batch * world_size_ + rank) * batch_size_;
+    if (first_at_or_after(first) < first + batch_size_) return true;
+  }
+  return false;
 }
 
 }  // namespace stoker

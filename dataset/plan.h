@@ -26,10 +26,13 @@ class KeyedPermutation {
  public:
   KeyedPermutation(uint64_t n, uint64_t key);
   uint64_t operator()(uint64_t i) const;
+  // The i with (*this)(i) == value. Requires value < size().
+  uint64_t Inverse(uint64_t value) const;
   uint64_t size() const { return n_; }
 
  private:
   uint64_t Encrypt(uint64_t x) const;
+  uint64_t Decrypt(uint64_t x) const;
   uint64_t n_;
   uint32_t half_bits_;
   uint64_t half_mask_;
@@ -81,6 +84,10 @@ class Plan {
   PlannedSample Sample(uint32_t epoch, uint32_t rank, uint64_t batch, uint32_t slot) const;
   // All samples of one batch, in slot order. out.size() must be batch_size.
   void BatchSamples(uint32_t epoch, uint32_t rank, uint64_t batch, std::span<PlannedSample> out) const;
+  // Whether `sample_id` is one of the samples (real or padding) rank `rank` gets in unit `global_unit`: what a
+  // worker holding that unit may report on. O(min(batches in the unit, unit positions / samples + 2)), no storage.
+  // Requires global_unit < total_units().
+  bool UnitHolds(uint64_t global_unit, uint32_t rank, uint64_t sample_id) const;
 
  private:
   Plan() = default;

@@ -136,6 +136,47 @@ TEST(Plan, RejectsEmptyDatasetAndTooFewSamplesToDrop) {
   EXPECT_NE(small.status().message().find("--remainder pad"), std::string::npos);
 }
 
+TEST(KeyedPermutation, InverseUndoesIt) {
+  for (uint64_t n : {1ull, 2ull, 3ull, 17ull, 4097ull, 12345ull}) {
+    KeyedPermutation perm(n, 7);
+    for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(perm.Inverse(perm(i)), i) << "n=" << n;
+  }
+}
+
+// UnitHolds answers exactly "is this sample among the unit's batch slots for this rank", checked against the
+// samples the plan lists, for every unit, rank and sample id, with padding that wraps the dataset more than once.
+TEST(Plan, UnitHoldsExactlyTheSamplesOfTheUnitsBatches) {
+  struct Case {
+    uint32_t ranks, batch, per_unit;
+    uint64_t n;
+    Remainder remainder;
+    bool shuffle;
+  };
+  for (const Case& c : {Case{1, 4, 2, 29, Remainder::kDrop, true}, Case{3, 4, 2, 101, Remainder::kPad, true},
+                        Case{2, 3, 1, 64, Remainder::kDrop, false}, Case{3, 4, 3, 5, Remainder::kPad, true},
+                        Case{2, 7, 4, 200, Remainder::kPad, false}}) {
+    JobSpec spec = Spec(c.ranks, c.batch, c.remainder, 2, c.per_unit);
+    spec.shuffle = c.shuffle;
+    auto plan = Plan::Make(spec, c.n);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    std::vector<PlannedSample> slots(c.batch);
+    for (uint64_t unit = 0; unit < plan->total_units(); ++unit) {
+      const Plan::UnitRange range = plan->Unit(unit);
+      for (uint32_t rank = 0; rank < c.ranks; ++rank) {
+        std::set<uint64_t> listed;
+        for (uint64_t b = range.first_batch; b < range.first_batch + range.count; ++b) {
+          plan->BatchSamples(range.epoch, rank, b, slots);
+          for (const PlannedSample& s : slots) listed.insert(s.sample_id);
+        }
+        for (uint64_t id = 0; id < c.n + 2; ++id) {
+          ASSERT_EQ(plan->UnitHolds(unit, rank, id), listed.count(id) != 0)
+              << "n=" << c.n << " unit " << unit << " rank " << rank << " sample " << id;
+        }
+      }
+    }
+  }
+}
+
 TEST(Plan, UnitsTileEveryEpochWithAShortLastUnit) {
   auto plan = Plan::Make(Spec(1, 1, Remainder::kDrop, 2, 4), 10);  // 10 steps, units of 4: 4+4+2
   ASSERT_TRUE(plan.ok());

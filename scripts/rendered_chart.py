@@ -40,7 +40,8 @@ def keyring_args(stoker, directory):
 
 def project_volume(docs, volume, directory):
     """Writes a Secret or ConfigMap volume's files into directory as the kubelet projects them (its items, or every
-    key), from the Secret or ConfigMap the chart rendered. ChartError for another source or a missing object."""
+    key, each with its item's mode or the volume's defaultMode, 0644 when neither is set), from the Secret or
+    ConfigMap the chart rendered. ChartError for another source or a missing object."""
     if "secret" in volume:
         kind, name, source = "Secret", volume["secret"]["secretName"], volume["secret"]
     elif "configMap" in volume:
@@ -56,9 +57,13 @@ def project_volume(docs, volume, directory):
     os.makedirs(directory, exist_ok=True)
     for item in items:
         path = os.path.join(directory, item["path"])
+        if os.path.lexists(path):
+            os.remove(path)  # projected again (a restarted pod): its read-only mode would refuse the write
         with open(path, "wb") as f:
             f.write(data[item["key"]])
-        os.chmod(path, 0o644 if kind == "ConfigMap" else 0o640)
+        # The chart's mode, not one chosen here: processes refuse a key file others can read, so a Secret mounted
+        # with the kubelet's default (0644) must fail the rehearsal as it would fail the pods.
+        os.chmod(path, item.get("mode", source.get("defaultMode", 0o644)))
     return directory
 
 

@@ -176,6 +176,13 @@ void WorkerImpl::JobLoaded(const std::string& name, StatusOr<std::shared_ptr<con
 void WorkerImpl::FailJob(const std::string& name, const Status& status) {
   STOKER_LOG(kWarning) << "job " << name << " unavailable on this worker: " << status.ToString();
   fetching_.erase(name);
+  if (failed_jobs_.size() >= kMaxFailedJobs && failed_jobs_.count(name) == 0) {
+    // Full: the entry nearest its retry gives way (it would have been tried again soonest anyway).
+    auto soonest = std::min_element(failed_jobs_.begin(), failed_jobs_.end(), [](const auto& a, const auto& b) {
+      return a.second.retry_at < b.second.retry_at;
+    });
+    failed_jobs_.erase(soonest);
+  }
   failed_jobs_[name] = {status, clock_.Now() + kFailedJobRetry};
   jobs_.erase(name);
   for (auto it = units_.begin(); it != units_.end();) {
@@ -196,6 +203,7 @@ void WorkerImpl::FailJob(const std::string& name, const Status& status) {
 // A job no client has asked this worker for in a while releases what it holds (the manifest mapping, open shards):
 // a long-running worker serves many jobs over its life.
 void WorkerImpl::ForgetIdleJobs(TimePoint now) {
+  std::erase_if(failed_jobs_, [now](const auto& entry) { return now >= entry.second.retry_at; });
   std::set<std::string> active;
   for (const auto& [key, stream] : streams_) active.insert(std::get<0>(key));
   for (const auto& [key, unit] : units_) active.insert(std::get<0>(key));
@@ -215,16 +223,40 @@ void WorkerImpl::ForgetIdleJobs(TimePoint now) {
 
 // ---- clients' streams ------------------------------------------------------------------------------------------
 
-void WorkerImpl::HandleCredit(const std::string& peer, const std::string& identity, const Credit& credit) {
+Status WorkerImpl::CheckCredit(const StreamKey& key, const Credit& credit) {
+  if (!IsValidJobName(credit.job) || credit.client_id.size() > 256) {
+    ++credit_refusals_.malformed;
+    return InvalidArgumentError("a credit's job name is 1-64 characters of [A-Za-z0-9._-], its client id at most "
+                                "256 bytes");
+  }
   auto failed = failed_jobs_.find(credit.job);
   if (failed != failed_jobs_.end()) {
     if (clock_.Now() < failed->second.retry_at) {
-      outbox_.errors.push_back({peer, DataError{credit.job, credit.rank, failed->second.status}});
-      return;
+      ++credit_refusals_.failed_job;
+      return failed->second.status;
     }
     failed_jobs_.erase(failed);
   }
+  if (credit.credits == 0 || streams_.count(key) != 0) return Status::Ok();
+  auto job = jobs_.find(credit.job);
+  if (job != jobs_.end() && credit.rank >= job->second->plan.world_size()) {
+    ++credit_refusals_.malformed;
+    return InvalidArgumentError("job '" + credit.job + "' has no rank " + std::to_string(credit.rank));
+  }
+  if (streams_.size() >= kMaxStreams ||
+      (job == jobs_.end() && fetching_.count(credit.job) == 0 && fetching_.size() >= kMaxJobFetches)) {
+    ++credit_refusals_.busy;
+    return UnavailableError("this worker holds as many streams or job fetches as it takes: try again");
+  }
+  return Status::Ok();
+}
+
+void WorkerImpl::HandleCredit(const std::string& peer, const std::string& identity, const Credit& credit) {
   StreamKey key{credit.job, credit.rank, credit.client_id, identity};
+  if (Status refused = CheckCredit(key, credit); !refused.ok()) {
+    outbox_.errors.push_back({peer, DataError{credit.job, credit.rank, refused}});
+    return;
+  }
   if (credit.credits == 0) {  // withdrawn: the client is leaving
     DropStream(key);
     return;

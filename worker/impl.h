@@ -50,6 +50,14 @@ struct UnitCounts {
   uint64_t undeliverable = 0;
 };
 
+// Credits refused before the worker keeps anything for them, by reason (the worker's errors_total).
+struct CreditRefusals {
+  uint64_t malformed = 0;   // a job name not of [A-Za-z0-9._-]{1,64}, a client id over 256 bytes, a rank the job
+                            // does not have
+  uint64_t failed_job = 0;  // a job that failed here recently: answered from failed_jobs_, no coordinator request
+  uint64_t busy = 0;        // kMaxJobFetches jobs already being fetched, or kMaxStreams streams held
+};
+
 class WorkerImpl {
  public:
   // What the Impl asks its adapter to do, in the order it asked.
@@ -73,7 +81,10 @@ class WorkerImpl {
   void HandleReply(const DecodedReply& reply);
   // `identity`: what the connection authenticated as (empty without CURVE). A stream belongs to its (job, rank,
   // client id, identity): a credit naming another session's client id from another key opens a stream of its own,
-  // which no lease is for, and never re-points the other session's.
+  // which no lease is for, and never re-points the other session's. What credits can make a worker hold is bounded:
+  // job names are validated, a job that failed to load is refused from failed_jobs_ (at most kMaxFailedJobs, each
+  // for kFailedJobRetry) without asking the coordinator again, at most kMaxJobFetches unknown jobs are fetched at
+  // once, and at most kMaxStreams streams are held; refusals are counted (credit_refusals()).
   void HandleCredit(const std::string& peer, const std::string& identity, const Credit& credit);
   void JobLoaded(const std::string& name, StatusOr<std::shared_ptr<const JobContext>> job);
   // A batch's last sample is done: where to send it, or nullopt if it must not leave (its unit was revoked, fenced,
@@ -106,6 +117,13 @@ class WorkerImpl {
   size_t units_held() const { return units_.size(); }
   size_t streams() const { return streams_.size(); }
   const UnitCounts& unit_counts() const { return unit_counts_; }
+  const CreditRefusals& credit_refusals() const { return credit_refusals_; }
+  size_t failed_jobs() const { return failed_jobs_.size(); }
+
+  static constexpr size_t kMaxFailedJobs = 256;
+  static constexpr size_t kMaxJobFetches = 8;
+  static constexpr size_t kMaxStreams = 16384;
+  static constexpr Duration kFailedJobRetry = Millis(5000);
   // Jobs, failed jobs, streams and units, as members of the object `j` is writing (the adapter's /state).
   void WriteState(JsonWriter& j) const;
 
@@ -146,6 +164,8 @@ class WorkerImpl {
   void JobReplied(const std::string& job, const DecodedReply& reply);
   void RequestExpired(RequestTracker::Pending& request);
 
+  // Why a credit must be refused before anything is kept for it; OK to take it.
+  Status CheckCredit(const StreamKey& key, const Credit& credit);
   void FetchJob(const std::string& name);
   void FailJob(const std::string& name, const Status& status);
   void ForgetIdleJobs(TimePoint now);
@@ -183,7 +203,6 @@ class WorkerImpl {
   Duration heartbeat_interval_ = Millis(250);
   TimePoint next_heartbeat_;
   static constexpr Duration kJobIdleRelease = Millis(60000);
-  static constexpr Duration kFailedJobRetry = Millis(5000);
 
   std::map<std::string, std::shared_ptr<const JobContext>> jobs_;
   std::map<std::string, TimePoint> job_last_active_;
@@ -193,6 +212,7 @@ class WorkerImpl {
   std::map<uint64_t, StreamKey> lease_requests_;  // lease request id -> the stream it spends credit of
   std::map<UnitKey, UnitWork> units_;
   UnitCounts unit_counts_;
+  CreditRefusals credit_refusals_;
   // Units handed back because storage could not serve a read (403, 404, a changed object, retries exhausted).
   static constexpr Duration kStorageHold = Millis(1000);
   uint64_t storage_hand_backs_ = 0;

@@ -418,5 +418,52 @@ TEST_F(WorkerImplTest, AnUnansweredUnitDoneIsSentAgain) {
   EXPECT_EQ(again[0].unit, 0u);
 }
 
+// Regression (issue 29): credits for unknown jobs cost a worker one coordinator round trip each and a failed_jobs
+// entry that never expired, and job names were not checked (a client key took a worker from 74 to 478 MB).
+TEST_F(WorkerImplTest, CreditsForUnknownJobsAreBoundedAndAnsweredLocallyOnceFailed) {
+  impl_->Register("tcp://w:1");
+  Reply(Take<RegisterWorkerRequest>(), RegisterWorkerResponse{250, 1500});
+  impl_->HandleCredit("peer-c", "", Credit{"bad name!", 0, "c-1", 2, 0});
+  impl_->HandleCredit("peer-c", "", Credit{std::string(65, 'j'), 0, "c-1", 2, 0});
+  impl_->HandleCredit("peer-c", "", Credit{"job", 0, std::string(257, 'c'), 2, 0});
+  EXPECT_EQ(impl_->credit_refusals().malformed, 3u);
+  for (int i = 0; i < 20; ++i) impl_->HandleCredit("peer-c", "", Credit{"j" + std::to_string(i), 0, "c-1", 2, 0});
+  Collect();
+  std::vector<RequestTracker::Pending> fetches;
+  for (const auto& r : outbox_.requests) {
+    if (std::holds_alternative<GetJobRequest>(r.body)) fetches.push_back(r);
+  }
+  EXPECT_EQ(fetches.size(), WorkerImpl::kMaxJobFetches);  // the others are refused, not fetched
+  EXPECT_EQ(impl_->credit_refusals().busy, 20 - WorkerImpl::kMaxJobFetches);
+  EXPECT_EQ(impl_->streams(), WorkerImpl::kMaxJobFetches);
+  for (const auto& fetch : fetches) Reply(fetch, std::monostate{}, NotFoundError("unknown job"));
+  outbox_.requests.clear();
+  EXPECT_EQ(impl_->failed_jobs(), WorkerImpl::kMaxJobFetches);
+  EXPECT_EQ(impl_->streams(), 0u);
+  for (int i = 0; i < 100; ++i) impl_->HandleCredit("peer-c", "", Credit{"j0", 0, "c-1", 2, 0});
+  EXPECT_EQ(Count<GetJobRequest>(), 0u) << "a known-failed job costs no coordinator request";
+  EXPECT_EQ(impl_->credit_refusals().failed_job, 100u);
+  clock_.Advance(WorkerImpl::kFailedJobRetry);
+  impl_->Tick();
+  EXPECT_EQ(impl_->failed_jobs(), 0u) << "failed jobs expire";
+}
+
+TEST_F(WorkerImplTest, FailedJobsAreCappedAndARankTheJobLacksIsRefused) {
+  impl_->Register("tcp://w:1");
+  Reply(Take<RegisterWorkerRequest>(), RegisterWorkerResponse{250, 1500});
+  for (size_t i = 0; i < WorkerImpl::kMaxFailedJobs + 50; ++i) {
+    impl_->HandleCredit("peer-c", "", Credit{"j" + std::to_string(i), 0, "c-1", 2, 0});
+    Reply(Take<GetJobRequest>(), std::monostate{}, NotFoundError("unknown job"));
+    clock_.Advance(Millis(1));
+  }
+  EXPECT_EQ(impl_->failed_jobs(), WorkerImpl::kMaxFailedJobs);
+  impl_->HandleCredit("peer-c", "", Credit{"job", 0, "c-1", 2, 0});
+  Reply(Take<GetJobRequest>(), spec_);
+  impl_->JobLoaded("job", Job(spec_));
+  impl_->HandleCredit("peer-c", "", Credit{"job", spec_.world_size, "c-1", 2, 0});  // no such rank
+  EXPECT_EQ(impl_->credit_refusals().malformed, 1u);
+  EXPECT_EQ(impl_->streams(), 1u);
+}
+
 }  // namespace
 }  // namespace stoker::worker

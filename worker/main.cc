@@ -83,6 +83,9 @@ StatusOr<Config> ParseFlags(int argc, char** argv) {
                   "this worker's CURVE key pair (stoker keygen --role worker); or $STOKER_KEY with the file's text");
   flags.AddString("trust-file", &keys.trust_file,
                   "public keys: the coordinator's, and the clients allowed on the data port; or $STOKER_TRUST");
+  flags.AddBool("allow-readable-key", &keys.allow_readable_key,
+                "use a key file that other users can read or write (refused otherwise; also "
+                "$STOKER_ALLOW_READABLE_KEY=1)");
   flags.AddBool("insecure", &keys.insecure,
                 "no CURVE: anyone who reaches the ports is trusted and traffic is clear text (trusted networks only)");
   flags.AddBool("plain-data", &o.plain_data,

@@ -25,6 +25,21 @@ void CollectReadAhead(const WorkerStats& s, MetricFamilies& out) {
         s.read_ahead_limit_bytes);
 }
 
+// Errors by reason: the quarantine vocabulary, plus frames and credits refused from clients. Common reasons
+// pre-created.
+void CollectErrors(const WorkerStats& s, MetricFamilies& out) {
+  std::map<std::string, uint64_t> errors = s.quarantine_reasons;
+  for (const char* reason : {"read_error", "decode_error", "decode_limit", "truncated"}) errors.try_emplace(reason, 0);
+  errors["bad_frame"] = s.bad_frames;
+  errors["credit_malformed"] = s.credits_malformed;
+  errors["credit_failed_job"] = s.credits_failed_job;
+  errors["credit_busy"] = s.credits_busy;
+  FamilyBuilder family("stoker_worker_errors_total",
+                       "Errors by reason (quarantined samples, bad frames, refused credits).", MetricType::Counter);
+  for (const auto& [reason, n] : errors) family.Add({{"reason", reason}}, static_cast<double>(n));
+  out.push_back(family.Build());
+}
+
 }  // namespace
 
 Collector WorkerCollector(const Worker& worker) {
@@ -64,14 +79,7 @@ Collector WorkerCollector(const Worker& worker) {
             "decoded again.",
             static_cast<double>(s.quarantined_remembered));
 
-    // Errors by reason: the quarantine vocabulary, plus frames refused from clients. Common reasons pre-created.
-    std::map<std::string, uint64_t> errors = s.quarantine_reasons;
-    for (const char* reason : {"read_error", "decode_error", "decode_limit", "truncated"}) errors.try_emplace(reason, 0);
-    errors["bad_frame"] = s.bad_frames;
-    FamilyBuilder error_family("stoker_worker_errors_total", "Errors by reason (quarantined samples, bad frames).",
-                               MetricType::Counter);
-    for (const auto& [reason, n] : errors) error_family.Add({{"reason", reason}}, static_cast<double>(n));
-    out.push_back(error_family.Build());
+    CollectErrors(s, out);
 
     FamilyBuilder units("stoker_worker_units_total", "Units this worker finished with, by outcome.",
                         MetricType::Counter);

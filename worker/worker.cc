@@ -398,6 +398,10 @@ class Worker::Adapter {
     stats_.units_fenced = units.fenced;
     stats_.units_abandoned = units.abandoned;
     stats_.units_undeliverable = units.undeliverable;
+    const CreditRefusals& refused = impl_.credit_refusals();
+    stats_.credits_malformed = refused.malformed;
+    stats_.credits_failed_job = refused.failed_job;
+    stats_.credits_busy = refused.busy;
     stats_.leases_held = impl_.units_held();
     stats_.streams = impl_.streams();
   }

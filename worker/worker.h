@@ -48,6 +48,10 @@ struct WorkerStats {
   uint64_t units_abandoned = 0;
   uint64_t units_undeliverable = 0;
   uint64_t bad_frames = 0;
+  // Credits refused before anything was kept for them (worker/impl.h, CreditRefusals).
+  uint64_t credits_malformed = 0;
+  uint64_t credits_failed_job = 0;
+  uint64_t credits_busy = 0;
   uint64_t leases_held = 0;
   double busy_seconds = 0;      // pipeline thread time spent on samples
   double read_seconds = 0;

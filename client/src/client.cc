@@ -154,7 +154,10 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options, 
   STOKER_RETURN_IF_ERROR(CheckOptions(options));
   STOKER_ASSIGN_OR_RETURN(std::optional<ResumePoint> resume, ResumePointOf(options));
   STOKER_ASSIGN_OR_RETURN(Security security,
-                          LoadSecurity(Role::kClient, {options.key_file, options.trust_file, options.insecure}));
+                          LoadSecurity(Role::kClient, {.key_file = options.key_file,
+                                                        .trust_file = options.trust_file,
+                                                        .insecure = options.insecure,
+                                                        .allow_readable_key = options.allow_readable_key}));
   const std::string gpu_uuid = client::GpuUuidForOrdinal(options.gpu);
   auto client = std::unique_ptr<Client>(new Client());
   client->rank_ = options.rank;

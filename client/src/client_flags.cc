@@ -17,6 +17,9 @@ void AddClientSecurityFlags(FlagSet& flags, ClientOptions* options) {
   flags.AddString("trust-file", &options->trust_file,
                   "public keys, the coordinator's among them; or $STOKER_TRUST_FILE / $STOKER_TRUST");
   flags.AddBool("insecure", &options->insecure, "no CURVE (only on a network you trust)");
+  flags.AddBool("allow-readable-key", &options->allow_readable_key,
+                "use a key file that other users can read or write (refused otherwise; also "
+                "$STOKER_ALLOW_READABLE_KEY=1)");
 }
 
 namespace {

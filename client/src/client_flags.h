@@ -18,8 +18,8 @@ class FlagSet;
 
 namespace stoker::client {
 
-// --key-file, --trust-file and --insecure for a program that makes a Client (`stoker consume`, the Loader's flags),
-// writing into `options`.
+// --key-file, --trust-file, --insecure and --allow-readable-key for a program that makes a Client (`stoker
+// consume`, the Loader's flags), writing into `options`.
 void AddClientSecurityFlags(FlagSet& flags, ClientOptions* options);
 
 // The Loader's options as flags: the client's (--coordinator, --rank, --prefetch, --credits, --client-id,

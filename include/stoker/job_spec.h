@@ -6,8 +6,10 @@
 // Thread safety: a value.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "stoker/status.h"
@@ -37,6 +39,13 @@ struct PipelineSpec {
   bool operator==(const PipelineSpec&) const = default;
 };
 
+// Limits Validate() enforces on what a peer may ask for. A job name is 1-64 characters of [A-Za-z0-9._-]: names
+// key the coordinator's and workers' tables, logs and metrics labels. Epochs are capped so a plan (and the state a
+// job can grow: quarantine reports, attempts) stays bounded.
+constexpr size_t kMaxJobNameBytes = 64;
+constexpr uint32_t kMaxEpochs = 100000;
+bool IsValidJobName(std::string_view name);
+
 struct JobSpec {
   std::string name;
   std::string manifest_path;
@@ -44,7 +53,7 @@ struct JobSpec {
   PipelineSpec pipeline;
   uint32_t batch_size = 256;
   uint32_t world_size = 1;
-  uint32_t epochs = 1;
+  uint32_t epochs = 1;  // 1..kMaxEpochs
   uint64_t seed = 0;
   bool shuffle = true;
   Remainder remainder = Remainder::kDrop;

@@ -4,6 +4,7 @@
 // attack must be refused (and counted where design section 4b says so) while the victim's training still receives
 // every planned sample exactly once.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -321,6 +322,71 @@ TEST_F(Hostile, NoPeerCanExhaustTheCoordinator) {
   EXPECT_EQ(Ask(worker, GetJobRequest{"w-0", "job0"}).code(), StatusCode::kOk) << "the coordinator still serves";
   const uint64_t rss_end = RssBytes(pid);
   EXPECT_LT(rss_end, rss_start + (64u << 20)) << "RSS grew from " << rss_start << " to " << rss_end;
+}
+
+// Admitted keys flooding what their role may send (issue 29): before, quarantine reports from an unregistered
+// worker id were stored (coordinator 10 -> 293 MB in 6 s), a 1,000,000-epoch job was accepted, a FIFO named as a
+// manifest froze the coordinator for 18 s, and credits for made-up jobs cost a worker a coordinator round trip and
+// an entry that never expired each (74 -> 478 MB). Each is now refused and counted, nothing is kept, and both
+// processes stay small, and a victim training through the floods (on the same coordinator and worker, its job
+// the target of the quarantine flood) still gets every sample exactly once.
+TEST_F(Hostile, AdmittedKeysCannotGrowTheCoordinatorOrAWorker) {
+  Keys keys = MakeKeysWithMallory(dir_);
+  ASSERT_NO_FATAL_FAILURE(Start(96, 32, /*workers=*/1));
+  const pid_t coordinator_pid = cluster_->coordinator().pid(), worker_pid = cluster_->worker(0).pid();
+  const uint64_t coordinator_rss = RssBytes(coordinator_pid), worker_rss = RssBytes(worker_pid);
+  const JobSpec victim_spec = SpecOver("victim", data_, 1, 8, 2);
+  auto victim = cluster_->StartConsumer("victim", victim_spec, 0, {"--hold-ms", "40"});
+  ASSERT_TRUE(victim.ok());
+  ASSERT_TRUE(tools::WaitForFile(cluster_->ConsumerLog(*victim), seconds(60), &cluster_->consumer(*victim)).ok())
+      << cluster_->ConsumerOutput(*victim);
+  zmq::context_t context;
+  const std::string ep = cluster_->coordinator_endpoint();
+  zmq::socket_t client = Dealer(context, ep, keys.mallory, keys.coordinator.public_z85);
+  zmq::socket_t worker = Dealer(context, ep, keys.worker, keys.coordinator.public_z85);
+  ASSERT_TRUE(Ask(client, RegisterClientRequest{"c-m", "job0", 0, SpecOver("job0", data_, 1, 4, 1), 4}).ok());
+
+  JobSpec forever = SpecOver("forever", data_, 1, 4, 1);
+  forever.epochs = 1000000;
+  EXPECT_EQ(Ask(client, RegisterClientRequest{"c-f", "forever", 0, forever, 4}).code(), StatusCode::kInvalidArgument);
+  ASSERT_EQ(::mkfifo(dir_.Join("fifo").c_str(), 0600), 0);
+  JobSpec piped = SpecOver("piped", data_, 1, 4, 1);
+  piped.manifest_path = dir_.Join("fifo");
+  const auto asked = std::chrono::steady_clock::now();
+  EXPECT_EQ(Ask(client, RegisterClientRequest{"c-p", "piped", 0, piped, 4}).code(), StatusCode::kFailedPrecondition);
+  EXPECT_LT(std::chrono::steady_clock::now() - asked, seconds(5)) << "the FIFO was waited on";
+
+  std::vector<QuarantineReport> reports;  // as many as a control frame's traversal limit lets one request carry
+  for (uint64_t i = 0; i < 1000; ++i) reports.push_back({i % 16, "decode_error", std::string(100, 'd')});
+  for (int i = 0; i < 200; ++i) {
+    Status s = Ask(worker, UnitDoneRequest{"ghost-" + std::to_string(i), "victim", 0, 0, 1, UnitOutcome::kSent, 1,
+                                           reports});
+    EXPECT_EQ(s.code(), StatusCode::kAborted) << s.ToString();
+  }
+  Status refused = WaitForMetric(cluster_->coordinator_metrics(),
+                                 "stoker_coordinator_quarantine_reports_refused_total{reason=\"not_lease_holder\"}",
+                                 200000, Millis(10000));
+  EXPECT_TRUE(refused.ok()) << refused.ToString();
+  EXPECT_EQ(cluster_->ReadLog("coordinator").find("quarantined ("), std::string::npos) << "a report was kept";
+
+  auto worker_state = HttpGet(cluster_->worker_metrics(0), "/state");
+  ASSERT_TRUE(worker_state.ok());
+  zmq::socket_t data = Dealer(context, cluster_->worker_endpoint(0), keys.mallory,
+                              JsonField(worker_state->body, "data_public_key"));
+  for (int i = 0; i < 5000; ++i) {
+    (void)data.send(EncodeCredit(Credit{"made-up-" + std::to_string(i), 0, "c-m", 64, 0}), zmq::send_flags::none);
+    (void)data.send(EncodeCredit(Credit{std::string(1000, '!'), 0, "c-m", 64, 0}), zmq::send_flags::none);
+  }
+  for (const char* reason : {"credit_malformed", "credit_busy"}) {
+    Status counted = WaitForMetric(cluster_->worker_metrics(0),
+                                   std::string("stoker_worker_errors_total{reason=\"") + reason + "\"}",
+                                   reason == std::string("credit_busy") ? 1 : 5000, Millis(20000));
+    EXPECT_TRUE(counted.ok()) << counted.ToString();
+  }
+  EXPECT_LT(RssBytes(coordinator_pid), coordinator_rss + (64u << 20));
+  EXPECT_LT(RssBytes(worker_pid), worker_rss + (64u << 20));
+
+  ExpectExactDelivery(*cluster_, victim_spec, data_, 1);
 }
 
 }  // namespace
