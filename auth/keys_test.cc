@@ -37,7 +37,7 @@ class KeyFileTest : public ::testing::Test {
   std::string trust_;
 };
 
-// Regression (issue 29): a 0644 key was accepted silently.
+// Regression: a 0644 key was accepted silently.
 TEST_F(KeyFileTest, AKeyOthersCanReadIsRefusedUnlessAllowed) {
   const std::string path = KeyFile(0644);
   auto refused = LoadSecurity(Role::kWorker, {.key_file = path, .trust_file = trust_});
@@ -82,7 +82,7 @@ TEST_F(KeyFileTest, AKeyThroughAPipeIsReadAndADeviceIsNeverReadWhole) {
       << insisted.status().ToString();
 }
 
-// Regression (issue 29): key text passed by mistake as --key-file was printed whole in the error.
+// Regression: key text passed by mistake as --key-file was printed whole in the error.
 TEST_F(KeyFileTest, KeyTextGivenAsAFileNameIsNeverEchoed) {
   for (const std::string& text : {FormatKeyPair(key_), key_.secret_z85}) {
     auto refused = LoadSecurity(Role::kWorker, {.key_file = text, .trust_file = trust_});

@@ -16,7 +16,7 @@
 namespace stoker {
 namespace {
 
-// Regression (issue 29): a FIFO given as a manifest path froze the coordinator's main loop until a writer came.
+// Regression: a FIFO given as a manifest path froze the coordinator's main loop until a writer came.
 TEST(PosixEnv, AFifoIsRefusedAtOnceNotWaitedOn) {
   testing::TempDir dir;
   const std::string fifo = dir.Join("fifo");

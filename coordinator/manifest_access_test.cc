@@ -27,7 +27,7 @@ class ManifestAccessTest : public CoordinatorImplTest {
   }
 };
 
-// Regression (issue 29): a client-chosen manifest path was an existence oracle (NotFound, PermissionDenied,
+// Regression: a client-chosen manifest path was an existence oracle (NotFound, PermissionDenied,
 // "not a stoker manifest" told apart), and a FIFO there froze the coordinator's main loop for 18 s.
 TEST_F(ManifestAccessTest, EveryUnusableManifestGetsTheSameAnswerAndAFifoIsNotWaitedOn) {
   ASSERT_EQ(::mkfifo(dir_.Join("fifo").c_str(), 0600), 0);
@@ -71,7 +71,7 @@ TEST_F(ManifestAccessTest, WithManifestDirsOnlyManifestsInsideThemAreOpened) {
   EXPECT_EQ(impl_->Stats().jobs, 1u);
 }
 
-// Regression (issue 29): a 1,000,000-epoch job was accepted.
+// Regression: a 1,000,000-epoch job was accepted.
 TEST_F(ManifestAccessTest, AJobSpecPastTheEpochOrNameLimitsIsRefused) {
   spec_.epochs = kMaxEpochs + 1;
   EXPECT_EQ(RegisterWith(dir_.Join("m.stoker")).code(), StatusCode::kInvalidArgument);

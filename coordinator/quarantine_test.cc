@@ -48,7 +48,7 @@ class QuarantineTest : public CoordinatorImplTest {
   uint64_t outside_ = 100;         // a sample of the dataset the unit does not hold
 };
 
-// Regression (issue 29): reports from an unregistered worker id were stored although the reply was ABORTED (a
+// Regression: reports from an unregistered worker id were stored although the reply was ABORTED (a
 // worker key grew the coordinator by 280 MB in 6 s). Only the holder of the unit's current lease is heard.
 TEST_F(QuarantineTest, ReportsCountOnlyFromTheLeaseHolderOncePerSample) {
   ASSERT_NO_FATAL_FAILURE(LeaseUnitZero());

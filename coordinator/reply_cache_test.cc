@@ -17,7 +17,7 @@ TEST(ReplyCache, FindsARetryOfItsOwnSenderOnly) {
   EXPECT_EQ(cache.Find("worker:a/w-1", 8, At(1)), nullptr);
 }
 
-// Regression (issue 29): the cache was capped by senders only; large lease replies under 4096 sender ids grew the
+// Regression: the cache was capped by senders only; large lease replies under 4096 sender ids grew the
 // coordinator from 128 to 370 MB in 55 s, with a bound of about 20 GiB. Bytes are capped too.
 TEST(ReplyCache, StaysUnderItsByteCapDroppingTheLeastRecentlyUsedSenders) {
   ReplyCache cache({.replies_per_sender = 8, .max_senders = 4096, .max_bytes = 10000});

@@ -418,7 +418,7 @@ TEST_F(WorkerImplTest, AnUnansweredUnitDoneIsSentAgain) {
   EXPECT_EQ(again[0].unit, 0u);
 }
 
-// Regression (issue 29): credits for unknown jobs cost a worker one coordinator round trip each and a failed_jobs
+// Regression: credits for unknown jobs cost a worker one coordinator round trip each and a failed_jobs
 // entry that never expired, and job names were not checked (a client key took a worker from 74 to 478 MB).
 TEST_F(WorkerImplTest, CreditsForUnknownJobsAreBoundedAndAnsweredLocallyOnceFailed) {
   impl_->Register("tcp://w:1");

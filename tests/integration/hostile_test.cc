@@ -324,7 +324,7 @@ TEST_F(Hostile, NoPeerCanExhaustTheCoordinator) {
   EXPECT_LT(rss_end, rss_start + (64u << 20)) << "RSS grew from " << rss_start << " to " << rss_end;
 }
 
-// Admitted keys flooding what their role may send (issue 29): before, quarantine reports from an unregistered
+// Admitted keys flooding what their role may send: before, quarantine reports from an unregistered
 // worker id were stored (coordinator 10 -> 293 MB in 6 s), a 1,000,000-epoch job was accepted, a FIFO named as a
 // manifest froze the coordinator for 18 s, and credits for made-up jobs cost a worker a coordinator round trip and
 // an entry that never expired each (74 -> 478 MB). Each is now refused and counted, nothing is kept, and both
