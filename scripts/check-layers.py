@@ -55,14 +55,14 @@ def main():
     parser.add_argument("--build-dir", default="build")
     args = parser.parse_args()
     top = pathlib.Path.cwd().resolve()
-    database = json.loads(pathlib.Path(args.build_dir, "compile_commands.json").read_text())
+    build = pathlib.Path(args.build_dir).resolve()
+    database = json.loads((build / "compile_commands.json").read_text())
     roots = collections.defaultdict(set)  # folder -> include roots of its library's translation units
     for entry in database:
         source = pathlib.Path(entry["file"]).resolve()
-        try:
-            relative = source.relative_to(top)
-        except ValueError:
-            continue  # generated code
+        if source.is_relative_to(build) or not source.is_relative_to(top):
+            continue  # generated code (the Cap'n Proto schemas' C++), wherever the build tree is
+        relative = source.relative_to(top)
         if is_test(relative) or relative.parts[0] in ("tests", "bench"):
             continue
         roots[relative.parts[0]].update(include_roots(entry))
