@@ -20,6 +20,7 @@
 #include "wire/frames.h"
 #include "coordinator/impl.h"
 #include "coordinator/service.h"
+#include "tests/support/sanitizers.h"
 #include "tests/support/temp_dir.h"
 
 namespace stoker {
@@ -296,13 +297,11 @@ TEST_F(ClientTest, PayloadFramesBelowTheMinimumAreRefused) {
 // from Connect, never an exception thrown out of it (before the fix, the coordinator socket's zmq::error_t escaped
 // Client::Connect). Every soft limit from "no descriptor left" upwards, until Connect succeeds.
 TEST_F(ClientTest, RunningOutOfFileDescriptorsIsAnErrorNotACrash) {
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
   // The sanitizers' own runtime needs descriptors (UBSan checks a vtable's memory through a pipe and, without one,
   // reports every virtual call as one on an invalid object).
-  GTEST_SKIP() << "a sanitizer's runtime cannot run out of descriptors";
-#endif
-#endif
+  if (testing::kAddressSanitizer || testing::kThreadSanitizer) {
+    GTEST_SKIP() << "a sanitizer's runtime cannot run out of descriptors";
+  }
   ClientOptions options = Options();
   options.connect_timeout = std::chrono::milliseconds(500);
   rlimit original{};

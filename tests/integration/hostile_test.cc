@@ -25,6 +25,7 @@
 #include "tests/support/fixtures.h"
 #include "tests/support/http_client.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/sanitizers.h"
 #include "tests/support/test_cluster.h"
 #include "tools/keyring.h"
 
@@ -104,17 +105,7 @@ uint64_t RssBytes(pid_t pid) {
 // What a flood may add to a process's resident memory: 64 MiB. Under AddressSanitizer freed memory waits in its
 // quarantine (256 MiB by default) before it is reused, so there the bound is that much looser; the main build's run
 // of these tests holds the 64 MiB.
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define STOKER_HOSTILE_TEST_ASAN 1  // clang's way of saying it; GCC defines __SANITIZE_ADDRESS__
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(STOKER_HOSTILE_TEST_ASAN)
-constexpr uint64_t kAsanQuarantine = 256u << 20;
-#else
-constexpr uint64_t kAsanQuarantine = 0;
-#endif
-constexpr uint64_t kMaxFloodRssGrowth = (64u << 20) + kAsanQuarantine;
+constexpr uint64_t kMaxFloodRssGrowth = (64u << 20) + kSanitizerHeldBytes;
 
 // The cluster's keyring with one more trusted client key, "client:mallory" (a tenant with a real key of its own),
 // and a stranger's client key that no trust file lists.
