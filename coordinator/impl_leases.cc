@@ -283,14 +283,20 @@ void CoordinatorImpl::KeepQuarantineLocked(JobRuntime& job, const UnitDoneReques
     stats_.quarantine_refused_not_holder += request.quarantined.size();
     return;
   }
-  const uint32_t epoch = job.plan.Unit(request.unit).epoch;
+  const Plan::UnitRange unit = job.plan.Unit(request.unit);
+  // More reports than the unit has samples cannot all be honest: refused whole, before any is looked up (each
+  // UnitHolds walks the unit), so one request cannot hold the lock for long.
+  if (request.quarantined.size() > uint64_t{unit.count} * job.plan.batch_size()) {
+    stats_.quarantine_refused_not_in_unit += request.quarantined.size();
+    return;
+  }
+  auto& reports = job.quarantined[unit.epoch];
   for (const QuarantineReport& q : request.quarantined) {
+    if (reports.count(q.sample_id) != 0) continue;  // kept already: no need to look it up again
     if (!job.plan.UnitHolds(request.unit, request.rank, q.sample_id)) {
       ++stats_.quarantine_refused_not_in_unit;  // a holder reports on its unit's samples, no others
       continue;
     }
-    auto& reports = job.quarantined[epoch];
-    if (reports.count(q.sample_id) != 0) continue;
     if (quarantine_reports_ >= options_.max_quarantine_reports) {
       if (stats_.quarantine_refused_over_cap++ == 0) {
         STOKER_LOG(kWarning) << "quarantine reports past " << options_.max_quarantine_reports
@@ -300,7 +306,7 @@ void CoordinatorImpl::KeepQuarantineLocked(JobRuntime& job, const UnitDoneReques
     }
     QuarantineReport kept{q.sample_id, q.reason.substr(0, kMaxQuarantineReasonBytes),
                           q.detail.substr(0, kMaxQuarantineDetailBytes)};
-    STOKER_LOG(kWarning) << "job " << request.job << " epoch " << epoch << ": sample " << q.sample_id
+    STOKER_LOG(kWarning) << "job " << request.job << " epoch " << unit.epoch << ": sample " << q.sample_id
                          << " quarantined (" << kept.reason << "): " << kept.detail;
     reports.emplace(q.sample_id, std::move(kept));
     ++job.quarantine_reports;

@@ -75,6 +75,18 @@ TEST_F(QuarantineTest, AHolderIsHeardOnlyOnItsUnitsSamples) {
   EXPECT_EQ(impl_->Stats().quarantine_refused_not_in_unit, 2u);
 }
 
+// More reports than the unit has samples are refused whole, before any is looked up: each lookup walks the unit
+// under the coordinator's lock. One report past the unit's samples is enough to refuse the request.
+TEST_F(QuarantineTest, MoreReportsThanTheUnitHasSamplesAreRefusedWhole) {
+  ASSERT_NO_FATAL_FAILURE(LeaseUnitZero());
+  std::vector<QuarantineReport> reports;
+  for (uint64_t sample : in_unit_) reports.push_back({sample, "r", "d"});
+  while (reports.size() <= in_unit_.size()) reports.push_back({in_unit_[0], "r", "d"});
+  EXPECT_TRUE(Report("w-1", grant_.attempt, reports).ok());
+  EXPECT_TRUE(impl_->QuarantinedSamples("job", 0).empty());
+  EXPECT_EQ(impl_->Stats().quarantine_refused_not_in_unit, reports.size());
+}
+
 // The client's ack may commit a unit before its worker's UnitDone arrives: the holder's report still counts.
 TEST_F(QuarantineTest, AReportAfterTheUnitCommittedCountsFromItsHolderOnly) {
   ASSERT_NO_FATAL_FAILURE(LeaseUnitZero());
