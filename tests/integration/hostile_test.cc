@@ -379,9 +379,12 @@ TEST_F(Hostile, AdmittedKeysCannotGrowTheCoordinatorOrAWorker) {
   ASSERT_TRUE(worker_state.ok());
   zmq::socket_t data = Dealer(context, cluster_->worker_endpoint(0), keys.mallory,
                               JsonField(worker_state->body, "data_public_key"));
-  for (int i = 0; i < 5000; ++i) {
-    (void)data.send(EncodeCredit(Credit{"made-up-" + std::to_string(i), 0, "c-m", 64, 0}), zmq::send_flags::none);
-    (void)data.send(EncodeCredit(Credit{std::string(1000, '!'), 0, "c-m", 64, 0}), zmq::send_flags::none);
+  for (int i = 0; i < 5000; ++i) {  // each send waits at most the socket's 2 s; one that times out ends the flood
+    if (!data.send(EncodeCredit(Credit{"made-up-" + std::to_string(i), 0, "c-m", 64, 0}), zmq::send_flags::none) ||
+        !data.send(EncodeCredit(Credit{std::string(1000, '!'), 0, "c-m", 64, 0}), zmq::send_flags::none)) {
+      ADD_FAILURE() << "the worker stopped taking credits after " << i;
+      break;
+    }
   }
   for (const char* reason : {"credit_malformed", "credit_busy"}) {
     Status counted = WaitForMetric(cluster_->worker_metrics(0),
