@@ -118,8 +118,10 @@ StatusOr<std::string> ReadKeyText(const std::string& path, bool allow_readable) 
   return text;
 }
 
-bool AllowReadableKeyFromEnv() {
-  const char* text = std::getenv("STOKER_ALLOW_READABLE_KEY");
+// Whether the environment variable `name` is set to true, in the spellings a boolean flag takes (1, true, yes,
+// on), so that a variable means the same to a process and to the library.
+bool EnvIsTrue(const char* name) {
+  const char* text = std::getenv(name);
   const std::string value = text == nullptr ? "" : text;
   return value == "1" || value == "true" || value == "yes" || value == "on";
 }
@@ -264,19 +266,14 @@ std::vector<TrustedKey> Security::Trusted(Role role) const {
 
 StatusOr<Security> LoadSecurity(Role role, const KeySources& sources) {
   Security security;
-  const char* insecure_env = std::getenv("STOKER_INSECURE");
-  const std::string insecure_text = insecure_env == nullptr ? "" : insecure_env;
-  // The same spellings a boolean flag takes, so STOKER_INSECURE means the same to a process and to the library.
-  const bool insecure_set = insecure_text == "1" || insecure_text == "true" || insecure_text == "yes" ||
-                            insecure_text == "on";
-  if (sources.insecure || insecure_set) {
+  if (sources.insecure || EnvIsTrue("STOKER_INSECURE")) {
     STOKER_LOG(kWarning) << "CURVE is off (--insecure): any peer that reaches this process's ports is trusted, and "
                             "traffic travels in clear text; use it only on a network you trust";
     security.insecure = true;
     return security;
   }
   STOKER_ASSIGN_OR_RETURN(auto key, Source(sources.key_file, "STOKER_KEY", "STOKER_KEY_FILE", "key",
-                                           sources.allow_readable_key || AllowReadableKeyFromEnv()));
+                                           sources.allow_readable_key || EnvIsTrue("STOKER_ALLOW_READABLE_KEY")));
   if (!key) {
     return FailedPreconditionError(std::string("no key for this ") + RoleName(role) +
                                    ": pass --key-file (make one with `stoker keygen --role " + RoleName(role) +

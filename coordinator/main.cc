@@ -35,7 +35,6 @@ struct Config {
   KeySources keys;
 };
 
-// The flags into a Config; Cancelled after --help.
 // "a,b,,c" -> {"a", "b", "c"}.
 std::vector<std::string> SplitCommas(const std::string& list) {
   std::vector<std::string> out;
@@ -47,6 +46,7 @@ std::vector<std::string> SplitCommas(const std::string& list) {
   return out;
 }
 
+// The flags into a Config; Cancelled after --help.
 StatusOr<Config> ParseFlags(int argc, char** argv) {
   Config c;
   std::string log_level = "info";
