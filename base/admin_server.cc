@@ -1,6 +1,8 @@
 // The admin HTTP server (admin_server.h): /metrics, /healthz, /readyz and /state of one process.
 #include "base/admin_server.h"
 
+#include <algorithm>
+
 #include "base/env.h"
 #include "base/logging.h"
 
@@ -27,8 +29,23 @@ StatusOr<std::unique_ptr<AdminServer>> AdminServer::Start(const std::string& lis
   };
   routes["/healthz"] = probe(handlers.live, "ok");
   routes["/readyz"] = probe(handlers.ready, "ready");
-  routes["/state"] = [state = handlers.state] {
-    return HttpResponse{200, "application/json", (state ? state() : std::string("{}")) + "\n"};
+  // One document a second at most, shared by every reader: a flood of /state requests neither rebuilds it (the
+  // handler takes the component's lock) nor holds a copy per slow reader. A document that takes long to build is
+  // reused for nine times as long as it took, so building never takes more than a tenth of the server's thread,
+  // however large the state grows or however slow the machine: probes are answered in between.
+  routes["/state"] = [state = handlers.state, document = std::shared_ptr<const std::string>(),
+                      fresh_until = TimePoint()]() mutable {
+    const TimePoint start = std::chrono::steady_clock::now();
+    if (!document || start >= fresh_until) {
+      std::string text = state ? state() : std::string("{}");
+      text += '\n';
+      document = std::make_shared<const std::string>(std::move(text));
+      const TimePoint end = std::chrono::steady_clock::now();
+      fresh_until = std::max(start + AdminServer::kStateReuse, end + 9 * (end - start));
+    }
+    HttpResponse response{200, "application/json", ""};
+    response.shared_body = document;
+    return response;
   };
   HttpServerOptions options;
   options.listen = listen;

@@ -5,7 +5,9 @@
 //             stuck otherwise — for a Kubernetes liveness probe
 //   /readyz   200 "ready" once the component can do its job (coordinator: journal replayed; worker: registered;
 //             client: connected), 503 with the reason before — for a readiness probe
-//   /state    a JSON dump of the component's current state, for people debugging
+//   /state    a JSON dump of the component's current state, for people debugging: built at most once per
+//             kStateReuse (a second), or per nine times as long as its last build took if that is longer, and
+//             shared by the readers of that time, so it is a second old or more
 //
 // Thread safety: handlers run on the server's thread; what they read must be safe to read from there.
 #pragma once
@@ -51,7 +53,10 @@ class AdminServer {
   static StatusOr<std::unique_ptr<AdminServer>> StartForFlags(const std::string& listen,
                                                               const std::string& address_file, const MetricsHub& hub,
                                                               AdminHandlers handlers);
+  static constexpr Duration kStateReuse = Millis(1000);
+
   uint16_t port() const { return http_->port(); }
+  HttpServerStats Stats() const { return http_->Stats(); }
   const std::string& address() const { return http_->address(); }
 
  private:

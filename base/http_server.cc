@@ -32,6 +32,15 @@ const char* Reason(int status) {
   }
 }
 
+// Closes with a reset: what the socket still holds for a peer that is not reading is dropped at once. A plain
+// close() leaves it queued in the kernel, probing the peer's closed window for minutes, up to a send buffer (4 MB)
+// per connection: a flood of /state readers that never read, each evicted, would pile up gigabytes of it.
+void CloseAbortively(int fd) {
+  linger abort_now{1, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort_now, sizeof(abort_now));
+  ::close(fd);
+}
+
 }  // namespace
 
 StatusOr<std::pair<std::string, uint16_t>> ParseHostPort(const std::string& text) {
@@ -57,12 +66,14 @@ StatusOr<std::pair<std::string, uint16_t>> ParseHostPort(const std::string& text
 struct HttpServer::Connection {
   int fd = -1;
   std::string in;
-  std::string out;
-  size_t sent = 0;
+  std::string out;                          // the response's head, and its body unless that is shared
+  std::shared_ptr<const std::string> body;  // a shared body (HttpResponse::shared_body), written after `out`
+  size_t sent = 0;                          // bytes of out, then body, written
+  size_t total() const { return out.size() + (body ? body->size() : 0); }
   bool responding = false;
   bool draining = false;  // response sent and write side shut: reading until the peer closes (or the deadline)
   TimePoint deadline;
-  uint64_t accepted = 0;  // order of acceptance: the oldest still-silent connection is the one evicted when full
+  uint64_t accepted = 0;  // order of acceptance: the oldest silent, else answering, connection is evicted when full
 };
 
 HttpServer::HttpServer(HttpServerOptions options, std::map<std::string, HttpHandler> routes)
@@ -98,7 +109,9 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions&
     return UnavailableError("cannot listen on " + options.listen + ": " + std::strerror(err));
   }
   socklen_t len = sizeof(addr);
-  if (::listen(server->listen_fd_, 64) != 0 ||
+  // The kernel's largest queue: a full one drops a probe's SYN, and its retry comes a second later (then 3, 7, ...
+  // seconds), past a kubelet probe's timeout. Queued connections cost the kernel little; Accept() takes them all.
+  if (::listen(server->listen_fd_, SOMAXCONN) != 0 ||
       ::getsockname(server->listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
     int err = errno;
     ::close(server->listen_fd_);
@@ -130,7 +143,9 @@ HttpServer::~HttpServer() {
   if (stop_fd_ >= 0) ::close(stop_fd_);
 }
 
-HttpServerStats HttpServer::Stats() const { return {responses_.load(), rejected_.load()}; }
+HttpServerStats HttpServer::Stats() const {
+  return {accepted_.load(), responses_.load(), rejected_.load(), evicted_answering_.load()};
+}
 
 void HttpServer::Serve() {
   std::map<int, Connection> connections;
@@ -154,10 +169,13 @@ void HttpServer::Serve() {
       break;
     }
     if (fds[0].revents & POLLIN) break;
+    // What poll() reported belongs to the connections polled: one accepted below may have been given the
+    // descriptor number of one it evicted, and must not be read or written on that one's readiness.
+    const uint64_t polled_through = accepted_.load();
     if (fds[1].revents & POLLIN) Accept(connections);
     for (size_t i = 2; i < fds.size(); ++i) {
       auto it = connections.find(fds[i].fd);
-      if (it == connections.end() || fds[i].revents == 0) continue;
+      if (it == connections.end() || fds[i].revents == 0 || it->second.accepted > polled_through) continue;
       Connection& c = it->second;
       if (c.draining) {
         char sink[4096];
@@ -168,21 +186,14 @@ void HttpServer::Serve() {
           ::close(c.fd);
           c.fd = -1;
         }
-      } else if (!c.responding) {
-        Read(c);
-      } else {
-        ssize_t n = ::send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
-        if (n > 0) {
-          c.sent += static_cast<size_t>(n);
-        } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
-          c.sent = c.out.size();  // the peer went away: nothing more to do for it
-        }
+        continue;
       }
+      ReadAndWrite(c);
     }
     now = std::chrono::steady_clock::now();
     for (auto it = connections.begin(); it != connections.end();) {
       Connection& c = it->second;
-      if (c.fd >= 0 && c.responding && !c.draining && c.sent >= c.out.size()) {
+      if (c.fd >= 0 && c.responding && !c.draining && c.sent >= c.total()) {
         // Sent. Closing now with unread request bytes would send a reset that can destroy the response in
         // flight (a 431's oversized head, pipelined requests): shut the write side and read until the peer closes.
         ::shutdown(c.fd, SHUT_WR);
@@ -193,7 +204,11 @@ void HttpServer::Serve() {
       bool late = now >= c.deadline;
       if (late && !c.draining) rejected_.fetch_add(1);
       if (closed || late) {
-        if (c.fd >= 0) ::close(c.fd);
+        if (c.fd >= 0 && c.responding) {
+          CloseAbortively(c.fd);  // late: the peer has not taken its response (or closed) in time
+        } else if (c.fd >= 0) {
+          ::close(c.fd);
+        }
         it = connections.erase(it);
       } else {
         ++it;
@@ -206,7 +221,7 @@ void HttpServer::Serve() {
 }
 
 void HttpServer::Accept(std::map<int, Connection>& connections) {
-  for (int i = 0; i < 64; ++i) {
+  for (int i = 0; i < 1024; ++i) {  // what is queued, up to a bound that keeps the others served in a flood
     int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
@@ -214,30 +229,50 @@ void HttpServer::Accept(std::map<int, Connection>& connections) {
       }
       return;  // EAGAIN, or a connection that vanished before we took it
     }
-    if (connections.size() >= options_.max_connections && !EvictOldestSilent(connections)) {
-      ::close(fd);  // every slot is answering a request: this one waits for the next accept
-      rejected_.fetch_add(1);
-      continue;
-    }
+    if (connections.size() >= options_.max_connections) EvictOldest(connections);
     Connection& c = connections[fd];
     c.fd = fd;
     c.deadline = std::chrono::steady_clock::now() + options_.io_timeout;
-    c.accepted = ++accepted_;
+    c.accepted = accepted_.fetch_add(1) + 1;
+    ReadAndWrite(c);  // a request already here (a probe's) is answered before the next accept can evict it
   }
 }
 
-// Full: the newest connection is the likeliest to be a probe or a scrape that sends its request at once, so the
-// oldest one that has not sent a whole request yet makes room. Connections held open and silent therefore cannot
-// lock the kubelet's probes out, however many of them an attacker opens.
-bool HttpServer::EvictOldestSilent(std::map<int, Connection>& connections) {
+// Reads the request if it is not whole yet; once answered, writes what the socket takes now.
+void HttpServer::ReadAndWrite(Connection& c) {
+  if (!c.responding) Read(c);
+  if (c.fd < 0 || !c.responding || c.sent >= c.total()) return;
+  const bool in_head = c.sent < c.out.size();
+  const char* from = in_head ? c.out.data() + c.sent : c.body->data() + (c.sent - c.out.size());
+  const size_t left = in_head ? c.out.size() - c.sent : c.total() - c.sent;
+  ssize_t n = ::send(c.fd, from, left, MSG_NOSIGNAL | (in_head && c.body ? MSG_MORE : 0));
+  if (n > 0) {
+    c.sent += static_cast<size_t>(n);
+  } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+    c.sent = c.total();  // the peer went away: nothing more to do for it
+  }
+}
+
+// Full: the newest connection is the likeliest to be a probe or a scrape that sends its request at once, so room is
+// made by the oldest connection that has not sent a whole request yet, else the oldest one answered and not closing,
+// else the oldest one still being answered (a reader that does not take its response). Connections held open,
+// silent or not reading, therefore cannot lock the kubelet's probes out, however many of them an attacker opens; a
+// probe's request is answered (its small response written whole) as soon as it is read.
+bool HttpServer::EvictOldest(std::map<int, Connection>& connections) {
+  auto rank = [](const Connection& c) { return !c.responding ? 0 : c.draining ? 1 : 2; };
   auto oldest = connections.end();
   for (auto it = connections.begin(); it != connections.end(); ++it) {
-    if (!it->second.responding && (oldest == connections.end() || it->second.accepted < oldest->second.accepted)) {
-      oldest = it;
-    }
+    const bool better = oldest == connections.end() || rank(it->second) < rank(oldest->second) ||
+                        (rank(it->second) == rank(oldest->second) && it->second.accepted < oldest->second.accepted);
+    if (better) oldest = it;
   }
   if (oldest == connections.end()) return false;
-  if (oldest->second.fd >= 0) ::close(oldest->second.fd);
+  if (oldest->second.responding && !oldest->second.draining) evicted_answering_.fetch_add(1);
+  if (oldest->second.fd >= 0 && oldest->second.responding) {
+    CloseAbortively(oldest->second.fd);
+  } else if (oldest->second.fd >= 0) {
+    ::close(oldest->second.fd);
+  }
   connections.erase(oldest);
   rejected_.fetch_add(1);
   return true;
@@ -313,12 +348,17 @@ void HttpServer::Answer(Connection& c) {
 }
 
 void HttpServer::Respond(Connection& c, const HttpResponse& response, bool head) {
+  const size_t length = response.shared_body ? response.shared_body->size() : response.body.size();
   c.out = "HTTP/1.1 " + std::to_string(response.status) + " " + Reason(response.status) + "\r\n";
   c.out += "Content-Type: " + response.content_type + "\r\n";
-  c.out += "Content-Length: " + std::to_string(response.body.size()) + "\r\n";
+  c.out += "Content-Length: " + std::to_string(length) + "\r\n";
   if (response.status == 405) c.out += "Allow: GET, HEAD\r\n";
   c.out += "Cache-Control: no-store\r\nConnection: close\r\n\r\n";
-  if (!head) c.out += response.body;
+  if (!head && response.shared_body) {
+    c.body = response.shared_body;
+  } else if (!head) {
+    c.out += response.body;
+  }
   c.responding = true;
   c.sent = 0;
   responses_.fetch_add(1);

@@ -3,11 +3,12 @@
 // stoker carries this instead: GET and HEAD, fixed routes, one response per connection.
 //
 // One thread serves every connection with poll(): a slow or idle client is cut off at its deadline and cannot
-// hold up a Prometheus scrape. Limits are firm: a request head over max_request_bytes gets 431, more than
-// max_connections at once evict the oldest connection that has not sent a whole request (so
-// idle connections held open cannot lock probes out), anything but GET/HEAD gets 405, a path without a route 404,
-// a request line that is not HTTP 400. Handlers run on the server thread, so they must be quick and thread-safe
-// with respect to the rest of the process.
+// hold up a Prometheus scrape. Limits are firm: a request head over max_request_bytes gets 431; more than
+// max_connections at once evict the oldest connection that has not sent a whole request, else the oldest one
+// answered and not closing, else the oldest one still being answered (so connections held open, silent or not
+// reading their responses, cannot lock the kubelet's probes out, whose requests are answered as soon as they are
+// read); anything but GET/HEAD gets 405, a path without a route 404, a request line that is not HTTP 400. Handlers
+// run on the server thread, so they must be quick and thread-safe with respect to the rest of the process.
 //
 //   auto server = HttpServer::Start({.listen = "0.0.0.0:9400"}, {{"/healthz", [] { return HttpResponse{}; }}});
 //   (*server)->port();   // the port bound (useful with port 0)
@@ -33,6 +34,9 @@ struct HttpResponse {
   int status = 200;
   std::string content_type = "text/plain; charset=utf-8";
   std::string body;
+  // When set, the body instead of `body`: one copy shared by every connection it is being written to, however slowly
+  // each reads (AdminServer's /state).
+  std::shared_ptr<const std::string> shared_body;
 };
 
 using HttpHandler = std::function<HttpResponse()>;
@@ -45,8 +49,10 @@ struct HttpServerOptions {
 };
 
 struct HttpServerStats {
+  uint64_t accepted = 0;   // connections taken from the listener
   uint64_t responses = 0;  // by any status
   uint64_t rejected = 0;   // 4xx answers, connections evicted or refused over the limit, timed out
+  uint64_t evicted_answering = 0;  // of those, connections evicted while their response was still being written
 };
 
 class HttpServer {
@@ -68,8 +74,9 @@ class HttpServer {
   struct Connection;
   void Serve();
   void Accept(std::map<int, Connection>& connections);
-  bool EvictOldestSilent(std::map<int, Connection>& connections);
+  bool EvictOldest(std::map<int, Connection>& connections);
   void Read(Connection& c);
+  void ReadAndWrite(Connection& c);
   void Respond(Connection& c, const HttpResponse& response, bool head);
   void Answer(Connection& c);
 
@@ -78,11 +85,12 @@ class HttpServer {
   int listen_fd_ = -1;
   int stop_fd_ = -1;
   TimePoint accept_paused_until_;  // serving thread only
-  uint64_t accepted_ = 0;          // serving thread only
   uint16_t port_ = 0;
   std::string address_;
+  std::atomic<uint64_t> accepted_{0};  // written by the serving thread only
   std::atomic<uint64_t> responses_{0};
   std::atomic<uint64_t> rejected_{0};
+  std::atomic<uint64_t> evicted_answering_{0};
   std::thread thread_;
 };
 

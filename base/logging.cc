@@ -45,6 +45,23 @@ void SetLogComponent(std::string_view component) {
 }
 
 namespace internal {
+std::string EscapeControlBytes(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[byte >> 4];
+      out += kHex[byte & 15];
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 LogMessage::~LogMessage() {
   auto now = std::chrono::system_clock::now();
   std::time_t seconds = std::chrono::system_clock::to_time_t(now);
@@ -63,7 +80,7 @@ LogMessage::~LogMessage() {
   int n = std::snprintf(prefix, sizeof(prefix), "%s.%03dZ %c %s] ", stamp, millis, LevelLetter(level_),
                         component.c_str());
   std::string line(prefix, n > 0 ? static_cast<size_t>(n) : 0);
-  line += stream_.str();
+  line += EscapeControlBytes(stream_.str());
   line += '\n';
   // One write(2) per line: atomic enough for lines shorter than PIPE_BUF, and never interleaved mid-line by us.
   ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());

@@ -1,5 +1,7 @@
 // Logging: one line per message to stderr, "2026-11-21T12:00:00.123Z I coordinator] text". Each line is written
-// with a single write so lines from different threads and processes do not interleave.
+// with a single write so lines from different threads and processes do not interleave. A message is one line
+// whatever it holds: control bytes (newlines, escape sequences: a peer's strings reach the log) are written as \xNN,
+// so no peer can forge a line or move the terminal's cursor.
 //
 // The level and the component name are process-wide settings (set once in main, from --log-level and
 // STOKER_LOG_LEVEL): logging is the one place stoker accepts process-wide state, like every logger does.
@@ -21,6 +23,9 @@ bool SetLogLevelFromString(std::string_view name);
 void SetLogComponent(std::string_view component);
 
 namespace internal {
+// `text` with every byte below 0x20 or 0x7f written as \xNN: what a log line holds.
+std::string EscapeControlBytes(std::string_view text);
+
 class LogMessage {
  public:
   explicit LogMessage(LogLevel level) : level_(level) {}
