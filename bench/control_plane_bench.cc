@@ -140,9 +140,10 @@ class Driver {
     lease_requests_[Send(ws_, LeaseRequest{sim_[i].worker, sim_[i].job->name, sim_[i].rank, 4, 0})] = i;
   }
 
-  // Up to 256 waiting replies on `s`, each counted: a failed one as an error, a good one handed to `take`.
-  template <typename Take>
-  void TakeReplies(zmq::socket_t& s, Take take) {
+  // Up to 256 waiting replies on `s`, each counted: a failed one as an error (handed to `fail` if it decoded), a
+  // good one handed to `take`.
+  template <typename Take, typename Fail>
+  void TakeReplies(zmq::socket_t& s, Take take, Fail fail) {
     for (int k = 0; k < 256; ++k) {
       zmq::message_t frame;
       if (!s.recv(frame, zmq::recv_flags::dontwait)) break;
@@ -150,6 +151,7 @@ class Driver {
       auto reply = DecodeReply(std::move(frame));
       if (!reply.ok() || !reply->status.ok()) {
         counters_.errors.fetch_add(1, std::memory_order_relaxed);
+        if (reply.ok()) fail(*reply);
         continue;
       }
       take(*reply);
@@ -158,21 +160,36 @@ class Driver {
 
   // Acks' replies: the membership version kept, as a real client does.
   void TakeClientReplies() {
-    TakeReplies(cs_, [this](const DecodedReply& reply) {
-      if (const auto* hb = std::get_if<ClientHeartbeatResponse>(&reply.body)) membership_ = hb->membership_version;
-    });
+    TakeReplies(
+        cs_,
+        [this](const DecodedReply& reply) {
+          if (const auto* hb = std::get_if<ClientHeartbeatResponse>(&reply.body)) membership_ = hb->membership_version;
+        },
+        [](const DecodedReply&) {});
   }
 
   void TakeWorkerReplies() {
-    TakeReplies(ws_, [this](const DecodedReply& reply) {
-      if (AckIfDue(reply.request_id)) return;
-      auto it = lease_requests_.find(reply.request_id);
-      if (it == lease_requests_.end()) return;  // another unit report's reply
-      const uint32_t index = it->second;
-      lease_requests_.erase(it);
-      if (const auto* lease = std::get_if<LeaseResponse>(&reply.body)) ReportUnits(index, *lease);
-      AskForLease(index);
-    });
+    TakeReplies(
+        ws_,
+        [this](const DecodedReply& reply) {
+          if (AckIfDue(reply.request_id)) return;
+          auto it = lease_requests_.find(reply.request_id);
+          if (it == lease_requests_.end()) return;  // another unit report's reply
+          const uint32_t index = it->second;
+          lease_requests_.erase(it);
+          if (const auto* lease = std::get_if<LeaseResponse>(&reply.body)) ReportUnits(index, *lease);
+          AskForLease(index);
+        },
+        [this](const DecodedReply& reply) {
+          // A simulated worker sends no heartbeats: on a busy machine one registered early can be past the lease
+          // TTL before its first lease request, and the coordinator has let it go. It registers again and goes on.
+          auto it = lease_requests_.find(reply.request_id);
+          if (it == lease_requests_.end()) return;
+          const uint32_t index = it->second;
+          lease_requests_.erase(it);
+          Send(ws_, RegisterWorkerRequest{sim_[index].worker, "tcp://simulated:1", 1, "bench", data_key_});
+          AskForLease(index);
+        });
   }
 
   // The last unit report of a lease reply answered: its client acks what it covered, as a real client acks only

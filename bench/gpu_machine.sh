@@ -11,7 +11,9 @@
 # Lightning example vs synthetic input, and a mid-epoch checkpoint resumed through Lightning's checkpointing), scale
 # (bench/scale_bench.py: ResNet-18 on one GPU fed by more worker cores than a node's share, then ResNet-50 with DDP
 # on every GPU; for the machines with 32 or more cores: SCALE_WORKERS 8,16,32,48 on 64; SCALE_WORKERS= or
-# SCALE_DDP_WORKERS= empty skips that part; SCALE_DDP_GPUS 2 runs DDP on two of the GPUs).
+# SCALE_DDP_WORKERS= empty skips that part; SCALE_DDP_GPUS 2 runs DDP on two of the GPUs), elastic
+# (bench/elastic_bench.py: ResNet-50 with DDP on N GPUs resumed on N - 1 and back on N, exact, against synthetic;
+# ELASTIC_WORKERS, ELASTIC_GPUS).
 # Results: $OUT/*.json, $OUT/gpu_machine.log.
 # LD_LIBRARY_PATH is set for our binaries only: PyTorch on that machine must keep its own libraries.
 set -uo pipefail
@@ -159,6 +161,12 @@ if want scale; then
     --workers "${SCALE_WORKERS-8,16,24,30}" --ddp-workers "${SCALE_DDP_WORKERS-12,16,20}" \
     --ddp-gpus "${SCALE_DDP_GPUS:-0}" --name "${SCALE_NAME:-scale}" --out "$OUT" 2>&1 \
     | grep -vE "^epoch [0-9]+ step"
+fi
+
+if want elastic; then
+  section "a DDP job resumed on one GPU fewer and back (ELASTIC_WORKERS workers), exact, against synthetic"
+  timeout 580 python3 "$BUNDLE/elastic_bench.py" --bundle "$BUNDLE" --peers "$BUNDLE/peers" --examples "$BUNDLE/examples" \
+    --workers "${ELASTIC_WORKERS:-16}" --gpus "${ELASTIC_GPUS:-0}" --out "$OUT" 2>&1 | grep -vE "^epoch [0-9]+ step"
 fi
 
 if want nccl; then

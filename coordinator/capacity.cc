@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace stoker::coordinator {
 namespace {
@@ -52,8 +53,8 @@ void CapacityEstimator::Prune(TimePoint now) {
   std::erase_if(clients_, [&](const auto& entry) { return stale(entry.second); });
 }
 
-CapacityAdvice CapacityEstimator::Advise(size_t workers, TimePoint now,
-                                         const std::set<std::string>& window_bound) const {
+CapacityAdvice CapacityEstimator::Advise(size_t workers, TimePoint now, const std::set<std::string>& window_bound,
+                                         const Caps& caps) const {
   CapacityAdvice advice;
   double capacity_sum = 0, busy_sum = 0, thread_seconds = 0;
   size_t capacity_n = 0;
@@ -83,14 +84,34 @@ CapacityAdvice CapacityEstimator::Advise(size_t workers, TimePoint now,
     o.rate += delivered / step;
     o.stall = std::max(o.stall, std::clamp(stall / step, 0.0, 1.0));
   }
-  bool waiting_with_idle_workers = false;
+  // Each capped team's jobs count for at most its cap.
+  auto team_of = [&](const std::string& job) {
+    auto t = caps.team_of.find(job);
+    return t == caps.team_of.end() ? std::string() : t->second;
+  };
+  auto cap_of = [&](const std::string& team) {
+    auto m = caps.max_workers.find(team);
+    return m == caps.max_workers.end() || advice.per_worker <= 0 ? std::numeric_limits<double>::infinity()
+                                                                  : m->second * advice.per_worker;
+  };
+  std::map<std::string, double> team_demand;
   for (const auto& [job, o] : observed) {
     JobInput& in = advice.jobs[job];
     in.stall = std::min(o.stall, 0.98);  // the consumer's own time: never below 2 % of its step time
     in.demand = o.rate / (1 - in.stall);
-    advice.demand = std::max(advice.demand, 0.0) + in.demand;
+    team_demand[team_of(job)] += in.demand;
+  }
+  for (const auto& [team, demand] : team_demand) {
+    advice.demand = std::max(advice.demand, 0.0) + std::min(demand, cap_of(team));
+  }
+  bool waiting_with_idle_workers = false;
+  for (const auto& [job, o] : observed) {
+    JobInput& in = advice.jobs[job];
     if (in.stall < kJobStalled) continue;
-    if (advice.worker_busy >= kPoolBusy) {
+    const std::string team = team_of(job);
+    if (team_demand[team] > cap_of(team)) {
+      in.bottleneck = "cap";
+    } else if (advice.worker_busy >= kPoolBusy) {
       in.bottleneck = "workers";
     } else {
       in.bottleneck = window_bound.count(job) != 0 ? "window" : "scheduling";

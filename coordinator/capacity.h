@@ -22,9 +22,12 @@
 //                absorb a slow batch (ResNet-50 DDP on 4 GPUs: demand / per worker named 41 workers, which fed
 //                0.966x of synthetic input; 44 fed 0.981x, and with the headroom it names 45-47; bench/RESULTS.md
 //                section 15).
-//   bottleneck (per job, when its stall is at least 3 %): "workers" when the pool is at least 85 % busy (add
-//                workers); else "window" when the job's ranks have no room left to lease into (raise the clients'
-//                prefetch window); else "scheduling" (workers idle while ranks wait with room to fill).
+//   caps       = a team capped at N workers (--team-max-workers) counts at most N x per worker of its jobs'
+//                demand: workers it may not use would idle.
+//   bottleneck (per job, when its stall is at least 3 %): "cap" when its team wants more than its cap (raise the
+//                cap, or accept it); else "workers" when the pool is at least 85 % busy (add workers); else
+//                "window" when the job's ranks have no room left to lease into (raise the clients' prefetch
+//                window); else "scheduling" (workers idle while ranks wait with room to fill).
 //
 // Rates come from each reporter's counters over its last 30 s, once they span at least 2 s. A reporter silent for
 // that long drops out. Until both figures exist the advice is the current worker count (no change).
@@ -47,7 +50,7 @@ namespace stoker::coordinator {
 struct JobInput {
   double demand = 0;          // samples/s its ranks would take
   double stall = 0;           // job stall, 0..0.98 (see the top of this file)
-  std::string bottleneck;     // empty (not waiting), "workers", "window" or "scheduling"
+  std::string bottleneck;     // empty (not waiting), "cap", "workers", "window" or "scheduling"
 };
 
 struct CapacityAdvice {
@@ -75,7 +78,13 @@ class CapacityEstimator {
   void Prune(TimePoint now);
 
   // `window_bound`: the jobs none of whose waiting ranks had room left in their window (the Impl knows).
-  CapacityAdvice Advise(size_t workers, TimePoint now, const std::set<std::string>& window_bound = {}) const;
+  // `caps`: the teams capped (team -> at most this many workers) and each job's team (job -> team).
+  struct Caps {
+    std::map<std::string, uint32_t> max_workers;
+    std::map<std::string, std::string> team_of;
+  };
+  CapacityAdvice Advise(size_t workers, TimePoint now, const std::set<std::string>& window_bound = {},
+                        const Caps& caps = {}) const;
 
  private:
   struct Sample {

@@ -71,6 +71,22 @@ TEST_F(CapacityTest, ABusyPoolIsTheWorkersBottleneck) {
   EXPECT_EQ(advice.recommended, 4u);  // 1,250 x 1.1 / 400, rounded up
 }
 
+// A team capped at N workers counts for at most N workers' worth of demand, and its stalled job names the cap: more
+// workers would only idle beside it.
+TEST_F(CapacityTest, ACappedTeamAsksForNoMoreThanItsCapAndNamesIt) {
+  Run(10, 4, 400, 0.95, 2, 500, 0.2);  // the job would take 1,250/s: 4 workers with the headroom
+  const CapacityEstimator::Caps caps{{{"research", 2}}, {{"job", "research"}}};
+  auto advice = estimator_.Advise(4, clock_.Now(), {}, caps);
+  EXPECT_NEAR(advice.jobs["job"].demand, 1250, 20) << "what its clients would take, as before";
+  EXPECT_NEAR(advice.demand, 800, 15) << "but only its 2 workers' worth counts";
+  EXPECT_EQ(advice.recommended, 3u);  // 800 x 1.1 / 400, rounded up
+  EXPECT_EQ(advice.jobs["job"].bottleneck, "cap");
+  // A cap it does not reach changes nothing.
+  auto loose = estimator_.Advise(4, clock_.Now(), {}, {{{"research", 8}}, {{"job", "research"}}});
+  EXPECT_NEAR(loose.demand, 1250, 20);
+  EXPECT_EQ(loose.jobs["job"].bottleneck, "workers");
+}
+
 TEST_F(CapacityTest, AJobThatDoesNotWaitHasNoBottleneck) {
   Run(10, 4, 400, 0.3, 4, 100, 0.005);
   auto advice = estimator_.Advise(4, clock_.Now());

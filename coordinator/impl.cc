@@ -12,7 +12,7 @@
 namespace stoker::coordinator {
 
 CoordinatorImpl::CoordinatorImpl(const CoordinatorOptions& options, const Clock& clock, Env& env, Journal* journal)
-    : options_(options), clock_(clock), env_(env), journal_(journal) {}
+    : options_(options), clock_(clock), env_(env), journal_(journal), shares_(options.teams) {}
 
 void CoordinatorImpl::ApplyLocked(const Update& update) {
   state_.Apply(update);
@@ -21,8 +21,10 @@ void CoordinatorImpl::ApplyLocked(const Update& update) {
 
 CoordinatorImpl::RankView CoordinatorImpl::ViewLocked(const JobRuntime& job, uint32_t rank) const {
   const RankRecord& r = job.record->ranks[rank];
-  const uint64_t received = std::min(r.received, job.plan.total_batches());
-  return RankView{r.client_id, r.holder, r.window, received, std::min(r.consumed, received)};
+  // A plan with an origin delivers nothing before its start: a rank that never had a session begins there.
+  const uint64_t start = job.plan.StartBatch();
+  const uint64_t received = std::clamp(r.received, start, job.plan.total_batches());
+  return RankView{r.client_id, r.holder, r.window, received, std::clamp(r.consumed, start, received)};
 }
 
 CoordinatorImpl::JobRuntime* CoordinatorImpl::FindJobLocked(const std::string& name) {
@@ -46,6 +48,13 @@ void CoordinatorImpl::EraseJobRuntimeLocked(const std::string& name) {
   auto it = jobs_.find(name);
   if (it == jobs_.end()) return;
   quarantine_reports_ -= it->second.quarantine_reports;
+  shares_.Forget(name);  // a job re-planned for another shape starts level with the others again
+  // Nothing of it may outlive it: its parked requests are answered, and its leases leave the workers' and its
+  // team's counts of unsent batches.
+  for (RankRuntime& r : it->second.ranks) {
+    AnswerParkedEmptyLocked(r, false);
+    while (!r.active.empty()) DropLocked(r, r.active.begin()->first);
+  }
   jobs_.erase(it);
 }
 
@@ -63,10 +72,20 @@ void CoordinatorImpl::Restore(const Update& update) {
       return;
     }
     AddJobRuntimeLocked(created->spec, created->num_samples);
+  } else if (const auto* reshaped = std::get_if<JobReshaped>(&update)) {
+    if (jobs_.count(reshaped->spec.name) == 0) return;  // refused when it was created: forgotten anyway
+    if (auto plan = Plan::Make(reshaped->spec, state_.FindJob(reshaped->spec.name)->num_samples); !plan.ok()) {
+      STOKER_LOG(kError) << "job " << reshaped->spec.name << "'s shape change in the journal is refused now and "
+                         << "the job will be forgotten: " << plan.status().ToString();
+      EraseJobRuntimeLocked(reshaped->spec.name);
+      return;
+    }
+    AddJobRuntimeLocked(reshaped->spec, state_.FindJob(reshaped->spec.name)->num_samples);
   } else if (const auto* removed = std::get_if<JobRemoved>(&update)) {
     EraseJobRuntimeLocked(removed->job);
   } else if (const auto* joined = std::get_if<WorkerJoined>(&update)) {
     WorkerRuntime& w = workers_[joined->worker_id];
+    if (w.joined == 0) w.joined = ++workers_joined_;
     w.data_endpoint = joined->data_endpoint;
     w.threads = joined->threads;
     w.last_heard = clock_.Now();
@@ -128,7 +147,7 @@ void CoordinatorImpl::EndReconcileLocked() {
   stats_.releases.not_adopted += redo;
   STOKER_LOG(kInfo) << "reconciled: " << stats_.leases_adopted << " leases adopted, " << redo
                     << " units to redo; leasing resumes";
-  for (auto& [name, job] : jobs_) ServeJobLocked(name, job);
+  ServeAllJobsLocked();
 }
 
 bool CoordinatorImpl::reconciling() const {
@@ -188,6 +207,7 @@ StatusOr<RegisterWorkerResponse> CoordinatorImpl::RegisterWorker(const RegisterW
   STOKER_RETURN_IF_ERROR(CheckNewWorkerLocked(request, caller));
   auto [it, inserted] = workers_.try_emplace(request.worker_id);
   WorkerRuntime& w = it->second;
+  if (w.joined == 0) w.joined = ++workers_joined_;
   const uint32_t threads = std::max<uint32_t>(1, request.threads);
   if (inserted || w.data_endpoint != request.data_endpoint || w.threads != threads ||
       w.data_public_key != request.data_public_key || w.data_plain != request.data_plain) {
@@ -270,12 +290,14 @@ bool CoordinatorImpl::AdoptLocked(const LeaseRef& ref, const std::string& worker
     return false;
   }
   RankRuntime& r = job->ranks[ref.rank];
-  if (r.active.count(ref.unit) != 0 || ref.attempt >= r.next_attempt ||
+  // An attempt below the job's floor was leased for the shape it had before a checkpoint re-planned it.
+  if (r.active.count(ref.unit) != 0 || ref.attempt >= r.next_attempt || ref.attempt < job->record->attempts_floor ||
       job->plan.UnitEnd(ref.unit) <= ViewLocked(*job, ref.rank).received) {
     return false;
   }
   HoldLocked(r, ref.unit,
-             ActiveLease{ref.attempt, worker_id, now + options_.lease_ttl, false, {}, job->plan.Unit(ref.unit).count});
+             ActiveLease{ref.attempt, worker_id, now + options_.lease_ttl, false, {}, job->plan.Unit(ref.unit).count,
+                         JobTeamLocked(*job)});
   r.pending.erase(ref.unit);
   ++stats_.leases_adopted;
   return true;
@@ -284,6 +306,7 @@ bool CoordinatorImpl::AdoptLocked(const LeaseRef& ref, const std::string& worker
 void CoordinatorImpl::RemoveWorkerLocked(const std::string& worker_id, uint64_t* counter) {
   // Forget the worker first, so the parked requests served below can never be its own.
   workers_.erase(worker_id);
+  parked_at_.erase(worker_id);
   capacity_.ForgetWorker(worker_id);
   ++membership_version_;
   ApplyLocked(WorkerLeft{worker_id});
@@ -297,13 +320,25 @@ void CoordinatorImpl::RemoveWorkerLocked(const std::string& worker_id, uint64_t*
       }
       for (uint64_t unit : lost) ReleaseLocked(r, unit, counter);
     }
-    ServeJobLocked(name, job);
   }
+  ServeAllJobsLocked();
 }
 
+// A client connects to the first ClientOptions::max_workers workers of this list. Workers that have delivered come
+// first, then the rest in the order they joined: a key holder registering many made-up workers (whatever their ids)
+// cannot push the working ones off the end of a client's list.
 std::vector<WorkerInfo> CoordinatorImpl::WorkerListLocked(const std::string& client_identity) const {
+  std::vector<const std::pair<const std::string, WorkerRuntime>*> order;
+  order.reserve(workers_.size());
+  for (const auto& entry : workers_) order.push_back(&entry);
+  std::sort(order.begin(), order.end(), [](const auto* a, const auto* b) {
+    if (a->second.delivered != b->second.delivered) return a->second.delivered;
+    return a->second.joined < b->second.joined;
+  });
   std::vector<WorkerInfo> list;
-  for (const auto& [id, w] : workers_) {
+  for (const auto* entry : order) {
+    const std::string& id = entry->first;
+    const WorkerRuntime& w = entry->second;
     std::string ticket;
     if (w.data_plain && !options_.data_ticket_master.empty() && !client_identity.empty()) {
       ticket = DataTicket(WorkerTicketKey(options_.data_ticket_master, id), client_identity);
@@ -356,6 +391,13 @@ void CoordinatorImpl::Tick() {
   if (now >= next_capacity_prune_) {
     capacity_.Prune(now);
     next_capacity_prune_ = now + Millis(5000);
+  }
+  if (now >= next_rate_refresh_) {
+    PruneParkedIndexLocked();
+    const bool capped = std::any_of(options_.teams.begin(), options_.teams.end(),
+                                    [](const auto& team) { return team.second.max_workers > 0; });
+    if (capped) per_worker_rate_ = capacity_.Advise(workers_.size(), now).per_worker;  // a worker's worth
+    next_rate_refresh_ = now + Millis(1000);
   }
   ExpireWorkersLocked(now);
   ForgetIdleJobsLocked(now);
@@ -429,7 +471,9 @@ void CoordinatorImpl::ExpireLeasesAndClientsLocked(TimePoint now) {
         AnswerParkedEmptyLocked(r, false);
       }
     }
-    ServeJobLocked(name, job);
+  }
+  ServeAllJobsLocked();
+  for (auto& [name, job] : jobs_) {
     for (RankRuntime& r : job.ranks) ExpireParkedLocked(r, now);
   }
 }

@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "stoker/clock.h"
+#include "dataset/checkpoint.h"
 #include "dataset/plan.h"
 #include "stoker/status.h"
 #include "wire/control_messages.h"
@@ -49,6 +50,7 @@
 #include "base/json_writer.h"
 #include "base/sync.h"
 #include "coordinator/capacity.h"
+#include "coordinator/fair_share.h"
 #include "coordinator/state.h"
 
 namespace stoker::coordinator {
@@ -82,6 +84,10 @@ struct CoordinatorOptions {
   // The key plain data ports' tickets derive from (common/data_tickets.h: from the coordinator's own CURVE key);
   // empty with CURVE off, when plain workers get no ticket key and clients no tickets.
   std::string data_ticket_master;
+  // Each team's weight, priority and cap in the pool's fair shares (fair_share.h; --team-weights,
+  // --team-priorities, --team-max-workers): a team is the name of its client key. A team not named has weight 1,
+  // priority 0 and no cap.
+  TeamPolicies teams;
 };
 
 // Names a request the service handed the Impl, for an answer that comes later. The service alone knows the
@@ -116,6 +122,11 @@ struct JobStats {
   double epoch_progress = 0;     // fraction of that epoch the slowest rank has consumed
   uint32_t ranks = 0;
   uint32_t ranks_held = 0;       // with a live client session
+  uint32_t batch_size = 0;
+  uint32_t shape_changes = 0;    // times a checkpoint resumed it on another shape
+  std::string team;              // of the key its lowest-numbered held rank was taken with
+  TeamPolicy policy;             // its team's
+  uint64_t samples_leased = 0;   // since the coordinator started (or the job was re-planned)
 };
 
 struct CoordinatorStats {
@@ -131,6 +142,7 @@ struct CoordinatorStats {
   uint64_t leases_adopted = 0;       // after a restart: leases workers still held, kept
   uint64_t sessions_resumed = 0;     // a client's session continued (after a restart or a pause)
   uint64_t jobs_removed = 0;         // jobs forgotten after their retention without clients
+  uint64_t shape_changes = 0;        // jobs re-planned for another shape by a checkpoint
   size_t jobs = 0;
   ReleaseCounts releases;
   size_t workers = 0;
@@ -188,8 +200,11 @@ class CoordinatorImpl {
   // Everything a person debugging wants to see, as JSON (the admin port's /state): jobs and their ranks,
   // workers, leases in flight, the advice.
   std::string StateJson() const;
-  // Quarantined sample ids reported for (job, epoch), sorted.
+  // The quarantine reports kept for (job, epoch) by sample id, as kept (reason and detail cut to length).
+  std::map<uint64_t, QuarantineReport> QuarantineReports(const std::string& job, uint32_t epoch) const;
+  // Their sample ids, sorted.
   std::vector<uint64_t> QuarantinedSamples(const std::string& job, uint32_t epoch) const;
+  static constexpr size_t kMaxQuarantineDetailBytes = 256;
 
  private:
   struct ActiveLease {
@@ -199,6 +214,7 @@ class CoordinatorImpl {
     bool sent = false;
     TimePoint sent_at;
     uint32_t batches = 0;  // batches the worker makes for it (its unit less what the client already had)
+    std::string team;      // its job's (JobTeamLocked): whose cap (TeamPolicy::max_workers) its unsent batches count to
   };
   struct ParkedRequest {
     RequestHandle handle = 0;
@@ -225,6 +241,11 @@ class CoordinatorImpl {
     uint64_t spec_fingerprint = 0;
     std::optional<TimePoint> idle_since;  // since when no client has held any of its ranks
     size_t quarantine_reports = 0;  // over all epochs
+    uint64_t samples_leased = 0;
+    // Whether some rank may have a parked request: set when one parks, cleared when ServeAllJobsLocked finds none,
+    // so the sweep over every job skips the jobs with nothing waiting.
+    bool maybe_parked = false;
+    std::optional<std::string> team;  // of the first rank held (JobTeamLocked); reset when a session starts
     // Leases whose unit committed (every batch acked) before their worker's UnitDone arrived: (rank, unit) ->
     // (worker, attempt), so the holder's quarantine report still counts. At most kMaxUnreportedCommits.
     std::map<std::pair<uint32_t, uint64_t>, std::pair<std::string, uint64_t>> unreported_commits;
@@ -238,6 +259,8 @@ class CoordinatorImpl {
     std::string data_public_key;
     std::string identity;  // the authenticated identity it registered as
     bool data_plain = false;  // its data port checks data tickets (listed with each client's ticket)
+    uint64_t joined = 0;      // the order it joined in: clients are given the list oldest first ...
+    bool delivered = false;   // ... after the workers a client has taken a unit from (WorkerListLocked)
   };
 
   // The durable view of a rank: its last client, window and positions (received and consumed, clamped to the
@@ -283,11 +306,34 @@ class CoordinatorImpl {
   // Leased, unsent batches `worker_id` holds, and how many it may hold for `job`'s batch size.
   uint32_t UnsentLocked(const std::string& worker_id) const STOKER_REQUIRES(mu_);
   uint32_t QueueLimitLocked(const std::string& worker_id, const JobRuntime& job) const STOKER_REQUIRES(mu_);
-  void ServeParkedLocked(const std::string& job_name, JobRuntime& job, uint32_t rank) STOKER_REQUIRES(mu_);
+  // Serves the rank's parked requests (only those from `only_worker` when given), least-loaded worker first.
+  void ServeParkedLocked(const std::string& job_name, JobRuntime& job, uint32_t rank,
+                         const std::string* only_worker = nullptr) STOKER_REQUIRES(mu_);
+  // A place freed on `worker_id` (a unit it reported): only requests parked from it can take it, since every other
+  // worker's room was offered as it opened. Their jobs in fair order (fair_share.h), each job's ranks furthest behind
+  // first. Costs what that worker has parked, not what the whole pool has.
+  void ServeFreedPlaceLocked(const std::string& worker_id) STOKER_REQUIRES(mu_);
+  void PruneParkedIndexLocked() STOKER_REQUIRES(mu_);
+  bool ParkedFromLocked(const std::string& job_name, uint32_t rank, const std::string& worker_id)
+      STOKER_REQUIRES(mu_);
   // Whether the rank's window has room for its next unit (something could be leased for it now).
   bool HasRoomLocked(const JobRuntime& job, uint32_t rank) const STOKER_REQUIRES(mu_);
-  // Serves the parked requests of every rank of `job`, the rank furthest behind in plan order first.
-  void ServeJobLocked(const std::string& job_name, JobRuntime& job) STOKER_REQUIRES(mu_);
+  // Serves every job's parked requests in fair order (ServeInFairOrderLocked): the timer's sweep, a worker gone,
+  // reconciling done.
+  void ServeAllJobsLocked() STOKER_REQUIRES(mu_);
+  // Serves the parked requests of `waiting` (job -> its ranks; only those from `only_worker` when given): the job
+  // furthest below its fair share first (shares_), within a job the rank furthest behind in plan order first.
+  void ServeInFairOrderLocked(std::map<std::string, std::vector<uint32_t>>& waiting, const std::string* only_worker)
+      STOKER_REQUIRES(mu_);
+  // A job's team: that of the key its lowest-numbered held rank was taken with (durable: it survives a restart).
+  // One team per job, whatever keys its other ranks use, for its order, its charges and its cap. Cached in the job.
+  const std::string& JobTeamLocked(JobRuntime& job) STOKER_REQUIRES(mu_);
+  static std::string TeamOfRecord(const JobRuntime& job);
+  // Batches `team` may still be leased for `job` under its cap (TeamPolicy::max_workers), UINT32_MAX without one.
+  // Once the pool's rate per worker is known, the cap is a rate: samples accrue to the team at max_workers x that
+  // rate (at most a second's worth banked) and each grant spends them; a team in debt waits. Before, it is a count:
+  // max_workers units of the job leased and unsent (a worker makes one batch at a time, so at most N workers busy).
+  uint32_t TeamRoomLocked(const std::string& team, const JobRuntime& job) STOKER_REQUIRES(mu_);
   void AnswerParkedEmptyLocked(RankRuntime& r, bool job_done) STOKER_REQUIRES(mu_);
   void ExpireParkedLocked(RankRuntime& r, TimePoint now) STOKER_REQUIRES(mu_);
   // Every registered worker, with `client_identity`'s ticket for each plain data port.
@@ -295,9 +341,21 @@ class CoordinatorImpl {
   void RemoveWorkerLocked(const std::string& worker_id, uint64_t* counter) STOKER_REQUIRES(mu_);
   bool AdoptLocked(const LeaseRef& ref, const std::string& worker_id, TimePoint now) STOKER_REQUIRES(mu_);
   Status CheckRegistrationLocked(const RegisterClientRequest& request, const JobRuntime& job,
-                                 const Caller& caller) const STOKER_REQUIRES(mu_);
-  void StartSessionLocked(const RegisterClientRequest& request, JobRuntime& job, const Caller& caller)
+                                 bool shape_may_change) const STOKER_REQUIRES(mu_);
+  Status CheckClaimLocked(const RegisterClientRequest& request, const JobRuntime& job, const Caller& caller) const
       STOKER_REQUIRES(mu_);
+  StatusOr<RegisterClientResponse> DescribeLocked(const RegisterClientRequest& request) STOKER_REQUIRES(mu_);
+  void StartSessionLocked(const RegisterClientRequest& request, JobRuntime& job, const Caller& caller,
+                          std::optional<uint64_t> resume_at) STOKER_REQUIRES(mu_);
+  // Resuming from a checkpoint (impl_reshape.cc): the request's token, decoded; the global batch the rank starts
+  // at, re-planning the job for the request's shape when needed (`job` then points at its new runtime); the
+  // check that every rank of a re-planned job resumes from the same point; the re-plan.
+  static StatusOr<CheckpointToken> ResumeTokenOf(const RegisterClientRequest& request);
+  StatusOr<uint64_t> ResumeStartLocked(const RegisterClientRequest& request, const CheckpointToken& token,
+                                       JobRuntime*& job) STOKER_REQUIRES(mu_);
+  Status CheckJoinLocked(const JobRuntime& job, uint64_t start, const CheckpointToken& token) const
+      STOKER_REQUIRES(mu_);
+  Status ReshapeLocked(JobRuntime*& job, const JobSpec& shape, const CheckpointToken& token) STOKER_REQUIRES(mu_);
   // The registered worker `worker_id` if `caller` may act for it: FAILED_PRECONDITION if unknown (register
   // again), PERMISSION_DENIED if it registered under another identity.
   StatusOr<WorkerRuntime*> CallingWorkerLocked(const std::string& worker_id, const Caller& caller)
@@ -324,13 +382,28 @@ class CoordinatorImpl {
   // Leased, unsent batches per worker id, over every job and rank (kept apart from workers_: a worker that left
   // or registered again may still be named by leases until they end). No entry: none.
   std::unordered_map<std::string, uint32_t> unsent_by_worker_ STOKER_GUARDED_BY(mu_);
+  std::unordered_map<std::string, uint32_t> unsent_by_team_ STOKER_GUARDED_BY(mu_);  // the same, per team
+  // Per worker, the (job, rank)s it has parked a lease request for: kept as requests park, dropped as its freed
+  // places find them answered (ServeFreedPlaceLocked), by a sweep every second (PruneParkedIndexLocked) and when it
+  // leaves. So at most the requests parked now (one per worker stream) and those of the last second.
+  std::unordered_map<std::string, std::set<std::pair<std::string, uint32_t>>> parked_at_ STOKER_GUARDED_BY(mu_);
+  // Capped teams' samples to spend (TeamRoomLocked): one entry per team --team-max-workers names, at most.
+  struct TeamAllowance {
+    double samples = 0;
+    TimePoint at;
+  };
+  std::map<std::string, TeamAllowance> team_allowance_ STOKER_GUARDED_BY(mu_);
+  double per_worker_rate_ STOKER_GUARDED_BY(mu_) = -1;  // samples/s one worker makes busy (capacity_), < 0 unknown
+  TimePoint next_rate_refresh_ STOKER_GUARDED_BY(mu_);
   uint64_t membership_version_ STOKER_GUARDED_BY(mu_) = 1;
+  uint64_t workers_joined_ STOKER_GUARDED_BY(mu_) = 0;  // WorkerRuntime::joined of the latest to join
   bool reconciling_ STOKER_GUARDED_BY(mu_) = false;
   TimePoint reconcile_until_ STOKER_GUARDED_BY(mu_);
   std::vector<DeferredLeaseReply> deferred_ STOKER_GUARDED_BY(mu_);
   CoordinatorStats stats_ STOKER_GUARDED_BY(mu_);  // counters only
   size_t quarantine_reports_ STOKER_GUARDED_BY(mu_) = 0;  // kept, over all jobs
   CapacityEstimator capacity_ STOKER_GUARDED_BY(mu_);
+  FairShare shares_ STOKER_GUARDED_BY(mu_);
   TimePoint next_capacity_prune_ STOKER_GUARDED_BY(mu_);
 };
 

@@ -88,47 +88,47 @@ StatusOr<CoordinatorImpl::JobRuntime*> CoordinatorImpl::CreateJobLocked(const Jo
   return &runtime;
 }
 
-// Everything that refuses a registration of an existing job: another spec, a rank or window that cannot be, a
-// checkpoint of another job or past its end, a rank a live client holds.
+// What refuses a registration of an existing job before anything changes: another spec (its shape aside when a
+// version 2 checkpoint may resume the job on another one), a rank or window that cannot be.
 Status CoordinatorImpl::CheckRegistrationLocked(const RegisterClientRequest& request, const JobRuntime& job,
-                                                const Caller& caller) const {
+                                                bool shape_may_change) const {
   const JobSpec& spec = job.record->spec;
+  JobSpec shape = spec;
   if (request.spec.has_value()) {
     std::vector<std::string> diff = request.spec->Differences(spec);
+    if (shape_may_change) {
+      std::erase_if(diff, [](const std::string& d) { return JobSpec::IsShapeField(d); });
+      shape.world_size = request.spec->world_size;
+      shape.batches_per_unit = request.spec->batches_per_unit;
+    }
     if (!diff.empty()) {
       std::string message = "job '" + request.job + "' already exists with a different spec:";
       for (const auto& d : diff) message += " " + d + ";";
+      if (std::any_of(diff.begin(), diff.end(), [](const std::string& d) { return JobSpec::IsShapeField(d); })) {
+        message += " (a job changes shape when it resumes from a checkpoint)";
+      }
       return FailedPreconditionError(message);
     }
   }
-  if (request.rank >= job.ranks.size()) {
-    return InvalidArgumentError("job '" + request.job + "' has ranks 0.." + std::to_string(job.ranks.size() - 1) +
+  if (request.rank >= shape.world_size) {
+    return InvalidArgumentError("job '" + request.job + "' has ranks 0.." + std::to_string(shape.world_size - 1) +
                                 "; rank " + std::to_string(request.rank) + " does not exist");
   }
-  if (request.window < spec.batches_per_unit) {
+  if (request.window < shape.batches_per_unit) {
     return InvalidArgumentError("a client window of " + std::to_string(request.window) +
-                                " batches cannot hold one unit of " + std::to_string(spec.batches_per_unit));
+                                " batches cannot hold one unit of " + std::to_string(shape.batches_per_unit));
   }
   if (request.window > options_.max_window) {
     return ResourceExhaustedError("a client window of " + std::to_string(request.window) + " batches is above " +
                                   std::to_string(options_.max_window) + " (--max-window)");
   }
-  if (request.resume.has_value()) {
-    const uint64_t expected = SpecFingerprint(spec);
-    if (request.resume->spec_fingerprint != expected) {
-      return FailedPreconditionError("the checkpoint was taken in a different job spec or dataset than job '" +
-                                     request.job + "' now has (spec fingerprint " +
-                                     std::to_string(request.resume->spec_fingerprint) + ", the job's is " +
-                                     std::to_string(expected) + "): resuming would deliver different data");
-    }
-    if (request.resume->position > job.plan.total_batches()) {
-      return InvalidArgumentError("checkpoint position " + std::to_string(request.resume->position) +
-                                  " is past the job's end (" + std::to_string(job.plan.total_batches()) +
-                                  " batches per rank)");
-    }
-  }
-  // A live session is its holder's alone: only the same client of the same identity continues it; nobody takes it
-  // over, with a checkpoint or without, until it ends (deregistered, or silent for --client-timeout).
+  return Status::Ok();
+}
+
+// A live session is its holder's alone: only the same client of the same identity continues it; nobody takes it
+// over, with a checkpoint or without, until it ends (deregistered, or silent for --client-timeout).
+Status CoordinatorImpl::CheckClaimLocked(const RegisterClientRequest& request, const JobRuntime& job,
+                                         const Caller& caller) const {
   const RankRuntime& r = job.ranks[request.rank];
   const RankView view = ViewLocked(job, request.rank);
   const bool same = view.client_id == request.client_id && view.holder == caller.identity;
@@ -141,13 +141,14 @@ Status CoordinatorImpl::CheckRegistrationLocked(const RegisterClientRequest& req
   return Status::Ok();
 }
 
-// A new session starts at the checkpoint, or where the rank's last client had consumed to; every lease of the old
-// session is void (new leases get higher attempts, so stale copies are fenced).
-void CoordinatorImpl::StartSessionLocked(const RegisterClientRequest& request, JobRuntime& job, const Caller& caller) {
+// A new session starts at `resume_at` (a checkpoint), or where the rank's last client had consumed to; every lease
+// of the old session is void (new leases get higher attempts, so stale copies are fenced).
+void CoordinatorImpl::StartSessionLocked(const RegisterClientRequest& request, JobRuntime& job, const Caller& caller,
+                                         std::optional<uint64_t> resume_at) {
   RankRuntime& r = job.ranks[request.rank];
   const RankView before = ViewLocked(job, request.rank);
   const uint64_t total = job.plan.total_batches();
-  const uint64_t start = request.resume.has_value() ? request.resume->position : std::min(before.consumed, total);
+  const uint64_t start = resume_at.has_value() ? *resume_at : std::min(before.consumed, total);
   ApplyLocked(RankSessionStarted{request.job, request.rank, request.client_id, start, request.window, caller.identity});
   stats_.releases.session_reset += r.active.size() + r.pending.size();
   AnswerParkedEmptyLocked(r, false);
@@ -157,12 +158,44 @@ void CoordinatorImpl::StartSessionLocked(const RegisterClientRequest& request, J
   r.next_unit = start < total ? job.plan.UnitOf(start) : job.plan.total_units();
   r.next_attempt = std::max(r.next_attempt, job.record->ranks[request.rank].attempts_reserved);
   r.session_live = true;
+  job.team.reset();  // the rank's holder may be another team's key now
   STOKER_LOG(kInfo) << "client " << request.client_id << " holds rank " << request.rank << " of job " << request.job
                     << " from batch " << start;
 }
 
+// A registration that only asks (probe): the job as the request's shape would have it, the shape a checkpoint may
+// resume it on. Claims nothing, creates nothing, changes nothing.
+StatusOr<RegisterClientResponse> CoordinatorImpl::DescribeLocked(const RegisterClientRequest& request) {
+  const JobRuntime* job = FindJobLocked(request.job);
+  if (job == nullptr) return NotFoundError("unknown job '" + request.job + "'");
+  STOKER_RETURN_IF_ERROR(CheckRegistrationLocked(request, *job, true));
+  JobSpec shape = job->record->spec;
+  if (request.spec.has_value()) {
+    shape.world_size = request.spec->world_size;
+    shape.batch_size = request.spec->batch_size;
+    shape.batches_per_unit = request.spec->batches_per_unit;
+  }
+  if (shape.world_size != job->record->spec.world_size || shape.batch_size != job->record->spec.batch_size) {
+    shape.origin_epoch = 0;  // (whatever origin a re-plan would give it, the epoch's steps are these)
+    shape.origin_offset = 0;
+  }
+  STOKER_ASSIGN_OR_RETURN(Plan plan, Plan::Make(shape, job->record->num_samples));
+  RegisterClientResponse response;
+  response.spec = shape;
+  response.steps_per_epoch = plan.steps_per_epoch();
+  response.samples_per_epoch = plan.num_samples();
+  response.start_batch = plan.StartBatch();
+  response.heartbeat_interval_ms = static_cast<uint32_t>(ToMillis(options_.heartbeat_interval));
+  response.membership_version = membership_version_;
+  return response;
+}
+
 StatusOr<RegisterClientResponse> CoordinatorImpl::RegisterClient(const RegisterClientRequest& request,
                                                                  const Caller& caller) {
+  if (request.probe) {
+    MutexLock lock(mu_);
+    return DescribeLocked(request);
+  }
   std::optional<ManifestFacts> manifest;
   for (;;) {  // at most twice: a job created (or forgotten) while its manifest was read is looked up again
     MutexLock lock(mu_);
@@ -189,7 +222,16 @@ StatusOr<RegisterClientResponse> CoordinatorImpl::RegisterClient(const RegisterC
 StatusOr<RegisterClientResponse> CoordinatorImpl::RegisterOnJobLocked(const RegisterClientRequest& request,
                                                                       JobRuntime& job_runtime, const Caller& caller) {
   JobRuntime* job = &job_runtime;
-  STOKER_RETURN_IF_ERROR(CheckRegistrationLocked(request, *job, caller));
+  std::optional<CheckpointToken> token;
+  if (request.resume.has_value()) {
+    STOKER_ASSIGN_OR_RETURN(token, ResumeTokenOf(request));
+  }
+  STOKER_RETURN_IF_ERROR(CheckRegistrationLocked(request, *job, token.has_value() && token->version == 2));
+  std::optional<uint64_t> resume_at;
+  if (token.has_value()) {  // may re-plan the job for the request's shape
+    STOKER_ASSIGN_OR_RETURN(resume_at, ResumeStartLocked(request, *token, job));
+  }
+  STOKER_RETURN_IF_ERROR(CheckClaimLocked(request, *job, caller));
   RankRuntime& r = job->ranks[request.rank];
   const RankView view = ViewLocked(*job, request.rank);
   // A retry of this client's registration, or the client coming back after a coordinator restart or a pause: its
@@ -197,7 +239,7 @@ StatusOr<RegisterClientResponse> CoordinatorImpl::RegisterOnJobLocked(const Regi
   const bool continues = view.client_id == request.client_id && view.holder == caller.identity &&
                          !request.resume.has_value() && view.window == request.window;
   if (!continues) {
-    StartSessionLocked(request, *job, caller);
+    StartSessionLocked(request, *job, caller, resume_at);
   } else if (!r.session_live) {
     r.session_live = true;
     ++stats_.sessions_resumed;
@@ -222,7 +264,10 @@ StatusOr<ClientHeartbeatResponse> CoordinatorImpl::ClientHeartbeat(const ClientH
   MutexLock lock(mu_);
   JobRuntime* job = FindJobLocked(request.job);
   if (job == nullptr) return NotFoundError("unknown job '" + request.job + "'");
-  if (request.rank >= job->ranks.size()) return InvalidArgumentError("rank out of range");
+  if (request.rank >= job->ranks.size()) {
+    return AbortedError("job '" + request.job + "' has " + std::to_string(job->ranks.size()) + " ranks now (it " +
+                        "changed shape): rank " + std::to_string(request.rank) + " is no longer one of them");
+  }
   RankRuntime& r = job->ranks[request.rank];
   const RankView view = ViewLocked(*job, request.rank);
   if (view.client_id != request.client_id) {

@@ -10,7 +10,6 @@
 namespace stoker::coordinator {
 namespace {
 
-constexpr size_t kMaxQuarantineDetailBytes = 256;
 constexpr size_t kMaxUnreportedCommits = 4096;  // per job
 
 }  // namespace
@@ -34,6 +33,10 @@ bool CoordinatorImpl::CommitIfCompleteLocked(JobRuntime& job, uint32_t rank, uin
   if (ReceivedInUnitLocked(job, rank, unit).size() != job.plan.Unit(unit).count) return false;
   RankRuntime& r = job.ranks[rank];
   auto it = r.active.find(unit);
+  if (it != r.active.end()) {  // a client took its batches: a worker that delivers (WorkerListLocked)
+    auto worker = workers_.find(it->second.worker_id);
+    if (worker != workers_.end()) worker->second.delivered = true;
+  }
   if (it != r.active.end() && !it->second.sent) {
     // Acked before its worker's UnitDone arrived: remember the holder, whose quarantine report is still to come.
     auto& unreported = job.unreported_commits;
@@ -54,7 +57,10 @@ void CoordinatorImpl::ReleaseLocked(RankRuntime& r, uint64_t unit, uint64_t* cou
 
 void CoordinatorImpl::HoldLocked(RankRuntime& r, uint64_t unit, ActiveLease lease) {
   DropLocked(r, unit);
-  if (!lease.sent) unsent_by_worker_[lease.worker_id] += lease.batches;
+  if (!lease.sent) {
+    unsent_by_worker_[lease.worker_id] += lease.batches;
+    unsent_by_team_[lease.team] += lease.batches;
+  }
   r.active[unit] = std::move(lease);
 }
 
@@ -62,10 +68,14 @@ void CoordinatorImpl::MarkSentLocked(ActiveLease& lease, TimePoint now) {
   if (lease.sent) return;
   lease.sent = true;
   lease.sent_at = now;
-  auto it = unsent_by_worker_.find(lease.worker_id);
-  if (it == unsent_by_worker_.end()) return;
-  it->second -= std::min(it->second, lease.batches);
-  if (it->second == 0) unsent_by_worker_.erase(it);
+  auto take = [&](std::unordered_map<std::string, uint32_t>& unsent, const std::string& key) {
+    auto it = unsent.find(key);
+    if (it == unsent.end()) return;
+    it->second -= std::min(it->second, lease.batches);
+    if (it->second == 0) unsent.erase(it);
+  };
+  take(unsent_by_worker_, lease.worker_id);
+  take(unsent_by_team_, lease.team);
 }
 
 void CoordinatorImpl::DropLocked(RankRuntime& r, uint64_t unit) {
@@ -110,7 +120,14 @@ LeaseGrant CoordinatorImpl::GrantLocked(const std::string& job_name, JobRuntime&
     ApplyLocked(AttemptsReserved{job_name, rank, r.next_attempt + options_.attempt_block});
   }
   const uint32_t batches = range.count - static_cast<uint32_t>(g.skip.size());
-  HoldLocked(r, unit, ActiveLease{g.attempt, worker_id, clock_.Now() + options_.lease_ttl, false, {}, batches});
+  const uint64_t samples = uint64_t{batches} * job.plan.batch_size();
+  const std::string team = JobTeamLocked(job);
+  shares_.Charge(team, job_name, samples);
+  auto allowance = team_allowance_.find(team);
+  if (allowance != team_allowance_.end()) allowance->second.samples -= static_cast<double>(samples);
+  job.samples_leased += samples;
+  HoldLocked(r, unit,
+             ActiveLease{g.attempt, worker_id, clock_.Now() + options_.lease_ttl, false, {}, batches, team});
   ++stats_.leases_granted;
   return g;
 }
@@ -132,7 +149,7 @@ std::vector<LeaseGrant> CoordinatorImpl::TryLeaseLocked(const std::string& job_n
   const Plan& plan = job.plan;
   const RankView view = ViewLocked(job, rank);
   const uint64_t limit = view.consumed + view.window;  // every leased batch must lie below this
-  uint32_t budget = max_batches;
+  uint32_t budget = std::min(max_batches, TeamRoomLocked(JobTeamLocked(job), job));
   // Units handed back come first: they are the oldest, and the client is waiting for them.
   for (auto it = r.pending.begin(); it != r.pending.end() && budget > 0;) {
     const uint64_t unit = *it;
@@ -188,11 +205,14 @@ StatusOr<std::optional<LeaseResponse>> CoordinatorImpl::RequestLease(RequestHand
   if (!response.leases.empty() || request.wait_ms == 0) return std::optional(response);
   const Duration wait = std::min<Duration>(Millis(request.wait_ms), options_.max_lease_wait);
   r.parked.push_back({handle, request.worker_id, request.max_batches, clock_.Now() + wait});
+  job->maybe_parked = true;
+  parked_at_[request.worker_id].insert({request.job, request.rank});
   ++stats_.lease_requests_parked;
   return std::optional<LeaseResponse>();
 }
 
-void CoordinatorImpl::ServeParkedLocked(const std::string& job_name, JobRuntime& job, uint32_t rank) {
+void CoordinatorImpl::ServeParkedLocked(const std::string& job_name, JobRuntime& job, uint32_t rank,
+                                        const std::string* only_worker) {
   RankRuntime& r = job.ranks[rank];
   if (r.parked.empty()) return;
   // The least-loaded worker first (fewest leased, unsent batches), then the oldest request; one that cannot be
@@ -207,6 +227,7 @@ void CoordinatorImpl::ServeParkedLocked(const std::string& job_name, JobRuntime&
   std::vector<bool> answered(r.parked.size(), false);
   for (size_t i : order) {
     const ParkedRequest& p = r.parked[i];
+    if (only_worker != nullptr && p.worker_id != *only_worker) continue;
     auto wit = workers_.find(p.worker_id);
     if (wit == workers_.end() || wit->second.draining) {
       deferred_.push_back({p.handle, LeaseResponse{}});
@@ -231,19 +252,117 @@ void CoordinatorImpl::ServeParkedLocked(const std::string& job_name, JobRuntime&
   r.parked.resize(kept);
 }
 
-void CoordinatorImpl::ServeJobLocked(const std::string& job_name, JobRuntime& job) {
-  // A rank's next leasable position: its oldest handed-back unit, else its next new one.
-  auto next_position = [&](uint32_t rank) {
-    const RankRuntime& r = job.ranks[rank];
-    return r.pending.empty() ? r.next_unit : std::min(r.next_unit, *r.pending.begin());
-  };
-  std::vector<uint32_t> ranks;
-  for (uint32_t rank = 0; rank < job.ranks.size(); ++rank) {
-    if (!job.ranks[rank].parked.empty()) ranks.push_back(rank);
+std::string CoordinatorImpl::TeamOfRecord(const JobRuntime& job) {
+  for (const RankRecord& r : job.record->ranks) {
+    if (!r.holder.empty()) return FairShare::TeamOf(r.holder);
   }
-  std::stable_sort(ranks.begin(), ranks.end(),
-                   [&](uint32_t a, uint32_t b) { return next_position(a) < next_position(b); });
-  for (uint32_t rank : ranks) ServeParkedLocked(job_name, job, rank);
+  return "";
+}
+
+const std::string& CoordinatorImpl::JobTeamLocked(JobRuntime& job) {
+  if (!job.team.has_value()) job.team = TeamOfRecord(job);
+  return *job.team;
+}
+
+uint32_t CoordinatorImpl::TeamRoomLocked(const std::string& team, const JobRuntime& job) {
+  const uint32_t max_workers = shares_.PolicyOf(team).max_workers;
+  if (max_workers == 0) return UINT32_MAX;
+  if (per_worker_rate_ > 0) {
+    const double rate = max_workers * per_worker_rate_;
+    const TimePoint now = clock_.Now();
+    auto [it, fresh] = team_allowance_.try_emplace(team, TeamAllowance{0, now});
+    TeamAllowance& a = it->second;
+    a.samples = std::min(rate, a.samples + rate * ToSeconds(now - a.at));
+    a.at = now;
+    return a.samples >= 0 ? UINT32_MAX : 0;
+  }
+  const uint64_t cap = uint64_t{max_workers} * job.plan.batches_per_unit();
+  auto held = unsent_by_team_.find(team);
+  const uint64_t used = held == unsent_by_team_.end() ? 0 : held->second;
+  return static_cast<uint32_t>(std::min<uint64_t>(UINT32_MAX, cap > used ? cap - used : 0));
+}
+
+void CoordinatorImpl::ServeAllJobsLocked() {
+  std::map<std::string, std::vector<uint32_t>> waiting;  // job -> its ranks with parked requests
+  for (auto& [name, job] : jobs_) {
+    if (!job.maybe_parked) continue;
+    std::vector<uint32_t> ranks;
+    for (uint32_t rank = 0; rank < job.ranks.size(); ++rank) {
+      if (!job.ranks[rank].parked.empty()) ranks.push_back(rank);
+    }
+    job.maybe_parked = !ranks.empty();
+    if (job.maybe_parked) waiting[name] = std::move(ranks);
+  }
+  ServeInFairOrderLocked(waiting, nullptr);
+  for (const auto& [name, ranks] : waiting) {
+    JobRuntime& job = jobs_.at(name);
+    job.maybe_parked = std::any_of(ranks.begin(), ranks.end(), [&](uint32_t r) { return !job.ranks[r].parked.empty(); });
+  }
+}
+
+// A grant moves its job's key, so the order is taken again after each job served; a job that got nothing cannot
+// get anything later in the same call (serving the others only takes room), so it is not tried again.
+void CoordinatorImpl::ServeInFairOrderLocked(std::map<std::string, std::vector<uint32_t>>& waiting,
+                                             const std::string* only_worker) {
+  std::set<std::string> exhausted;
+  while (true) {
+    const std::string* best = nullptr;
+    FairShare::Key best_key;
+    for (const auto& [name, ranks] : waiting) {
+      if (exhausted.count(name) != 0) continue;
+      const FairShare::Key key = shares_.KeyOf(JobTeamLocked(jobs_.at(name)), name);
+      if (best == nullptr || key < best_key) {
+        best = &name;
+        best_key = key;
+      }
+    }
+    if (best == nullptr) return;
+    JobRuntime& job = jobs_.at(*best);
+    std::vector<uint32_t>& ranks = waiting[*best];
+    // A rank's next leasable position: its oldest handed-back unit, else its next new one.
+    auto next_position = [&](uint32_t rank) {
+      const RankRuntime& r = job.ranks[rank];
+      return r.pending.empty() ? r.next_unit : std::min(r.next_unit, *r.pending.begin());
+    };
+    std::stable_sort(ranks.begin(), ranks.end(),
+                     [&](uint32_t a, uint32_t b) { return next_position(a) < next_position(b); });
+    const uint64_t before = stats_.leases_granted;
+    for (uint32_t rank : ranks) ServeParkedLocked(*best, job, rank, only_worker);
+    if (stats_.leases_granted == before) exhausted.insert(*best);
+  }
+}
+
+// Whether `worker_id` has a request parked on `rank` of the job named `job_name`.
+bool CoordinatorImpl::ParkedFromLocked(const std::string& job_name, uint32_t rank, const std::string& worker_id) {
+  JobRuntime* job = FindJobLocked(job_name);
+  if (job == nullptr || rank >= job->ranks.size()) return false;
+  const std::vector<ParkedRequest>& parked = job->ranks[rank].parked;
+  return std::any_of(parked.begin(), parked.end(), [&](const ParkedRequest& p) { return p.worker_id == worker_id; });
+}
+
+void CoordinatorImpl::PruneParkedIndexLocked() {
+  for (auto at = parked_at_.begin(); at != parked_at_.end();) {
+    for (auto it = at->second.begin(); it != at->second.end();) {
+      it = ParkedFromLocked(it->first, it->second, at->first) ? std::next(it) : at->second.erase(it);
+    }
+    at = at->second.empty() ? parked_at_.erase(at) : std::next(at);
+  }
+}
+
+void CoordinatorImpl::ServeFreedPlaceLocked(const std::string& worker_id) {
+  auto at = parked_at_.find(worker_id);
+  if (at == parked_at_.end()) return;
+  std::map<std::string, std::vector<uint32_t>> by_job;  // the jobs and ranks that still have a request from it
+  for (auto it = at->second.begin(); it != at->second.end();) {
+    if (!ParkedFromLocked(it->first, it->second, worker_id)) {
+      it = at->second.erase(it);
+      continue;
+    }
+    by_job[it->first].push_back(it->second);
+    ++it;
+  }
+  if (at->second.empty()) parked_at_.erase(at);
+  ServeInFairOrderLocked(by_job, &worker_id);
 }
 
 void CoordinatorImpl::AnswerParkedEmptyLocked(RankRuntime& r, bool job_done) {
@@ -334,6 +453,7 @@ Status CoordinatorImpl::UnitDone(const UnitDoneRequest& request, const Caller& c
   if (unreported != job->unreported_commits.end() &&
       unreported->second == std::pair{request.worker_id, request.attempt}) {
     job->unreported_commits.erase(unreported);  // its holder's report is in: nothing more to wait for
+    ServeFreedPlaceLocked(request.worker_id);    // the commit freed its place; the worker is done with it now
   }
   RankRuntime& r = job->ranks[request.rank];
   auto it = r.active.find(request.unit);
@@ -345,17 +465,17 @@ Status CoordinatorImpl::UnitDone(const UnitDoneRequest& request, const Caller& c
     case UnitOutcome::kSent:
       MarkSentLocked(it->second, clock_.Now());
       CommitIfCompleteLocked(*job, request.rank, request.unit);
-      ServeJobLocked(request.job, *job);  // the worker has room in its queue again
       break;
     case UnitOutcome::kUndeliverable:
       ReleaseLocked(r, request.unit, &stats_.releases.undeliverable);
-      ServeParkedLocked(request.job, *job, request.rank);
+      ServeParkedLocked(request.job, *job, request.rank);  // the unit is pending again, for any worker with room
       break;
     case UnitOutcome::kAbandoned:
       ReleaseLocked(r, request.unit, &stats_.releases.abandoned);
       ServeParkedLocked(request.job, *job, request.rank);
       break;
   }
+  ServeFreedPlaceLocked(request.worker_id);  // its queue has room again: the job owed it most takes it
   return Status::Ok();
 }
 

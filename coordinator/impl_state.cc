@@ -17,6 +17,9 @@ std::string BottleneckWhy(const JobInput& in, double worker_busy) {
   char head[128];
   std::snprintf(head, sizeof(head), "ranks wait %.0f %% of their steps; workers idle %.0f %%: ", 100 * in.stall,
                 100 * std::max(0.0, 1 - worker_busy));
+  if (in.bottleneck == "cap") {
+    return head + std::string("cap (its team wants more than its --team-max-workers allow: raise the cap)");
+  }
   if (in.bottleneck == "workers") return head + std::string("workers (the pool is busy: add workers)");
   if (in.bottleneck == "window") {
     return head + std::string("window (every rank's prefetch window is full of batches in flight: raise prefetch)");
@@ -38,6 +41,11 @@ CoordinatorStats CoordinatorImpl::Stats() const {
     JobStats js;
     js.name = name;
     js.ranks = static_cast<uint32_t>(job.ranks.size());
+    js.batch_size = job.record->spec.batch_size;
+    js.shape_changes = job.record->shape_changes;
+    js.team = TeamOfRecord(job);
+    js.policy = shares_.PolicyOf(js.team);
+    js.samples_leased = job.samples_leased;
     const Plan& plan = job.plan;
     uint64_t slowest = plan.total_batches();
     for (uint32_t rank = 0; rank < job.ranks.size(); ++rank) {
@@ -71,7 +79,14 @@ CoordinatorStats CoordinatorImpl::Stats() const {
     }
     if (waiting && !room) window_bound.insert(name);
   }
-  s.advice = capacity_.Advise(workers_.size() - s.workers_draining, clock_.Now(), window_bound);
+  CapacityEstimator::Caps caps;
+  for (const auto& [team, policy] : options_.teams) {
+    if (policy.max_workers > 0) caps.max_workers[team] = policy.max_workers;
+  }
+  if (!caps.max_workers.empty()) {
+    for (const auto& [name, job] : jobs_) caps.team_of[name] = TeamOfRecord(job);
+  }
+  s.advice = capacity_.Advise(workers_.size() - s.workers_draining, clock_.Now(), window_bound, caps);
   s.reconciling = reconciling_;
   return s;
 }
@@ -131,8 +146,22 @@ void CoordinatorImpl::WriteJobsLocked(JsonWriter& j, const CoordinatorStats& sta
         .Key("epochs").Value(job.plan.epochs())
         .Key("steps_per_epoch").Value(job.plan.steps_per_epoch())
         .Key("batches_per_unit").Value(job.plan.batches_per_unit())
+        .Key("shape").BeginObject()
+        .Key("ranks").Value(job.plan.world_size())
+        .Key("batch_size").Value(job.plan.batch_size())
+        .Key("origin_epoch").Value(job.plan.origin_epoch())
+        .Key("origin_offset").Value(job.plan.origin_offset())
+        .Key("changes").Value(js.shape_changes)
+        .EndObject()
         .Key("epoch").Value(js.epoch)
         .Key("epoch_progress").Value(js.epoch_progress)
+        .Key("share").BeginObject()
+        .Key("team").Value(js.team)
+        .Key("team_weight").Value(js.policy.weight)
+        .Key("samples_leased").Value(js.samples_leased)
+        .Key("team_priority").Value(static_cast<int64_t>(js.policy.priority))
+        .Key("team_max_workers").Value(js.policy.max_workers)
+        .EndObject()
         .Key("input").BeginObject();
     auto input = stats.advice.jobs.find(js.name);
     if (input != stats.advice.jobs.end()) {
@@ -169,14 +198,18 @@ void CoordinatorImpl::WriteJobsLocked(JsonWriter& j, const CoordinatorStats& sta
   j.EndArray();
 }
 
-std::vector<uint64_t> CoordinatorImpl::QuarantinedSamples(const std::string& job_name, uint32_t epoch) const {
+std::map<uint64_t, QuarantineReport> CoordinatorImpl::QuarantineReports(const std::string& job_name,
+                                                                       uint32_t epoch) const {
   MutexLock lock(mu_);
-  std::vector<uint64_t> ids;
   auto job = jobs_.find(job_name);
-  if (job == jobs_.end()) return ids;
+  if (job == jobs_.end()) return {};
   auto epoch_it = job->second.quarantined.find(epoch);
-  if (epoch_it == job->second.quarantined.end()) return ids;
-  for (const auto& [id, report] : epoch_it->second) ids.push_back(id);
+  return epoch_it == job->second.quarantined.end() ? std::map<uint64_t, QuarantineReport>{} : epoch_it->second;
+}
+
+std::vector<uint64_t> CoordinatorImpl::QuarantinedSamples(const std::string& job_name, uint32_t epoch) const {
+  std::vector<uint64_t> ids;
+  for (const auto& [id, report] : QuarantineReports(job_name, epoch)) ids.push_back(id);
   return ids;
 }
 

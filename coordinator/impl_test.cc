@@ -73,6 +73,32 @@ TEST_F(CoordinatorImplTest, LeasesStayInsideTheClientWindowAndParkedRequestsWake
   EXPECT_EQ(impl_->Stats().units_committed, 3u);
 }
 
+// Regression (issue 29): a stolen worker key registered 512 workers whose ids sorted first, and clients, which connect
+// to the first ClientOptions::max_workers of the list, took those and none of the real ones. The list now puts
+// workers a client took batches from first, then the rest in the order they joined.
+TEST_F(CoordinatorImplTest, WorkersThatDeliveredAndThenTheOldestLeadTheListClientsAreGiven) {
+  AddWorker("w-real-1");
+  AddWorker("w-real-2");
+  Register("c-a", 0);
+  auto grants = Lease("w-real-2", 0, 1);
+  ASSERT_EQ(grants.size(), 1u);
+  ASSERT_TRUE(Sent("w-real-2", grants[0]).ok());
+  ASSERT_TRUE(Ack("c-a", 0, /*consumed=*/1, /*received=*/1).ok());  // w-real-2 delivered a unit
+  for (int i = 0; i < 600; ++i) AddWorker("a-fake-" + std::to_string(1000 + i));  // ids that sort first
+  auto heartbeat = impl_->ClientHeartbeat({"c-a", "job", 0, 1, 1, {}, 0});
+  ASSERT_TRUE(heartbeat.ok()) << heartbeat.status().ToString();
+  const std::vector<WorkerInfo>& list = heartbeat->workers;
+  ASSERT_EQ(list.size(), 602u);
+  EXPECT_EQ(list[0].worker_id, "w-real-2");  // delivered
+  EXPECT_EQ(list[1].worker_id, "w-real-1");  // joined first
+  EXPECT_EQ(list[2].worker_id, "a-fake-1000");
+  EXPECT_EQ(list[601].worker_id, "a-fake-1599");
+  auto second = Register("c-b", 1);  // a new client is given the same order
+  ASSERT_GE(second.workers.size(), 2u);
+  EXPECT_EQ(second.workers[0].worker_id, "w-real-2");
+  EXPECT_EQ(second.workers[1].worker_id, "w-real-1");
+}
+
 TEST_F(CoordinatorImplTest, ParkedRequestsExpireEmpty) {
   Register("c-a", 0, 1);
   AddWorker("w-1");

@@ -48,7 +48,10 @@ constexpr auto kUpdates = std::tuple(
                                               STOKER_FIELD(identity, Identity), STOKER_FIELD(data_plain, DataPlain)),
                    STOKER_CAPNP_ACCESSORS(WorkerJoined)),
     fields::Inline(fields::List<WorkerLeft>(STOKER_FIELD(worker_id, WorkerLeft)), STOKER_CAPNP_ACCESSORS(WorkerLeft)),
-    fields::Inline(fields::List<JobRemoved>(STOKER_FIELD(job, JobRemoved)), STOKER_CAPNP_ACCESSORS(JobRemoved)));
+    fields::Inline(fields::List<JobRemoved>(STOKER_FIELD(job, JobRemoved)), STOKER_CAPNP_ACCESSORS(JobRemoved)),
+    fields::Member(fields::List<JobReshaped>(STOKER_FIELD(spec, Spec), STOKER_FIELD(attempts_floor, AttemptsFloor),
+                                             STOKER_FIELD(shape_changes, ShapeChanges)),
+                   STOKER_CAPNP_ACCESSORS(JobReshaped)));
 
 void UpdateToWire(const Update& update, wire::JournalRecord::Builder r) { fields::PutVariant(update, r, kUpdates); }
 

@@ -129,21 +129,40 @@ TEST(Journal, ReplaysWhatWasSyncedAndCoalescesProgress) {
     EXPECT_EQ((*journal)->records_written(), 5u);
     (*journal)->Append(AttemptsReserved{"j", 0, 2048});
     (*journal)->Append(WorkerLeft{"w-1"});
+    JobSpec reshaped = SmallJobSpec();
+    reshaped.world_size = 3;
+    reshaped.origin_epoch = 0;
+    reshaped.origin_offset = 24;
+    (*journal)->Append(JobReshaped{reshaped, 2049, 1});
     ASSERT_TRUE((*journal)->Sync().ok());
     (*journal)->Append(RankProgress{"j", 0, 99, 99});  // never synced: lost, as after a crash
   }
   std::vector<Update> seen = Replay(dir.Join("j"), &replay);
-  ASSERT_EQ(seen.size(), 7u);
+  ASSERT_EQ(seen.size(), 8u);
   EXPECT_EQ(replay.torn_bytes, 0u);
   EXPECT_EQ(std::get<JobCreated>(seen[0]).spec, SmallJobSpec());
   EXPECT_EQ(std::get<RankSessionStarted>(seen[1]).window, 8u);
   EXPECT_EQ(std::get<RankProgress>(seen[2]).received, 50u);  // the last of the 50 acks
   EXPECT_EQ(std::get<AttemptsReserved>(seen[5]).up_to, 2048u);
   EXPECT_EQ(std::get<WorkerLeft>(seen[6]).worker_id, "w-1");
+  EXPECT_EQ(std::get<JobReshaped>(seen[7]).spec.origin_offset, 24u);
   CoordinatorState state;
-  for (const Update& u : seen) state.Apply(u);
+  for (size_t i = 0; i < 7; ++i) state.Apply(seen[i]);
   EXPECT_EQ(state.FindJob("j")->ranks[0].received, 50u);
   EXPECT_TRUE(state.workers().empty());
+  // The shape change: three fresh ranks whose attempts start above every old one.
+  state.Apply(seen[7]);
+  const JobRecord& job = *state.FindJob("j");
+  ASSERT_EQ(job.ranks.size(), 3u);
+  EXPECT_EQ(job.ranks[0].received, 0u);
+  EXPECT_EQ(job.ranks[2].attempts_reserved, 2049u);
+  EXPECT_EQ(job.shape_changes, 1u);
+  CoordinatorState rebuilt;
+  for (const Update& u : state.Snapshot()) rebuilt.Apply(u);
+  EXPECT_EQ(rebuilt.FindJob("j")->spec, job.spec);
+  EXPECT_EQ(rebuilt.FindJob("j")->shape_changes, 1u);
+  EXPECT_EQ(rebuilt.FindJob("j")->attempts_floor, 2049u);
+  EXPECT_EQ(rebuilt.FindJob("j")->ranks[2].attempts_reserved, 2049u);
 }
 
 TEST(Journal, TornTailIsTruncatedAndEverythingBeforeItKept) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <tuple>
 
 #include "base/admin_server.h"
 #include "auth/curve.h"
@@ -46,12 +47,38 @@ std::vector<std::string> SplitCommas(const std::string& list) {
   return out;
 }
 
+// The flags that are lists: --manifest-dirs and the teams' policies.
+struct Lists {
+  std::string manifest_dirs, team_weights, team_priorities, team_max_workers;
+};
+Status ParseLists(const Lists& lists, CoordinatorOptions* options) {
+  options->manifest_dirs = SplitCommas(lists.manifest_dirs);
+  STOKER_ASSIGN_OR_RETURN(options->teams,
+                          ParseTeamPolicies(lists.team_weights, lists.team_priorities, lists.team_max_workers));
+  return Status::Ok();
+}
+
+// The teams' policies (fair_share.h). A team is the name of its client key (client:team-a is team-a).
+void AddTeamFlags(FlagSet& flags, Lists& lists) {
+  for (auto [name, target, help] : {
+           std::tuple{"team-weights", &lists.team_weights,
+                      "each team's weight in the pool's fair shares; a team not named has weight 1"},
+           std::tuple{"team-priorities", &lists.team_priorities,
+                      "each team's priority (-1000 to 1000): a waiting team of a higher priority takes each place on "
+                      "a worker as the unit in it ends; a team not named has priority 0"},
+           std::tuple{"team-max-workers", &lists.team_max_workers,
+                      "each team's cap: at most N workers' worth of the pool; a team not named has no cap"}}) {
+    flags.AddString(name, target, std::string(help) + " (team=value,...; a team is the name of its client key)");
+  }
+}
+
 // The flags into a Config; Cancelled after --help.
 StatusOr<Config> ParseFlags(int argc, char** argv) {
   Config c;
   std::string log_level = "info";
   std::string heartbeat = "250ms", lease_ttl = "1500ms", client_timeout = "10s", ack_timeout = "5s";
-  std::string reconcile = "1500ms", crash, retention = "1h", manifest_dirs;
+  std::string reconcile = "1500ms", crash, retention = "1h";
+  Lists lists;
   FlagSet flags("stoker-coordinator [flags]",
                 "Plans each job's epochs (which samples every rank gets, in which batch) and leases the work to "
                 "workers; clients register ranks and acknowledge what they received.");
@@ -62,7 +89,7 @@ StatusOr<Config> ParseFlags(int argc, char** argv) {
   flags.AddString("client-timeout", &client_timeout, "a client silent for this long frees its rank");
   flags.AddString("ack-timeout", &ack_timeout, "a unit sent but not acknowledged for this long is re-leased");
   flags.AddString("manifest-root", &c.options.manifest_root, "dataset root to use instead of the manifests' own");
-  flags.AddString("manifest-dirs", &manifest_dirs,
+  flags.AddString("manifest-dirs", &lists.manifest_dirs,
                   "comma-separated directories the manifests clients name must lie in (links and .. resolved); "
                   "empty: any regular file the coordinator can read");
   flags.AddString("journal", &c.journal_path,
@@ -103,6 +130,7 @@ StatusOr<Config> ParseFlags(int argc, char** argv) {
                 "senders whose recent lease replies are kept for retries (least recently used go)");
   flags.AddUint("max-cached-reply-bytes", &c.service.max_cached_reply_bytes,
                 "bytes of lease replies kept for retries over all senders (least recently used go)");
+  AddTeamFlags(flags, lists);
   flags.AddString("log-level", &log_level, "debug|info|warning|error");
   STOKER_RETURN_IF_ERROR(flags.Parse(argc, argv));
   const std::pair<const char*, std::pair<std::string*, Duration*>> durations[] = {
@@ -120,7 +148,7 @@ StatusOr<Config> ParseFlags(int argc, char** argv) {
     *target.second = Millis(*ms);
   }
   STOKER_ASSIGN_OR_RETURN(c.service.crash, CrashPoint::Parse(crash));
-  c.options.manifest_dirs = SplitCommas(manifest_dirs);
+  STOKER_RETURN_IF_ERROR(ParseLists(lists, &c.options));
   if (!SetLogLevelFromString(log_level)) return InvalidArgumentError("--log-level: " + log_level);
   return c;
 }

@@ -1,8 +1,12 @@
 // What a client's job spec can make the coordinator open: regular files only, never waited on; one answer for every
 // manifest it cannot use (no existence oracle); only under --manifest-dirs when set; epochs and names validated.
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
+#include <future>
 
 #include "coordinator/impl_test_fixture.h"
 
@@ -38,7 +42,15 @@ TEST_F(ManifestAccessTest, EveryUnusableManifestGetsTheSameAnswerAndAFifoIsNotWa
   EXPECT_EQ(Refusal(dir_.Join("junk")), missing);
   EXPECT_EQ(Refusal(dir_.Join("subdir")), missing);
   EXPECT_EQ(Refusal(dir_.Join("junk/below")), missing);
-  EXPECT_EQ(Refusal(dir_.Join("fifo")), missing);  // answered at once: the test would hang otherwise
+  // Answered at once. Were the FIFO waited on, the deadline fails the test, and a writer opening the FIFO's other
+  // end lets the waiting open return.
+  auto fifo = std::async(std::launch::async, [&] { return Refusal(dir_.Join("fifo")); });
+  if (fifo.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    ADD_FAILURE() << "the coordinator waited on a FIFO for 10 s";
+    const int writer = ::open(dir_.Join("fifo").c_str(), O_WRONLY | O_NONBLOCK);
+    if (writer >= 0) ::close(writer);
+  }
+  EXPECT_EQ(fifo.get(), missing);
   EXPECT_EQ(impl_->Stats().jobs, 0u);
   EXPECT_TRUE(RegisterWith(dir_.Join("m.stoker")).ok());
 }

@@ -23,6 +23,16 @@ void CollectJobs(const CoordinatorStats& s, MetricFamilies& out) {
                          "Fraction of its current epoch the pipeline's slowest rank has consumed.", MetricType::Gauge);
   FamilyBuilder ranks("stoker_coordinator_ranks", "Ranks of each pipeline, by whether a client holds them.",
                       MetricType::Gauge);
+  FamilyBuilder shape_changes("stoker_coordinator_job_shape_changes_total",
+                              "Times a checkpoint resumed the pipeline on another shape (ranks x batch size).",
+                              MetricType::Counter);
+  FamilyBuilder batch_size("stoker_coordinator_job_batch_size", "The pipeline's batch size per rank, as it runs now.",
+                           MetricType::Gauge);
+  FamilyBuilder leased("stoker_coordinator_job_samples_leased_total",
+                       "Samples leased to workers for the pipeline, by the team whose client key it runs under: the "
+                       "pool's work it got (its fair share is its team's weight over the weights of the teams "
+                       "waiting, split equally between the team's pipelines).",
+                       MetricType::Counter);
   FamilyBuilder demand("stoker_coordinator_demand_samples_per_second",
                        "Samples per second the pipeline's training loops would consume if input never stalled.",
                        MetricType::Gauge);
@@ -31,7 +41,8 @@ void CollectJobs(const CoordinatorStats& s, MetricFamilies& out) {
                       "lockstep each stall them all), at most 0.98.",
                       MetricType::Gauge);
   FamilyBuilder bottleneck("stoker_coordinator_input_bottleneck",
-                           "1 for what holds a waiting pipeline's input back: workers (the pool is busy: add workers), "
+                           "1 for what holds a waiting pipeline's input back: cap (its team wants more than its "
+                           "--team-max-workers), workers (the pool is busy: add workers), "
                            "window (its ranks have no room left to lease into: raise the prefetch window) or "
                            "scheduling (workers idle while ranks wait with room); 0 for the others.",
                            MetricType::Gauge);
@@ -44,11 +55,14 @@ void CollectJobs(const CoordinatorStats& s, MetricFamilies& out) {
     progress.Add({{"pipeline", j.name}}, j.epoch_progress);
     ranks.Add({{"pipeline", j.name}, {"state", "held"}}, j.ranks_held);
     ranks.Add({{"pipeline", j.name}, {"state", "free"}}, j.ranks - j.ranks_held);
+    shape_changes.Add({{"pipeline", j.name}}, j.shape_changes);
+    batch_size.Add({{"pipeline", j.name}}, j.batch_size);
+    leased.Add({{"pipeline", j.name}, {"team", j.team}}, static_cast<double>(j.samples_leased));
     auto d = s.advice.jobs.find(j.name);
     if (d == s.advice.jobs.end()) continue;
     demand.Add({{"pipeline", j.name}}, d->second.demand);
     stall.Add({{"pipeline", j.name}}, d->second.stall);
-    for (const char* cause : {"workers", "window", "scheduling"}) {
+    for (const char* cause : {"cap", "workers", "window", "scheduling"}) {
       bottleneck.Add({{"pipeline", j.name}, {"cause", cause}}, d->second.bottleneck == cause ? 1 : 0);
     }
   }
@@ -56,6 +70,9 @@ void CollectJobs(const CoordinatorStats& s, MetricFamilies& out) {
   out.push_back(epoch.Build());
   out.push_back(progress.Build());
   out.push_back(ranks.Build());
+  out.push_back(shape_changes.Build());
+  out.push_back(batch_size.Build());
+  out.push_back(leased.Build());
   out.push_back(demand.Build());
   out.push_back(stall.Build());
   out.push_back(bottleneck.Build());

@@ -110,6 +110,10 @@ TEST_F(QuarantineTest, ReportsPastTheCapAreCountedNotKept) {
                   .ok());
   EXPECT_EQ(impl_->QuarantinedSamples("job", 0), Sorted({in_unit_[0], in_unit_[1]}));
   EXPECT_EQ(impl_->Stats().quarantine_refused_over_cap, 2u);
+  const auto kept = impl_->QuarantineReports("job", 0);
+  ASSERT_EQ(kept.count(in_unit_[0]), 1u);
+  EXPECT_EQ(kept.at(in_unit_[0]).detail, std::string(CoordinatorImpl::kMaxQuarantineDetailBytes, 'd'));  // of 10,000
+  EXPECT_EQ(kept.at(in_unit_[0]).reason, "r");
 }
 
 // Regression: the fields quarantine added to the job's runtime once shifted its positional initialisation, and

@@ -1,5 +1,6 @@
 // Who gets the work, on a FakeClock: a worker holds at most its queue of leased, unsent batches; room in a window
-// goes to the least-loaded worker waiting for it; a worker that frees a place gets the rank furthest behind.
+// goes to the least-loaded worker waiting for it; a worker that frees a place gets the rank furthest behind, and
+// when jobs compete, the job furthest below its fair share (fair_share.h).
 #include <gtest/gtest.h>
 
 #include "coordinator/impl_test_fixture.h"
@@ -21,6 +22,48 @@ class SchedulingTest : public CoordinatorImplTest {
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     if (!r.ok() || !r->has_value()) return std::nullopt;
     return (*r)->leases;
+  }
+  // Regression (issue 30): a place freed on a worker went back to the job that freed it, so a job with more ranks and
+  // requests kept the worker and a second job only got what it freed itself. Now each freed place goes to the job
+  // owed it most. One worker with one place; a 2-rank job of team "" and a 1-rank job of team b both always waiting:
+  // returns how many of `rounds` freed places each job got.
+  std::map<std::string, int> CompeteForOnePlace(CoordinatorOptions options, int rounds) {
+    options.worker_queue_batches = 1;
+    impl_ = std::make_unique<CoordinatorImpl>(options, clock_, env_);
+    JobSpec modest = spec_;
+    modest.name = "modest";
+    modest.world_size = 1;
+    Register("g-0", 0, /*window=*/8);
+    Register("g-1", 1, /*window=*/8);
+    EXPECT_TRUE(impl_->RegisterClient({"m-0", "modest", 0, modest, 8}, Caller{"client:team-b"}).ok());
+    AddWorker("w-1");
+    RequestHandle next = 1;
+    auto ask = [&](const std::string& job, uint32_t rank) {
+      auto r = impl_->RequestLease(next++, {"w-1", job, rank, 1, 1000});
+      EXPECT_TRUE(r.ok()) << r.status().ToString();
+      return r.ok() && r->has_value() ? (*r)->leases : std::vector<LeaseGrant>{};
+    };
+    std::vector<LeaseGrant> held = ask("job", 0);  // the 2-rank job takes the worker's only place...
+    EXPECT_EQ(held.size(), 1u);
+    EXPECT_TRUE(ask("job", 1).empty());  // ...and waits for it on both its ranks, as the 1-rank job does
+    EXPECT_TRUE(ask("job", 0).empty());
+    EXPECT_TRUE(ask("modest", 0).empty());
+    std::map<std::string, int> got;
+    if (held.empty()) return got;
+    LeaseGrant current = held[0];
+    for (int round = 0; round < rounds; ++round) {
+      EXPECT_TRUE(impl_->UnitDone({"w-1", current.job, current.rank, current.unit, current.attempt,
+                                   UnitOutcome::kSent, current.batch_count, {}}).ok());
+      std::vector<DeferredLeaseReply> woken = impl_->TakeDeferredReplies();
+      if (woken.size() != 1u || woken[0].response.leases.size() != 1u) {
+        ADD_FAILURE() << "round " << round << ": " << woken.size() << " requests woken";
+        return got;
+      }
+      current = woken[0].response.leases[0];
+      ++got[current.job];
+      EXPECT_TRUE(ask(current.job, current.rank).empty());  // the worker asks again for the stream it served
+    }
+    return got;
   }
   // The one parked request the last call woke (a failure if it woke none or several).
   DeferredLeaseReply OnlyWoken() {
@@ -102,6 +145,82 @@ TEST_F(SchedulingTest, ALostOrRevokedLeaseLeavesTheWorkersQueue) {
   ASSERT_TRUE(impl_->Deregister({"c-a", "job", 0}).ok());
   Register("c-a2", 0, 8);
   EXPECT_EQ(Lease("w-1", 0, 10).size(), 2u);
+}
+
+TEST_F(SchedulingTest, AFreedPlaceGoesToTheJobBelowItsShareNotBackToTheJobThatFreedIt) {
+  auto got = CompeteForOnePlace(options_, 8);
+  EXPECT_EQ(got["modest"], 4) << "half the places: the teams weigh the same, whatever their ranks";
+  EXPECT_EQ(got["job"], 4);
+}
+
+TEST_F(SchedulingTest, ATeamsWeightIsItsShareOfTheFreedPlaces) {
+  CoordinatorOptions options = options_;
+  options.teams = {{"team-b", {.weight = 3}}};
+  auto got = CompeteForOnePlace(options, 8);
+  EXPECT_EQ(got["modest"], 6) << "team b weighs 3 to the other's 1";
+  EXPECT_EQ(got["job"], 2);
+  // /state says what each job got, under which team and weight (10 samples a batch; the first grant was "job"'s).
+  const std::string state = impl_->StateJson();
+  EXPECT_NE(state.find(R"("share": {"team": "team-b", "team_weight": 3, "samples_leased": 60, "team_priority": 0)"), std::string::npos)
+      << state;
+  EXPECT_NE(state.find(R"("share": {"team": "", "team_weight": 1, "samples_leased": 30, "team_priority": 0)"), std::string::npos)
+      << state;
+}
+
+// A team's cap before the pool's rate per worker is known: at most max_workers units of the job leased and unsent
+// over the pool, whichever workers ask (afterwards it is a rate: tests/scheduling/pool_test.cc).
+TEST_F(SchedulingTest, ACappedTeamHoldsAtMostItsUnitsBeforeThePoolsRateIsKnown) {
+  options_.worker_queue_batches = 4;
+  options_.teams = {{"team-b", {.max_workers = 1}}};
+  impl_ = std::make_unique<CoordinatorImpl>(options_, clock_, env_);
+  ASSERT_TRUE(impl_->RegisterClient({"c-a", "job", 0, spec_, 8}, Caller{"client:team-b"}).ok());
+  AddWorker("w-1");
+  AddWorker("w-2");
+  auto first = Lease("w-1", 0, 4);
+  ASSERT_EQ(first.size(), 1u) << "one unit: its one worker's worth";
+  EXPECT_TRUE(Lease("w-2", 0, 4).empty()) << "not another on a second worker";
+  ASSERT_TRUE(Sent("w-1", first[0]).ok());
+  EXPECT_EQ(Lease("w-2", 0, 4).size(), 1u) << "once it is sent, the next";
+}
+
+// Regression (review of issue 30): a job forgotten while a worker waited on it left that request unanswered and its
+// leased, unsent batches counted against the worker (and its team) for good, so the worker's queue stayed full.
+TEST_F(SchedulingTest, AForgottenJobAnswersItsParkedRequestsAndFreesTheWorkersQueue) {
+  options_.worker_queue_batches = 1;
+  options_.job_retention = Millis(1000);
+  impl_ = std::make_unique<CoordinatorImpl>(options_, clock_, env_);
+  Register("c-a", 0, 8);
+  AddWorker("w-1");
+  ASSERT_EQ(Lease("w-1", 0, 1).size(), 1u);
+  EXPECT_FALSE(Ask(7, "w-1", 0, 1).has_value()) << "the queue is full: parked";
+  ASSERT_TRUE(impl_->Deregister({"c-a", "job", 0}).ok());
+  impl_->Tick();  // idle from now
+  clock_.Advance(Millis(1500));
+  ASSERT_TRUE(impl_->WorkerHeartbeat({"w-1", {}, false, 0, 0}).ok());  // the worker is alive throughout
+  impl_->Tick();  // forgotten
+  std::vector<DeferredLeaseReply> answered = impl_->TakeDeferredReplies();
+  ASSERT_EQ(answered.size(), 1u);
+  EXPECT_EQ(answered[0].handle, 7u);
+  EXPECT_TRUE(answered[0].response.leases.empty());
+  JobSpec other = spec_;
+  other.name = "other";
+  ASSERT_TRUE(impl_->RegisterClient({"c-b", "other", 0, other, 8}).ok());
+  auto r = impl_->RequestLease(8, {"w-1", "other", 0, 1, 0});
+  ASSERT_TRUE(r.ok() && r->has_value());
+  EXPECT_EQ((*r)->leases.size(), 1u) << "the forgotten job's batch no longer fills the worker's queue";
+}
+
+// One team per job (review of issue 30): ranks taken with different teams' keys are all the team of the lowest
+// held rank, so the job is ordered, charged and capped as one.
+TEST_F(SchedulingTest, AJobsRanksTakenWithDifferentKeysAreOneTeam) {
+  ASSERT_TRUE(impl_->RegisterClient({"c-a", "job", 0, spec_, 8}, Caller{"client:team-a"}).ok());
+  ASSERT_TRUE(impl_->RegisterClient({"c-b", "job", 1, spec_, 8}, Caller{"client:team-b"}).ok());
+  AddWorker("w-1");
+  ASSERT_EQ(Lease("w-1", 0, 1).size(), 1u);
+  ASSERT_EQ(Lease("w-1", 1, 1).size(), 1u);  // rank 1's key is team b's: the job's charge stays with team a
+  const std::string state = impl_->StateJson();
+  EXPECT_NE(state.find(R"("share": {"team": "team-a", "team_weight": 1, "samples_leased": 20)"), std::string::npos)
+      << state;
 }
 
 }  // namespace

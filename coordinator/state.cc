@@ -27,6 +27,12 @@ Status CoordinatorState::Check(const Update& update) const {
             return FailedPreconditionError("an update for rank " + std::to_string(u.rank) + " of job '" + job +
                                            "', which has " + std::to_string(it->second.ranks.size()) + " ranks");
           }
+        } else if constexpr (std::is_same_v<T, JobReshaped>) {
+          const std::string job = u.spec.name.substr(0, 64);
+          if (jobs_.count(u.spec.name) == 0) {
+            return FailedPreconditionError("a shape change of job '" + job + "', which nothing created");
+          }
+          STOKER_RETURN_IF_ERROR(u.spec.Validate());
         }
         return Status::Ok();
       },
@@ -66,6 +72,15 @@ void CoordinatorState::Apply(const Update& update) {
           workers_.erase(u.worker_id);
         } else if constexpr (std::is_same_v<T, JobRemoved>) {
           jobs_.erase(u.job);
+        } else if constexpr (std::is_same_v<T, JobReshaped>) {
+          auto it = jobs_.find(u.spec.name);
+          STOKER_CHECK(it != jobs_.end(), "shape change of unknown job " + u.spec.name);
+          JobRecord& record = it->second;
+          record.spec = u.spec;
+          record.shape_changes = u.shape_changes;
+          record.attempts_floor = std::max(record.attempts_floor, u.attempts_floor);
+          record.ranks.assign(u.spec.world_size, RankRecord{});
+          for (RankRecord& r : record.ranks) r.attempts_reserved = u.attempts_floor;
         }
       },
       update);
@@ -75,6 +90,9 @@ std::vector<Update> CoordinatorState::Snapshot() const {
   std::vector<Update> out;
   for (const auto& [name, job] : jobs_) {
     out.push_back(JobCreated{job.spec, job.num_samples});
+    // The shape change, so that a coordinator too old to know origins refuses the journal (the ranks' attempts
+    // follow in their own records).
+    if (job.shape_changes != 0) out.push_back(JobReshaped{job.spec, job.attempts_floor, job.shape_changes});
     for (uint32_t rank = 0; rank < job.ranks.size(); ++rank) {
       const RankRecord& r = job.ranks[rank];
       if (r.session == 0 && r.attempts_reserved == 0) continue;

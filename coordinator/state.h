@@ -68,8 +68,16 @@ struct JobRemoved {
   std::string job;
 };
 
+// A checkpoint resumed the job on another shape: its spec becomes `spec` (new world and batch size, the origin its
+// plan starts from) and its ranks start afresh, attempts at `attempts_floor` or above so every old lease is fenced.
+struct JobReshaped {
+  JobSpec spec;
+  uint64_t attempts_floor = 0;
+  uint32_t shape_changes = 0;  // the job's count, this change included
+};
+
 using Update = std::variant<JobCreated, RankSessionStarted, RankProgress, AttemptsReserved, WorkerJoined, WorkerLeft,
-                            JobRemoved>;
+                            JobRemoved, JobReshaped>;
 
 struct RankRecord {
   std::string client_id;     // last client to claim the rank
@@ -86,6 +94,8 @@ struct JobRecord {
   JobSpec spec;
   uint64_t num_samples = 0;
   std::vector<RankRecord> ranks;
+  uint32_t shape_changes = 0;
+  uint64_t attempts_floor = 0;  // attempts below it were leased for an earlier shape
 };
 
 class CoordinatorState {

@@ -43,6 +43,11 @@ Status JobSpec::Validate() const {
   if (world_size == 0) return InvalidArgumentError("job '" + name + "': world_size (ranks) must be at least 1");
   if (world_size > 65536) return InvalidArgumentError("job '" + name + "': world_size above 65536");
   if (epochs == 0) return InvalidArgumentError("job '" + name + "': epochs must be at least 1");
+  if (origin_epoch > epochs || (origin_epoch == epochs && origin_offset != 0)) {
+    return InvalidArgumentError("job '" + name + "': origin (epoch " + std::to_string(origin_epoch) + ", offset " +
+                                std::to_string(origin_offset) + ") is past the job's " + std::to_string(epochs) +
+                                " epochs");
+  }
   if (epochs > kMaxEpochs) {
     return InvalidArgumentError("job '" + name + "': epochs above " + std::to_string(kMaxEpochs));
   }
@@ -107,18 +112,42 @@ std::vector<std::string> JobSpec::Differences(const JobSpec& r) const {
   return out;
 }
 
+bool JobSpec::IsShapeField(std::string_view difference) {
+  for (std::string_view field : {"world_size:", "batch_size:", "batches_per_unit:"}) {
+    if (difference.substr(0, field.size()) == field) return true;
+  }
+  return false;
+}
+
+namespace {
+void WritePipeline(std::ostringstream& c, const PipelineSpec& p) {
+  c << "\nmode=" << PipelineModeName(p.mode) << "\nout=" << p.output_height << "x" << p.output_width
+    << "\nscale=" << p.scale_min << "," << p.scale_max << "\nratio=" << p.ratio_min << "," << p.ratio_max
+    << "\nflip=" << p.flip_probability << "\nresize=" << p.resize_shorter << "\nantialias=" << p.antialias;
+  // Added after tokens were first issued: absent for the kernel those jobs had, so their tokens stay valid.
+  if (p.resize_kernel != ResizeKernel::kOpenCv) c << "\nresize_kernel=" << ResizeKernelName(p.resize_kernel);
+}
+}  // namespace
+
 uint64_t SpecFingerprint(const JobSpec& spec) {
   std::ostringstream c;
-  const PipelineSpec& p = spec.pipeline;
   c << "name=" << spec.name << "\nmanifest=" << spec.manifest_path << "\nfingerprint=" << spec.manifest_fingerprint
     << "\nbatch=" << spec.batch_size << "\nworld=" << spec.world_size << "\nepochs=" << spec.epochs
     << "\nseed=" << spec.seed << "\nshuffle=" << spec.shuffle << "\nremainder=" << RemainderName(spec.remainder)
-    << "\nper_unit=" << spec.batches_per_unit << "\nmode=" << PipelineModeName(p.mode) << "\nout=" << p.output_height
-    << "x" << p.output_width << "\nscale=" << p.scale_min << "," << p.scale_max << "\nratio=" << p.ratio_min << ","
-    << p.ratio_max << "\nflip=" << p.flip_probability << "\nresize=" << p.resize_shorter
-    << "\nantialias=" << p.antialias;
-  // Added after tokens were first issued: absent for the kernel those jobs had, so their tokens stay valid.
-  if (p.resize_kernel != ResizeKernel::kOpenCv) c << "\nresize_kernel=" << ResizeKernelName(p.resize_kernel);
+    << "\nper_unit=" << spec.batches_per_unit;
+  WritePipeline(c, spec.pipeline);
+  // Added later still, and only when set: every job that starts at the beginning keeps its fingerprint.
+  if (spec.origin_epoch != 0 || spec.origin_offset != 0) {
+    c << "\norigin=" << spec.origin_epoch << "," << spec.origin_offset;
+  }
+  std::string text = c.str();
+  return Xxh64(text.data(), text.size());
+}
+
+uint64_t PipelineFingerprint(const PipelineSpec& pipeline) {
+  std::ostringstream c;
+  c << "pipeline";
+  WritePipeline(c, pipeline);
   std::string text = c.str();
   return Xxh64(text.data(), text.size());
 }

@@ -1,6 +1,8 @@
 // The plan (plan.h): which sample each rank gets at each slot of each batch, in O(1) per sample.
 #include "dataset/plan.h"
 
+#include <algorithm>
+
 #include "base/hash.h"
 
 namespace stoker {
@@ -76,7 +78,80 @@ StatusOr<Plan> Plan::Make(const JobSpec& spec, uint64_t num_samples) {
                                 "); use --remainder pad or a smaller batch size");
   }
   plan.units_per_epoch_ = (plan.steps_ + spec.batches_per_unit - 1) / spec.batches_per_unit;
+  plan.origin_epoch_ = spec.origin_epoch;
+  plan.origin_offset_ = spec.origin_offset;
+  if (spec.origin_epoch < spec.epochs) {
+    if (spec.origin_offset >= num_samples) {
+      return InvalidArgumentError("job '" + spec.name + "': origin offset " + std::to_string(spec.origin_offset) +
+                                  " is past the dataset's " + std::to_string(num_samples) + " samples");
+    }
+    const uint64_t left = num_samples - spec.origin_offset;
+    const uint64_t steps_left = spec.remainder == Remainder::kDrop ? left / global : (left + global - 1) / global;
+    if (steps_left == 0) {
+      return InvalidArgumentError("job '" + spec.name + "': origin offset " + std::to_string(spec.origin_offset) +
+                                  " leaves less than one global batch of its epoch (Plan::NormalOrigin moves it)");
+    }
+    plan.origin_skip_ = plan.steps_ - steps_left;
+  } else if (spec.origin_offset != 0) {
+    return InvalidArgumentError("job '" + spec.name + "': an origin at the job's end has offset 0");
+  }
   return plan;
+}
+
+Plan::Point Plan::NormalOrigin(const JobSpec& shape, uint64_t num_samples, Point point) {
+  const uint64_t global = uint64_t{shape.world_size} * shape.batch_size;
+  if (point.epoch < shape.epochs && shape.remainder == Remainder::kDrop && point.offset != 0 &&
+      num_samples - std::min(point.offset, num_samples) < global) {
+    point = {point.epoch + 1, 0};
+  }
+  if (point.epoch >= shape.epochs) point = {shape.epochs, 0};
+  return point;
+}
+
+uint64_t Plan::FirstBatch(uint32_t epoch) const {
+  if (epoch < origin_epoch_) return steps_;
+  return epoch == origin_epoch_ ? origin_skip_ : 0;
+}
+
+uint64_t Plan::StartBatch() const {
+  return origin_epoch_ >= epochs_ ? total_batches() : GlobalBatch(origin_epoch_, origin_skip_);
+}
+
+uint64_t Plan::StepStart(uint32_t epoch, uint64_t batch) const {
+  const uint64_t global = uint64_t{world_size_} * batch_size_;
+  return epoch == origin_epoch_ ? origin_offset_ + (batch - origin_skip_) * global : batch * global;
+}
+
+uint64_t Plan::EpochPositions(uint32_t epoch) const {
+  if (epoch >= epochs_) return 0;
+  return (steps_ - FirstBatch(epoch)) * world_size_ * batch_size_;
+}
+
+uint64_t Plan::RealSamples(uint32_t epoch) const {
+  if (epoch >= epochs_ || epoch < origin_epoch_) return 0;
+  const uint64_t first = epoch == origin_epoch_ ? origin_offset_ : 0;
+  return std::min(first + EpochPositions(epoch), num_samples_) - first;
+}
+
+uint64_t Plan::PaddedSamples(uint32_t epoch) const { return EpochPositions(epoch) - RealSamples(epoch); }
+
+Plan::Point Plan::PointOf(uint64_t global_batch) const {
+  if (global_batch >= total_batches()) return {epochs_, 0};
+  if (global_batch < StartBatch()) return {origin_epoch_, origin_offset_};
+  const uint32_t epoch = EpochOf(global_batch);
+  return {epoch, StepStart(epoch, BatchInEpoch(global_batch))};
+}
+
+std::optional<uint64_t> Plan::BatchAt(Point point) const {
+  if (point.epoch >= epochs_) {
+    return point == Point{epochs_, 0} ? std::optional<uint64_t>(total_batches()) : std::nullopt;
+  }
+  if (point.epoch < origin_epoch_ || point.offset >= num_samples_) return std::nullopt;
+  const uint64_t base = point.epoch == origin_epoch_ ? origin_offset_ : 0;
+  const uint64_t global = uint64_t{world_size_} * batch_size_;
+  if (point.offset < base || (point.offset - base) % global != 0) return std::nullopt;
+  // Past the last step (only kDrop's tail, less than a global batch): the next epoch's start.
+  return GlobalBatch(point.epoch, FirstBatch(point.epoch) + (point.offset - base) / global);
 }
 
 uint64_t Plan::real_samples_per_epoch() const {
@@ -121,18 +196,23 @@ PlannedSample Plan::AtPosition(const KeyedPermutation& perm, uint64_t position) 
   return s;
 }
 
-PlannedSample Plan::Sample(uint32_t epoch, uint32_t rank, uint64_t batch, uint32_t slot) const {
-  STOKER_CHECK(rank < world_size_ && batch < steps_ && slot < batch_size_ && epoch < epochs_,
+uint64_t Plan::Position(uint32_t epoch, uint32_t rank, uint64_t batch, uint32_t slot) const {
+  STOKER_CHECK(rank < world_size_ && batch < steps_ && slot < batch_size_ && epoch < epochs_ &&
+                   batch >= FirstBatch(epoch),
                "plan position out of range");
-  uint64_t position = (batch * world_size_ + rank) * batch_size_ + slot;
-  return AtPosition(Permutation(epoch), position);
+  return StepStart(epoch, batch) + uint64_t{rank} * batch_size_ + slot;
+}
+
+PlannedSample Plan::Sample(uint32_t epoch, uint32_t rank, uint64_t batch, uint32_t slot) const {
+  return AtPosition(Permutation(epoch), Position(epoch, rank, batch, slot));
 }
 
 void Plan::BatchSamples(uint32_t epoch, uint32_t rank, uint64_t batch, std::span<PlannedSample> out) const {
   STOKER_CHECK(out.size() == batch_size_, "BatchSamples needs batch_size entries");
-  STOKER_CHECK(rank < world_size_ && batch < steps_ && epoch < epochs_, "plan position out of range");
+  STOKER_CHECK(rank < world_size_ && batch < steps_ && epoch < epochs_ && batch >= FirstBatch(epoch),
+               "plan position out of range");
   KeyedPermutation perm = Permutation(epoch);
-  uint64_t first = (batch * world_size_ + rank) * batch_size_;
+  uint64_t first = StepStart(epoch, batch) + uint64_t{rank} * batch_size_;
   for (uint32_t slot = 0; slot < batch_size_; ++slot) out[slot] = AtPosition(perm, first + slot);
 }
 
@@ -141,11 +221,16 @@ void Plan::BatchSamples(uint32_t epoch, uint32_t rank, uint64_t batch, std::span
 // walk the unit's batches, or the candidate positions source + k * N across the unit's span: whichever is fewer.
 bool Plan::UnitHolds(uint64_t global_unit, uint32_t rank, uint64_t sample_id) const {
   if (sample_id >= num_samples_ || rank >= world_size_) return false;
-  const UnitRange unit = Unit(global_unit);
+  UnitRange unit = Unit(global_unit);
+  const uint64_t first_batch = std::max(unit.first_batch, FirstBatch(unit.epoch));  // the origin epoch starts late
+  if (first_batch >= unit.first_batch + unit.count) return false;
+  unit.count = static_cast<uint32_t>(unit.first_batch + unit.count - first_batch);
+  unit.first_batch = first_batch;
   const uint64_t source = shuffle_ ? Permutation(unit.epoch).Inverse(sample_id) : sample_id;
   const uint64_t n = num_samples_;
   const uint64_t global = uint64_t{world_size_} * batch_size_;
-  const uint64_t begin = unit.first_batch * global, end = (unit.first_batch + unit.count) * global;
+  const uint64_t begin = StepStart(unit.epoch, unit.first_batch);
+  const uint64_t end = begin + uint64_t{unit.count} * global;
   // The first position at or after `from` that holds `source`.
   auto first_at_or_after = [&](uint64_t from) { return from + (source + n - from % n) % n; };
   if ((end - begin) / n + 2 <= unit.count) {
@@ -155,7 +240,7 @@ bool Plan::UnitHolds(uint64_t global_unit, uint32_t rank, uint64_t sample_id) co
     return false;
   }
   for (uint64_t batch = unit.first_batch; batch < unit.first_batch + unit.count; ++batch) {
-    const uint64_t first = (batch * world_size_ + rank) * batch_size_;
+    const uint64_t first = StepStart(unit.epoch, batch) + uint64_t{rank} * batch_size_;
     if (first_at_or_after(first) < first + batch_size_) return true;
   }
   return false;

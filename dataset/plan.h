@@ -9,10 +9,19 @@
 // full global batch are not delivered this epoch (a different random remainder each epoch when shuffling); with
 // kPad the last global batch is completed with repeated samples that are flagged as padding.
 //
+// A plan with an origin (JobSpec::origin_epoch/origin_offset: a job resumed from a checkpoint on another shape)
+// delivers nothing before its origin epoch, and in that epoch only the positions from origin_offset on: the same
+// order, dealt to this shape in steps of G from origin_offset, the remainder rule applied to what is left. Its
+// batches are numbered so that the epoch still ends at steps_per_epoch(): they start at FirstBatch(epoch) (the full
+// epoch's steps less those left), so a global batch index means the same everywhere and a rank of the resumed job
+// starts at StartBatch() the way a rank resumed mid-epoch does. The samples of the steps after (epoch, offset)
+// depend only on the seed, the epoch, the offset and the shape, whatever origin a plan has.
+//
 // Thread safety: a Plan is immutable after Make(); all methods may be called concurrently.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 
 #include "stoker/job_spec.h"
@@ -70,6 +79,31 @@ class Plan {
   uint64_t real_samples_per_epoch() const;
   uint64_t padded_samples_per_epoch() const;
 
+  // The origin (0, 0 without one), the epoch's first batch (0, or later in the origin epoch; steps_per_epoch()
+  // before it), and the first global batch of the plan.
+  uint32_t origin_epoch() const { return origin_epoch_; }
+  uint64_t origin_offset() const { return origin_offset_; }
+  uint64_t FirstBatch(uint32_t epoch) const;
+  uint64_t StartBatch() const;
+  // Real and padding samples epoch `epoch` delivers over all ranks (fewer in the origin epoch, none before it).
+  uint64_t RealSamples(uint32_t epoch) const;
+  uint64_t PaddedSamples(uint32_t epoch) const;
+  // Where global batch g starts in its epoch's order: {epoch, positions of that epoch dealt before it} (the end of
+  // the job is {epochs, 0}). What a checkpoint token carries: it means the same under any shape. Batches before
+  // StartBatch() read as the origin.
+  struct Point {
+    uint32_t epoch = 0;
+    uint64_t offset = 0;
+    bool operator==(const Point&) const = default;
+  };
+  Point PointOf(uint64_t global_batch) const;
+  // The global batch that starts at `point`, if a step of this plan starts there (the end of an epoch's
+  // delivered steps counts as the next epoch's start); nullopt otherwise.
+  std::optional<uint64_t> BatchAt(Point point) const;
+  // The origin a job of `shape` resumed at `point` gets: `point`, or the next epoch's start when what is left of
+  // the epoch is less than one global batch that kDrop would drop (the end of the job: {epochs, 0}).
+  static Point NormalOrigin(const JobSpec& shape, uint64_t num_samples, Point point);
+
   // Global batch index g = epoch * steps_per_epoch + batch.
   uint64_t GlobalBatch(uint32_t epoch, uint64_t batch) const { return uint64_t{epoch} * steps_ + batch; }
   uint32_t EpochOf(uint64_t global_batch) const { return static_cast<uint32_t>(global_batch / steps_); }
@@ -80,8 +114,12 @@ class Plan {
   // One past the last global batch of the unit.
   uint64_t UnitEnd(uint64_t global_unit) const;
 
-  // The sample at (epoch, rank, batch, slot). Requires rank < world, batch < steps, slot < batch_size.
+  // The sample at (epoch, rank, batch, slot). Requires rank < world, FirstBatch(epoch) <= batch < steps,
+  // slot < batch_size.
   PlannedSample Sample(uint32_t epoch, uint32_t rank, uint64_t batch, uint32_t slot) const;
+  // The position in its epoch's order of (epoch, rank, batch, slot): where Sample() takes it from. Positions at
+  // or past num_samples() are padding. Same requirements as Sample().
+  uint64_t Position(uint32_t epoch, uint32_t rank, uint64_t batch, uint32_t slot) const;
   // All samples of one batch, in slot order. out.size() must be batch_size.
   void BatchSamples(uint32_t epoch, uint32_t rank, uint64_t batch, std::span<PlannedSample> out) const;
   // Whether `sample_id` is one of the samples (real or padding) rank `rank` gets in unit `global_unit`: what a
@@ -93,6 +131,9 @@ class Plan {
   Plan() = default;
   KeyedPermutation Permutation(uint32_t epoch) const;
   PlannedSample AtPosition(const KeyedPermutation& perm, uint64_t position) const;
+  // The position of rank 0's first slot in step `batch` of `epoch` (batch >= FirstBatch(epoch)).
+  uint64_t StepStart(uint32_t epoch, uint64_t batch) const;
+  uint64_t EpochPositions(uint32_t epoch) const;  // positions dealt in the epoch, padding included
 
   uint64_t num_samples_ = 0;
   uint32_t world_size_ = 1;
@@ -103,6 +144,9 @@ class Plan {
   uint64_t units_per_epoch_ = 0;
   uint64_t seed_ = 0;
   bool shuffle_ = true;
+  uint32_t origin_epoch_ = 0;
+  uint64_t origin_offset_ = 0;
+  uint64_t origin_skip_ = 0;  // FirstBatch(origin_epoch_)
 };
 
 }  // namespace stoker

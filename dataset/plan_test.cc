@@ -1,8 +1,10 @@
-// The plan and its keyed permutation: bijective, balanced, deterministic, shuffled per epoch, units that tile epochs.
+// The plan and its keyed permutation: bijective, balanced, deterministic, shuffled per epoch, units that tile epochs;
+// plans with an origin.
 #include "dataset/plan.h"
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 #include <vector>
 
@@ -193,6 +195,197 @@ TEST(Plan, UnitsTileEveryEpochWithAShortLastUnit) {
   EXPECT_EQ(next, plan->total_batches());
   EXPECT_EQ(plan->Unit(2).count, 2u);
   EXPECT_EQ(plan->Unit(5).epoch, 1u);
+}
+
+// Plans with an origin (a job resumed from a checkpoint on another shape): what is left of the origin epoch is
+// dealt exactly once, in the epoch's order, in equal steps, the remainder rule applied once; batches keep their
+// global numbering; the steps after a point do not depend on the origin the plan was made with.
+
+Plan MakeAt(JobSpec spec, uint64_t n, Plan::Point point) {
+  point = Plan::NormalOrigin(spec, n, point);
+  spec.origin_epoch = point.epoch;
+  spec.origin_offset = point.offset;
+  auto plan = Plan::Make(spec, n);
+  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+  return *plan;
+}
+
+// The samples of an epoch of `plan` in step order, rank order, slot order, with their padding flags.
+std::vector<PlannedSample> Dealt(const Plan& plan, uint32_t epoch) {
+  std::vector<PlannedSample> out;
+  std::vector<PlannedSample> batch(plan.batch_size());
+  for (uint64_t k = plan.FirstBatch(epoch); k < plan.steps_per_epoch(); ++k) {
+    for (uint32_t r = 0; r < plan.world_size(); ++r) {
+      plan.BatchSamples(epoch, r, k, batch);
+      out.insert(out.end(), batch.begin(), batch.end());
+    }
+  }
+  return out;
+}
+
+TEST(PlanOrigin, AnOriginAtTheStartIsTheOrdinaryPlan) {
+  const JobSpec spec = Spec(3, 4, Remainder::kPad, 3);
+  auto plain = Plan::Make(spec, 50);
+  ASSERT_TRUE(plain.ok());
+  const Plan at_zero = MakeAt(spec, 50, {0, 0});
+  for (uint32_t e = 0; e < spec.epochs; ++e) EXPECT_EQ(Dealt(*plain, e), Dealt(at_zero, e));
+  EXPECT_EQ(at_zero.StartBatch(), 0u);
+  EXPECT_EQ(SpecFingerprint(spec), SpecFingerprint(spec));  // origin 0, 0 leaves the fingerprint as it was
+}
+
+// For every dataset size up to 60, both remainders, several shapes and every offset: the origin epoch deals each
+// position in [offset, N) once, in the epoch's order, then (kPad) flagged repeats, never more than one global batch
+// short (kDrop) or padded (kPad).
+TEST(PlanOrigin, DealsWhatIsLeftOfTheEpochExactlyOnceInOrder) {
+  for (Remainder remainder : {Remainder::kDrop, Remainder::kPad}) {
+    for (auto [ranks, batch] : {std::pair{1u, 1u}, std::pair{3u, 2u}, std::pair{2u, 5u}, std::pair{4u, 3u}}) {
+      for (uint64_t n = 1; n <= 60; ++n) {
+        const JobSpec spec = Spec(ranks, batch, remainder, 3);
+        const uint64_t global = uint64_t{ranks} * batch;
+        if (remainder == Remainder::kDrop && n < global) continue;
+        auto whole = Plan::Make(spec, n);
+        ASSERT_TRUE(whole.ok());
+        const std::vector<PlannedSample> order = Dealt(*whole, 1);  // the epoch's order, as the plain plan deals it
+        for (uint64_t offset = 0; offset < n; ++offset) {
+          SCOPED_TRACE("n=" + std::to_string(n) + " shape " + std::to_string(ranks) + "x" + std::to_string(batch) +
+                       " offset " + std::to_string(offset) + (remainder == Remainder::kDrop ? " drop" : " pad"));
+          const Plan plan = MakeAt(spec, n, {1, offset});
+          if (plan.origin_epoch() != 1) {  // less than a global batch left under kDrop: the next epoch's start
+            ASSERT_EQ(remainder, Remainder::kDrop);
+            ASSERT_LT(n - offset, global);
+            EXPECT_EQ(plan.StartBatch(), plan.GlobalBatch(2, 0));
+            continue;
+          }
+          const std::vector<PlannedSample> left = Dealt(plan, 1);
+          ASSERT_EQ(left.size() % global, 0u);
+          uint64_t real = 0;
+          for (size_t i = 0; i < left.size(); ++i) {
+            if (left[i].padding) continue;
+            ++real;
+            const uint64_t position = offset + i;
+            ASSERT_LT(position, order.size() + global);  // (the plain plan may have dropped the tail itself)
+            if (position < order.size() && !order[position].padding) {
+              EXPECT_EQ(left[i], order[position]);
+            }
+          }
+          const uint64_t missing = n - offset - real;
+          if (remainder == Remainder::kDrop) {
+            EXPECT_LT(missing, global);
+          } else {
+            EXPECT_EQ(missing, 0u);
+            EXPECT_LT(left.size() - real, global);
+          }
+          EXPECT_EQ(plan.RealSamples(1), real);
+          EXPECT_EQ(plan.PaddedSamples(1), left.size() - real);
+          EXPECT_EQ(plan.RealSamples(0), 0u);
+          // Later epochs are the ordinary plan of this shape.
+          EXPECT_EQ(Dealt(plan, 2), Dealt(*whole, 2));
+        }
+      }
+    }
+  }
+}
+
+TEST(PlanOrigin, NumbersTheOriginEpochsBatchesSoThatItEndsWhereEveryEpochEnds) {
+  // 100 samples, 3 x 4 = 12 a step, kDrop: 8 steps per epoch. Resumed at 30 of epoch 1: 70 left = 5 steps.
+  const Plan plan = MakeAt(Spec(3, 4, Remainder::kDrop, 3), 100, {1, 30});
+  EXPECT_EQ(plan.steps_per_epoch(), 8u);
+  EXPECT_EQ(plan.FirstBatch(0), 8u);  // nothing of epoch 0
+  EXPECT_EQ(plan.FirstBatch(1), 3u);
+  EXPECT_EQ(plan.FirstBatch(2), 0u);
+  EXPECT_EQ(plan.StartBatch(), plan.GlobalBatch(1, 3));
+  EXPECT_EQ(plan.PointOf(plan.StartBatch()), (Plan::Point{1, 30}));
+  EXPECT_EQ(plan.PointOf(plan.GlobalBatch(1, 4)), (Plan::Point{1, 42}));
+  EXPECT_EQ(plan.PointOf(plan.GlobalBatch(2, 1)), (Plan::Point{2, 12}));
+  EXPECT_EQ(plan.PointOf(plan.total_batches()), (Plan::Point{3, 0}));
+  EXPECT_EQ(plan.PointOf(0), (Plan::Point{1, 30}));  // before the start reads as the origin
+  EXPECT_EQ(plan.BatchAt({1, 42}), plan.GlobalBatch(1, 4));
+  EXPECT_EQ(plan.BatchAt({1, 30 + 5 * 12}), plan.GlobalBatch(2, 0));  // only the dropped tail left
+  EXPECT_FALSE(plan.BatchAt({1, 31}).has_value());  // not a step of this plan
+  EXPECT_FALSE(plan.BatchAt({1, 18}).has_value());  // before the origin
+  EXPECT_FALSE(plan.BatchAt({0, 0}).has_value());
+  EXPECT_EQ(plan.BatchAt({2, 24}), plan.GlobalBatch(2, 2));
+  EXPECT_EQ(plan.BatchAt({3, 0}), plan.total_batches());
+  for (uint64_t g = plan.StartBatch(); g <= plan.total_batches(); ++g) {
+    EXPECT_EQ(plan.BatchAt(plan.PointOf(g)), g) << g;
+  }
+}
+
+// The steps after (epoch, offset) are the same whatever origin the plan had, so a rank resumed against a plan of
+// one origin and a rank resumed against the same shape at a later origin get the same samples.
+TEST(PlanOrigin, TheStepsAfterAPointDoNotDependOnTheOrigin) {
+  const JobSpec spec = Spec(2, 3, Remainder::kPad, 3);
+  const Plan early = MakeAt(spec, 40, {0, 5});
+  const Plan late = MakeAt(spec, 40, {0, 5 + 2 * 6});
+  std::vector<PlannedSample> a(3), b(3);
+  for (uint64_t k = late.FirstBatch(0); k < late.steps_per_epoch(); ++k) {
+    for (uint32_t r = 0; r < 2; ++r) {
+      early.BatchSamples(0, r, k, a);
+      late.BatchSamples(0, r, k, b);
+      EXPECT_EQ(a, b) << "step " << k << " rank " << r;
+    }
+  }
+}
+
+// 4 x 8 for three steps, then 3 x 5 for two, then 6 x 7 to the end: every sample of the epoch once, at most one
+// global batch (of the last shape) not delivered.
+TEST(PlanOrigin, AChainOfShapesCoversTheEpochOnce) {
+  const uint64_t n = 500;
+  std::map<uint64_t, int> seen;
+  auto take = [&](const Plan& plan, uint64_t steps) {
+    std::vector<PlannedSample> batch(plan.batch_size());
+    const uint64_t first = plan.FirstBatch(0);
+    for (uint64_t k = first; k < std::min(first + steps, plan.steps_per_epoch()); ++k) {
+      for (uint32_t r = 0; r < plan.world_size(); ++r) {
+        plan.BatchSamples(0, r, k, batch);
+        for (const PlannedSample& s : batch) seen[s.sample_id] += s.padding ? 0 : 1;
+      }
+    }
+    return plan.PointOf(plan.GlobalBatch(0, std::min(first + steps, plan.steps_per_epoch())));
+  };
+  Plan::Point point = take(MakeAt(Spec(4, 8, Remainder::kDrop, 1), n, {0, 0}), 3);
+  EXPECT_EQ(point, (Plan::Point{0, 96}));
+  point = take(MakeAt(Spec(3, 5, Remainder::kDrop, 1), n, point), 2);
+  EXPECT_EQ(point, (Plan::Point{0, 126}));
+  take(MakeAt(Spec(6, 7, Remainder::kDrop, 1), n, point), 1000);
+  uint64_t once = 0;
+  for (const auto& [id, count] : seen) {
+    EXPECT_LE(count, 1) << "sample " << id;
+    once += count == 1;
+  }
+  EXPECT_GT(once, n - 42);  // (500 - 126) % 42 = 38 dropped
+  EXPECT_EQ(once, n - (n - 126) % 42);
+}
+
+TEST(PlanOrigin, UnitHoldsOnlyTheOriginEpochsDealtSamples) {
+  const Plan plan = MakeAt(Spec(2, 3, Remainder::kDrop, 2, 2), 40, {0, 12});
+  std::vector<PlannedSample> batch(3);
+  for (uint64_t unit = 0; unit < plan.units_per_epoch(); ++unit) {
+    const Plan::UnitRange range = plan.Unit(unit);
+    for (uint32_t rank = 0; rank < 2; ++rank) {
+      std::map<uint64_t, bool> in;
+      for (uint64_t k = std::max(range.first_batch, plan.FirstBatch(0)); k < range.first_batch + range.count; ++k) {
+        plan.BatchSamples(0, rank, k, batch);
+        for (const auto& s : batch) in[s.sample_id] = true;
+      }
+      for (uint64_t id = 0; id < 40; ++id) EXPECT_EQ(plan.UnitHolds(unit, rank, id), in.count(id) != 0) << unit;
+    }
+  }
+}
+
+TEST(PlanOrigin, RefusesAnOriginPastTheDataOrTheJob) {
+  JobSpec spec = Spec(2, 2, Remainder::kPad, 3);
+  spec.origin_epoch = 1;
+  spec.origin_offset = 40;
+  EXPECT_EQ(Plan::Make(spec, 40).status().code(), StatusCode::kInvalidArgument);
+  spec.origin_epoch = 4;
+  spec.origin_offset = 0;
+  EXPECT_EQ(Plan::Make(spec, 40).status().code(), StatusCode::kInvalidArgument);
+  spec.origin_epoch = 3;  // the end of the job
+  auto done = Plan::Make(spec, 40);
+  ASSERT_TRUE(done.ok()) << done.status().ToString();
+  EXPECT_EQ(done->StartBatch(), done->total_batches());
+  EXPECT_EQ(Plan::NormalOrigin(spec, 40, {7, 3}), (Plan::Point{3, 0}));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@ every rank resumes from it at the same position, since ranks step together.
     torchrun --nproc-per-node 2 examples/train_ddp.py --coordinator tcp://127.0.0.1:7400 --manifest data.stoker \
         --epochs 2 --checkpoint-dir ckpt --checkpoint-every 100
     torchrun --nproc-per-node 2 examples/train_ddp.py ... --resume ckpt/step=100.ckpt      # after a crash
+    torchrun --nproc-per-node 3 examples/train_ddp.py ... --resume ckpt/step=100.ckpt      # on another shape
 
 With a GPU per rank: NCCL, each rank on its LOCAL_RANK device; otherwise gloo on the CPU. Quarantined samples have
 label -1, which the loss ignores.
@@ -65,7 +66,7 @@ def main():
         opt.load_state_dict(checkpoint["optimizer"])
         loader.load_state_dict(checkpoint["loader"])  # rank 0's: this rank resumes at the same position
 
-    start = loader.state_dict()["position"]  # steps taken before this run
+    start = loader.state_dict()["position"]  # the first batch of this run, in this shape's numbering
     steps, per_epoch = 0, {}
     while not (loader.finished or loader.stopped) and steps != args.max_steps:
         for images, labels in loader:  # one epoch (after a resume, the rest of it)

@@ -18,6 +18,7 @@ DistributedDataParallel (NCCL); --json's {rank} is replaced by the rank. Labels 
 import argparse
 import json
 import os
+import pickle
 import sys
 import time
 
@@ -62,6 +63,10 @@ def parse_args():
                         "--first-core (0: leave placement to the scheduler). Under torchrun the ranks otherwise "
                         "share every core the launcher had")
     p.add_argument("--first-core", type=int, default=0)
+    p.add_argument("--resume-state", help="a loader state (pickle of Loader.state_dict()) to resume from: on this "
+                                          "number of GPUs and batch size or others")
+    p.add_argument("--save-state", help="write rank 0's loader state here (pickle) when the run stops")
+    p.add_argument("--delivery-log", help="each rank's delivery log ({rank}: the rank), for `stoker check`")
     return p.parse_args()
 
 
@@ -119,7 +124,10 @@ def main():
                                                           seed=args.seed)
         loader = stoker.Loader(args.coordinator, args.job, batch_size=args.batch_size, rank=rank, device=device,
                                dtype="bfloat16", layout="nhwc", depth=args.depth, prefetch=args.prefetch,
-                               timeout=args.timeout, **spec)
+                               timeout=args.timeout, delivery_log=args.delivery_log, **spec)
+        if args.resume_state:
+            with open(args.resume_state, "rb") as f:
+                loader.load_state_dict(pickle.load(f))
 
     def step(images, labels):
         with torch.autocast("cuda", dtype=torch.bfloat16):
@@ -177,6 +185,10 @@ def main():
         sys.exit(f"only {steps} steps: fewer than --warmup {args.warmup}; nothing measured")
     elapsed = time.perf_counter() - t0
     stats = loader.stats()
+    if args.save_state and rank == 0:  # every rank stopped after the same step: rank 0's state resumes them all
+        with open(args.save_state + ".tmp", "wb") as f:
+            pickle.dump(loader.state_dict(), f)
+        os.replace(args.save_state + ".tmp", args.save_state)
     summary = {
         "arch": args.arch,
         "synthetic": args.synthetic,

@@ -176,6 +176,12 @@ struct RegisterClient {
   hasResume @5 :Bool;           # start at resumeFrom instead of where the rank's last client left off
   resumeFrom @6 :UInt64;        # global batch index: the first batch the training loop has not consumed
   resumeSpecFingerprint @7 :UInt64;  # the job spec's fingerprint in the checkpoint: must match the job's
+  resumeToken @8 :Text;         # the checkpoint token itself (dataset/checkpoint.h): what the coordinator goes by
+                                # when present. A version 2 token may resume the job on another shape (ranks, batch
+                                # size): the coordinator re-plans what is left of the epoch for it.
+  probe @9 :Bool;               # only describe the job as this registration's shape would have it (steps per
+                                # epoch, samples): claims nothing and creates nothing (NOT_FOUND for a job that
+                                # does not exist). What a framework's len() asks before it gives the checkpoint back.
 }
 
 struct WorkerInfo {

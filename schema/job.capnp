@@ -50,4 +50,6 @@ struct JobSpec {
   shuffle @8 :Bool;
   remainder @9 :Remainder;
   batchesPerUnit @10 :UInt32;  # consecutive batches of one rank leased together (the unit of work and of retry)
+  originEpoch @11 :UInt32;     # set by the coordinator for a job resumed on another shape: the plan deals epoch
+  originOffset @12 :UInt64;    # originEpoch from this position of its order on (0, 0: from the beginning)
 }

@@ -28,7 +28,18 @@ struct JournalRecord {
     workerJoined @4 :WorkerJoined;
     workerLeft @5 :Text;          # worker id
     jobRemoved @6 :Text;          # job name: finished, its clients gone, kept no longer
+    jobReshaped @7 :JobReshaped;
   }
+}
+
+struct JobReshaped {
+  # A checkpoint resumed the job on another shape: from here its spec is `spec` (the new world and batch size, and
+  # the origin its plan starts from), and its ranks start afresh, their attempts at attemptsFloor or above (every
+  # lease of the old shape is fenced). A coordinator older than this update refuses the journal instead of
+  # dropping the origin it could not read.
+  spec @0 :Job.JobSpec;
+  attemptsFloor @1 :UInt64;
+  shapeChanges @2 :UInt32;        # how many times the job has changed shape, this one included
 }
 
 struct JobCreated {

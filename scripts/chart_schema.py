@@ -23,6 +23,10 @@ OBJECT_LIST = {"type": "array", "items": {"type": "object"}}
 STRING_LIST = {"type": "array", "items": {"type": "string"}}
 PORT = {"type": "integer", "minimum": 1, "maximum": 65535}
 DURATION = {"type": "string", "pattern": r"^[0-9]+(ms|s|m|h)$"}
+# A team's weight: a number from 0.001 to 1000 (helm --set passes 0.5 as a string, so a numeric string is accepted too).
+TEAM_MAP = {"type": "object", "propertyNames": {"pattern": r"^[A-Za-z0-9._-]{1,64}$"}}
+TEAM_WEIGHTS = {**TEAM_MAP, "additionalProperties": {"type": ["number", "string"], "minimum": 0.001, "maximum": 1000,
+                                         "pattern": r"^(0*[1-9][0-9]{0,2}(\.[0-9]+)?|0*\.[0-9]*[1-9][0-9]*)$"}}
 RATIO = {"type": "string", "pattern": r"^(0(\.[0-9]+)?|1(\.0+)?)$"}
 PULL_POLICY = {"type": "string", "enum": ["Always", "IfNotPresent", "Never"]}
 LOG_LEVEL = {"type": "string", "enum": ["debug", "info", "warning", "error"]}
@@ -59,6 +63,11 @@ OVERRIDES = {
     "coordinator.leaseTtl": DURATION,
     "coordinator.clientTimeout": DURATION,
     "coordinator.jobRetention": DURATION,
+    "coordinator.teamWeights": TEAM_WEIGHTS,
+    "coordinator.teamPriorities": {**TEAM_MAP, "additionalProperties": {"type": "integer", "minimum": -1000,
+                                                                       "maximum": 1000}},
+    "coordinator.teamMaxWorkers": {**TEAM_MAP, "additionalProperties": {"type": "integer", "minimum": 1,
+                                                                       "maximum": 1000000}},
     "coordinator.terminationGracePeriodSeconds": {"type": "integer", "minimum": 1},
     "coordinator.persistence.accessModes": {"type": "array", "minItems": 1, "items": {
         "type": "string", "enum": ["ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany"]}},

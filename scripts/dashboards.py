@@ -190,6 +190,28 @@ def overview():
                      [(rate("stoker_worker_samples_total", NS), "workers produce"),
                       (f"sum(stoker_coordinator_demand_samples_per_second{{{PIPELINE}}})", "clients demand")],
                      "short"), 12, 8)
+    l.row("Sharing the pool between jobs")
+    leased = "stoker_coordinator_job_samples_leased_total"
+    l.add(timeseries("Share of the pool by team",
+                     "Each team's part of the samples the workers were given to make (a team is the name of its "
+                     "client key). With every team waiting, the parts follow the teams' weights "
+                     "(coordinator.teamWeights); a team that needs less leaves the rest to the others.",
+                     [(f"{rate(leased, NS, by='team')} / ignoring (team) group_left {rate(leased, NS)}",
+                       "{{team}}")],
+                     "percentunit", 1), 8, 8)
+    l.add(timeseries("Samples leased per pipeline",
+                     "Samples per second the workers were given to make for each pipeline, and its team: within a "
+                     "team, its pipelines share its part equally unless one needs less.",
+                     [(rate(leased, PIPELINE, by="pipeline, team"), "{{pipeline}} ({{team}})")],
+                     "short"), 8, 8)
+    l.add(timeseries("Which pipeline waits for input, and why",
+                     "Each pipeline's input stall under the cause the coordinator names while it is 3 % or more: "
+                     "cap (its team wants more than coordinator.teamMaxWorkers allows), workers (the pool is "
+                     "busy: add workers, or weigh the team higher), window (raise the clients' prefetch), "
+                     "scheduling (report it). 0 under the other causes.",
+                     [(f"stoker_coordinator_input_bottleneck{{{PIPELINE}}} * ignoring (cause) group_left "
+                       f"stoker_coordinator_input_stall_ratio{{{PIPELINE}}}", "{{pipeline}}: {{cause}}")],
+                     "percentunit", 1), 8, 8)
     l.row("Workers")
     l.add(timeseries("Worker thread time: busy vs backpressure",
                      "Share of pipeline-thread time spent making samples (busy: the autoscaling signal) and "

@@ -223,6 +223,8 @@ int ConsumeCommand(int argc, char** argv) {
   if (!o.log_path.empty()) {
     log.open(o.log_path, std::ios::trunc);
     if (!log) return Fail("consume", UnavailableError("cannot write " + o.log_path));
+    const JobSpec& job = (*client)->spec();
+    log << FormatShapeLine({job.world_size, job.batch_size, job.origin_epoch, job.origin_offset}) << "\n";
   }
   auto start = std::chrono::steady_clock::now();
   Tally tally;

@@ -9,10 +9,6 @@
 #include "base/sync.h"
 
 namespace stoker::tools {
-namespace {
-constexpr size_t kMaxExamples = 20;
-}
-
 bool EpochVerdict::balanced(uint64_t steps_per_epoch) const {
   return std::all_of(batches_per_rank.begin(), batches_per_rank.end(),
                      [&](uint64_t n) { return n == steps_per_epoch; });

@@ -41,6 +41,9 @@ struct SamplePosition {
   uint64_t sample_id = 0;
 };
 
+// How many problem positions a verdict keeps for its message.
+inline constexpr size_t kMaxExamples = 20;
+
 struct EpochVerdict {
   uint32_t epoch = 0;
   uint64_t planned_real = 0;
@@ -54,7 +57,7 @@ struct EpochVerdict {
   uint64_t corrupt = 0;
   std::vector<uint64_t> batches_per_rank;
   std::vector<uint64_t> quarantined_ids;  // sorted, unique
-  std::vector<SamplePosition> examples;   // up to 20 problem positions, for the message
+  std::vector<SamplePosition> examples;   // up to kMaxExamples problem positions, for the message
 
   bool ok() const { return lost == 0 && duplicated == 0 && unexpected == 0 && corrupt == 0; }
   // Every rank consumed exactly steps_per_epoch batches.

@@ -38,17 +38,41 @@ StatusOr<LoggedBatch> ParseLogLine(const std::string& line) {
   return b;
 }
 
+std::string FormatShapeLine(const LoggedShape& s) {
+  return "S " + std::to_string(s.ranks) + " " + std::to_string(s.batch_size) + " " + std::to_string(s.origin_epoch) +
+         " " + std::to_string(s.origin_offset);
+}
+
+StatusOr<LoggedShape> ParseShapeLine(const std::string& line) {
+  std::istringstream in(line);
+  std::string tag;
+  LoggedShape s;
+  if (!(in >> tag >> s.ranks >> s.batch_size >> s.origin_epoch >> s.origin_offset) || tag != "S" || s.ranks == 0 ||
+      s.batch_size == 0) {
+    return InvalidArgumentError("not a shape line (S <ranks> <batch size> <origin epoch> <origin offset>)");
+  }
+  return s;
+}
+
 StatusOr<std::vector<LoggedBatch>> ReadDeliveryLog(Env& env, const std::string& path) {
   STOKER_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(env, path));
   std::vector<LoggedBatch> out;
   std::istringstream lines(text);
   std::string line;
   int number = 0;
+  LoggedShape shape;
   while (std::getline(lines, line)) {
     ++number;
+    if (line.rfind("S ", 0) == 0) {
+      auto parsed = ParseShapeLine(line);
+      if (!parsed.ok()) return parsed.status().WithContext(path + ":" + std::to_string(number));
+      shape = *parsed;
+      continue;
+    }
     if (line.empty() || line[0] != 'B') continue;
     auto parsed = ParseLogLine(line);
     if (!parsed.ok()) return parsed.status().WithContext(path + ":" + std::to_string(number));
+    parsed->shape = shape;
     out.push_back(std::move(*parsed));
   }
   return out;

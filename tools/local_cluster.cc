@@ -19,15 +19,27 @@ std::vector<std::string> JobFlags(const JobSpec& spec) {
   return flags;
 }
 
+namespace {
+// Whole batch lines of a delivery log (not its shape lines, nor a line still being written).
+size_t BatchLines(const std::string& text) {
+  size_t n = 0;
+  for (size_t at = 0; at < text.size();) {
+    const size_t end = text.find('\n', at);
+    if (end == std::string::npos) break;
+    n += text.compare(at, 2, "B ") == 0;
+    at = end + 1;
+  }
+  return n;
+}
+}  // namespace
+
 size_t CountLines(const std::string& path) {
   std::ifstream in(path);
-  return static_cast<size_t>(std::count(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>(), '\n'));
+  return BatchLines(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()));
 }
 
 Status WaitForLines(const std::string& path, size_t lines, std::chrono::milliseconds timeout, Subprocess* process) {
-  return WaitForFileContent(
-             path, [lines](const std::string& c) { return static_cast<size_t>(std::count(c.begin(), c.end(), '\n')) >= lines; },
-             timeout, process)
+  return WaitForFileContent(path, [lines](const std::string& c) { return BatchLines(c) >= lines; }, timeout, process)
       .status();
 }
 

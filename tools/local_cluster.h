@@ -113,8 +113,9 @@ class LocalCluster {
 };
 
 // Lines in a file (0 if it does not exist).
+// Batch lines of a delivery log (tools/delivery_log.h), its shape lines not counted.
 size_t CountLines(const std::string& path);
-// Waits until `path` has at least `lines` lines; DeadlineExceeded after `timeout`, or as soon as `process` exits.
+// Waits until the delivery log `path` has at least `lines` batch lines; DeadlineExceeded after `timeout`, or as soon as `process` exits.
 Status WaitForLines(const std::string& path, size_t lines, std::chrono::milliseconds timeout,
                     Subprocess* process = nullptr);
 

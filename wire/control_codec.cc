@@ -43,13 +43,16 @@ struct SpecAndResume {
     if (c.resume.has_value()) {
       m.setResumeFrom(c.resume->position);
       m.setResumeSpecFingerprint(c.resume->spec_fingerprint);
+      m.setResumeToken(c.resume->token);
     }
   }
   Status Get(wire::RegisterClient::Reader m, RegisterClientRequest* c) const {
     if (m.getHasSpec()) {
       STOKER_ASSIGN_OR_RETURN(c->spec, FromWire(m.getSpec()));
     }
-    if (m.getHasResume()) c->resume = ResumePoint{m.getResumeFrom(), m.getResumeSpecFingerprint()};
+    if (m.getHasResume()) {
+      c->resume = ResumePoint{m.getResumeFrom(), m.getResumeSpecFingerprint(), m.getResumeToken()};
+    }
     return Status::Ok();
   }
 };
@@ -76,7 +79,8 @@ constexpr auto kRequests = std::tuple(
                        fields::Each(kQuarantineReport, STOKER_FIELD(quarantined, Quarantined))),
                    STOKER_CAPNP_ACCESSORS(UnitDone)),
     fields::Member(fields::List<RegisterClientRequest>(STOKER_FIELD(job, Job), STOKER_FIELD(rank, Rank),
-                                                       STOKER_FIELD(window, Window), SpecAndResume()),
+                                                       STOKER_FIELD(window, Window), STOKER_FIELD(probe, Probe),
+                                                       SpecAndResume()),
                    STOKER_CAPNP_ACCESSORS(RegisterClient)),
     fields::Member(fields::List<ClientHeartbeatRequest>(
                        STOKER_FIELD(job, Job), STOKER_FIELD(rank, Rank), STOKER_FIELD(consumed, Consumed),

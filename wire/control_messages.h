@@ -101,9 +101,12 @@ struct UnitDoneRequest {
   std::vector<QuarantineReport> quarantined;
 };
 
+// Where a registration resumes: a checkpoint token (dataset/checkpoint.h), which the coordinator decodes. A client
+// before tokens travelled sends only the version 1 fields.
 struct ResumePoint {
-  uint64_t position = 0;          // global batch index
-  uint64_t spec_fingerprint = 0;  // SpecFingerprint of the job the checkpoint was taken in
+  uint64_t position = 0;          // version 1: global batch index
+  uint64_t spec_fingerprint = 0;  // version 1: SpecFingerprint of the job the checkpoint was taken in
+  std::string token;              // the whole token: what the coordinator goes by when it is there
 };
 
 struct RegisterClientRequest {
@@ -113,6 +116,7 @@ struct RegisterClientRequest {
   std::optional<JobSpec> spec;
   uint32_t window = 0;
   std::optional<ResumePoint> resume;
+  bool probe = false;  // only describe: claims nothing (Client::Describe)
 };
 struct RegisterClientResponse {
   JobSpec spec;

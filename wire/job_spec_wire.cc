@@ -32,7 +32,8 @@ constexpr auto kJobSpec = fields::List<JobSpec>(
     STOKER_FIELD(manifest_fingerprint, ManifestFingerprint), STOKER_FIELD(batch_size, BatchSize),
     STOKER_FIELD(world_size, WorldSize), STOKER_FIELD(epochs, Epochs), STOKER_FIELD(seed, Seed),
     STOKER_FIELD(shuffle, Shuffle), fields::Mapped(kRemainders, STOKER_FIELD(remainder, Remainder)),
-    STOKER_FIELD(batches_per_unit, BatchesPerUnit), fields::Nested(kPipeline, STOKER_FIELD(pipeline, Pipeline)));
+    STOKER_FIELD(batches_per_unit, BatchesPerUnit), STOKER_FIELD(origin_epoch, OriginEpoch),
+    STOKER_FIELD(origin_offset, OriginOffset), fields::Nested(kPipeline, STOKER_FIELD(pipeline, Pipeline)));
 
 }  // namespace
 

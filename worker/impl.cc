@@ -132,11 +132,26 @@ void WorkerImpl::LeaseReplied(const RequestTracker::Pending& request, const Deco
 }
 
 void WorkerImpl::JobReplied(const std::string& job, const DecodedReply& reply) {
+  auto* spec = std::get_if<JobSpec>(&reply.body);
+  auto held = jobs_.find(job);
+  if (held != jobs_.end()) {
+    // Asked again for a rank beyond the plan held (CheckCredit). Unless the job changed its spec or is gone, the
+    // plan held stays (a failed answer does not fail a job this worker serves) and the waiting streams are refused.
+    const bool changed =
+        reply.status.ok() && spec != nullptr && held->second->spec_fingerprint != SpecFingerprint(*spec);
+    if (!changed && reply.status.code() != StatusCode::kNotFound) {
+      fetching_.erase(job);
+      DropStreamsBeyondPlan(job);
+      return;
+    }
+  }
   if (!reply.status.ok()) {
     FailJob(job, reply.status);
-  } else if (auto* spec = std::get_if<JobSpec>(&reply.body)) {
+  } else if (spec != nullptr) {
     // Opening a manifest reads all of it: the adapter does it off its I/O thread and answers with JobLoaded.
     outbox_.loads.push_back(*spec);
+  } else {
+    FailJob(job, InternalError("the coordinator answered a job request without the job's spec"));
   }
 }
 
@@ -147,7 +162,11 @@ void WorkerImpl::RequestExpired(RequestTracker::Pending& request) {
     LeaseAnswered(request.id, {});
   } else if (auto* get = std::get_if<GetJobRequest>(&request.body)) {
     fetching_.erase(get->job);
-    FetchJob(get->job);
+    if (jobs_.count(get->job) != 0) {
+      DropStreamsBeyondPlan(get->job);  // asked again for a rank beyond its plan, unanswered: refuse the rank
+    } else {
+      FetchJob(get->job);
+    }
   } else if (std::holds_alternative<UnitDoneRequest>(request.body)) {
     Send(std::move(request.body));  // the coordinator must hear it: try again
   }
@@ -169,7 +188,26 @@ void WorkerImpl::JobLoaded(const std::string& name, StatusOr<std::shared_ptr<con
   }
   jobs_[name] = *job;
   failed_jobs_.erase(name);
-  STOKER_LOG(kInfo) << "job " << name << " loaded: " << (*job)->plan.num_samples() << " samples";
+  STOKER_LOG(kInfo) << "job " << name << " loaded: " << (*job)->plan.num_samples() << " samples, "
+                    << (*job)->plan.world_size() << " ranks";
+  DropStreamsBeyondPlan(name);
+}
+
+// Streams that waited for the job's spec for a rank it does not have: told so, and dropped.
+void WorkerImpl::DropStreamsBeyondPlan(const std::string& name) {
+  auto job = jobs_.find(name);
+  if (job == jobs_.end()) return;
+  std::vector<StreamKey> beyond;
+  for (const auto& [key, stream] : streams_) {
+    if (std::get<0>(key) == name && std::get<1>(key) >= job->second->plan.world_size()) beyond.push_back(key);
+  }
+  for (const StreamKey& key : beyond) {
+    ++credit_refusals_.malformed;
+    outbox_.errors.push_back({streams_[key].peer, DataError{name, std::get<1>(key),
+                                                            InvalidArgumentError("job '" + name + "' has no rank " +
+                                                                                 std::to_string(std::get<1>(key)))}});
+    DropStream(key);
+  }
 }
 
 // The job cannot be served here: tell its clients, hand back its units, and refuse it for a while.
@@ -204,6 +242,7 @@ void WorkerImpl::FailJob(const std::string& name, const Status& status) {
 // a long-running worker serves many jobs over its life.
 void WorkerImpl::ForgetIdleJobs(TimePoint now) {
   std::erase_if(failed_jobs_, [now](const auto& entry) { return now >= entry.second.retry_at; });
+  std::erase_if(shape_checked_, [now](const auto& entry) { return now - entry.second >= kShapeRecheck; });
   std::set<std::string> active;
   for (const auto& [key, stream] : streams_) active.insert(std::get<0>(key));
   for (const auto& [key, unit] : units_) active.insert(std::get<0>(key));
@@ -239,14 +278,31 @@ Status WorkerImpl::CheckCredit(const StreamKey& key, const Credit& credit) {
   }
   if (credit.credits == 0 || streams_.count(key) != 0) return Status::Ok();
   auto job = jobs_.find(credit.job);
-  if (job != jobs_.end() && credit.rank >= job->second->plan.world_size()) {
-    ++credit_refusals_.malformed;
-    return InvalidArgumentError("job '" + credit.job + "' has no rank " + std::to_string(credit.rank));
-  }
+  // A new fetch slot is counted over the fetches of jobs not held (a held job's recheck below takes none), and only
+  // for a credit that would take one.
+  auto fetch_slots_full = [this] {
+    return std::count_if(fetching_.begin(), fetching_.end(), [this](const std::string& name) {
+             return jobs_.count(name) == 0;
+           }) >= static_cast<std::ptrdiff_t>(kMaxJobFetches);
+  };
   if (streams_.size() >= kMaxStreams ||
-      (job == jobs_.end() && fetching_.count(credit.job) == 0 && fetching_.size() >= kMaxJobFetches)) {
+      (job == jobs_.end() && fetching_.count(credit.job) == 0 && fetch_slots_full())) {
     ++credit_refusals_.busy;
     return UnavailableError("this worker holds as many streams or job fetches as it takes: try again");
+  }
+  if (job != jobs_.end() && credit.rank >= job->second->plan.world_size()) {
+    // The job may have been resumed on more ranks since this worker loaded it: ask again (the stream waits for the
+    // answer, JobReplied), at most once a kShapeRecheck per job; otherwise the rank does not exist.
+    if (fetching_.count(credit.job) != 0) return Status::Ok();
+    auto checked = shape_checked_.find(credit.job);
+    if (checked == shape_checked_.end() || clock_.Now() - checked->second >= kShapeRecheck) {
+      shape_checked_[credit.job] = clock_.Now();
+      fetching_.insert(credit.job);
+      Send(GetJobRequest{id_, credit.job});
+      return Status::Ok();
+    }
+    ++credit_refusals_.malformed;
+    return InvalidArgumentError("job '" + credit.job + "' has no rank " + std::to_string(credit.rank));
   }
   return Status::Ok();
 }
@@ -324,7 +380,10 @@ void WorkerImpl::Tick() {
     it = next;
   }
   DropSilentStreams(now);
-  ForgetIdleJobs(now);
+  if (now >= next_idle_check_) {  // it walks every stream: once a second is plenty for what expires in seconds
+    next_idle_check_ = now + kIdleCheckEvery;
+    ForgetIdleJobs(now);
+  }
   if (registered_ && !draining_) RequestLeases();
 }
 

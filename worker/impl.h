@@ -84,7 +84,10 @@ class WorkerImpl {
   // which no lease is for, and never re-points the other session's. What credits can make a worker hold is bounded:
   // job names are validated, a job that failed to load is refused from failed_jobs_ (at most kMaxFailedJobs, each
   // for kFailedJobRetry) without asking the coordinator again, at most kMaxJobFetches unknown jobs are fetched at
-  // once, and at most kMaxStreams streams are held; refusals are counted (credit_refusals()).
+  // once, and at most kMaxStreams streams are held; refusals are counted (credit_refusals()). A credit for a rank
+  // beyond a held job's plan makes the worker ask for the job again (it may have been resumed on more ranks), at
+  // most once a kShapeRecheck per job; the stream waits for the answer, and is refused if the rank is still not
+  // there.
   void HandleCredit(const std::string& peer, const std::string& identity, const Credit& credit);
   void JobLoaded(const std::string& name, StatusOr<std::shared_ptr<const JobContext>> job);
   // A batch's last sample is done: where to send it, or nullopt if it must not leave (its unit was revoked, fenced,
@@ -171,6 +174,7 @@ class WorkerImpl {
   void ForgetIdleJobs(TimePoint now);
 
   void DropStream(const StreamKey& key);
+  void DropStreamsBeyondPlan(const std::string& name);
   void DropSilentStreams(TimePoint now);
   static StreamKey StreamOf(const UnitWork& work);
   uint32_t InHand(const StreamKey& key) const;
@@ -203,10 +207,15 @@ class WorkerImpl {
   Duration heartbeat_interval_ = Millis(250);
   TimePoint next_heartbeat_;
   static constexpr Duration kJobIdleRelease = Millis(60000);
+  static constexpr Duration kIdleCheckEvery = Millis(1000);
+  TimePoint next_idle_check_;  // ForgetIdleJobs runs at most once a kIdleCheckEvery
 
   std::map<std::string, std::shared_ptr<const JobContext>> jobs_;
   std::map<std::string, TimePoint> job_last_active_;
   std::set<std::string> fetching_;  // GetJob in flight or the job loading
+  // When a credit for a rank beyond a held job's plan last made the worker ask for the job again (CheckCredit).
+  static constexpr Duration kShapeRecheck = Millis(1000);
+  std::map<std::string, TimePoint> shape_checked_;
   std::map<std::string, FailedJob> failed_jobs_;
   std::map<StreamKey, Stream> streams_;
   std::map<uint64_t, StreamKey> lease_requests_;  // lease request id -> the stream it spends credit of

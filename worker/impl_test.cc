@@ -310,13 +310,14 @@ TEST_F(WorkerImplTest, DrainHandsBackWhatItCannotFinish) {
   Ready(2);
   impl_->Tick();
   Lease({Grant(0, 1, spec_), Grant(1, 1, spec_)});
-  impl_->BatchSent(*outbox_.builds[0], true);  // unit 0 is done
+  impl_->BatchSent(*outbox_.builds[0], true);  // unit 0 is done (its stream asks for more as it says so)
   UnitsDone();
+  const size_t asked = Count<LeaseRequest>();
   impl_->StartDrain();
   RequestTracker::Pending hb = Take<WorkerHeartbeatRequest>();
   EXPECT_TRUE(std::get<WorkerHeartbeatRequest>(hb.body).draining);
   impl_->Tick();
-  EXPECT_EQ(Count<LeaseRequest>(), 0u);  // nothing new while draining
+  EXPECT_EQ(Count<LeaseRequest>(), asked);  // nothing new while draining
   EXPECT_FALSE(impl_->DrainDue());        // unit 1 may still finish within the grace
   clock_.Advance(options_.drain_grace);
   EXPECT_TRUE(impl_->DrainDue());
@@ -460,9 +461,91 @@ TEST_F(WorkerImplTest, FailedJobsAreCappedAndARankTheJobLacksIsRefused) {
   impl_->HandleCredit("peer-c", "", Credit{"job", 0, "c-1", 2, 0});
   Reply(Take<GetJobRequest>(), spec_);
   impl_->JobLoaded("job", Job(spec_));
-  impl_->HandleCredit("peer-c", "", Credit{"job", spec_.world_size, "c-1", 2, 0});  // no such rank
+  // No such rank: the worker asks for the job again (it may have grown), finds it unchanged, and refuses the rank.
+  Collect();
+  const size_t loads = outbox_.loads.size();
+  impl_->HandleCredit("peer-c", "", Credit{"job", spec_.world_size, "c-1", 2, 0});
+  Reply(Take<GetJobRequest>(), spec_);
+  Collect();
+  EXPECT_EQ(outbox_.loads.size(), loads) << "an unchanged spec is not loaded again";
   EXPECT_EQ(impl_->credit_refusals().malformed, 1u);
   EXPECT_EQ(impl_->streams(), 1u);
+  ASSERT_FALSE(outbox_.errors.empty());
+  EXPECT_EQ(outbox_.errors.back().second.status.code(), StatusCode::kInvalidArgument);
+  // Within kShapeRecheck the same credit is refused at once, without asking the coordinator.
+  for (int i = 0; i < 100; ++i) impl_->HandleCredit("peer-c", "", Credit{"job", spec_.world_size, "c-1", 2, 0});
+  EXPECT_EQ(Count<GetJobRequest>(), 0u);
+  EXPECT_EQ(impl_->credit_refusals().malformed, 101u);
+  EXPECT_EQ(impl_->streams(), 1u);
+}
+
+TEST_F(WorkerImplTest, ACreditForARankBeyondTheHeldPlanReloadsAJobResumedOnMoreRanks) {
+  Ready(/*credits=*/2);  // one rank
+  impl_->Tick();
+  Collect();
+  outbox_.requests.clear();
+  // The job was resumed on two ranks: rank 1's client arrives before any grant tells this worker the spec changed.
+  impl_->HandleCredit("peer-d", "", Credit{"job", 1, "c-2", 2, 0});
+  Collect();
+  EXPECT_TRUE(outbox_.errors.empty()) << "refused a rank of the job's new shape";
+  EXPECT_EQ(impl_->streams(), 2u);
+  RequestTracker::Pending get = Take<GetJobRequest>();
+  impl_->Tick();
+  EXPECT_EQ(Count<LeaseRequest>(), 0u) << "no lease for rank 1 until the job's spec has it";
+  JobSpec grown = spec_;
+  grown.world_size = 2;
+  grown.origin_epoch = 0;
+  grown.origin_offset = 4;
+  Reply(get, grown);
+  Collect();
+  ASSERT_EQ(outbox_.loads.size(), 2u);
+  impl_->JobLoaded("job", Job(grown));
+  impl_->Tick();
+  RequestTracker::Pending ask = Take<LeaseRequest>();
+  EXPECT_EQ(std::get<LeaseRequest>(ask.body).rank, 1u);
+  Collect();
+  EXPECT_TRUE(outbox_.errors.empty());
+  EXPECT_EQ(impl_->credit_refusals().malformed, 0u);
+}
+
+// A recheck that fails (the coordinator busy) refuses the rank it was for and nothing else: the job and its other
+// streams stay. Streams waiting for a recheck count against kMaxStreams like any other.
+TEST_F(WorkerImplTest, AFailedRecheckKeepsTheJobAndTheStreamCapHolds) {
+  Ready(/*credits=*/2);
+  impl_->HandleCredit("peer-d", "", Credit{"job", 1, "c-2", 2, 0});
+  Reply(Take<GetJobRequest>(), std::monostate{}, InternalError("boom"));
+  Collect();
+  ASSERT_EQ(outbox_.errors.size(), 1u);
+  EXPECT_EQ(outbox_.errors[0].second.rank, 1u);
+  EXPECT_EQ(impl_->streams(), 1u);
+  EXPECT_EQ(impl_->failed_jobs(), 0u) << "a failed recheck failed a job this worker serves";
+  impl_->Tick();
+  EXPECT_EQ(Count<LeaseRequest>(), 1u) << "rank 0 is still served";
+  // Unanswered (the coordinator busy answers UNAVAILABLE, which leaves the request to its deadline): refused then.
+  clock_.Advance(Millis(1000));
+  impl_->HandleCredit("peer-d", "", Credit{"job", 1, "c-2", 2, 0});
+  Reply(Take<GetJobRequest>(), std::monostate{}, UnavailableError("journal full"));
+  EXPECT_EQ(impl_->streams(), 2u);
+  clock_.Advance(options_.request_timeout + Millis(1));
+  impl_->HandleCredit("peer-c", "", Credit{"job", 0, "c-1", 2, 0});  // rank 0's client refreshes its credit
+  impl_->Tick();
+  Collect();
+  ASSERT_EQ(outbox_.errors.size(), 2u);
+  EXPECT_EQ(outbox_.errors[1].second.rank, 1u);
+  EXPECT_EQ(impl_->streams(), 1u);
+  EXPECT_EQ(impl_->failed_jobs(), 0u);
+
+  for (size_t i = impl_->streams(); i < WorkerImpl::kMaxStreams; ++i) {
+    impl_->HandleCredit("peer-c", "", Credit{"job", 0, "c-fill-" + std::to_string(i), 2, 0});
+  }
+  ASSERT_EQ(impl_->streams(), WorkerImpl::kMaxStreams);
+  clock_.Advance(Millis(1000));  // a recheck would be due
+  Collect();
+  outbox_.requests.clear();
+  impl_->HandleCredit("peer-e", "", Credit{"job", 1, "c-3", 2, 0});
+  EXPECT_EQ(Count<GetJobRequest>(), 0u);
+  EXPECT_EQ(impl_->streams(), WorkerImpl::kMaxStreams);
+  EXPECT_GE(impl_->credit_refusals().busy, 1u);
 }
 
 }  // namespace

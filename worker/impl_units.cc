@@ -10,6 +10,7 @@ void WorkerImpl::RequestLeases() {
   for (auto& [key, stream] : streams_) {
     auto jit = jobs_.find(std::get<0>(key));
     if (stream.lease_request != 0 || stream.job_done || jit == jobs_.end()) continue;
+    if (std::get<1>(key) >= jit->second->plan.world_size()) continue;  // waiting for the job's spec again
     if (clock_.Now() < stream.hold_until) continue;  // its storage just failed: give it a moment
     const uint32_t in_hand = InHand(key);
     if (in_hand >= stream.credits) continue;
@@ -44,8 +45,9 @@ void WorkerImpl::StartUnit(const LeaseGrant& grant) {
   work.expires = clock_.Now() + Millis(grant.ttl_ms) - Millis(grant.ttl_ms / 4);
   auto jit = jobs_.find(grant.job);
   if (jit != jobs_.end() && jit->second->spec_fingerprint != grant.spec_fingerprint) {
-    // The coordinator knows this job under another spec (it was recreated): reload it, redo the unit elsewhere.
-    STOKER_LOG(kWarning) << "job " << grant.job << " changed its spec: reloading it";
+    // The coordinator knows this job under another spec (recreated, or resumed on another shape): reload it, redo
+    // the unit elsewhere.
+    STOKER_LOG(kInfo) << "job " << grant.job << " changed its spec: reloading it";
     jobs_.erase(jit);
     FetchJob(grant.job);
     jit = jobs_.end();
@@ -125,9 +127,14 @@ void WorkerImpl::BatchSent(BatchBuild& build, bool delivered) {
     if (!q.reason.empty()) work.quarantined.push_back(std::move(q));
   }
   if (work.sent == work.to_send) {
-    ReportUnit(build.unit, work, UnitOutcome::kSent);
+    // Ask for the stream's next work before saying this unit is done: the place the report frees goes to the job
+    // owed it most among those waiting at the coordinator, and this stream is only among them if its request came
+    // first (else a job with one rank would lose its turn to a job always waiting on some other rank).
+    const UnitWork finished = std::move(work);
     units_.erase(uit);
     ++unit_counts_.done;
+    if (registered_ && !draining_) RequestLeases();
+    ReportUnit(build.unit, finished, UnitOutcome::kSent);
   }
 }
 

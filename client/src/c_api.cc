@@ -117,6 +117,20 @@ int stoker_loader_open(int argc, const char* const* argv, stoker_loader** out) {
   });
 }
 
+int stoker_loader_describe(int argc, const char* const* argv, char* buf, size_t capacity, size_t* needed) {
+  return GuardText(buf, capacity, needed, [&]() -> stoker::StatusOr<std::string> {
+    STOKER_ASSIGN_OR_RETURN(stoker::LoaderOptions options, ParseLoaderFlags(argc, argv));
+    STOKER_ASSIGN_OR_RETURN(stoker::Client::Description d, stoker::Client::Describe(options.client));
+    stoker::JsonWriter j;
+    j.BeginObject();
+    j.Key("job").Value(d.spec.name).Key("ranks").Value(d.spec.world_size).Key("batch_size").Value(d.spec.batch_size);
+    j.Key("epochs").Value(d.spec.epochs).Key("steps_per_epoch").Value(d.steps_per_epoch);
+    j.Key("samples_per_epoch").Value(d.samples_per_epoch);
+    j.EndObject();
+    return j.str();
+  });
+}
+
 int stoker_loader_validate(int argc, const char* const* argv) {
   return Guard([&]() -> stoker::Status { return ParseLoaderFlags(argc, argv).status(); });
 }
@@ -238,6 +252,7 @@ int stoker_loader_job_json(stoker_loader* loader, char* buf, size_t capacity, si
     j.Key("batch_size").Value(spec.batch_size).Key("epochs").Value(spec.epochs).Key("seed").Value(spec.seed);
     j.Key("remainder").Value(stoker::RemainderName(spec.remainder));
     j.Key("steps_per_epoch").Value(loader->loader->steps_per_epoch());
+    j.Key("origin_epoch").Value(spec.origin_epoch).Key("origin_offset").Value(spec.origin_offset);
     j.Key("spec_fingerprint").Value(Hex16(stoker::SpecFingerprint(spec)));
     j.EndObject();
     return j.str();
@@ -249,8 +264,17 @@ int stoker_checkpoint_decode(const char* token, char* buf, size_t capacity, size
     STOKER_ASSIGN_OR_RETURN(stoker::CheckpointToken t, DecodeToken(token));
     stoker::JsonWriter j;
     j.BeginObject();
-    j.Key("job").Value(t.job).Key("rank").Value(t.rank).Key("position").Value(t.position);
-    j.Key("spec_fingerprint").Value(Hex16(t.spec_fingerprint));
+    j.Key("version").Value(t.version).Key("job").Value(t.job).Key("rank").Value(t.rank);
+    j.Key("position").Value(t.position);
+    if (t.version == 1) {
+      j.Key("spec_fingerprint").Value(Hex16(t.spec_fingerprint));
+    } else {
+      j.Key("epoch").Value(t.point.epoch).Key("offset").Value(t.point.offset);
+      j.Key("ranks").Value(t.ranks).Key("batch_size").Value(t.batch_size).Key("epochs").Value(t.epochs);
+      j.Key("manifest_fingerprint").Value(Hex16(t.manifest_fingerprint)).Key("seed").Value(t.seed);
+      j.Key("shuffle").Value(t.shuffle).Key("remainder").Value(stoker::RemainderName(t.remainder));
+      j.Key("pipeline_fingerprint").Value(Hex16(t.pipeline_fingerprint));
+    }
     j.EndObject();
     return j.str();
   });
@@ -260,8 +284,22 @@ int stoker_checkpoint_at(const char* token, uint32_t rank, uint64_t position, ch
                          size_t* needed) {
   return GuardText(buf, capacity, needed, [&]() -> stoker::StatusOr<std::string> {
     STOKER_ASSIGN_OR_RETURN(stoker::CheckpointToken t, DecodeToken(token));
+    if (t.version != 1 && position != t.position) {
+      return stoker::InvalidArgumentError("a version 2 token moves to another point with stoker_checkpoint_at_point");
+    }
     t.rank = rank;
     t.position = position;
+    return stoker::EncodeCheckpointToken(t);
+  });
+}
+
+int stoker_checkpoint_at_point(const char* token, uint32_t rank, uint64_t position, uint32_t epoch, uint64_t offset,
+                               char* buf, size_t capacity, size_t* needed) {
+  return GuardText(buf, capacity, needed, [&]() -> stoker::StatusOr<std::string> {
+    STOKER_ASSIGN_OR_RETURN(stoker::CheckpointToken t, DecodeToken(token));
+    t.rank = rank;
+    t.position = position;
+    t.point = {epoch, offset};
     return stoker::EncodeCheckpointToken(t);
   });
 }

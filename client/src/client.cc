@@ -93,12 +93,21 @@ Status CheckOptions(const ClientOptions& options) {
 StatusOr<std::optional<ResumePoint>> ResumePointOf(const ClientOptions& options) {
   if (options.resume_token.empty()) return std::optional<ResumePoint>();
   STOKER_ASSIGN_OR_RETURN(CheckpointToken token, DecodeCheckpointToken(options.resume_token));
-  if (token.job != options.job || token.rank != options.rank) {
+  // A version 2 token says how much of the epoch the job had trained on, which is the same for every rank: any
+  // rank's token resumes any rank. A version 1 token names its rank's own position.
+  if (token.job != options.job || (token.version == 1 && token.rank != options.rank)) {
     return InvalidArgumentError("the checkpoint token is for job '" + token.job + "' rank " +
                                 std::to_string(token.rank) + ", not job '" + options.job + "' rank " +
                                 std::to_string(options.rank));
   }
-  return std::optional<ResumePoint>(ResumePoint{token.position, token.spec_fingerprint});
+  return std::optional<ResumePoint>(ResumePoint{token.position, token.spec_fingerprint, options.resume_token});
+}
+
+StatusOr<Security> SecurityOf(const ClientOptions& options) {
+  return LoadSecurity(Role::kClient, {.key_file = options.key_file,
+                                      .trust_file = options.trust_file,
+                                      .insecure = options.insecure,
+                                      .allow_readable_key = options.allow_readable_key});
 }
 
 // The shared state, with the doorbell its I/O thread waits on.
@@ -153,11 +162,7 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) 
 StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options, const StagerFactory& make_stager) {
   STOKER_RETURN_IF_ERROR(CheckOptions(options));
   STOKER_ASSIGN_OR_RETURN(std::optional<ResumePoint> resume, ResumePointOf(options));
-  STOKER_ASSIGN_OR_RETURN(Security security,
-                          LoadSecurity(Role::kClient, {.key_file = options.key_file,
-                                                        .trust_file = options.trust_file,
-                                                        .insecure = options.insecure,
-                                                        .allow_readable_key = options.allow_readable_key}));
+  STOKER_ASSIGN_OR_RETURN(Security security, SecurityOf(options));
   const std::string gpu_uuid = client::GpuUuidForOrdinal(options.gpu);
   auto client = std::unique_ptr<Client>(new Client());
   client->rank_ = options.rank;
@@ -172,6 +177,15 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options, 
   client->io_->Start(std::move(claim));
   client->JoinMetrics(options, gpu_uuid);
   return client;
+}
+
+StatusOr<Client::Description> Client::Describe(const ClientOptions& options) {
+  STOKER_RETURN_IF_ERROR(CheckOptions(options));
+  STOKER_ASSIGN_OR_RETURN(Security security, SecurityOf(options));
+  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<ClientCore> core, NewCore(options));
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<client::IoThread> io, NewIoThread(options, std::move(security), core));
+  STOKER_ASSIGN_OR_RETURN(RegisterClientResponse described, io->Describe());
+  return Description{described.spec, described.steps_per_epoch, described.samples_per_epoch};
 }
 
 void Client::JoinMetrics(const ClientOptions& options, const std::string& gpu_uuid) {
@@ -198,7 +212,7 @@ Client::~Client() {
 }
 
 std::string Client::Checkpoint() const {
-  return EncodeCheckpointToken({core_->spec().name, rank_, core_->position(), SpecFingerprint(core_->spec())});
+  return EncodeCheckpointToken(MakeCheckpointToken(core_->spec(), core_->plan(), rank_, core_->position()));
 }
 
 StatusOr<Delivery> Client::Next(std::chrono::milliseconds timeout) {

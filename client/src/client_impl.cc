@@ -39,9 +39,9 @@ uint64_t ClientImpl::Send(RequestBody body) {
 
 // ---- claiming the rank -----------------------------------------------------------------------------------------
 
-void ClientImpl::Register(const std::optional<ResumePoint>& resume) {
+void ClientImpl::Register(const std::optional<ResumePoint>& resume, bool probe) {
   claim_request_ = RegisterClientRequest{core_.client_id(), options_.job, options_.rank, options_.spec,
-                                         options_.prefetch, resume};
+                                         options_.prefetch, resume, probe};
   claim_result_.reset();
   claim_deadline_ = clock_.Now() + options_.claim_timeout;
   StartClaim();
@@ -101,6 +101,9 @@ void ClientImpl::TickClaim(TimePoint now) {
 void ClientImpl::Start(const RegisterClientResponse& registered) {
   started_ = true;
   const JobSpec& spec = registered.spec;
+  // Registering again after a lost session sends the job as registered (its manifest fingerprint and, resumed on
+  // another shape, its origin): a coordinator that forgot the job creates it again with the same plan.
+  if (claim_request_.spec.has_value()) claim_request_.spec = spec;
   // A worker must be able to hold at least one whole unit for us, or it could never lease one.
   credits_ = std::max(options_.credits_per_worker, spec.batches_per_unit);
   heartbeat_interval_ = Millis(std::max<uint32_t>(50, registered.heartbeat_interval_ms));

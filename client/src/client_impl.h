@@ -52,7 +52,8 @@ class ClientImpl {
   // ---- claiming the rank (before Start) -----------------------------------------------------------------------
   // Sends the registration. Unanswered, it goes again every 2 s (at once after UNAVAILABLE) until the connect
   // timeout; a rank a live session holds is asked for again every 250 ms until the claim timeout.
-  void Register(const std::optional<ResumePoint>& resume);
+  // probe: only describe the job (Client::Describe); the claim's answer is then all there is.
+  void Register(const std::optional<ResumePoint>& resume, bool probe = false);
   // Empty while the claim is undecided; then the coordinator's answer, or DeadlineExceeded.
   const std::optional<StatusOr<RegisterClientResponse>>& claim() const { return claim_result_; }
 

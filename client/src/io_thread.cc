@@ -59,6 +59,13 @@ IoThread::~IoThread() {
 }
 
 StatusOr<RankClaim> IoThread::Register(const std::optional<ResumePoint>& resume) {
+  STOKER_ASSIGN_OR_RETURN(RegisterClientResponse registered, Ask(resume, false));
+  return RankClaim(std::move(registered), [this] { Leave(); });
+}
+
+StatusOr<RegisterClientResponse> IoThread::Describe() { return Ask(std::nullopt, true); }
+
+StatusOr<RegisterClientResponse> IoThread::Ask(const std::optional<ResumePoint>& resume, bool probe) {
   if (!security_.insecure) {
     std::vector<TrustedKey> coordinators = security_.Trusted(Role::kCoordinator);
     if (coordinators.empty()) return FailedPreconditionError("the trust file has no coordinator key");
@@ -69,7 +76,7 @@ StatusOr<RankClaim> IoThread::Register(const std::optional<ResumePoint>& resume)
   } catch (const zmq::error_t& e) {
     return InvalidArgumentError("cannot connect to coordinator '" + options_.coordinator + "': " + e.what());
   }
-  impl_.Register(resume);
+  impl_.Register(resume, probe);
   CarryOut();
   while (!impl_.claim()) {
     STOKER_ASSIGN_OR_RETURN(bool answered, PollControl(std::chrono::milliseconds(50)));
@@ -77,8 +84,7 @@ StatusOr<RankClaim> IoThread::Register(const std::optional<ResumePoint>& resume)
     impl_.Tick();
     CarryOut();
   }
-  STOKER_ASSIGN_OR_RETURN(RegisterClientResponse registered, *impl_.claim());
-  return RankClaim(std::move(registered), [this] { Leave(); });
+  return *impl_.claim();
 }
 
 void IoThread::Start(RankClaim claim) {

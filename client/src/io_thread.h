@@ -46,6 +46,13 @@ class IoThread {
   // held by a live session is asked for again until ClientOptions::claim_timeout. The claim gives the rank back if
   // it is dropped before Start.
   StatusOr<RankClaim> Register(const std::optional<ResumePoint>& resume);
+  // The job as this client's shape would have it, claiming nothing (RegisterClient.probe).
+  StatusOr<RegisterClientResponse> Describe();
+
+ private:
+  StatusOr<RegisterClientResponse> Ask(const std::optional<ResumePoint>& resume, bool probe);
+
+ public:
   // Starts the thread, which takes the rank over: connects to the workers the registration listed and credits them.
   // The core must be started.
   void Start(RankClaim claim);

@@ -39,7 +39,8 @@
 extern "C" {
 #endif
 
-#define STOKER_C_API_VERSION 2  /* 2 added validate, job_json and the checkpoint functions */
+#define STOKER_C_API_VERSION 3  /* 2 added validate, job_json and the checkpoint functions; 3 checkpoint_at_point
+                                   and loader_describe */
 
 #if defined(__GNUC__)
 #define STOKER_C_EXPORT __attribute__((visibility("default")))
@@ -94,9 +95,17 @@ STOKER_C_EXPORT int stoker_loader_checkpoint(stoker_loader* loader, char* buf, s
 STOKER_C_EXPORT int stoker_loader_stats_json(stoker_loader* loader, char* buf, size_t capacity, size_t* needed);
 STOKER_C_EXPORT uint64_t stoker_loader_steps_per_epoch(const stoker_loader* loader);
 /* The job this loader's rank belongs to, as JSON: job, rank, ranks, batch_size, epochs, seed, remainder,
- * steps_per_epoch, spec_fingerprint (16 hex digits, as in checkpoint tokens). */
+ * steps_per_epoch, origin_epoch and origin_offset (where its plan starts: not 0, 0 once a checkpoint resumed it on
+ * another shape), spec_fingerprint (16 hex digits). */
 STOKER_C_EXPORT int stoker_loader_job_json(stoker_loader* loader, char* buf, size_t capacity, size_t* needed);
-/* A checkpoint token's fields as JSON (job, rank, position, spec_fingerprint); 3 for a damaged or foreign token. */
+/* What stoker_loader_open with these flags would find, claiming nothing, as JSON: job, ranks, batch_size, epochs,
+ * steps_per_epoch (for these flags' ranks and batch size), samples_per_epoch. 5 (NOT_FOUND) when the job does not
+ * exist yet. A framework's len() before it gives the checkpoint back (Lightning) asks this. */
+STOKER_C_EXPORT int stoker_loader_describe(int argc, const char* const* argv, char* buf, size_t capacity,
+                                           size_t* needed);
+/* A checkpoint token's fields as JSON (version, job, rank, position; version 1: spec_fingerprint; version 2: epoch,
+ * offset, ranks, batch_size, epochs, manifest_fingerprint, seed, shuffle, remainder, pipeline_fingerprint); 3 for a
+ * damaged or foreign token. */
 STOKER_C_EXPORT int stoker_checkpoint_decode(const char* token, char* buf, size_t capacity, size_t* needed);
 /* The token for the same job at another rank and position. Data-parallel ranks step together, so a framework that
  * saves one rank's state (Lightning writes rank 0's checkpoint) can resume every rank from it; and one that
@@ -104,6 +113,10 @@ STOKER_C_EXPORT int stoker_checkpoint_decode(const char* token, char* buf, size_
  * the epoch. The coordinator checks the position against the job. */
 STOKER_C_EXPORT int stoker_checkpoint_at(const char* token, uint32_t rank, uint64_t position, char* buf,
                                          size_t capacity, size_t* needed);
+/* The same for a version 2 token, which resumes at (epoch, offset): the samples of that epoch's order already
+ * trained on. A version 2 token at another rank alone: stoker_checkpoint_at with its own position. */
+STOKER_C_EXPORT int stoker_checkpoint_at_point(const char* token, uint32_t rank, uint64_t position, uint32_t epoch,
+                                               uint64_t offset, char* buf, size_t capacity, size_t* needed);
 STOKER_C_EXPORT void stoker_loader_request_stop(stoker_loader* loader);
 STOKER_C_EXPORT void stoker_loader_close(stoker_loader* loader); /* NULL is fine; batches still out stay valid until released */
 /* A new NCCL unique id as 256 hex digits and a NUL (buf: at least 257 bytes). */

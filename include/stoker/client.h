@@ -100,6 +100,15 @@ class Client {
   // Errors: NotFound (unknown job, no spec), AlreadyExists (rank held by a live client), FailedPrecondition (spec
   // differs from the job's, manifest unusable), InvalidArgument, DeadlineExceeded (coordinator unreachable).
   static StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options);
+  // What Connect would find, claiming nothing: the job as options' ranks and batch size would have it (its steps
+  // per epoch), the shape a checkpoint may resume it on. NotFound when the job does not exist yet; the spec's
+  // other fields must match the job's (FailedPrecondition).
+  struct Description {
+    JobSpec spec;
+    uint64_t steps_per_epoch = 0;
+    uint64_t samples_per_epoch = 0;
+  };
+  static StatusOr<Description> Describe(const ClientOptions& options);
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;

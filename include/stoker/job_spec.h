@@ -58,6 +58,11 @@ struct JobSpec {
   bool shuffle = true;
   Remainder remainder = Remainder::kDrop;
   uint32_t batches_per_unit = 1;
+  // Where the plan starts, set by the coordinator (like manifest_fingerprint) when a checkpoint resumes the job on
+  // another shape: epoch origin_epoch deals only its positions from origin_offset on (dataset/plan.h). 0, 0: the
+  // beginning. Not compared by Differences; in the fingerprint only when set.
+  uint32_t origin_epoch = 0;
+  uint64_t origin_offset = 0;
 
   bool operator==(const JobSpec&) const = default;
 
@@ -65,8 +70,11 @@ struct JobSpec {
   Status Validate() const;
 
   // One line per differing field, "batch_size: 32 here, 64 registered". Empty when equal. A zero fingerprint on
-  // either side matches any fingerprint.
+  // either side matches any fingerprint; the origin is not compared.
   std::vector<std::string> Differences(const JobSpec& registered) const;
+  // Whether a field is one of the job's shape (world_size, batch_size, batches_per_unit): what a checkpoint may
+  // resume on with other values.
+  static bool IsShapeField(std::string_view difference);
 
   uint64_t SampleBytes() const { return uint64_t{pipeline.output_height} * pipeline.output_width * 3; }
   uint64_t BatchBytes() const { return SampleBytes() * batch_size; }
@@ -75,6 +83,8 @@ struct JobSpec {
 // XXH64 over every field of the spec, the manifest fingerprint included, in a fixed order: what a checkpoint
 // token names, so that resuming against another spec or dataset is refused.
 uint64_t SpecFingerprint(const JobSpec& spec);
+// XXH64 of the pipeline's fields alone: what a checkpoint token carries to refuse another augmentation.
+uint64_t PipelineFingerprint(const PipelineSpec& pipeline);
 
 const char* RemainderName(Remainder r);
 const char* ResizeKernelName(ResizeKernel k);

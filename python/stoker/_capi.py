@@ -4,7 +4,7 @@ import ctypes
 import ctypes.util
 import os
 
-API_VERSION = 2  # stoker_loader_validate, stoker_loader_job_json, stoker_checkpoint_decode and _at
+API_VERSION = 3  # stoker_loader_validate, stoker_loader_job_json, stoker_checkpoint_decode, _at and _at_point
 
 BATCH, END_OF_EPOCH, END_OF_JOB, STOPPED = 0, 1, 2, 3
 UINT8, FLOAT32, FLOAT16, BFLOAT16 = 0, 1, 2, 3
@@ -72,9 +72,12 @@ def _declare(lib):
         "stoker_loader_stats_json": (c.c_int, [c.c_void_p, c.c_char_p, c.c_size_t, c.POINTER(c.c_size_t)]),
         "stoker_loader_steps_per_epoch": (c.c_uint64, [c.c_void_p]),
         "stoker_loader_job_json": (c.c_int, [c.c_void_p, c.c_char_p, c.c_size_t, c.POINTER(c.c_size_t)]),
+        "stoker_loader_describe": (c.c_int, [c.c_int, c.POINTER(c.c_char_p), c.c_char_p, c.c_size_t, c.POINTER(c.c_size_t)]),
         "stoker_checkpoint_decode": (c.c_int, [c.c_char_p, c.c_char_p, c.c_size_t, c.POINTER(c.c_size_t)]),
         "stoker_checkpoint_at": (c.c_int, [c.c_char_p, c.c_uint32, c.c_uint64, c.c_char_p, c.c_size_t,
                                            c.POINTER(c.c_size_t)]),
+        "stoker_checkpoint_at_point": (c.c_int, [c.c_char_p, c.c_uint32, c.c_uint64, c.c_uint32, c.c_uint64,
+                                                 c.c_char_p, c.c_size_t, c.POINTER(c.c_size_t)]),
         "stoker_loader_request_stop": (None, [c.c_void_p]),
         "stoker_loader_close": (None, [c.c_void_p]),
         "stoker_nccl_unique_id": (c.c_int, [c.c_char_p, c.c_size_t]),

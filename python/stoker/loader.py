@@ -49,7 +49,7 @@ import time
 from . import _capi, _state
 from ._batch import Batch, _torch
 from ._capi import StokerError
-from .delivery_log import format_line
+from .delivery_log import format_line, shape_line
 
 _SLICE_MS = 250  # how long one C call may block, so that Ctrl-C (KeyboardInterrupt) is seen between slices
 _CLAIM_RETRY_S = 0.25  # how often a rank held by another session is asked for again
@@ -123,6 +123,7 @@ class Loader:
         self._resume_token = resume_token
         self._delivery_log_path = delivery_log
         self._delivery_log = None
+        self._log_shape = False
         self._job_info = None
         self._closed = False
         self._stop_requested = False
@@ -187,9 +188,9 @@ class Loader:
         deadline = time.monotonic() + (self._claim_timeout or 0)
         while True:
             code = lib.stoker_loader_open(count, args, ctypes.byref(handle))
-            # Another session holds the rank. A crashed process's is released by the coordinator soon; a resumed
-            # rank (token) would have taken it over, so waiting only ever helps a fresh claim.
-            if code != _capi.ALREADY_EXISTS or self._resume_token or time.monotonic() >= deadline:
+            # Another session holds the rank, or (resuming on another shape) trains on the job: a crashed process's
+            # session is released by the coordinator after its client timeout.
+            if code != _capi.ALREADY_EXISTS or time.monotonic() >= deadline:
                 break
             time.sleep(_CLAIM_RETRY_S)
         if code == _capi.ALREADY_EXISTS:
@@ -198,6 +199,7 @@ class Loader:
                               "Under torchrun each takes its rank from RANK)")
         _capi.check(code)
         self._job_info = dict(json.loads(_capi.read_string(lib.stoker_loader_job_json, handle.value)), device=device)
+        self._log_shape = True  # the job's shape heads the delivery log's next lines (a resume may change it)
         with self._lock:
             self._ptr = handle.value
             if self._stop_requested:
@@ -211,8 +213,24 @@ class Loader:
     # -- iteration ------------------------------------------------------------------------------------------------
 
     def __len__(self):
-        """Steps (batches) per epoch of this rank, the same on every rank of the job."""
+        """Steps (batches) per epoch of this rank, the same on every rank of the job. Asked before the Loader has
+        connected, of a job that exists, it only asks the coordinator (claiming nothing): Lightning calls len()
+        before load_state_dict(), and a state that resumes the job on another shape must find it unclaimed."""
+        if not self._ptr and not self._follower and not self._closed:
+            described = self._describe()
+            if described is not None:
+                return described["steps_per_epoch"]
         return self.steps_per_epoch
+
+    def _describe(self):
+        """The job as this Loader's shape would have it, or None when it does not exist yet."""
+        count, args = _capi.argv(self._flags(rank=self.rank, ranks=self.ranks, device=-1))
+        try:
+            return json.loads(_capi.read_string(_capi.lib().stoker_loader_describe, count, args))
+        except StokerError as e:
+            if e.code == _capi.NOT_FOUND:
+                return None
+            raise
 
     def __iter__(self):
         """The rest of the current epoch as (images, labels); the next `for` starts the next epoch. Empty once the
@@ -279,6 +297,9 @@ class Loader:
         if self._delivery_log is None:
             path = self._delivery_log_path.replace("{rank}", str(self._job_info["rank"]))
             self._delivery_log = open(path, "a", buffering=1)  # a line at a time: a crash loses none
+        if self._log_shape:
+            self._delivery_log.write(shape_line(self._job_info) + "\n")
+            self._log_shape = False
         self._delivery_log.write(format_line(batch, self._job_info["rank"]) + "\n")
 
     def _stream(self):
@@ -301,7 +322,9 @@ class Loader:
         """Resumes from state_dict()'s dict: the next batch is the first one not taken when it was made, in this
         process or a new one, before the first batch or after some (Lightning calls it after len(), before
         iterating). A state of another rank of the same job resumes this rank at the same position (frameworks
-        save rank 0's). StokerError for a state of another job, world size, batch size, spec or dataset."""
+        save rank 0's). A state of the job on another number of ranks or batch size resumes it on this one: the
+        coordinator re-plans what is left of the epoch, each sample exactly once. StokerError for a state of another
+        job, dataset, seed, order, augmentation or number of epochs, naming what differs."""
         if self._closed:
             raise StokerError(_capi.FAILED_PRECONDITION, "the Loader is closed")
         if self._follower:  # the group's leader resumes; its followers receive what it fetches
@@ -334,7 +357,7 @@ class Loader:
         start = min(epoch, epochs) * steps
         if start <= position < start + steps or position == start:
             return
-        self._reconnect(_state.moved(token, self._job_info["rank"], start))
+        self._reconnect(_state.at_epoch_start(token, self._job_info["rank"], min(epoch, epochs), self._job_info))
 
     def checkpoint(self):
         """A token that resumes this rank exactly after the last batch taken: Loader(..., resume_token=token)."""

@@ -250,6 +250,56 @@ class LoaderTest(unittest.TestCase):
             loader.set_epoch(0)
             self.assertEqual([(b.epoch, b.index) for b in loader.batches()], [(0, i) for i in range(steps)])
 
+    def test_a_state_resumes_the_job_on_more_ranks_and_another_batch_size_exactly(self):
+        spec = self.job()  # 1 rank x 8
+        ids = []
+        with self.open(spec) as loader:
+            for _ in range(3):
+                ids.extend(loader.next().sample_ids.tolist())
+            state = loader.state_dict()
+        self.assertEqual((state["epoch"], state["offset"]), (0, 24))
+        resized = dict(spec, ranks=2, batch_size=4)  # 8 a step, as before, in two ranks
+        loaders = [self.open(resized, rank=r) for r in range(2)]
+        try:
+            for loader in loaders:
+                loader.load_state_dict(state)
+            self.assertEqual([loader.ranks for loader in loaders], [2, 2])
+            indexes = []
+            for loader in loaders:
+                indexes.append([])
+                for b in loader.batches():
+                    indexes[-1].append(b.index)
+                    ids.extend(b.sample_ids.tolist())
+            self.assertEqual(len(indexes[0]), len(indexes[1]), "every rank of the new shape takes the same steps")
+            self.assertEqual(indexes[0][0], 3)  # numbered so that the epoch ends where it always does
+            self.assertEqual((loaders[0].state_dict()["epoch"], loaders[0].state_dict()["offset"]), (1, 0))  # the end
+        finally:
+            for loader in loaders:
+                loader.close()
+        self.assertEqual(len(ids), len(set(ids)), "no sample twice")
+        self.assertEqual(len(ids), IMAGES - IMAGES % 8, "every sample but the remainder")
+
+    def test_len_before_load_state_dict_claims_nothing_so_a_state_resumes_on_another_shape(self):
+        # Lightning's order: len() first, then load_state_dict(), then iterating.
+        spec = self.job(ranks=2, batch_size=4)
+        ids = []
+        with self.open(spec, rank=0) as rank0, self.open(spec, rank=1) as rank1:
+            for _ in range(3):
+                for loader in (rank0, rank1):
+                    ids.extend(loader.next().sample_ids.tolist())
+            state = rank0.state_dict()
+        with self.open(dict(spec, ranks=1, batch_size=8)) as resumed:
+            self.assertEqual(len(resumed), IMAGES // 8)  # the job still runs as 2 x 4: len() only asked
+            resumed.load_state_dict(state)
+            self.assertEqual(len(resumed), IMAGES // 8)
+            ids.extend(i for b in resumed.batches() for i in b.sample_ids.tolist())
+        self.assertEqual(sorted(ids), sorted(set(ids)), "no sample twice")
+        self.assertEqual(len(ids), IMAGES, "every sample once")
+        # A job that does not exist yet: len() connects, creating it, as before.
+        with self.open(self.job()) as fresh:
+            self.assertEqual(len(fresh), IMAGES // 8)
+            self.assertEqual(fresh.next().index, 0)
+
     def test_a_state_of_rank_0_resumes_rank_1_at_the_same_position(self):
         spec = self.job(ranks=2)
         steps = IMAGES // 16
@@ -282,12 +332,12 @@ class LoaderTest(unittest.TestCase):
         self.assertEqual(e.exception.code, _capi.FAILED_PRECONDITION)
         self.assertIn(f"job {spec['job']!r}", str(e.exception))
         other.close()
-        # The same job asked for with another world size: refused before it connects.
-        resized = self.open(spec, ranks=2)
+        # The same job asked for with another seed: refused, naming it.
+        resized = self.open(spec, seed=8)
         with self.assertRaises(stoker.StokerError) as e:
             resized.load_state_dict(state)
         self.assertEqual(e.exception.code, _capi.FAILED_PRECONDITION)
-        self.assertIn("ranks=1", str(e.exception))
+        self.assertIn("seed: 8 here, 7 registered", str(e.exception))
         for bad, words in ((dict(state, position=state["position"] + 1), "edited or damaged"),
                            (dict(state, token=state["token"][:-1] + ("1" if state["token"][-1] == "0" else "0")),
                             "damaged"),

@@ -179,8 +179,7 @@ class Cluster:
 def resumed_logs(first, second, state):
     """The delivery log lines of a run resumed from `state` (Loader.state_dict()): the first process's batches
     before the state's position, then everything the resumed process took."""
-    return (delivery_log.before(first, state["position"], state["steps_per_epoch"])
-            + [line for _, _, _, line in delivery_log.read(second)])
+    return delivery_log.before(first, state["position"], state["steps_per_epoch"]) + delivery_log.lines(second)
 
 
 
@@ -197,6 +196,52 @@ def find_state(checkpoint):
             if found is not None:
                 return found
     return None
+
+
+def train_in_stages(cluster, launcher, args, stages, work, env=None, timeout=300, **check_flags):
+    """Runs a training script (launcher(ranks) + args: examples/train_ddp.py under torchrun) as a job that is
+    checkpointed, stopped and resumed on other shapes would run. Each stage is a dict: ranks, batch_size,
+    checkpoint_every, stop_after (steps of that run, as the script counts them; None: to the job's end), resume_at
+    (the step in the name of the checkpoint the next stage resumes from, step=N.ckpt; its steps after it are lost)
+    and args (more of the script's arguments). Proves with `stoker check` over the
+    ranks' delivery logs, each run's cut at the checkpoint the next resumed from, that every epoch's samples were
+    trained on exactly once and every rank of a shape took as many steps. Returns {"runs": [summaries per stage],
+    "states": [the loader state each stage resumed from], "check": the checker's output}."""
+    import torch
+
+    runs, states, logs, resume = [], [], [], None
+    for n, stage in enumerate(stages):
+        name = f"stage{n}"
+        extra = [f"--delivery-log={work}/{name}-{{rank}}.log", f"--summary={work}/{name}-{{rank}}.json",
+                 f"--batch-size={stage['batch_size']}", f"--checkpoint-dir={work}/{name}",
+                 f"--checkpoint-every={stage.get('checkpoint_every', 0)}"]
+        if stage.get("stop_after") is not None:
+            extra.append(f"--max-steps={stage['stop_after']}")
+        if resume is not None:
+            extra.append(f"--resume={resume}")
+        cmd = launcher(stage["ranks"]) + args + extra + stage.get("args", [])
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        if r.returncode != 0:
+            raise AssertionError(f"{' '.join(cmd)} exited with {r.returncode}:\n{r.stdout[-4000:]}{r.stderr[-4000:]}")
+        summaries = []
+        for rank in range(stage["ranks"]):
+            with open(f"{work}/{name}-{rank}.json") as f:
+                summaries.append(json.load(f))
+        runs.append(summaries)
+        paths = [f"{work}/{name}-{rank}.log" for rank in range(stage["ranks"])]
+        if stage.get("resume_at") is None:
+            logs += [delivery_log.lines(path) for path in paths]
+            continue
+        resume = os.path.join(work, name, f"step={stage['resume_at']}.ckpt")
+        state = find_state(torch.load(resume, map_location="cpu", weights_only=False))
+        if state is None:
+            raise AssertionError(f"{resume} holds no stoker.Loader state")
+        states.append(state)
+        logs += [delivery_log.before(path, state["position"], state["steps_per_epoch"]) for path in paths]
+    code, out = cluster.check(logs, **check_flags)
+    if code != 0:
+        raise AssertionError(f"the resumed runs did not deliver every sample exactly once:\n{out}")
+    return {"runs": runs, "states": states, "check": out}
 
 
 def train_and_resume(cluster, launcher, args, ranks, checkpoint_every, stop_after, work, env=None, timeout=240,

@@ -34,11 +34,11 @@ BATCH = 8
 EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples")
 
 
-def torchrun():
+def torchrun(ranks=2):
     """torchrun's command. PyTorch 1.13 (Debian 12's) on Python 3.11 cannot parse its own default --redirects and
     --tee ("0": IntFlag no longer iterates its zero member) and fails before starting anyone; a mapping for a local
     rank that does not exist means the same "nothing redirected" and parses."""
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}"]
     from torch.distributed.elastic.multiprocessing.api import Std
     if Std.from_str("0") is None:
         command += ["--redirects=9:1", "--tee=9:1"]
@@ -125,6 +125,48 @@ class TorchTest(unittest.TestCase):
             # DDP averaged every step's gradients: both ranks hold the same weights.
             self.assertAlmostEqual(summaries[0]["weights_sum"], summaries[1]["weights_sum"], places=6)
         self.assertEqual(result["check"].count("ok "), 2, result["check"])
+
+    def test_ddp_resumed_on_fewer_then_more_ranks_with_another_batch_size(self):
+        # 4 ranks x 4 (6 steps an epoch) checkpoint at step 2 (32 samples of epoch 0) and run on; 3 ranks x 4 resume
+        # there (the 64 left are 5 steps, numbered 3..7), checkpoint at 5 (56 samples) and run on; 6 ranks x 2
+        # resume there (40 left: 3 steps, 4 dropped) and run to the end of epoch 1.
+        work = tempfile.mkdtemp(prefix="elastic-", dir=self.cluster.work)
+        args = [os.path.join(EXAMPLES, "train_ddp.py"), f"--coordinator={self.cluster.endpoint}",
+                f"--job={self.job_name()}", f"--manifest={self.cluster.manifest}", "--epochs=2", "--seed=5",
+                "--image-size=32", "--model=resnet18", "--classes=10"]
+        env = dict(os.environ, OMP_NUM_THREADS="1")
+        stages = [dict(ranks=4, batch_size=4, checkpoint_every=2, stop_after=3, resume_at=2),
+                  dict(ranks=3, batch_size=4, checkpoint_every=5, stop_after=3, resume_at=5),
+                  dict(ranks=6, batch_size=2)]
+        result = support.train_in_stages(self.cluster, torchrun, args, stages, work, env=env, ranks=4, batch_size=4,
+                                         epochs=2, seed=5)
+        self.assertEqual([(s["epoch"], s["offset"], s["ranks"]) for s in result["states"]], [(0, 32, 4), (0, 56, 3)])
+        for summaries, steps in zip(result["runs"], (3, 3, 3 + 8)):
+            self.assertEqual([s["steps"] for s in summaries], [steps] * len(summaries), "equal steps per rank")
+            sums = [s["weights_sum"] for s in summaries]
+            self.assertLess(max(sums) - min(sums), 1e-6, "DDP kept the ranks' weights the same")
+        self.assertEqual(result["runs"][2][0]["steps_per_epoch"], {"0": 3, "1": 8})
+        self.assertIn("ok   epoch 0: planned 92 (+4 remainder", result["check"])
+        self.assertIn("ok   epoch 1: planned 96 (+0 remainder", result["check"])
+        self.assertIn("4x4 [2 2 2 2]", result["check"])
+
+    @unittest.skipIf(lightning_missing(), lightning_missing())
+    def test_lightning_resumed_on_one_device_fewer(self):
+        # Two devices x 8 (6 steps an epoch) checkpoint at global step 2 (32 samples) and run on; one device x 8 (12
+        # steps an epoch) resumes there through Lightning's own checkpoint (len() asked before the state is given
+        # back): the 64 samples left are 8 steps, then epoch 1 whole.
+        work = tempfile.mkdtemp(prefix="lightning-elastic-", dir=self.cluster.work)
+        args = [os.path.join(EXAMPLES, "train_lightning.py"), f"--coordinator={self.cluster.endpoint}",
+                f"--job={self.job_name()}", f"--manifest={self.cluster.manifest}", "--epochs=2", "--seed=5",
+                "--image-size=32", "--model=resnet18", "--classes=10"]
+        env = dict(os.environ, OMP_NUM_THREADS="1")
+        stages = [dict(ranks=2, batch_size=BATCH, checkpoint_every=2, stop_after=3, resume_at=2, args=["--devices=2"]),
+                  dict(ranks=1, batch_size=BATCH, args=["--devices=1"])]
+        result = support.train_in_stages(self.cluster, lambda ranks: [sys.executable], args, stages, work, env=env,
+                                         ranks=2, batch_size=BATCH, epochs=2, seed=5)
+        self.assertEqual((result["states"][0]["offset"], result["states"][0]["ranks"]), (32, 2))
+        self.assertEqual(result["runs"][1][0]["steps"], 8 + IMAGES // BATCH)
+        self.assertIn("ok   epoch 0: planned 96 (+0 remainder", result["check"])
 
     @unittest.skipIf(lightning_missing(), lightning_missing())
     def test_lightning_resumed_through_its_own_checkpoints(self):

@@ -77,7 +77,7 @@ class WheelTest(unittest.TestCase):
 
     def test_version_names_the_installed_library(self):
         out = self.python("-m", "stoker", "--version")
-        self.assertIn(f"stoker {stoker.__version__} (C API 2, ", out)
+        self.assertIn(f"stoker {stoker.__version__} (C API 3, ", out)
         self.assertIn(os.path.join(self.venv, "lib"), out)
 
     def test_the_installed_package_connects_with_the_libraries_it_carries(self):

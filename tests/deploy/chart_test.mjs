@@ -250,6 +250,7 @@ const cases = [
     check(worker.spec.replicas === 2, 'defaults: worker replicas is not 2');
     check(envOf(podSpec(worker).containers[0]).STOKER_PLAIN_DATA === undefined, 'defaults: data plane not encrypted');
     check(envOf(podSpec(coordinator).containers[0]).STOKER_MAX_WORKERS === '2', 'defaults: max workers is not 2');
+    check(envOf(podSpec(coordinator).containers[0]).STOKER_TEAM_WEIGHTS === undefined, 'defaults: team weights set');
     for (const k of [...MONITORING_KINDS, 'HorizontalPodAutoscaler', 'ScaledObject', 'Job']) {
       check(ofKind(docs, k).length === 0, `defaults: rendered a ${k}`);
     }
@@ -268,6 +269,15 @@ const cases = [
       check(envOf(podSpec(worker).containers[0]).STOKER_PLAIN_DATA === undefined,
         'insecure: --plain-data without CURVE means nothing and must not be set');
     }, []],
+  ['teams', ['ci/default-values.yaml'], ['--set', 'coordinator.teamWeights.team-b=0.5', '--set',
+    'coordinator.teamWeights.team-a=3', '--set', 'coordinator.teamPriorities.prod=1', '--set',
+    'coordinator.teamMaxWorkers.research=4'], (docs, { coordinator }) => {
+    const env = envOf(podSpec(coordinator).containers[0]);
+    check(env.STOKER_TEAM_WEIGHTS === 'team-a=3,team-b=0.5',
+      `teams: --team-weights is ${env.STOKER_TEAM_WEIGHTS}, not team-a=3,team-b=0.5`);
+    check(env.STOKER_TEAM_PRIORITIES === 'prod=1', `teams: --team-priorities is ${env.STOKER_TEAM_PRIORITIES}`);
+    check(env.STOKER_TEAM_MAX_WORKERS === 'research=4', `teams: --team-max-workers is ${env.STOKER_TEAM_MAX_WORKERS}`);
+  }],
   ['plain data', ['ci/default-values.yaml'], ['--set', 'security.plainData=true'], (docs, { worker, coordinator }) => {
     check(envOf(podSpec(worker).containers[0]).STOKER_PLAIN_DATA === 'true', 'plain data: workers lack --plain-data');
     check(envOf(podSpec(coordinator).containers[0]).STOKER_PLAIN_DATA === undefined,
@@ -404,6 +414,9 @@ const refused = [
   ['a string for an integer', ['--set', 'worker.replicas=two'], /worker\/replicas.*want integer/],
   ['a misspelt key', ['--set', 'worker.iamge.tag=x'], /additional properties 'iamge' not allowed/],
   ['a bad duration', ['--set', 'coordinator.leaseTtl=fast'], /leaseTtl/],
+  ['a team weight of zero', ['--set', 'coordinator.teamWeights.team-a=0'], /teamWeights/],
+  ['a team weight above 1000', ['--set', 'coordinator.teamWeights.team-a=5000'], /teamWeights/],
+  ['a team cap of half a worker', ['--set', 'coordinator.teamMaxWorkers.team-a=0.5'], /teamMaxWorkers/],
   ['a bad pull policy', ['--set', 'worker.image.pullPolicy=Sometimes'], /pullPolicy/],
   ['an access key without its secret', ['--set', 'objectStorage.credentials.accessKeyId=AK'],
     /accessKeyId needs secretAccessKey/],

@@ -82,12 +82,17 @@ void DataFrames(const std::string& dir) {
 
 void Journals(const std::string& dir) {
   using namespace coordinator;
+  JobSpec reshaped = Spec();
+  reshaped.world_size = 3;
+  reshaped.origin_epoch = 0;
+  reshaped.origin_offset = 48;
   const std::vector<Update> updates = {JobCreated{Spec(), 96},
                                        RankSessionStarted{"job", 0, "c-1", 0, 8, "client:a"},
                                        RankProgress{"job", 0, 6, 4},
                                        AttemptsReserved{"job", 0, 1024},
                                        WorkerJoined{"w-1", "tcp://10.0.0.1:7401", 2, "", "worker:w", true},
                                        WorkerLeft{"w-1"},
+                                       JobReshaped{reshaped, 1025, 1},
                                        JobRemoved{"job"}};
   std::string v2(kJournalMagicV2, sizeof(kJournalMagicV2));
   for (size_t i = 0; i < updates.size(); ++i) {
@@ -182,7 +187,16 @@ void ObjectListings(const std::string& dir) {
 }
 
 void Checkpoints(const std::string& dir) {
-  Write(dir, "token", EncodeCheckpointToken(CheckpointToken{"resnet50", 3, 12345, 0xfeedface12345678ull}));
+  Write(dir, "token", EncodeCheckpointToken(MakeCheckpointTokenV1("resnet50", 3, 12345, 0xfeedface12345678ull)));
+  JobSpec spec;
+  spec.name = "resnet50";
+  spec.manifest_path = "/data/imagenet.stoker";
+  spec.world_size = 4;
+  spec.batch_size = 8;
+  spec.epochs = 3;
+  spec.manifest_fingerprint = 0xfeedface12345678ull;
+  auto plan = Plan::Make(spec, 1000);
+  Write(dir, "token2", EncodeCheckpointToken(MakeCheckpointToken(spec, *plan, 1, 40)));
 }
 
 }  // namespace

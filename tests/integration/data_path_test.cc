@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "tests/support/checker.h"
+#include "tests/support/http_client.h"
 #include "tests/support/cluster_test.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/test_cluster.h"
@@ -117,6 +118,48 @@ TEST_F(DataPath, SameSeedGivesIdenticalBatchBytesWhicheverWorkersMakeThem) {
   RunVerdict c = RunJob(*cluster_, third, data_, "c");
   ASSERT_TRUE(c.ok()) << c.Describe();
   EXPECT_NE(a.pixel_hashes, c.pixel_hashes);
+}
+
+// Two teams' jobs at once on one pool, each team's trainers with its own client key (client:local, and
+// client:team-b made here and trusted): both exact, and the coordinator counts each job's share under the team its
+// key names, with the weight --team-weights gives it. (How the pool is shared is simulated on a fake clock in
+// tests/scheduling/pool_test.cc; two cores cannot time it.)
+TEST_F(DataPath, TwoTeamsJobsShareOnePoolEachExactlyOnce) {
+  auto data = MakeJpegDataset(dir_.path(), "jpegs", 96, 32);
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  data_ = std::move(*data);
+  auto team_b = AddClientKey(dir_, "team-b");
+  ASSERT_TRUE(team_b.ok()) << team_b.status().ToString();
+  cluster_ = std::make_unique<tools::LocalCluster>(ClusterIn(dir_, {"--team-weights", "team-b=3"}));
+  ASSERT_TRUE(cluster_->StartCoordinator().ok());
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(cluster_->StartWorker().ok());
+  const JobSpec a = Spec("a", data_, 2, 8, 2, Remainder::kDrop);  // 6 steps per epoch
+  const JobSpec b = Spec("b", data_, 1, 8, 2, Remainder::kDrop);  // 12
+  for (uint32_t rank = 0; rank < 2; ++rank) ASSERT_TRUE(cluster_->StartConsumer("a-" + std::to_string(rank), a, rank).ok());
+  ASSERT_TRUE(cluster_->StartConsumer("b-0", b, 0, {"--key-file", *team_b}).ok());
+  auto codes = cluster_->WaitForConsumers(kRunTimeout);
+  ASSERT_TRUE(codes.ok()) << codes.status().ToString();
+  for (size_t i = 0; i < codes->size(); ++i) EXPECT_EQ((*codes)[i], 0) << cluster_->ConsumerOutput(i);
+  auto va = CheckLogs(a, data_.samples, {cluster_->ConsumerLog(0), cluster_->ConsumerLog(1)});
+  auto vb = CheckLogs(b, data_.samples, {cluster_->ConsumerLog(2)});
+  ASSERT_TRUE(va.ok() && vb.ok());
+  EXPECT_TRUE(va->ok()) << va->Describe();
+  EXPECT_TRUE(vb->ok()) << vb->Describe();
+  // Each job was leased at least its 2 epochs x 96 samples (more if a lease ran out on a loaded machine).
+  auto leased_after = [](const std::string& text, const std::string& prefix) -> uint64_t {
+    const size_t at = text.find(prefix);
+    return at == std::string::npos ? 0 : std::strtoull(text.c_str() + at + prefix.size(), nullptr, 10);
+  };
+  auto state = HttpGet(cluster_->coordinator_metrics(), "/state");
+  ASSERT_TRUE(state.ok()) << state.status().ToString();
+  EXPECT_GE(leased_after(state->body, R"("share": {"team": "local", "team_weight": 1, "samples_leased": )"), 192u)
+      << state->body;
+  EXPECT_GE(leased_after(state->body, R"("share": {"team": "team-b", "team_weight": 3, "samples_leased": )"), 192u)
+      << state->body;
+  auto metrics = HttpGet(cluster_->coordinator_metrics(), "/metrics");
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_GE(leased_after(metrics->body, R"(stoker_coordinator_job_samples_leased_total{pipeline="b",team="team-b"} )"),
+            192u) << metrics->body;
 }
 
 }  // namespace

@@ -164,6 +164,29 @@ TEST_F(FaultTest, CoordinatorKilledAndRestartedOnItsJournal) {
   for (size_t i : consumers) EXPECT_NE(ReadFile(cluster.ConsumerSummary(i)).find("\"error\": \"\""), std::string::npos);
 }
 
+// 4b. Two teams' jobs on one pool under a priority and a cap, through a worker killed and the coordinator killed
+// and restarted on its journal: both exact. (The sharing itself is simulated in tests/scheduling/pool_test.cc.)
+TEST_F(FaultTest, TeamsWithPrioritiesAndCapsStayExactThroughAWorkerKillAndACoordinatorRestart) {
+  auto prod_key = AddClientKey(dir_, "prod");
+  ASSERT_TRUE(prod_key.ok()) << prod_key.status().ToString();
+  tools::LocalCluster cluster(ClusterIn(dir_, {"--team-priorities", "prod=1", "--team-max-workers", "local=1"}));
+  JobSpec research = Spec("research", data_);
+  JobSpec prod = Spec("prod", data_, 1);
+  auto consumers = StartMidRun(cluster, 3, research, "research");
+  ASSERT_FALSE(consumers.empty());
+  auto prod_consumers = StartConsumers(cluster, prod, "prod", 30, {"--key-file", *prod_key});
+  ASSERT_TRUE(tools::WaitForLines(cluster.ConsumerLog(prod_consumers[0]), 4, kWait,
+                                  &cluster.consumer(prod_consumers[0])).ok());
+  cluster.worker(0).Kill();
+  ASSERT_TRUE(cluster.RestartCoordinator().ok());
+  Finish(cluster, research, consumers);
+  Finish(cluster, prod, prod_consumers);
+  auto state = HttpGet(cluster.coordinator_metrics(), "/state");
+  ASSERT_TRUE(state.ok());
+  EXPECT_NE(state->body.find(R"("team": "local", "team_weight": 1)"), std::string::npos) << state->body;
+  EXPECT_NE(state->body.find(R"("team_priority": 1, "team_max_workers": 0)"), std::string::npos) << state->body;
+}
+
 // 5. Crashes between the journal write and the reply, after the reply, and in the middle of a journal write.
 class CrashPointTest : public FaultTest, public ::testing::WithParamInterface<const char*> {};
 
@@ -316,7 +339,7 @@ TEST_F(FaultTest, ResumeAgainstADifferentDatasetIsRefused) {
   EXPECT_EQ(second_cluster.consumer(*resumed).Wait(kRunTimeout), 1);
   std::string out = second_cluster.ConsumerOutput(*resumed);
   EXPECT_NE(out.find("FAILED_PRECONDITION"), std::string::npos) << out;
-  EXPECT_NE(out.find("different job spec or dataset"), std::string::npos) << out;
+  EXPECT_NE(out.find("dataset (manifest fingerprint)"), std::string::npos) << out;
 }
 
 // 13/14. Uneven and degenerate datasets: an empty shard, a one-sample shard and a big one, more workers than

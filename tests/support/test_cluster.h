@@ -7,14 +7,28 @@
 #include <cstdlib>
 #include <string>
 
+#include "auth/keys.h"
 #include "stoker/loader.h"
 #include "tests/support/temp_dir.h"
+#include "tools/keyring.h"
 #include "tools/local_cluster.h"
 
 namespace stoker::testing {
 
 // How long a whole job of the loopback integration tests may take before the test gives up on it.
 inline constexpr auto kRunTimeout = std::chrono::seconds(180);
+
+// Another team's client key, trusted by the cluster in `dir` (made before its coordinator starts, which reads the
+// trust file once): the keyring a LocalCluster in `dir` uses, made if need be, gets a client key named `name`. The
+// key file's path, to pass a consumer as --key-file.
+inline StatusOr<std::string> AddClientKey(const TempDir& dir, const std::string& name) {
+  STOKER_ASSIGN_OR_RETURN(tools::Keyring ring, tools::MakeKeyring(dir.Join("keys")));
+  STOKER_ASSIGN_OR_RETURN(KeyPair key, GenerateKeyPair(Role::kClient, name));
+  const std::string path = dir.Join("keys/" + name + ".key");
+  STOKER_RETURN_IF_ERROR(tools::WriteKeyFile(path, key));
+  STOKER_RETURN_IF_ERROR(tools::AppendTrustLine(ring.trust, key));
+  return path;
+}
 
 inline std::string BinaryDirectory() {
   const char* dir = std::getenv("STOKER_BIN_DIR");

@@ -255,3 +255,13 @@ addressing as values, the credentials from the Secret — never a value in the p
       optional: true
 {{- end }}
 {{- end }}
+
+{{/* --team-weights, --team-priorities, --team-max-workers from a map of the coordinator's values: team=value
+pairs, comma-separated, in key order. */}}
+{{- define "stoker.teamValues" -}}
+{{- $pairs := list -}}
+{{- range $team, $weight := . -}}
+{{- $pairs = append $pairs (printf "%s=%v" $team $weight) -}}
+{{- end -}}
+{{- join "," $pairs -}}
+{{- end -}}

@@ -1,0 +1,121 @@
+// FairShare (fair_share.h): two-level start-time fair queueing over the jobs waiting for workers.
+#include "coordinator/fair_share.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+namespace stoker::coordinator {
+
+namespace {
+
+// "team=value,...": each value a number within [low, high] (above low when `above` is set, an integer when
+// `integral` is), each team once.
+StatusOr<std::map<std::string, double>> ParseTeamValues(const std::string& text, const char* flag, double low,
+                                                        double high, bool above, bool integral) {
+  std::map<std::string, double> values;
+  for (size_t begin = 0; begin < text.size();) {
+    const size_t comma = std::min(text.find(',', begin), text.size());
+    const std::string entry = text.substr(begin, comma - begin);
+    begin = comma + 1;
+    if (entry.empty()) continue;
+    const size_t eq = entry.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return InvalidArgumentError(std::string(flag) + ": '" + entry + "' is not team=value (e.g. team-a=2)");
+    }
+    const std::string team = entry.substr(0, eq);
+    const std::string number = entry.substr(eq + 1);
+    char* end = nullptr;
+    errno = 0;
+    const double value = std::strtod(number.c_str(), &end);
+    const bool in_range = above ? value > low : value >= low;
+    if (number.empty() || *end != '\0' || errno != 0 || !std::isfinite(value) || !in_range || value > high ||
+        (integral && value != std::floor(value))) {
+      std::ostringstream want;
+      want << (integral ? "an integer " : "a number ") << (above ? "above " : "from ") << low << (above ? " and at most " : " to ") << high;
+      return InvalidArgumentError(std::string(flag) + ": '" + entry + "': '" + number + "' is not " + want.str());
+    }
+    if (!values.emplace(team, value).second) {
+      return InvalidArgumentError(std::string(flag) + ": team '" + team + "' is named twice");
+    }
+  }
+  return values;
+}
+
+}  // namespace
+
+StatusOr<TeamPolicies> ParseTeamPolicies(const std::string& weights, const std::string& priorities,
+                                         const std::string& max_workers) {
+  TeamPolicies teams;
+  STOKER_ASSIGN_OR_RETURN(auto w, ParseTeamValues(weights, "--team-weights", 0.001, 1000, false, false));
+  STOKER_ASSIGN_OR_RETURN(auto p, ParseTeamValues(priorities, "--team-priorities", -1000, 1000, false, true));
+  STOKER_ASSIGN_OR_RETURN(auto m, ParseTeamValues(max_workers, "--team-max-workers", 1, 1e6, false, true));
+  for (const auto& [team, v] : w) teams[team].weight = v;
+  for (const auto& [team, v] : p) teams[team].priority = static_cast<int32_t>(v);
+  for (const auto& [team, v] : m) teams[team].max_workers = static_cast<uint32_t>(v);
+  return teams;
+}
+
+FairShare::FairShare(TeamPolicies teams) : policies_(std::move(teams)) {}
+
+std::string FairShare::TeamOf(const std::string& identity) {
+  const size_t colon = identity.find(':');
+  return colon == std::string::npos ? identity : identity.substr(colon + 1);
+}
+
+const TeamPolicy& FairShare::PolicyOf(const std::string& team) const {
+  static const TeamPolicy kDefault;
+  auto it = policies_.find(team);
+  return it == policies_.end() ? kDefault : it->second;
+}
+
+FairShare::Key FairShare::KeyOf(const std::string& team, const std::string& job) const {
+  const int32_t priority = PolicyOf(team).priority;
+  auto vt = virtual_time_.find(priority);
+  const double now = vt == virtual_time_.end() ? 0 : vt->second;
+  auto t = teams_.find(team);
+  if (t == teams_.end()) return {-priority, now, 0};
+  auto j = t->second.jobs.find(job);
+  const double job_finish = j == t->second.jobs.end() ? 0 : j->second;
+  return {-priority, std::max(now, t->second.finish), std::max(t->second.virtual_time, job_finish)};
+}
+
+void FairShare::Charge(const std::string& team, const std::string& job, uint64_t samples) {
+  auto known = team_of_.find(job);
+  if (known != team_of_.end() && known->second != team) Forget(job);
+  team_of_[job] = team;
+  Team& t = teams_[team];
+  double& job_finish = t.jobs[job];
+  double& now = VirtualTime(team);
+  const double team_start = std::max(now, t.finish);
+  t.finish = team_start + static_cast<double>(samples) / WeightOf(team);
+  now = team_start;
+  const double job_start = std::max(t.virtual_time, job_finish);
+  job_finish = job_start + static_cast<double>(samples);
+  t.virtual_time = job_start;
+  t.samples += samples;
+}
+
+void FairShare::Forget(const std::string& job) {
+  auto known = team_of_.find(job);
+  if (known == team_of_.end()) return;
+  auto t = teams_.find(known->second);
+  team_of_.erase(known);
+  if (t == teams_.end()) return;
+  t->second.jobs.erase(job);
+  if (t->second.jobs.empty()) teams_.erase(t);
+}
+
+std::string FairShare::TeamOfJob(const std::string& job) const {
+  auto known = team_of_.find(job);
+  return known == team_of_.end() ? std::string() : known->second;
+}
+
+uint64_t FairShare::SamplesOf(const std::string& team) const {
+  auto t = teams_.find(team);
+  return t == teams_.end() ? 0 : t->second.samples;
+}
+
+}  // namespace stoker::coordinator

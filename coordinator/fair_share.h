@@ -1,0 +1,104 @@
+// FairShare: which job a worker's free place goes to when several jobs wait for one.
+//
+// A platform team runs one worker pool for many training jobs. Without a rule, a place freed on a worker went to
+// the job that freed it, so a job with many ranks and large windows kept every place it ever held: on a saturated
+// pool a 4-rank job beside a 1-rank job took 94 % of the batches. Here the pool's work is shared weighted max-min
+// fair, in two levels: between teams by their weights, then equally between a team's jobs, so a team gains
+// nothing by starting more jobs. It is work-conserving: a job that cannot use a place (its window is full, it
+// asks for nothing) is passed over, and what it leaves goes to the others.
+//
+// The rule is start-time fair queueing (Goyal, Vin and Cheng, SIGCOMM '96) at each level. Every grant of n samples
+// to a job of team t moves the team's finish tag by n / weight(t) and the job's, within its team, by n; the job
+// served next is the one whose team starts soonest, then whose job starts soonest, where a start is the later of
+// the tag and the level's virtual time (the start of the last grant at that level). Taking the later of the two
+// is what keeps an idle job from banking service: one that returns after an hour starts level with the others,
+// not an hour ahead of them.
+//
+// What it counts is samples leased: decode time per sample is taken to be the same for every job. Tags live in
+// memory only: after a coordinator restart every job starts level, which is fair from then on.
+//
+// A team is the name of the client key its jobs registered with ("client:team-a" is team "team-a"; without
+// CURVE every job is team ""). Its policy (TeamPolicy) comes from the coordinator's --team-weights,
+// --team-priorities and --team-max-workers; a team not named has weight 1, priority 0 and no cap.
+//
+// Priorities are strict: while a team of a higher priority waits for a place it can use, no team of a lower one gets
+// it. A leased unit is never taken back, so a job of a higher priority that arrives takes each place as the unit in
+// it ends — preemption at unit boundaries, with nothing lost or made twice. Fair queueing runs within each priority,
+// with its own virtual time. The cap (at most N workers' worth of the pool's queues) the coordinator's Impl applies
+// when it leases (CoordinatorImpl::TeamRoomLocked), since it alone knows what each team holds.
+//
+// Thread safety: none; the coordinator's Impl calls it under its mutex.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "stoker/status.h"
+
+namespace stoker::coordinator {
+
+struct TeamPolicy {
+  double weight = 1;         // its share among the teams of its priority that wait
+  int32_t priority = 0;      // higher first
+  uint32_t max_workers = 0;  // at most this many workers' worth of the pool (0: no cap)
+};
+using TeamPolicies = std::map<std::string, TeamPolicy>;
+
+// The coordinator's --team-weights, --team-priorities and --team-max-workers ("team-a=3,team-b=0.5"; each team
+// named once per flag) into one policy per team. Weights are from 0.001 to 1,000 (tags grow by samples / weight,
+// kept far from overflow and rounding); priorities integers
+// from -1000 to 1000; caps integers from 1 to 1,000,000. Errors: InvalidArgument naming the flag and the entry.
+StatusOr<TeamPolicies> ParseTeamPolicies(const std::string& weights, const std::string& priorities,
+                                         const std::string& max_workers);
+
+class FairShare {
+ public:
+  explicit FairShare(TeamPolicies teams = {});
+
+  // The team of an authenticated client identity.
+  static std::string TeamOf(const std::string& identity);
+  const TeamPolicy& PolicyOf(const std::string& team) const;
+  double WeightOf(const std::string& team) const { return PolicyOf(team).weight; }
+
+  // Where a job of `team` stands in the order waiting requests are served in: the smaller first. A job not charged
+  // yet starts level with the last grant of its priority.
+  struct Key {
+    int32_t priority = 0;  // negated: the higher priority sorts first
+    double team_start = 0;
+    double job_start = 0;
+    bool operator<(const Key& o) const {
+      if (priority != o.priority) return priority < o.priority;
+      return team_start != o.team_start ? team_start < o.team_start : job_start < o.job_start;
+    }
+  };
+  Key KeyOf(const std::string& team, const std::string& job) const;
+
+  // Records a grant of `samples` to `job`, leased to a client of `team` (a job whose clients change team moves).
+  void Charge(const std::string& team, const std::string& job, uint64_t samples);
+  // A job forgotten: its tag goes, and its team's once the team has no job left, so the tags held are at most the
+  // jobs held.
+  void Forget(const std::string& job);
+
+  // The team a job was last charged to ("" if none), and the samples leased to a team's jobs since it last had none
+  // (for /state and metrics).
+  std::string TeamOfJob(const std::string& job) const;
+  uint64_t SamplesOf(const std::string& team) const;
+  size_t teams() const { return teams_.size(); }
+
+ private:
+  struct Team {
+    double finish = 0;
+    double virtual_time = 0;              // the start of the last grant to one of its jobs
+    std::map<std::string, double> jobs;   // job -> finish tag within the team
+    uint64_t samples = 0;
+  };
+  double& VirtualTime(const std::string& team) { return virtual_time_[PolicyOf(team).priority]; }
+
+  const TeamPolicies policies_;
+  std::map<std::string, Team> teams_;
+  std::map<std::string, std::string> team_of_;  // job -> its team in teams_
+  std::map<int32_t, double> virtual_time_;      // per priority: the start of the last grant to one of its teams
+};
+
+}  // namespace stoker::coordinator

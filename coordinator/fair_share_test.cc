@@ -1,0 +1,132 @@
+// FairShare on its own: the order jobs are served in as grants accumulate, between teams by weight and between a
+// team's jobs equally; an idle job banks nothing; the flag's parser refuses what it cannot mean.
+#include "coordinator/fair_share.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace stoker::coordinator {
+namespace {
+
+// Serves `grants` grants of `samples` each, always to the job first in the order among `waiting`, and counts them.
+std::map<std::string, int> Serve(FairShare& shares, const std::map<std::string, std::string>& waiting, int grants,
+                                 uint64_t samples = 8) {
+  std::map<std::string, int> got;
+  for (int i = 0; i < grants; ++i) {
+    const std::pair<const std::string, std::string>* best = nullptr;
+    for (const auto& job : waiting) {
+      if (best == nullptr || shares.KeyOf(job.second, job.first) < shares.KeyOf(best->second, best->first)) {
+        best = &job;
+      }
+    }
+    shares.Charge(best->second, best->first, samples);
+    ++got[best->first];
+  }
+  return got;
+}
+
+TEST(FairShare, TeamsShareByWeightAndATeamsJobsShareItsPart) {
+  FairShare shares({{"a", {.weight = 3}}});
+  // Team a (weight 3) runs one job, team b (weight 1) three: a gets 3/4, b's jobs 1/12 each.
+  auto got = Serve(shares, {{"a1", "a"}, {"b1", "b"}, {"b2", "b"}, {"b3", "b"}}, 1200);
+  EXPECT_NEAR(got["a1"], 900, 2);
+  EXPECT_NEAR(got["b1"], 100, 2);
+  EXPECT_NEAR(got["b2"], 100, 2);
+  EXPECT_NEAR(got["b3"], 100, 2);
+  EXPECT_EQ(shares.SamplesOf("a"), 8u * got["a1"]);
+}
+
+TEST(FairShare, AJobThatWasIdleStartsLevelAndBanksNothing) {
+  FairShare shares;
+  Serve(shares, {{"busy", "a"}}, 1000);  // alone for a long time
+  // "late" arrives: it alternates with "busy" from now on, rather than taking the next 1000 grants.
+  auto got = Serve(shares, {{"busy", "a"}, {"late", "b"}}, 100);
+  EXPECT_NEAR(got["late"], 50, 1);
+  EXPECT_NEAR(got["busy"], 50, 1);
+  // The same within a team: a job of team a that was idle does not jump ahead of its teammate.
+  got = Serve(shares, {{"busy", "a"}, {"a-late", "a"}}, 100);
+  EXPECT_NEAR(got["a-late"], 50, 1);
+}
+
+TEST(FairShare, LargerGrantsCountForMore) {
+  FairShare shares;
+  std::map<std::string, int> got;
+  for (int i = 0; i < 300; ++i) {  // "big" takes 32 samples a grant, "small" 8
+    const bool big = shares.KeyOf("x", "big") < shares.KeyOf("y", "small");
+    shares.Charge(big ? "x" : "y", big ? "big" : "small", big ? 32 : 8);
+    ++got[big ? "big" : "small"];
+  }
+  EXPECT_NEAR(got["small"], 4 * got["big"], 5) << "the same samples each, in four times the grants";
+}
+
+TEST(FairShare, ForgottenJobsAndEmptyTeamsLeaveNothingBehind) {
+  FairShare shares;
+  shares.Charge("a", "j1", 8);
+  shares.Charge("a", "j2", 8);
+  shares.Charge("b", "j3", 8);
+  EXPECT_EQ(shares.teams(), 2u);
+  shares.Charge("b", "j1", 8);  // j1's clients now use team b's key: it moves
+  EXPECT_EQ(shares.TeamOfJob("j1"), "b");
+  shares.Forget("j2");
+  EXPECT_EQ(shares.teams(), 1u) << "team a has no job left";
+  shares.Forget("j1");
+  shares.Forget("j3");
+  shares.Forget("never-seen");
+  EXPECT_EQ(shares.teams(), 0u);
+  EXPECT_EQ(shares.TeamOfJob("j1"), "");
+}
+
+TEST(FairShare, TeamsAreTheNamesOfClientKeys) {
+  EXPECT_EQ(FairShare::TeamOf("client:team-a"), "team-a");
+  EXPECT_EQ(FairShare::TeamOf(""), "");
+  FairShare shares({{"team-a", {.weight = 2.5}}});
+  EXPECT_EQ(shares.WeightOf("team-a"), 2.5);
+  EXPECT_EQ(shares.WeightOf("anyone"), 1.0);
+}
+
+TEST(FairShare, TeamPoliciesParseAndBadOnesAreNamed) {
+  auto teams = ParseTeamPolicies("team-a=3,team-b=0.5,", "team-a=10,team-c=-2", "team-b=4");
+  ASSERT_TRUE(teams.ok()) << teams.status().ToString();
+  EXPECT_EQ(teams->at("team-a").weight, 3.0);
+  EXPECT_EQ(teams->at("team-a").priority, 10);
+  EXPECT_EQ(teams->at("team-b").weight, 0.5);
+  EXPECT_EQ(teams->at("team-b").max_workers, 4u);
+  EXPECT_EQ(teams->at("team-c").priority, -2);
+  EXPECT_EQ(teams->at("team-c").weight, 1.0);
+  EXPECT_TRUE(ParseTeamPolicies("", "", "")->empty());
+  for (const char* bad : {"team-a", "=2", "team-a=0", "team-a=-1", "team-a=x", "team-a=nan", "team-a=inf",
+                          "team-a=1e9", "team-a=0.0001", "team-a=1001", "team-a=1,team-a=2"}) {
+    auto parsed = ParseTeamPolicies(bad, "", "");
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(parsed.status().message().find("--team-weights"), std::string::npos) << parsed.status().ToString();
+  }
+  EXPECT_NE(ParseTeamPolicies("team-a=1,team-a=2", "", "").status().message().find("twice"), std::string::npos);
+  for (const char* bad : {"team-a=1.5", "team-a=1001", "team-a=x"}) {
+    EXPECT_NE(ParseTeamPolicies("", bad, "").status().message().find("--team-priorities"), std::string::npos) << bad;
+  }
+  for (const char* bad : {"team-a=0", "team-a=2.5", "team-a=-1"}) {
+    EXPECT_NE(ParseTeamPolicies("", "", bad).status().message().find("--team-max-workers"), std::string::npos) << bad;
+  }
+}
+
+TEST(FairShare, AHigherPriorityIsServedFirstAndFairQueueingRunsWithinEachPriority) {
+  FairShare shares({{"prod", {.priority = 1}}, {"prod-2", {.priority = 1}}});
+  std::map<std::string, int> got;
+  for (int i = 0; i < 100; ++i) {
+    std::pair<std::string, std::string> best;  // (team, job)
+    for (const auto& [team, job] : std::vector<std::pair<std::string, std::string>>{
+             {"research", "r1"}, {"prod", "p1"}, {"prod-2", "p2"}}) {
+      if (best.first.empty() || shares.KeyOf(team, job) < shares.KeyOf(best.first, best.second)) best = {team, job};
+    }
+    shares.Charge(best.first, best.second, 8);
+    ++got[best.second];
+  }
+  EXPECT_EQ(got["r1"], 0) << "research waits while a production team can use the place";
+  EXPECT_EQ(got["p1"], 50);
+  EXPECT_EQ(got["p2"], 50);
+}
+
+}  // namespace
+}  // namespace stoker::coordinator

@@ -1,0 +1,166 @@
+// CoordinatorImpl, resuming from a checkpoint: where a registration with a token starts, and re-planning a job
+// for another shape (ranks x batch size) when the token was written on a different one (docs/design.md, "Resume
+// on another shape").
+//
+// A version 2 token says how much of an epoch's order was trained on: (epoch, offset). A job whose plan has a
+// step starting there continues at that step. Otherwise the job is re-planned: its spec takes the registration's
+// shape and the token's point as its origin, every rank starts afresh at the new plan's first batch, and every
+// lease of the old shape is void (attempts above all the old ones). Only when no client of the job has trained
+// since its session began: a stray token cannot take a running job from under its ranks.
+#include <algorithm>
+
+#include "base/logging.h"
+#include "coordinator/impl.h"
+#include "dataset/checkpoint.h"
+
+namespace stoker::coordinator {
+namespace {
+
+std::string Shape(const JobSpec& spec) {
+  return std::to_string(spec.world_size) + " ranks x " + std::to_string(spec.batch_size);
+}
+
+std::string PointText(const Plan::Point& p) {
+  return "epoch " + std::to_string(p.epoch) + " sample " + std::to_string(p.offset);
+}
+
+bool SameShape(const JobSpec& a, const JobSpec& b) {
+  return a.world_size == b.world_size && a.batch_size == b.batch_size && a.batches_per_unit == b.batches_per_unit;
+}
+
+}  // namespace
+
+StatusOr<CheckpointToken> CoordinatorImpl::ResumeTokenOf(const RegisterClientRequest& request) {
+  const ResumePoint& resume = *request.resume;
+  if (resume.token.empty()) {  // a client that sends the version 1 fields alone
+    return MakeCheckpointTokenV1(request.job, request.rank, resume.position, resume.spec_fingerprint);
+  }
+  STOKER_ASSIGN_OR_RETURN(CheckpointToken token, DecodeCheckpointToken(resume.token));
+  if (token.job != request.job) {
+    return FailedPreconditionError("the checkpoint is of job '" + token.job + "', not '" + request.job + "'");
+  }
+  return token;
+}
+
+StatusOr<uint64_t> CoordinatorImpl::ResumeStartLocked(const RegisterClientRequest& request,
+                                                      const CheckpointToken& token, JobRuntime*& job) {
+  const JobSpec& spec = job->record->spec;
+  if (token.version == 1) {
+    const uint64_t expected = SpecFingerprint(spec);
+    if (token.spec_fingerprint != expected) {
+      return FailedPreconditionError("the checkpoint was taken in a different job spec or dataset than job '" +
+                                     request.job + "' now has (spec fingerprint " +
+                                     std::to_string(token.spec_fingerprint) + ", the job's is " +
+                                     std::to_string(expected) +
+                                     "): resuming would deliver different data (a version 1 token resumes only on "
+                                     "the shape it was written on)");
+    }
+    if (token.position > job->plan.total_batches()) {
+      return InvalidArgumentError("checkpoint position " + std::to_string(token.position) +
+                                  " is past the job's end (" + std::to_string(job->plan.total_batches()) +
+                                  " batches per rank)");
+    }
+    return token.position;
+  }
+  if (std::vector<std::string> diff = ContentDifferences(token, spec); !diff.empty()) {
+    std::string message = "the checkpoint does not fit job '" + request.job + "': resuming would deliver different "
+                          "data:";
+    for (const auto& d : diff) message += " " + d + ";";
+    return FailedPreconditionError(message);
+  }
+  if (token.point.epoch > spec.epochs || (token.point.epoch == spec.epochs && token.point.offset != 0) ||
+      (token.point.epoch < spec.epochs && token.point.offset >= job->record->num_samples)) {
+    return InvalidArgumentError("checkpoint point (" + PointText(token.point) + ") is past job '" + request.job +
+                                "' (" + std::to_string(spec.epochs) + " epochs of " +
+                                std::to_string(job->record->num_samples) + " samples)");
+  }
+  JobSpec shape = spec;
+  if (request.spec.has_value()) {
+    shape.world_size = request.spec->world_size;
+    shape.batch_size = request.spec->batch_size;
+    shape.batches_per_unit = request.spec->batches_per_unit;
+  }
+  if (SameShape(shape, spec)) {
+    if (auto at = job->plan.BatchAt(token.point); at.has_value()) {
+      STOKER_RETURN_IF_ERROR(CheckJoinLocked(*job, *at, token));
+      return *at;
+    }
+  }
+  STOKER_RETURN_IF_ERROR(ReshapeLocked(job, shape, token));
+  return job->plan.StartBatch();
+}
+
+// After a shape change every rank must resume from the same point: a rank that has not claimed its place in the
+// new shape yet and comes with a token of another step would leave the steps between uncovered or covered twice.
+Status CoordinatorImpl::CheckJoinLocked(const JobRuntime& job, uint64_t start, const CheckpointToken& token) const {
+  if (job.record->shape_changes == 0 || start == job.plan.StartBatch()) return Status::Ok();
+  for (const RankRecord& r : job.record->ranks) {
+    if (r.session == 0) {
+      return FailedPreconditionError(
+          "this checkpoint resumes from " + PointText(token.point) + "; job '" + job.record->spec.name +
+          "' changed shape to resume from " + PointText(job.plan.PointOf(job.plan.StartBatch())) +
+          " and not every rank has joined it: resume every rank from the same checkpoint");
+    }
+  }
+  return Status::Ok();
+}
+
+Status CoordinatorImpl::ReshapeLocked(JobRuntime*& job, const JobSpec& shape, const CheckpointToken& token) {
+  const std::string name = job->record->spec.name;
+  const uint64_t num_samples = job->record->num_samples;
+  if (shape.world_size > options_.max_ranks_per_job) {
+    return ResourceExhaustedError("job '" + name + "' asks for " + std::to_string(shape.world_size) +
+                                  " ranks; this coordinator allows " + std::to_string(options_.max_ranks_per_job) +
+                                  " (--max-ranks-per-job)");
+  }
+  // A rank whose client is training now keeps the job in its shape.
+  std::vector<std::string> busy;
+  for (uint32_t rank = 0; rank < job->ranks.size(); ++rank) {
+    const RankRecord& record = job->record->ranks[rank];
+    if (job->ranks[rank].session_live && record.consumed > record.start_batch) {
+      busy.push_back(std::to_string(rank) + " (" + record.client_id + ")");
+    }
+  }
+  if (!busy.empty()) {
+    std::string list;
+    for (const auto& b : busy) list += (list.empty() ? "" : ", ") + b;
+    return AlreadyExistsError("job '" + name + "' runs as " + Shape(job->record->spec) + " and its rank" +
+                              (busy.size() > 1 ? "s " : " ") + list +
+                              " are training; a checkpoint resumes it on another shape once those clients leave or "
+                              "have been silent for the client timeout");
+  }
+  JobSpec spec = shape;
+  const Plan::Point origin = Plan::NormalOrigin(spec, num_samples, token.point);
+  spec.origin_epoch = origin.epoch;
+  spec.origin_offset = origin.offset;
+  STOKER_ASSIGN_OR_RETURN(Plan plan, Plan::Make(spec, num_samples));
+
+  // Every lease of the old shape is void: its parked requests are answered, its leases dropped, and the new
+  // ranks' attempts start above every attempt the old ones handed out.
+  uint64_t floor = 1;
+  for (uint32_t rank = 0; rank < job->ranks.size(); ++rank) {
+    RankRuntime& r = job->ranks[rank];
+    floor = std::max({floor, r.next_attempt, job->record->ranks[rank].attempts_reserved});
+    stats_.releases.session_reset += r.active.size() + r.pending.size();
+    AnswerParkedEmptyLocked(r, false);
+    while (!r.active.empty()) DropLocked(r, r.active.begin()->first);
+  }
+  const JobSpec old = job->record->spec;
+  auto quarantined = std::move(job->quarantined);
+  const size_t reports = job->quarantine_reports;
+  ApplyLocked(JobReshaped{spec, floor, job->record->shape_changes + 1});
+  job = &AddJobRuntimeLocked(spec, num_samples);
+  job->quarantined = std::move(quarantined);
+  job->quarantine_reports = reports;
+  quarantine_reports_ += reports;
+  for (RankRuntime& r : job->ranks) r.next_attempt = floor;
+  job->idle_since.reset();
+  ++stats_.shape_changes;
+  STOKER_LOG(kInfo) << "job " << name << " changed shape: " << Shape(old) << " -> " << Shape(spec) << " from "
+                    << PointText(origin) << " (a checkpoint of rank " << token.rank << " at "
+                    << PointText(token.point) << "); " << plan.steps_per_epoch() - plan.FirstBatch(origin.epoch)
+                    << " steps of that epoch left";
+  return Status::Ok();
+}
+
+}  // namespace stoker::coordinator

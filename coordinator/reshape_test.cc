@@ -1,0 +1,195 @@
+// Resuming a checkpoint on another shape (impl_reshape.cc), on the fake clock: the job is re-planned from the
+// checkpoint's point for the new ranks and batch size, the old shape's clients and leases are fenced, a busy job
+// is not taken over, what decides the data must match (named when it does not), every rank must resume from the
+// same point, and the change survives a restart from the journal.
+#include <gtest/gtest.h>
+
+#include "coordinator/impl_test_fixture.h"
+#include "coordinator/journal.h"
+#include "dataset/checkpoint.h"
+
+namespace stoker::coordinator {
+namespace {
+
+class ReshapeTest : public CoordinatorImplTest {
+ protected:
+  // The fixture's job (100 samples, 2 ranks x 10, 2 epochs: 5 steps an epoch) with both ranks at batch `position`,
+  // then gone (silent past the client timeout); returns rank 0's token there.
+  std::string TrainTwoRanksTo(uint64_t position, std::vector<LeaseGrant>* lease = nullptr) {
+    Register("c-a", 0);
+    Register("c-b", 1);
+    if (lease != nullptr) *lease = Lease("w-1", 0, 1);
+    EXPECT_TRUE(Ack("c-a", 0, position, position).ok());
+    EXPECT_TRUE(Ack("c-b", 1, position, position).ok());
+    const JobSpec job = *impl_->GetJob("job");
+    auto plan = Plan::Make(job, 100);
+    const std::string token = EncodeCheckpointToken(MakeCheckpointToken(job, *plan, 0, position));
+    clock_.Advance(Millis(10001));
+    impl_->Tick();
+    return token;
+  }
+  JobSpec Shaped(uint32_t ranks, uint32_t batch) const {
+    JobSpec spec = spec_;
+    spec.world_size = ranks;
+    spec.batch_size = batch;
+    return spec;
+  }
+  StatusOr<RegisterClientResponse> Resume(const std::string& client, uint32_t rank, const JobSpec& spec,
+                                          const std::string& token) {
+    return impl_->RegisterClient({client, "job", rank, spec, 4, ResumePoint{0, 0, token}});
+  }
+};
+
+TEST_F(ReshapeTest, ACheckpointResumesTheJobOnAnotherShapeFromItsPoint) {
+  AddWorker("w-1");
+  std::vector<LeaseGrant> old_lease;
+  const std::string token = TrainTwoRanksTo(2, &old_lease);  // 40 samples of epoch 0 trained on
+  ASSERT_EQ(old_lease.size(), 1u);
+  // 3 ranks x 5: 6 steps an epoch; the 60 samples left are 4 steps, numbered 2..5 so the epoch still ends at 6.
+  for (uint32_t rank = 0; rank < 3; ++rank) {
+    auto r = Resume("n-" + std::to_string(rank), rank, Shaped(3, 5), token);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->start_batch, 2u);
+    EXPECT_EQ(r->steps_per_epoch, 6u);
+    EXPECT_EQ(r->spec.world_size, 3u);
+    EXPECT_EQ(r->spec.origin_epoch, 0u);
+    EXPECT_EQ(r->spec.origin_offset, 40u);
+  }
+  EXPECT_EQ(impl_->Stats().shape_changes, 1u);
+  // The old shape's clients are told to go; rank 1's old client cannot ack into rank 1 of the new shape.
+  EXPECT_EQ(Ack("c-a", 0, 3, 3).code(), StatusCode::kAborted);
+  EXPECT_EQ(Ack("c-b", 1, 3, 3).code(), StatusCode::kAborted);
+  // New leases start at the new plan's first batch, with attempts above every old one.
+  AddWorker("w-1");  // (it timed out while the old clients did)
+  const std::vector<LeaseGrant> g = Lease("w-1", 2, 1);
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_EQ(g[0].epoch, 0u);
+  EXPECT_EQ(g[0].first_batch, 2u);
+  EXPECT_GT(g[0].attempt, old_lease[0].attempt);
+  EXPECT_EQ(g[0].client_id, "n-2");
+  EXPECT_EQ(g[0].spec_fingerprint, SpecFingerprint(*impl_->GetJob("job")));
+  // /state shows the shape.
+  const std::string state = impl_->StateJson();
+  EXPECT_NE(state.find(R"("shape": {"ranks": 3, "batch_size": 5, "origin_epoch": 0, "origin_offset": 40, "changes": 1})"),
+            std::string::npos)
+      << state;
+}
+
+TEST_F(ReshapeTest, ATokenOfTheSameShapeAtAStepOfThePlanResumesWithoutReplanning) {
+  const std::string token = TrainTwoRanksTo(3);
+  auto r = Resume("n-0", 0, spec_, token);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->start_batch, 3u);
+  EXPECT_EQ(r->spec.origin_offset, 0u);
+  EXPECT_EQ(impl_->Stats().shape_changes, 0u);
+}
+
+TEST_F(ReshapeTest, AJobWhoseClientsAreTrainingIsNotTakenOver) {
+  Register("c-a", 0);
+  Register("c-b", 1);
+  ASSERT_TRUE(Ack("c-a", 0, 2, 2).ok());
+  auto plan = Plan::Make(*impl_->GetJob("job"), 100);
+  const std::string token = EncodeCheckpointToken(MakeCheckpointToken(*impl_->GetJob("job"), *plan, 0, 1));
+  auto r = Resume("n-0", 0, Shaped(4, 5), token);
+  EXPECT_EQ(r.status().code(), StatusCode::kAlreadyExists);
+  EXPECT_NE(r.status().message().find("rank 0 (c-a) are training"), std::string::npos) << r.status().ToString();
+  EXPECT_TRUE(Ack("c-a", 0, 3, 3).ok());  // untouched
+  EXPECT_EQ(impl_->GetJob("job")->world_size, 2u);
+}
+
+TEST_F(ReshapeTest, AnotherShapeWithoutACheckpointIsRefusedWithAHint) {
+  Register("c-a", 0);
+  auto r = impl_->RegisterClient({"n-0", "job", 0, Shaped(3, 5), 4});
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(r.status().message().find("world_size"), std::string::npos);
+  EXPECT_NE(r.status().message().find("resumes from a checkpoint"), std::string::npos) << r.status().ToString();
+}
+
+TEST_F(ReshapeTest, WhatDecidesTheDataMustMatchAndIsNamed) {
+  const std::string token = TrainTwoRanksTo(2);
+  auto decoded = DecodeCheckpointToken(token);
+  ASSERT_TRUE(decoded.ok());
+  CheckpointToken other = *decoded;
+  other.seed = 9;
+  auto seed = Resume("n-0", 0, Shaped(3, 5), EncodeCheckpointToken(other));
+  EXPECT_EQ(seed.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(seed.status().message().find("seed: 9 in the checkpoint, 0 in the job"), std::string::npos)
+      << seed.status().ToString();
+  other = *decoded;
+  other.manifest_fingerprint ^= 1;
+  auto dataset = Resume("n-0", 0, Shaped(3, 5), EncodeCheckpointToken(other));
+  EXPECT_NE(dataset.status().message().find("dataset (manifest fingerprint)"), std::string::npos);
+  other = *decoded;
+  other.point.offset = 100;  // past the data
+  EXPECT_EQ(Resume("n-0", 0, Shaped(3, 5), EncodeCheckpointToken(other)).status().code(),
+            StatusCode::kInvalidArgument);
+  JobSpec augmented = Shaped(3, 5);  // a registration of another augmentation is refused by the spec itself
+  augmented.pipeline.flip_probability = 0;
+  EXPECT_NE(Resume("n-0", 0, augmented, token).status().message().find("flip_probability"), std::string::npos);
+  EXPECT_EQ(impl_->Stats().shape_changes, 0u);
+}
+
+TEST_F(ReshapeTest, EveryRankOfTheNewShapeResumesFromTheSamePoint) {
+  const std::string token = TrainTwoRanksTo(2);
+  ASSERT_TRUE(Resume("n-0", 0, Shaped(3, 5), token).ok());
+  auto later = DecodeCheckpointToken(token);
+  later->point.offset += 15;  // a step of the new plan, but not the one rank 0 resumed from
+  auto r = Resume("n-1", 1, Shaped(3, 5), EncodeCheckpointToken(*later));
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(r.status().message().find("resume every rank from the same checkpoint"), std::string::npos)
+      << r.status().ToString();
+  EXPECT_TRUE(Resume("n-1", 1, Shaped(3, 5), token).ok());
+}
+
+TEST_F(ReshapeTest, TheResumeInTheLastStepOfAnEpochStartsTheNextEpoch) {
+  const std::string token = TrainTwoRanksTo(4);  // 80 of 100 trained on: 20 left, less than 3 x 8 = 24
+  auto r = Resume("n-0", 0, Shaped(3, 8), token);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->spec.origin_epoch, 1u);
+  EXPECT_EQ(r->spec.origin_offset, 0u);
+  EXPECT_EQ(r->start_batch, r->steps_per_epoch);  // epoch 1, batch 0
+}
+
+TEST_F(ReshapeTest, TheNewShapeSurvivesARestartFromTheJournal) {
+  const std::string token = TrainTwoRanksTo(2);
+  ASSERT_TRUE(Resume("n-0", 0, Shaped(3, 5), token).ok());
+  const std::vector<Update> snapshot = impl_->Snapshot();
+  CoordinatorImpl restarted(options_, clock_, env_);
+  for (const Update& u : snapshot) restarted.Restore(u);
+  restarted.FinishRestore();
+  const JobSpec job = *restarted.GetJob("job");
+  EXPECT_EQ(job.world_size, 3u);
+  EXPECT_EQ(job.origin_offset, 40u);
+  // A rank that had not joined before the restart joins at the same start.
+  auto r = restarted.RegisterClient({"n-2", "job", 2, Shaped(3, 5), 4, ResumePoint{0, 0, token}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->start_batch, 2u);
+  // Without a token too: a rank that never had a session starts where the plan does, not at batch 0.
+  auto plain = restarted.RegisterClient({"n-1", "job", 1, Shaped(3, 5), 4});
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(plain->start_batch, 2u);
+  EXPECT_EQ(restarted.Stats().job_stats[0].shape_changes, 1u);
+}
+
+// What a framework's len() asks before it gives the checkpoint back: the job as another shape would have it, with
+// nothing claimed, created or changed.
+TEST_F(ReshapeTest, AProbeDescribesTheJobForItsShapeAndClaimsNothing) {
+  RegisterClientRequest probe{"p-0", "job", 0, Shaped(3, 5), 4};
+  probe.probe = true;
+  EXPECT_EQ(impl_->RegisterClient(probe).status().code(), StatusCode::kNotFound);  // creates nothing
+  EXPECT_FALSE(impl_->GetJob("job").ok());
+  Register("c-a", 0);
+  auto described = impl_->RegisterClient(probe);
+  ASSERT_TRUE(described.ok()) << described.status().ToString();
+  EXPECT_EQ(described->steps_per_epoch, 6u);  // 100 samples, 15 a step
+  EXPECT_EQ(described->spec.world_size, 3u);
+  EXPECT_EQ(impl_->GetJob("job")->world_size, 2u);  // unchanged
+  EXPECT_TRUE(Ack("c-a", 0, 1, 1).ok());            // rank 0 still c-a's
+  auto rank1 = Register("c-b", 1);                   // rank 0 of the probe claimed nothing either
+  EXPECT_EQ(rank1.steps_per_epoch, 5u);
+  probe.spec->seed = 3;
+  EXPECT_EQ(impl_->RegisterClient(probe).status().code(), StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace stoker::coordinator
