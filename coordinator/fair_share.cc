@@ -47,14 +47,24 @@ StatusOr<std::map<std::string, double>> ParseTeamValues(const std::string& text,
 }  // namespace
 
 StatusOr<TeamPolicies> ParseTeamPolicies(const std::string& weights, const std::string& priorities,
-                                         const std::string& max_workers) {
+                                         const std::string& max_workers, const std::string& min_workers) {
   TeamPolicies teams;
   STOKER_ASSIGN_OR_RETURN(auto w, ParseTeamValues(weights, "--team-weights", 0.001, 1000, false, false));
   STOKER_ASSIGN_OR_RETURN(auto p, ParseTeamValues(priorities, "--team-priorities", -1000, 1000, false, true));
   STOKER_ASSIGN_OR_RETURN(auto m, ParseTeamValues(max_workers, "--team-max-workers", 1, 1e6, false, true));
+  STOKER_ASSIGN_OR_RETURN(auto g, ParseTeamValues(min_workers, "--team-min-workers", 1, 1e6, false, true));
   for (const auto& [team, v] : w) teams[team].weight = v;
   for (const auto& [team, v] : p) teams[team].priority = static_cast<int32_t>(v);
   for (const auto& [team, v] : m) teams[team].max_workers = static_cast<uint32_t>(v);
+  for (const auto& [team, v] : g) {
+    TeamPolicy& policy = teams[team];
+    policy.min_workers = static_cast<uint32_t>(v);
+    if (policy.max_workers > 0 && policy.min_workers > policy.max_workers) {
+      return InvalidArgumentError("--team-min-workers: team '" + team + "' is guaranteed " +
+                                  std::to_string(policy.min_workers) + " workers but capped at " +
+                                  std::to_string(policy.max_workers) + " by --team-max-workers");
+    }
+  }
   return teams;
 }
 
@@ -76,10 +86,10 @@ FairShare::Key FairShare::KeyOf(const std::string& team, const std::string& job)
   auto vt = virtual_time_.find(priority);
   const double now = vt == virtual_time_.end() ? 0 : vt->second;
   auto t = teams_.find(team);
-  if (t == teams_.end()) return {-priority, now, 0};
+  if (t == teams_.end()) return {false, -priority, now, 0};
   auto j = t->second.jobs.find(job);
   const double job_finish = j == t->second.jobs.end() ? 0 : j->second;
-  return {-priority, std::max(now, t->second.finish), std::max(t->second.virtual_time, job_finish)};
+  return {false, -priority, std::max(now, t->second.finish), std::max(t->second.virtual_time, job_finish)};
 }
 
 void FairShare::Charge(const std::string& team, const std::string& job, uint64_t samples) {

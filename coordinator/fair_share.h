@@ -19,13 +19,19 @@
 //
 // A team is the name of the client key its jobs registered with ("client:team-a" is team "team-a"; without
 // CURVE every job is team ""). Its policy (TeamPolicy) comes from the coordinator's --team-weights,
-// --team-priorities and --team-max-workers; a team not named has weight 1, priority 0 and no cap.
+// --team-priorities, --team-max-workers and --team-min-workers; a team not named has weight 1, priority 0, no cap
+// and no guarantee.
 //
 // Priorities are strict: while a team of a higher priority waits for a place it can use, no team of a lower one gets
 // it. A leased unit is never taken back, so a job of a higher priority that arrives takes each place as the unit in
 // it ends — preemption at unit boundaries, with nothing lost or made twice. Fair queueing runs within each priority,
 // with its own virtual time. The cap (at most N workers' worth of the pool's queues) the coordinator's Impl applies
 // when it leases (CoordinatorImpl::TeamRoomLocked), since it alone knows what each team holds.
+//
+// A guarantee (at least M workers' worth) comes before priorities: a team that waits and has had less than its
+// guarantee lately (CoordinatorImpl::BelowMinimumLocked says) is served first, whatever its priority, so a research
+// team promised one worker keeps it beside a production team that could use the whole pool. Teams below their
+// guarantees are served among themselves by priority and fair order as usual.
 //
 // Thread safety: none; the coordinator's Impl calls it under its mutex.
 #pragma once
@@ -42,15 +48,17 @@ struct TeamPolicy {
   double weight = 1;         // its share among the teams of its priority that wait
   int32_t priority = 0;      // higher first
   uint32_t max_workers = 0;  // at most this many workers' worth of the pool (0: no cap)
+  uint32_t min_workers = 0;  // at least this many workers' worth while it waits, before priorities (0: none)
 };
 using TeamPolicies = std::map<std::string, TeamPolicy>;
 
-// The coordinator's --team-weights, --team-priorities and --team-max-workers ("team-a=3,team-b=0.5"; each team
-// named once per flag) into one policy per team. Weights are from 0.001 to 1,000 (tags grow by samples / weight,
-// kept far from overflow and rounding); priorities integers
-// from -1000 to 1000; caps integers from 1 to 1,000,000. Errors: InvalidArgument naming the flag and the entry.
+// The coordinator's --team-weights, --team-priorities, --team-max-workers and --team-min-workers
+// ("team-a=3,team-b=0.5"; each team named once per flag) into one policy per team. Weights are from 0.001 to 1,000
+// (tags grow by samples / weight, kept far from overflow and rounding); priorities integers from -1000 to 1000;
+// caps and guarantees integers from 1 to 1,000,000, a team's guarantee no more than its cap. Errors:
+// InvalidArgument naming the flag and the entry.
 StatusOr<TeamPolicies> ParseTeamPolicies(const std::string& weights, const std::string& priorities,
-                                         const std::string& max_workers);
+                                         const std::string& max_workers, const std::string& min_workers = "");
 
 class FairShare {
  public:
@@ -64,10 +72,12 @@ class FairShare {
   // Where a job of `team` stands in the order waiting requests are served in: the smaller first. A job not charged
   // yet starts level with the last grant of its priority.
   struct Key {
-    int32_t priority = 0;  // negated: the higher priority sorts first
+    bool below_minimum = false;  // its team has had less than its guarantee lately: first (set by the caller)
+    int32_t priority = 0;        // negated: the higher priority sorts first
     double team_start = 0;
     double job_start = 0;
     bool operator<(const Key& o) const {
+      if (below_minimum != o.below_minimum) return below_minimum;
       if (priority != o.priority) return priority < o.priority;
       return team_start != o.team_start ? team_start < o.team_start : job_start < o.job_start;
     }

@@ -108,7 +108,28 @@ TEST(FairShare, TeamPoliciesParseAndBadOnesAreNamed) {
   }
   for (const char* bad : {"team-a=0", "team-a=2.5", "team-a=-1"}) {
     EXPECT_NE(ParseTeamPolicies("", "", bad).status().message().find("--team-max-workers"), std::string::npos) << bad;
+    EXPECT_NE(ParseTeamPolicies("", "", "", bad).status().message().find("--team-min-workers"), std::string::npos)
+        << bad;
   }
+  auto guaranteed = ParseTeamPolicies("", "", "team-a=4", "team-a=2,team-d=1");
+  ASSERT_TRUE(guaranteed.ok()) << guaranteed.status().ToString();
+  EXPECT_EQ(guaranteed->at("team-a").min_workers, 2u);
+  EXPECT_EQ(guaranteed->at("team-d").min_workers, 1u);
+  EXPECT_EQ(guaranteed->at("team-d").max_workers, 0u);
+  const auto over = ParseTeamPolicies("", "", "team-a=2", "team-a=3");
+  EXPECT_EQ(over.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(over.status().message().find("guaranteed 3 workers but capped at 2"), std::string::npos)
+      << over.status().ToString();
+}
+
+TEST(FairShare, ATeamBelowItsGuaranteeSortsBeforeAnyPriority) {
+  FairShare shares({{"prod", {.priority = 1000}}});
+  FairShare::Key research = shares.KeyOf("research", "r1");
+  const FairShare::Key prod = shares.KeyOf("prod", "p1");
+  EXPECT_TRUE(prod < research);
+  research.below_minimum = true;
+  EXPECT_TRUE(research < prod);
+  EXPECT_FALSE(prod < research);
 }
 
 TEST(FairShare, AHigherPriorityIsServedFirstAndFairQueueingRunsWithinEachPriority) {

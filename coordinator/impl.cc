@@ -394,9 +394,10 @@ void CoordinatorImpl::Tick() {
   }
   if (now >= next_rate_refresh_) {
     PruneParkedIndexLocked();
-    const bool capped = std::any_of(options_.teams.begin(), options_.teams.end(),
-                                    [](const auto& team) { return team.second.max_workers > 0; });
-    if (capped) per_worker_rate_ = capacity_.Advise(workers_.size(), now).per_worker;  // a worker's worth
+    const bool bounded = std::any_of(options_.teams.begin(), options_.teams.end(), [](const auto& team) {
+      return team.second.max_workers > 0 || team.second.min_workers > 0;
+    });
+    if (bounded) per_worker_rate_ = capacity_.Advise(workers_.size(), now).per_worker;  // a worker's worth
     next_rate_refresh_ = now + Millis(1000);
   }
   ExpireWorkersLocked(now);

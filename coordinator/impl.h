@@ -31,6 +31,7 @@
 // Thread safety: all public methods may be called from any thread.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -84,9 +85,9 @@ struct CoordinatorOptions {
   // The key plain data ports' tickets derive from (common/data_tickets.h: from the coordinator's own CURVE key);
   // empty with CURVE off, when plain workers get no ticket key and clients no tickets.
   std::string data_ticket_master;
-  // Each team's weight, priority and cap in the pool's fair shares (fair_share.h; --team-weights,
-  // --team-priorities, --team-max-workers): a team is the name of its client key. A team not named has weight 1,
-  // priority 0 and no cap.
+  // Each team's weight, priority, cap and guarantee in the pool's fair shares (fair_share.h; --team-weights,
+  // --team-priorities, --team-max-workers, --team-min-workers): a team is the name of its client key. A team not
+  // named has weight 1, priority 0, no cap and no guarantee.
   TeamPolicies teams;
 };
 
@@ -334,6 +335,13 @@ class CoordinatorImpl {
   // rate (at most a second's worth banked) and each grant spends them; a team in debt waits. Before, it is a count:
   // max_workers units of the job leased and unsent (a worker makes one batch at a time, so at most N workers busy).
   uint32_t TeamRoomLocked(const std::string& team, const JobRuntime& job) STOKER_REQUIRES(mu_);
+  // Whether `team` has had less than its guarantee (TeamPolicy::min_workers) lately, so that its waiting requests
+  // are served first. Once the pool's rate per worker is known, the guarantee is a rate like the cap: samples accrue
+  // to the team at min_workers x that rate (at most a second's worth banked, at most a second's worth owed) and each
+  // grant spends from them; below while some are left. Before, below while it holds fewer than min_workers units of
+  // the job leased and unsent.
+  bool BelowMinimumLocked(const std::string& team, const JobRuntime& job) STOKER_REQUIRES(mu_);
+  uint64_t UnsentByTeamLocked(const std::string& team) const STOKER_REQUIRES(mu_);
   void AnswerParkedEmptyLocked(RankRuntime& r, bool job_done) STOKER_REQUIRES(mu_);
   void ExpireParkedLocked(RankRuntime& r, TimePoint now) STOKER_REQUIRES(mu_);
   // Every registered worker, with `client_identity`'s ticket for each plain data port.
@@ -391,8 +399,16 @@ class CoordinatorImpl {
   struct TeamAllowance {
     double samples = 0;
     TimePoint at;
+    // Adds what `rate` (samples/s) has accrued since `at`, keeping at most a second's worth; the samples left.
+    double Accrue(double rate, TimePoint now) {
+      samples = std::min(rate, samples + rate * ToSeconds(now - at));
+      at = now;
+      return samples;
+    }
   };
   std::map<std::string, TeamAllowance> team_allowance_ STOKER_GUARDED_BY(mu_);
+  // Guaranteed teams' samples owed (BelowMinimumLocked): one entry per team --team-min-workers names, at most.
+  std::map<std::string, TeamAllowance> team_guarantee_ STOKER_GUARDED_BY(mu_);
   double per_worker_rate_ STOKER_GUARDED_BY(mu_) = -1;  // samples/s one worker makes busy (capacity_), < 0 unknown
   TimePoint next_rate_refresh_ STOKER_GUARDED_BY(mu_);
   uint64_t membership_version_ STOKER_GUARDED_BY(mu_) = 1;

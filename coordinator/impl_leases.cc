@@ -125,6 +125,11 @@ LeaseGrant CoordinatorImpl::GrantLocked(const std::string& job_name, JobRuntime&
   shares_.Charge(team, job_name, samples);
   auto allowance = team_allowance_.find(team);
   if (allowance != team_allowance_.end()) allowance->second.samples -= static_cast<double>(samples);
+  auto guarantee = team_guarantee_.find(team);
+  if (guarantee != team_guarantee_.end()) {  // owed at most a second's worth: a busy past does not void the guarantee
+    const double second = shares_.PolicyOf(team).min_workers * std::max(0.0, per_worker_rate_);
+    guarantee->second.samples = std::max(-second, guarantee->second.samples - static_cast<double>(samples));
+  }
   job.samples_leased += samples;
   HoldLocked(r, unit,
              ActiveLease{g.attempt, worker_id, clock_.Now() + options_.lease_ttl, false, {}, batches, team});
@@ -268,18 +273,27 @@ uint32_t CoordinatorImpl::TeamRoomLocked(const std::string& team, const JobRunti
   const uint32_t max_workers = shares_.PolicyOf(team).max_workers;
   if (max_workers == 0) return UINT32_MAX;
   if (per_worker_rate_ > 0) {
-    const double rate = max_workers * per_worker_rate_;
-    const TimePoint now = clock_.Now();
-    auto [it, fresh] = team_allowance_.try_emplace(team, TeamAllowance{0, now});
-    TeamAllowance& a = it->second;
-    a.samples = std::min(rate, a.samples + rate * ToSeconds(now - a.at));
-    a.at = now;
-    return a.samples >= 0 ? UINT32_MAX : 0;
+    auto [it, fresh] = team_allowance_.try_emplace(team, TeamAllowance{0, clock_.Now()});
+    return it->second.Accrue(max_workers * per_worker_rate_, clock_.Now()) >= 0 ? UINT32_MAX : 0;
   }
   const uint64_t cap = uint64_t{max_workers} * job.plan.batches_per_unit();
-  auto held = unsent_by_team_.find(team);
-  const uint64_t used = held == unsent_by_team_.end() ? 0 : held->second;
+  const uint64_t used = UnsentByTeamLocked(team);
   return static_cast<uint32_t>(std::min<uint64_t>(UINT32_MAX, cap > used ? cap - used : 0));
+}
+
+bool CoordinatorImpl::BelowMinimumLocked(const std::string& team, const JobRuntime& job) {
+  const uint32_t min_workers = shares_.PolicyOf(team).min_workers;
+  if (min_workers == 0) return false;
+  if (per_worker_rate_ > 0) {
+    auto [it, fresh] = team_guarantee_.try_emplace(team, TeamAllowance{0, clock_.Now()});
+    return it->second.Accrue(min_workers * per_worker_rate_, clock_.Now()) > 0;
+  }
+  return UnsentByTeamLocked(team) < uint64_t{min_workers} * job.plan.batches_per_unit();
+}
+
+uint64_t CoordinatorImpl::UnsentByTeamLocked(const std::string& team) const {
+  auto held = unsent_by_team_.find(team);
+  return held == unsent_by_team_.end() ? 0 : held->second;
 }
 
 void CoordinatorImpl::ServeAllJobsLocked() {
@@ -310,7 +324,9 @@ void CoordinatorImpl::ServeInFairOrderLocked(std::map<std::string, std::vector<u
     FairShare::Key best_key;
     for (const auto& [name, ranks] : waiting) {
       if (exhausted.count(name) != 0) continue;
-      const FairShare::Key key = shares_.KeyOf(JobTeamLocked(jobs_.at(name)), name);
+      JobRuntime& candidate = jobs_.at(name);
+      FairShare::Key key = shares_.KeyOf(JobTeamLocked(candidate), name);
+      key.below_minimum = BelowMinimumLocked(JobTeamLocked(candidate), candidate);
       if (best == nullptr || key < best_key) {
         best = &name;
         best_key = key;

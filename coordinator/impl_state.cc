@@ -161,6 +161,7 @@ void CoordinatorImpl::WriteJobsLocked(JsonWriter& j, const CoordinatorStats& sta
         .Key("samples_leased").Value(js.samples_leased)
         .Key("team_priority").Value(static_cast<int64_t>(js.policy.priority))
         .Key("team_max_workers").Value(js.policy.max_workers)
+        .Key("team_min_workers").Value(js.policy.min_workers)
         .EndObject()
         .Key("input").BeginObject();
     auto input = stats.advice.jobs.find(js.name);

@@ -49,12 +49,13 @@ std::vector<std::string> SplitCommas(const std::string& list) {
 
 // The flags that are lists: --manifest-dirs and the teams' policies.
 struct Lists {
-  std::string manifest_dirs, team_weights, team_priorities, team_max_workers;
+  std::string manifest_dirs, team_weights, team_priorities, team_max_workers, team_min_workers;
 };
 Status ParseLists(const Lists& lists, CoordinatorOptions* options) {
   options->manifest_dirs = SplitCommas(lists.manifest_dirs);
   STOKER_ASSIGN_OR_RETURN(options->teams,
-                          ParseTeamPolicies(lists.team_weights, lists.team_priorities, lists.team_max_workers));
+                          ParseTeamPolicies(lists.team_weights, lists.team_priorities, lists.team_max_workers,
+                                            lists.team_min_workers));
   return Status::Ok();
 }
 
@@ -67,7 +68,10 @@ void AddTeamFlags(FlagSet& flags, Lists& lists) {
                       "each team's priority (-1000 to 1000): a waiting team of a higher priority takes each place on "
                       "a worker as the unit in it ends; a team not named has priority 0"},
            std::tuple{"team-max-workers", &lists.team_max_workers,
-                      "each team's cap: at most N workers' worth of the pool; a team not named has no cap"}}) {
+                      "each team's cap: at most N workers' worth of the pool; a team not named has no cap"},
+           std::tuple{"team-min-workers", &lists.team_min_workers,
+                      "each team's guarantee: at least N workers' worth of the pool while it waits, before any "
+                      "priority; a team not named has none"}}) {
     flags.AddString(name, target, std::string(help) + " (team=value,...; a team is the name of its client key)");
   }
 }

@@ -183,6 +183,19 @@ TEST_F(SchedulingTest, ACappedTeamHoldsAtMostItsUnitsBeforeThePoolsRateIsKnown) 
   EXPECT_EQ(Lease("w-2", 0, 4).size(), 1u) << "once it is sent, the next";
 }
 
+// A guarantee before priorities, here before the pool's rate per worker is known (then it is a rate:
+// tests/scheduling/pool_test.cc): team b, guaranteed one worker and holding less than a unit, is served before the
+// higher-priority team of the 2-rank job, which without the guarantee takes every place.
+TEST_F(SchedulingTest, AGuaranteedTeamIsServedBeforeAHigherPriorityOne) {
+  using Places = std::map<std::string, int>;
+  CoordinatorOptions options = options_;
+  options.teams = {{"", {.priority = 1}}};
+  EXPECT_EQ(CompeteForOnePlace(options, 8), (Places{{"job", 8}})) << "strict priority";
+  options.teams["team-b"] = {.min_workers = 1};
+  EXPECT_EQ(CompeteForOnePlace(options, 8), (Places{{"modest", 8}})) << "its one worker's worth, on a pool of one";
+  EXPECT_NE(impl_->StateJson().find(R"("team_max_workers": 0, "team_min_workers": 1})"), std::string::npos);
+}
+
 // Regression (review of issue 30): a job forgotten while a worker waited on it left that request unanswered and its
 // leased, unsent batches counted against the worker (and its team) for good, so the worker's queue stayed full.
 TEST_F(SchedulingTest, AForgottenJobAnswersItsParkedRequestsAndFreesTheWorkersQueue) {

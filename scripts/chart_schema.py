@@ -68,6 +68,8 @@ OVERRIDES = {
                                                                        "maximum": 1000}},
     "coordinator.teamMaxWorkers": {**TEAM_MAP, "additionalProperties": {"type": "integer", "minimum": 1,
                                                                        "maximum": 1000000}},
+    "coordinator.teamMinWorkers": {**TEAM_MAP, "additionalProperties": {"type": "integer", "minimum": 1,
+                                                                       "maximum": 1000000}},
     "coordinator.terminationGracePeriodSeconds": {"type": "integer", "minimum": 1},
     "coordinator.persistence.accessModes": {"type": "array", "minItems": 1, "items": {
         "type": "string", "enum": ["ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany"]}},

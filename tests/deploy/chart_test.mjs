@@ -271,12 +271,13 @@ const cases = [
     }, []],
   ['teams', ['ci/default-values.yaml'], ['--set', 'coordinator.teamWeights.team-b=0.5', '--set',
     'coordinator.teamWeights.team-a=3', '--set', 'coordinator.teamPriorities.prod=1', '--set',
-    'coordinator.teamMaxWorkers.research=4'], (docs, { coordinator }) => {
+    'coordinator.teamMaxWorkers.research=4', '--set', 'coordinator.teamMinWorkers.research=1'], (docs, { coordinator }) => {
     const env = envOf(podSpec(coordinator).containers[0]);
     check(env.STOKER_TEAM_WEIGHTS === 'team-a=3,team-b=0.5',
       `teams: --team-weights is ${env.STOKER_TEAM_WEIGHTS}, not team-a=3,team-b=0.5`);
     check(env.STOKER_TEAM_PRIORITIES === 'prod=1', `teams: --team-priorities is ${env.STOKER_TEAM_PRIORITIES}`);
     check(env.STOKER_TEAM_MAX_WORKERS === 'research=4', `teams: --team-max-workers is ${env.STOKER_TEAM_MAX_WORKERS}`);
+    check(env.STOKER_TEAM_MIN_WORKERS === 'research=1', `teams: --team-min-workers is ${env.STOKER_TEAM_MIN_WORKERS}`);
   }],
   ['plain data', ['ci/default-values.yaml'], ['--set', 'security.plainData=true'], (docs, { worker, coordinator }) => {
     check(envOf(podSpec(worker).containers[0]).STOKER_PLAIN_DATA === 'true', 'plain data: workers lack --plain-data');
@@ -417,6 +418,7 @@ const refused = [
   ['a team weight of zero', ['--set', 'coordinator.teamWeights.team-a=0'], /teamWeights/],
   ['a team weight above 1000', ['--set', 'coordinator.teamWeights.team-a=5000'], /teamWeights/],
   ['a team cap of half a worker', ['--set', 'coordinator.teamMaxWorkers.team-a=0.5'], /teamMaxWorkers/],
+  ['a team guarantee of no worker', ['--set', 'coordinator.teamMinWorkers.team-a=0'], /teamMinWorkers/],
   ['a bad pull policy', ['--set', 'worker.image.pullPolicy=Sometimes'], /pullPolicy/],
   ['an access key without its secret', ['--set', 'objectStorage.credentials.accessKeyId=AK'],
     /accessKeyId needs secretAccessKey/],

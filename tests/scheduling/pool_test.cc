@@ -55,35 +55,46 @@ std::vector<double> WaterFill(double capacity, const std::vector<std::pair<doubl
 }
 
 // The fair rates (batches/s) of jobs with these demands on a pool of `workers` making a batch each `batch_time`:
-// priorities strictly in turn; within one, teams water-filled by weight, each team's claim its jobs' demands up to
-// its cap (max_workers workers); a team's part water-filled equally among its jobs.
+// guarantees first (each team its min_workers' worth, or its demand if less); then priorities strictly in turn;
+// within one, teams water-filled by weight, each team's claim its jobs' demands up to its cap (max_workers workers)
+// less what its guarantee gave it; a team's part water-filled equally among its jobs.
 std::vector<double> FairRates(uint32_t workers, Duration batch_time, const std::vector<PoolJob>& jobs,
                               const coordinator::TeamPolicies& teams = {}) {
   auto policy = [&](const PoolJob& j) {
     auto it = teams.find(j.team.substr(j.team.find(':') + 1));
     return it == teams.end() ? coordinator::TeamPolicy{} : it->second;
   };
+  const double per_worker = 1 / ToSeconds(batch_time);
   std::map<int32_t, std::map<std::string, std::vector<size_t>>, std::greater<>> classes;  // priority -> team -> jobs
   for (size_t i = 0; i < jobs.size(); ++i) classes[policy(jobs[i]).priority][jobs[i].team].push_back(i);
-  std::vector<double> rate(jobs.size(), 0);
-  double left = workers / ToSeconds(batch_time);
+  std::map<std::string, double> claim, given;  // team -> its demand within its cap; what it has been given
+  for (const auto& [priority, members] : classes) {
+    for (const auto& [team, of_team] : members) {
+      for (size_t i : of_team) claim[team] += Demand(jobs[i]);
+      const coordinator::TeamPolicy p = policy(jobs[of_team[0]]);
+      if (p.max_workers > 0) claim[team] = std::min(claim[team], p.max_workers * per_worker);
+      given[team] = std::min(claim[team], p.min_workers * per_worker);
+    }
+  }
+  double left = workers * per_worker;
+  for (const auto& [team, g] : given) left -= g;
   for (const auto& [priority, members] : classes) {
     std::vector<std::pair<double, double>> claims;
-    for (const auto& [team, of_team] : members) {
-      double demand = 0;
-      for (size_t i : of_team) demand += Demand(jobs[i]);
-      const coordinator::TeamPolicy p = policy(jobs[of_team[0]]);
-      if (p.max_workers > 0) demand = std::min(demand, p.max_workers / ToSeconds(batch_time));
-      claims.push_back({p.weight, demand});
-    }
+    for (const auto& [team, of_team] : members) claims.push_back({policy(jobs[of_team[0]]).weight, claim[team] - given[team]});
     const std::vector<double> parts = WaterFill(left, claims);
     size_t t = 0;
     for (const auto& [team, of_team] : members) {
+      given[team] += parts[t];
+      left -= parts[t++];
+    }
+  }
+  std::vector<double> rate(jobs.size(), 0);
+  for (const auto& [priority, members] : classes) {
+    for (const auto& [team, of_team] : members) {
       std::vector<std::pair<double, double>> equal;
       for (size_t i : of_team) equal.push_back({1.0, Demand(jobs[i])});
-      const std::vector<double> split = WaterFill(parts[t], equal);
+      const std::vector<double> split = WaterFill(given[team], equal);
       for (size_t k = 0; k < of_team.size(); ++k) rate[of_team[k]] = split[k];
-      left -= parts[t++];
     }
   }
   return rate;
@@ -282,6 +293,16 @@ TEST(Pool, AHigherPriorityTeamTakesThePlacesItCanUseAsUnitsEnd) {
   EXPECT_NEAR(research.RateBetween(Millis(5000), Millis(15000)), 40, 1) << "alone: the whole pool";
   EXPECT_NEAR(research.RateBetween(Millis(31000), c.limit), 40, 1) << "and all of it again";
   EXPECT_GE(r.worker_busy, 0.97);
+}
+
+// A guarantee comes before priorities: a research team promised one worker of four keeps its 10 batches/s beside a
+// production team of a higher priority that could use the whole pool (without it, research gets nothing: the test
+// above), and production has the other 30. A guarantee is a floor, not a cap: alone, research has the whole pool.
+TEST(Pool, AGuaranteedTeamKeepsItsWorkersWorthBesideAHigherPriority) {
+  const coordinator::TeamPolicies teams = {{"prod", {.priority = 1}}, {"lab", {.min_workers = 1}}};
+  RunFair("research guaranteed 1 worker beside production of priority 1", 4,
+          {Job("research", "lab", 2, 40), Job("prod", "prod", 2, 40)}, teams);
+  RunFair("research guaranteed 1 worker, alone", 4, {Job("research", "lab", 2, 40)}, teams);
 }
 
 // A job that joins a saturated pool mid-run and leaves again: it has its half within a second of joining, nothing

@@ -256,7 +256,7 @@ addressing as values, the credentials from the Secret — never a value in the p
 {{- end }}
 {{- end }}
 
-{{/* --team-weights, --team-priorities, --team-max-workers from a map of the coordinator's values: team=value
+{{/* --team-weights, --team-priorities, --team-max-workers, --team-min-workers from a map of the coordinator's values: team=value
 pairs, comma-separated, in key order. */}}
 {{- define "stoker.teamValues" -}}
 {{- $pairs := list -}}
