@@ -72,6 +72,9 @@ struct CoordinatorOptions {
   // What peers can make the coordinator hold, bounded by construction (a request past a cap is refused with
   // RESOURCE_EXHAUSTED and counted): at about 200 bytes per rank, the defaults keep the state under 60 MB.
   uint32_t max_jobs = 64;
+  // Jobs one team (fair_share.h: the name of its client key) may hold at once, so that one team cannot take every
+  // slot and lock the others out for --job-retention. 0: half of max_jobs (at least 1).
+  uint32_t max_jobs_per_team = 0;
   uint32_t max_ranks_per_job = 4096;
   uint32_t max_registered_workers = 1024;
   uint32_t max_window = 4096;  // a client's prefetch window, in batches
@@ -247,6 +250,9 @@ class CoordinatorImpl {
     // so the sweep over every job skips the jobs with nothing waiting.
     bool maybe_parked = false;
     std::optional<std::string> team;  // of the first rank held (JobTeamLocked); reset when a session starts
+    // The team whose client created it, whose job slots it takes (--max-jobs-per-team). Unset for a job replayed
+    // from the journal: then the team of its first held rank.
+    std::optional<std::string> created_by;
     // Leases whose unit committed (every batch acked) before their worker's UnitDone arrived: (rank, unit) ->
     // (worker, attempt), so the holder's quarantine report still counts. At most kMaxUnreportedCommits.
     std::map<std::pair<uint32_t, uint64_t>, std::pair<std::string, uint64_t>> unreported_commits;
@@ -281,7 +287,8 @@ class CoordinatorImpl {
   };
   StatusOr<ManifestFacts> ReadManifest(const JobSpec& requested) const STOKER_EXCLUDES(mu_);
   bool UnderManifestDirs(const std::string& real_path) const;
-  StatusOr<JobRuntime*> CreateJobLocked(const JobSpec& requested, const ManifestFacts& manifest)
+  StatusOr<JobRuntime*> CreateJobLocked(const JobSpec& requested, const ManifestFacts& manifest,
+                                        const std::string& team)
       STOKER_REQUIRES(mu_);
   StatusOr<RegisterClientResponse> RegisterOnJobLocked(const RegisterClientRequest& request, JobRuntime& job,
                                                        const Caller& caller) STOKER_REQUIRES(mu_);

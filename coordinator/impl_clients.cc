@@ -63,10 +63,22 @@ StatusOr<CoordinatorImpl::ManifestFacts> CoordinatorImpl::ReadManifest(const Job
 }
 
 StatusOr<CoordinatorImpl::JobRuntime*> CoordinatorImpl::CreateJobLocked(const JobSpec& requested,
-                                                                        const ManifestFacts& manifest) {
+                                                                        const ManifestFacts& manifest,
+                                                                        const std::string& team) {
   if (jobs_.size() >= options_.max_jobs) {
     return ResourceExhaustedError("the coordinator holds " + std::to_string(jobs_.size()) +
                                   " jobs, its limit (--max-jobs); finished jobs are forgotten after --job-retention");
+  }
+  const uint32_t per_team =
+      options_.max_jobs_per_team > 0 ? options_.max_jobs_per_team : std::max<uint32_t>(1, options_.max_jobs / 2);
+  const size_t of_team = std::count_if(jobs_.begin(), jobs_.end(), [&](const auto& entry) {
+    return entry.second.created_by.value_or(TeamOfRecord(entry.second)) == team;
+  });
+  if (of_team >= per_team) {
+    return ResourceExhaustedError((team.empty() ? std::string("clients without a team key") : "team '" + team + "'") +
+                                  " hold " + std::to_string(of_team) +
+                                  " jobs, its limit (--max-jobs-per-team); finished jobs are forgotten after "
+                                  "--job-retention");
   }
   if (requested.world_size > options_.max_ranks_per_job) {
     return ResourceExhaustedError("job '" + requested.name + "' asks for " + std::to_string(requested.world_size) +
@@ -82,6 +94,7 @@ StatusOr<CoordinatorImpl::JobRuntime*> CoordinatorImpl::CreateJobLocked(const Jo
   STOKER_ASSIGN_OR_RETURN(Plan plan, Plan::Make(spec, manifest.num_samples));
   ApplyLocked(JobCreated{spec, manifest.num_samples});
   JobRuntime& runtime = AddJobRuntimeLocked(spec, manifest.num_samples);
+  runtime.created_by = team;
   STOKER_LOG(kInfo) << "job " << spec.name << " created: " << manifest.num_samples << " samples, "
                     << spec.world_size << " ranks x batch " << spec.batch_size << ", " << plan.steps_per_epoch()
                     << " steps per epoch, " << spec.epochs << " epochs";
@@ -213,7 +226,7 @@ StatusOr<RegisterClientResponse> CoordinatorImpl::RegisterClient(const RegisterC
         STOKER_ASSIGN_OR_RETURN(manifest, ReadManifest(*request.spec));
         continue;
       }
-      STOKER_ASSIGN_OR_RETURN(job, CreateJobLocked(*request.spec, *manifest));
+      STOKER_ASSIGN_OR_RETURN(job, CreateJobLocked(*request.spec, *manifest, FairShare::TeamOf(caller.identity)));
     }
     return RegisterOnJobLocked(request, *job, caller);
   }

@@ -375,6 +375,29 @@ TEST_F(CoordinatorImplTest, AJobWithoutClientsIsForgottenAfterItsRetention) {
   EXPECT_EQ(Register("c-b", 0, 4).start_batch, 0u);
 }
 
+// Job slots per team (issue 29): one team's keys filled all 64 slots and locked the other teams out for the
+// retention hour. A team holds at most --max-jobs-per-team (default half of --max-jobs), counting the jobs its
+// clients created even where the registration that created one then failed (here a rank the job lacks).
+TEST_F(CoordinatorImplTest, NoTeamTakesMoreThanItsJobSlots) {
+  options_.max_jobs = 4;  // so 2 per team
+  impl_ = std::make_unique<CoordinatorImpl>(options_, clock_, env_);
+  auto create = [&](const std::string& team, const std::string& name, uint32_t rank = 0) {
+    JobSpec spec = spec_;
+    spec.name = name;
+    return impl_->RegisterClient({"c-" + name, name, rank, spec, 4}, Caller{"client:" + team}).status();
+  };
+  EXPECT_EQ(create("team-a", "a0", /*rank=*/5).code(), StatusCode::kInvalidArgument);  // created, then refused
+  EXPECT_TRUE(create("team-a", "a1").ok());
+  const Status third = create("team-a", "a2");
+  EXPECT_EQ(third.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(third.message().find("team 'team-a' hold 2 jobs, its limit (--max-jobs-per-team)"), std::string::npos)
+      << third.ToString();
+  EXPECT_TRUE(create("team-b", "b0").ok()) << "another team still has its slots";
+  EXPECT_TRUE(create("team-b", "b1").ok());
+  EXPECT_NE(create("team-c", "c0").message().find("(--max-jobs)"), std::string::npos) << "and the pool's cap holds";
+  EXPECT_EQ(impl_->Stats().jobs, 4u);
+}
+
 // --plain-data: a plain worker gets its ticket key at registration, and each client the ticket for its own
 // identity in every worker list; a CURVE worker is listed with its key and no ticket.
 TEST_F(CoordinatorImplTest, PlainDataPortsGetTheirTicketKeyAndClientsTheirOwnTickets) {

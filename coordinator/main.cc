@@ -121,6 +121,9 @@ StatusOr<Config> ParseFlags(int argc, char** argv) {
   flags.AddBool("insecure", &c.keys.insecure,
                 "no CURVE: anyone who reaches the port is trusted and traffic is clear text (trusted networks only)");
   flags.AddUint32("max-jobs", &c.options.max_jobs, "jobs held at once (more are refused)");
+  flags.AddUint32("max-jobs-per-team", &c.options.max_jobs_per_team,
+                  "jobs one team (the name of its client key) may hold at once, so that no team takes every slot "
+                  "(0: half of --max-jobs)");
   flags.AddUint32("max-ranks-per-job", &c.options.max_ranks_per_job, "ranks a job may have");
   flags.AddUint32("max-registered-workers", &c.options.max_registered_workers, "workers registered at once");
   flags.AddUint32("max-window", &c.options.max_window, "batches a client's prefetch window may hold");

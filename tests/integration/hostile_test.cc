@@ -268,7 +268,7 @@ TEST_F(Hostile, ACompromisedWorkerCannotPoisonTraining) {
 // cannot lock the probes out.
 TEST_F(Hostile, NoPeerCanExhaustTheCoordinator) {
   Keys keys = MakeKeysWithMallory(dir_);
-  ASSERT_NO_FATAL_FAILURE(Start(16, 16, /*workers=*/0, {"--max-jobs", "8", "--max-registered-workers", "16"}));
+  ASSERT_NO_FATAL_FAILURE(Start(16, 16, /*workers=*/0, {"--max-jobs", "8", "--max-jobs-per-team", "8", "--max-registered-workers", "16"}));
   const pid_t pid = cluster_->coordinator().pid();
   const uint64_t rss_start = RssBytes(pid);
   zmq::context_t context;
