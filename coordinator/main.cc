@@ -76,6 +76,19 @@ void AddTeamFlags(FlagSet& flags, Lists& lists) {
   }
 }
 
+// What peers can make the coordinator hold (CoordinatorOptions' caps).
+void AddCapFlags(FlagSet& flags, CoordinatorOptions& o) {
+  flags.AddUint32("max-jobs", &o.max_jobs, "jobs held at once (more are refused)");
+  flags.AddUint32("max-jobs-per-team", &o.max_jobs_per_team,
+                  "jobs one team (the name of its client key) may hold at once, so that no team takes every slot "
+                  "(0: half of --max-jobs)");
+  flags.AddUint32("max-ranks-per-job", &o.max_ranks_per_job, "ranks a job may have");
+  flags.AddUint32("max-registered-workers", &o.max_registered_workers, "workers registered at once");
+  flags.AddUint32("max-window", &o.max_window, "batches a client's prefetch window may hold");
+  flags.AddUint32("max-quarantine-reports", &o.max_quarantine_reports,
+                  "quarantine reports ((epoch, sample) pairs) kept over all jobs; more are counted, not kept");
+}
+
 // The flags into a Config; Cancelled after --help.
 StatusOr<Config> ParseFlags(int argc, char** argv) {
   Config c;
@@ -120,15 +133,7 @@ StatusOr<Config> ParseFlags(int argc, char** argv) {
                 "$STOKER_ALLOW_READABLE_KEY=1)");
   flags.AddBool("insecure", &c.keys.insecure,
                 "no CURVE: anyone who reaches the port is trusted and traffic is clear text (trusted networks only)");
-  flags.AddUint32("max-jobs", &c.options.max_jobs, "jobs held at once (more are refused)");
-  flags.AddUint32("max-jobs-per-team", &c.options.max_jobs_per_team,
-                  "jobs one team (the name of its client key) may hold at once, so that no team takes every slot "
-                  "(0: half of --max-jobs)");
-  flags.AddUint32("max-ranks-per-job", &c.options.max_ranks_per_job, "ranks a job may have");
-  flags.AddUint32("max-registered-workers", &c.options.max_registered_workers, "workers registered at once");
-  flags.AddUint32("max-window", &c.options.max_window, "batches a client's prefetch window may hold");
-  flags.AddUint32("max-quarantine-reports", &c.options.max_quarantine_reports,
-                  "quarantine reports ((epoch, sample) pairs) kept over all jobs; more are counted, not kept");
+  AddCapFlags(flags, c.options);
   flags.AddUint32("worker-queue-batches", &c.options.worker_queue_batches,
                   "batches one worker may hold leased and unsent, over all its clients (0: max(2, 2 x threads / "
                   "batch size, batches per unit), enough to keep its threads busy; more queues work behind busy "
