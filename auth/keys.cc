@@ -49,14 +49,6 @@ std::string Shown(const std::string& path) {
   return text_like ? "(a value that looks like key text, not a file name: not shown)" : path;
 }
 
-StatusOr<std::string> ReadText(const std::string& path, const char* what) {
-  std::ifstream in(path);
-  if (!in) return FailedPreconditionError(std::string("cannot read the ") + what + " file " + Shown(path));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 bool InOurGroups(gid_t gid) {
   if (gid == ::getegid()) return true;
   gid_t groups[256];
@@ -93,29 +85,57 @@ Status CheckKeyFileMode(const std::string& shown, const struct stat& st, bool al
   return Status::Ok();
 }
 
-// The mode checked is that of the file read (fstat of the one descriptor), not of whatever the path named a moment
-// before. Blocking open: a key may come through a pipe (`--key-file <(vault read ...)`). At most kMaxKeyFileBytes.
-StatusOr<std::string> ReadKeyText(const std::string& path, bool allow_readable) {
-  constexpr size_t kMaxKeyFileBytes = 64 << 10;
+// A trust file decides whose keys are let in: one that anyone but its owner can write lets them add their own, so
+// it is refused unless `allow_writable` (then a warning). Reading it is harmless: it holds public keys only.
+Status CheckTrustFileMode(const std::string& shown, const struct stat& st, bool allow_writable) {
+  if ((st.st_mode & (S_IWOTH | S_IWGRP)) == 0) return Status::Ok();
+  const std::string how = "trust file " + shown + " (mode " + Octal(st.st_mode) + ")";
+  if (!allow_writable) {
+    return FailedPreconditionError(how + " can be written by other users, who could add their own keys to it: "
+                                   "`chmod 644` it, or pass --allow-readable-key (or set "
+                                   "STOKER_ALLOW_READABLE_KEY=1) to use it anyway");
+  }
+  STOKER_LOG(kWarning) << "SECURITY: " << how << " can be written by other users, who could add their own keys to "
+                       << "it; used because of --allow-readable-key";
+  return Status::Ok();
+}
+
+// A key or trust file's text (`what`), after `check` approves its mode. The mode checked is that of the file read
+// (fstat of the one descriptor), not of whatever the path named a moment before. Blocking open: a key may come
+// through a pipe (`--key-file <(vault read ...)`). At most `max_bytes`.
+StatusOr<std::string> ReadCheckedText(const std::string& path, const char* what, size_t max_bytes,
+                                      const std::function<Status(const std::string&, const struct stat&)>& check) {
   const std::string shown = Shown(path);
+  const std::string cannot = std::string("cannot read the ") + what + " file " + shown;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0) return FailedPreconditionError("cannot read the key file " + shown);
+  if (fd < 0) return FailedPreconditionError(cannot);
   struct stat st {};
-  Status status = ::fstat(fd, &st) == 0 ? CheckKeyFileMode(shown, st, allow_readable)
-                                        : FailedPreconditionError("cannot read the key file " + shown);
+  Status status = ::fstat(fd, &st) == 0 ? check(shown, st) : FailedPreconditionError(cannot);
   std::string text;
   while (status.ok()) {
     char buffer[4096];
     const ssize_t n = ::read(fd, buffer, sizeof(buffer));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) status = FailedPreconditionError("cannot read the key file " + shown);
+    if (n < 0) status = FailedPreconditionError(cannot);
     if (n <= 0) break;
     text.append(buffer, static_cast<size_t>(n));
-    if (text.size() > kMaxKeyFileBytes) status = InvalidArgumentError(shown + " is too large for a key file");
+    if (text.size() > max_bytes) status = InvalidArgumentError(shown + " is too large for a " + what + " file");
   }
   ::close(fd);
   if (!status.ok()) return status;
   return text;
+}
+
+StatusOr<std::string> ReadKeyText(const std::string& path, bool allow_readable) {
+  return ReadCheckedText(path, "key", 64 << 10, [&](const std::string& shown, const struct stat& st) {
+    return CheckKeyFileMode(shown, st, allow_readable);
+  });
+}
+
+StatusOr<std::string> ReadTrustText(const std::string& path, bool allow_writable) {
+  return ReadCheckedText(path, "trust", 16 << 20, [&](const std::string& shown, const struct stat& st) {
+    return CheckTrustFileMode(shown, st, allow_writable);
+  });
 }
 
 // Whether the environment variable `name` is set to true, in the spellings a boolean flag takes (1, true, yes,
@@ -127,14 +147,14 @@ bool EnvIsTrue(const char* name) {
 }
 
 // The text of a file named by `file`, or by the environment (`text_env` holds the text itself, `file_env` a path).
-// A key file's mode is checked first (`allow_readable`: see CheckKeyFileMode); a trust file holds public keys only.
+// A file's mode is checked first (`allow_readable`: see CheckKeyFileMode and CheckTrustFileMode).
 StatusOr<std::optional<std::pair<std::string, std::string>>> Source(const std::string& file, const char* text_env,
                                                                     const char* file_env, const char* what,
-                                                                    bool allow_readable = true) {
+                                                                    bool allow_readable) {
   using Found = std::optional<std::pair<std::string, std::string>>;
   auto read = [&](const std::string& path) -> StatusOr<std::string> {
     if (std::string(what) == "key") return ReadKeyText(path, allow_readable);
-    return ReadText(path, what);
+    return ReadTrustText(path, allow_readable);
   };
   if (!file.empty()) {
     STOKER_ASSIGN_OR_RETURN(std::string text, read(file));
@@ -272,8 +292,8 @@ StatusOr<Security> LoadSecurity(Role role, const KeySources& sources) {
     security.insecure = true;
     return security;
   }
-  STOKER_ASSIGN_OR_RETURN(auto key, Source(sources.key_file, "STOKER_KEY", "STOKER_KEY_FILE", "key",
-                                           sources.allow_readable_key || EnvIsTrue("STOKER_ALLOW_READABLE_KEY")));
+  const bool allow_readable = sources.allow_readable_key || EnvIsTrue("STOKER_ALLOW_READABLE_KEY");
+  STOKER_ASSIGN_OR_RETURN(auto key, Source(sources.key_file, "STOKER_KEY", "STOKER_KEY_FILE", "key", allow_readable));
   if (!key) {
     return FailedPreconditionError(std::string("no key for this ") + RoleName(role) +
                                    ": pass --key-file (make one with `stoker keygen --role " + RoleName(role) +
@@ -285,7 +305,8 @@ StatusOr<Security> LoadSecurity(Role role, const KeySources& sources) {
     return FailedPreconditionError(key->second + " is a " + RoleName(security.own.role) + " key; this process is a " +
                                    RoleName(role));
   }
-  STOKER_ASSIGN_OR_RETURN(auto trust, Source(sources.trust_file, "STOKER_TRUST", "STOKER_TRUST_FILE", "trust"));
+  STOKER_ASSIGN_OR_RETURN(auto trust,
+                          Source(sources.trust_file, "STOKER_TRUST", "STOKER_TRUST_FILE", "trust", allow_readable));
   if (!trust) {
     return FailedPreconditionError(std::string("no trust file for this ") + RoleName(role) +
                                    ": pass --trust-file (the public keys of the coordinator, workers and clients), "

@@ -20,7 +20,8 @@
 // A secret key file that other users can read, or anyone but its owner can write, is refused unless
 // --allow-readable-key (KeySources::allow_readable_key, or $STOKER_ALLOW_READABLE_KEY=1) says to use it anyway (with
 // a warning). One that only its group can read is accepted: silently when the group is the process's and the owner
-// is another user (how Kubernetes mounts a Secret for a pod's fsGroup), otherwise with a warning.
+// is another user (how Kubernetes mounts a Secret for a pod's fsGroup), otherwise with a warning. A trust file that
+// anyone but its owner can write is refused the same way: whoever can write it can let their own keys in.
 //
 // Thread safety: values; the loaders are free functions.
 #pragma once
@@ -77,7 +78,8 @@ struct KeySources {
   std::string key_file;    // empty: $STOKER_KEY (the key file's text), then $STOKER_KEY_FILE
   std::string trust_file;  // empty: $STOKER_TRUST (the trust file's text), then $STOKER_TRUST_FILE
   bool insecure = false;   // no CURVE at all (also $STOKER_INSECURE=1): only for trusted networks, logged
-  bool allow_readable_key = false;  // use a key file others can read (also $STOKER_ALLOW_READABLE_KEY=1), warned
+  // Use a key file others can read, or a trust file others can write (also $STOKER_ALLOW_READABLE_KEY=1), warned.
+  bool allow_readable_key = false;
 };
 
 // A process's loaded security: its own key (of `role`), the keys it trusts. With `insecure` both are empty.

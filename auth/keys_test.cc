@@ -55,6 +55,30 @@ TEST_F(KeyFileTest, AKeyOthersCanReadIsRefusedUnlessAllowed) {
   EXPECT_FALSE(LoadSecurity(Role::kWorker, {.key_file = KeyFile(0620), .trust_file = trust_}).ok());  // g+w
 }
 
+// Review of issue 29: nothing checked the trust file, so anyone who could write it could let their own key in. One
+// that others can write is refused unless allowed; one that everyone can read is fine (it holds public keys only).
+TEST_F(KeyFileTest, ATrustFileOthersCanWriteIsRefusedUnlessAllowed) {
+  const std::string key = KeyFile(0600);
+  for (mode_t mode : {0664, 0646, 0666}) {
+    ASSERT_EQ(::chmod(trust_.c_str(), mode), 0);
+    auto refused = LoadSecurity(Role::kWorker, {.key_file = key, .trust_file = trust_});
+    ASSERT_FALSE(refused.ok()) << std::oct << mode;
+    EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+    const std::string message(refused.status().message());
+    EXPECT_NE(message.find("trust file " + trust_), std::string::npos) << message;
+    EXPECT_NE(message.find("can be written by other users"), std::string::npos) << message;
+    EXPECT_NE(message.find("chmod 644"), std::string::npos) << message;
+    EXPECT_TRUE(LoadSecurity(Role::kWorker, {.key_file = key, .trust_file = trust_, .allow_readable_key = true}).ok());
+  }
+  ::setenv("STOKER_TRUST_FILE", trust_.c_str(), 1);
+  EXPECT_FALSE(LoadSecurity(Role::kWorker, {.key_file = key}).ok()) << "named by the environment, the same";
+  ::unsetenv("STOKER_TRUST_FILE");
+  for (mode_t mode : {0644, 0444, 0600}) {
+    ASSERT_EQ(::chmod(trust_.c_str(), mode), 0);
+    EXPECT_TRUE(LoadSecurity(Role::kWorker, {.key_file = key, .trust_file = trust_}).ok()) << std::oct << mode;
+  }
+}
+
 TEST_F(KeyFileTest, AKeyOnlyItsOwnerOrGroupCanReadIsAccepted) {
   EXPECT_TRUE(LoadSecurity(Role::kWorker, {.key_file = KeyFile(0600), .trust_file = trust_}).ok());
   EXPECT_TRUE(LoadSecurity(Role::kWorker, {.key_file = KeyFile(0400), .trust_file = trust_}).ok());

@@ -129,8 +129,8 @@ StatusOr<Config> ParseFlags(int argc, char** argv) {
                   "the public keys of the workers and clients allowed to connect (stoker keygen writes the lines); "
                   "or $STOKER_TRUST with the file's text");
   flags.AddBool("allow-readable-key", &c.keys.allow_readable_key,
-                "use a key file that other users can read or write (refused otherwise; also "
-                "$STOKER_ALLOW_READABLE_KEY=1)");
+                "use a key file that other users can read or write, or a trust file they can write (refused "
+                "otherwise; also $STOKER_ALLOW_READABLE_KEY=1)");
   flags.AddBool("insecure", &c.keys.insecure,
                 "no CURVE: anyone who reaches the port is trusted and traffic is clear text (trusted networks only)");
   AddCapFlags(flags, c.options);

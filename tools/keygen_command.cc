@@ -19,7 +19,7 @@ int KeygenCommand(int argc, char** argv) {
                 "coordinator's key there). --keyring DIR instead makes one key of each role and DIR/trust.");
   flags.AddString("role", &role_text, "coordinator, worker or client");
   flags.AddString("name", &name, "the key's name: the peer's identity is <role>:<name> (e.g. a team or job)");
-  flags.AddString("out", &out, "directory to write the key file into");
+  flags.AddString("out", &out, "directory to write the key file into (made if missing)");
   flags.AddString("trust", &trust, "also append the public key's line to this trust file");
   flags.AddString("keyring", &keyring, "make a coordinator, worker and client key and their trust file here");
   Status parsed = flags.Parse(argc, argv, 2);
@@ -35,6 +35,8 @@ int KeygenCommand(int argc, char** argv) {
   if (!role.ok()) return Fail("keygen", role.status().WithContext("--role"));
   auto key = GenerateKeyPair(*role, name);
   if (!key.ok()) return Fail("keygen", key.status());
+  PosixEnv env;
+  if (Status made = env.CreateDirectories(out); !made.ok()) return Fail("keygen", made);
   const std::string path = JoinPath(out, role_text + "-" + name + ".key");
   if (Status s = WriteKeyFile(path, *key); !s.ok()) return Fail("keygen", s);
   if (!trust.empty()) {

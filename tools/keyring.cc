@@ -7,28 +7,31 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 
 #include "base/env.h"
 
 namespace stoker::tools {
 
-Status WriteKeyFile(const std::string& path, const KeyPair& key) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) return FailedPreconditionError("cannot create " + path + ": " + std::strerror(errno));
-  const std::string text = FormatKeyPair(key);
+namespace {
+// Writes `text` to the file `open_flags` and `mode` open at `path` (`what`: how errors say it), whole or not at all.
+Status WriteText(const std::string& path, int open_flags, mode_t mode, const std::string& text, const char* what) {
+  const std::string cannot = std::string("cannot ") + what + " " + path + ": ";
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | open_flags, mode);
+  if (fd < 0) return FailedPreconditionError(cannot + std::strerror(errno));
   const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   const bool closed = ::close(fd) == 0;
-  if (!written || !closed) return UnavailableError("cannot write " + path + ": " + std::strerror(errno));
+  if (!written || !closed) return UnavailableError(cannot + std::strerror(errno));
   return Status::Ok();
 }
+}  // namespace
 
+Status WriteKeyFile(const std::string& path, const KeyPair& key) {
+  return WriteText(path, O_CREAT | O_EXCL, 0600, FormatKeyPair(key), "write");
+}
+
+// A trust file it creates is 0644 whatever the umask: one its group could write would be refused (auth/keys.h).
 Status AppendTrustLine(const std::string& path, const KeyPair& key) {
-  std::ofstream out(path, std::ios::app);
-  out << TrustLine(key);
-  out.close();
-  if (!out) return UnavailableError("cannot append to " + path);
-  return Status::Ok();
+  return WriteText(path, O_CREAT | O_APPEND, 0644, TrustLine(key), "append to");
 }
 
 std::vector<std::string> Keyring::Flags(Role role) const {

@@ -84,8 +84,8 @@ StatusOr<Config> ParseFlags(int argc, char** argv) {
   flags.AddString("trust-file", &keys.trust_file,
                   "public keys: the coordinator's, and the clients allowed on the data port; or $STOKER_TRUST");
   flags.AddBool("allow-readable-key", &keys.allow_readable_key,
-                "use a key file that other users can read or write (refused otherwise; also "
-                "$STOKER_ALLOW_READABLE_KEY=1)");
+                "use a key file that other users can read or write, or a trust file they can write (refused "
+                "otherwise; also $STOKER_ALLOW_READABLE_KEY=1)");
   flags.AddBool("insecure", &keys.insecure,
                 "no CURVE: anyone who reaches the ports is trusted and traffic is clear text (trusted networks only)");
   flags.AddBool("plain-data", &o.plain_data,

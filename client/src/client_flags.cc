@@ -18,8 +18,8 @@ void AddClientSecurityFlags(FlagSet& flags, ClientOptions* options) {
                   "public keys, the coordinator's among them; or $STOKER_TRUST_FILE / $STOKER_TRUST");
   flags.AddBool("insecure", &options->insecure, "no CURVE (only on a network you trust)");
   flags.AddBool("allow-readable-key", &options->allow_readable_key,
-                "use a key file that other users can read or write (refused otherwise; also "
-                "$STOKER_ALLOW_READABLE_KEY=1)");
+                "use a key file that other users can read or write, or a trust file they can write (refused "
+                "otherwise; also $STOKER_ALLOW_READABLE_KEY=1)");
 }
 
 namespace {

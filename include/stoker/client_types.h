@@ -61,8 +61,8 @@ struct ClientOptions {
   // CURVE (docs/operations.md, "Security"): this client's key pair (stoker keygen --role client) and the trust file
   // holding the coordinator's public key. Empty: $STOKER_KEY or $STOKER_KEY_FILE, $STOKER_TRUST or
   // $STOKER_TRUST_FILE. Without a key Connect() fails, unless `insecure` (or $STOKER_INSECURE=1): no CURVE, for a
-  // network you trust only. A key file other users can read is refused unless `allow_readable_key` (or
-  // $STOKER_ALLOW_READABLE_KEY=1) insists.
+  // network you trust only. A key file other users can read, or a trust file they can write, is refused unless
+  // `allow_readable_key` (or $STOKER_ALLOW_READABLE_KEY=1) insists.
   std::string key_file;
   std::string trust_file;
   bool insecure = false;
