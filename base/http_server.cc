@@ -34,7 +34,8 @@ const char* Reason(int status) {
 
 // Closes with a reset: what the socket still holds for a peer that is not reading is dropped at once. A plain
 // close() leaves it queued in the kernel, probing the peer's closed window for minutes, up to a send buffer (4 MB)
-// per connection: a flood of /state readers that never read, each evicted, would pile up gigabytes of it.
+// per connection: a flood of /state readers that never read, each evicted, would pile up gigabytes of it. Only for
+// connections whose response was never all handed over (Connection::Unsent).
 void CloseAbortively(int fd) {
   linger abort_now{1, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort_now, sizeof(abort_now));
@@ -70,6 +71,10 @@ struct HttpServer::Connection {
   std::shared_ptr<const std::string> body;  // a shared body (HttpResponse::shared_body), written after `out`
   size_t sent = 0;                          // bytes of out, then body, written
   size_t total() const { return out.size() + (body ? body->size() : 0); }
+  // Answered, with part of the response not yet handed to the kernel: a reader that does not read. Such a
+  // connection is reset when it goes (CloseAbortively); one whose response is all in the kernel closes politely, so
+  // a slow but honest reader still gets the rest.
+  bool Unsent() const { return responding && !draining && sent < total(); }
   bool responding = false;
   bool draining = false;  // response sent and write side shut: reading until the peer closes (or the deadline)
   TimePoint deadline;
@@ -204,8 +209,8 @@ void HttpServer::Serve() {
       bool late = now >= c.deadline;
       if (late && !c.draining) rejected_.fetch_add(1);
       if (closed || late) {
-        if (c.fd >= 0 && c.responding) {
-          CloseAbortively(c.fd);  // late: the peer has not taken its response (or closed) in time
+        if (c.fd >= 0 && c.Unsent()) {
+          CloseAbortively(c.fd);  // late, with part of its response never handed to the kernel
         } else if (c.fd >= 0) {
           ::close(c.fd);
         }
@@ -230,7 +235,10 @@ void HttpServer::Accept(std::map<int, Connection>& connections) {
       return;  // EAGAIN, or a connection that vanished before we took it
     }
     if (connections.size() >= options_.max_connections) EvictOldest(connections);
+    // A fresh entry: one closed earlier in this round (a peer that sent half a request and left) may still be in
+    // the map under this descriptor number, with its bytes.
     Connection& c = connections[fd];
+    c = Connection{};
     c.fd = fd;
     c.deadline = std::chrono::steady_clock::now() + options_.io_timeout;
     c.accepted = accepted_.fetch_add(1) + 1;
@@ -259,7 +267,7 @@ void HttpServer::ReadAndWrite(Connection& c) {
 // silent or not reading, therefore cannot lock the kubelet's probes out, however many of them an attacker opens; a
 // probe's request is answered (its small response written whole) as soon as it is read.
 bool HttpServer::EvictOldest(std::map<int, Connection>& connections) {
-  auto rank = [](const Connection& c) { return !c.responding ? 0 : c.draining ? 1 : 2; };
+  auto rank = [](const Connection& c) { return !c.responding ? 0 : c.Unsent() ? 2 : 1; };
   auto oldest = connections.end();
   for (auto it = connections.begin(); it != connections.end(); ++it) {
     const bool better = oldest == connections.end() || rank(it->second) < rank(oldest->second) ||
@@ -267,8 +275,8 @@ bool HttpServer::EvictOldest(std::map<int, Connection>& connections) {
     if (better) oldest = it;
   }
   if (oldest == connections.end()) return false;
-  if (oldest->second.responding && !oldest->second.draining) evicted_answering_.fetch_add(1);
-  if (oldest->second.fd >= 0 && oldest->second.responding) {
+  if (oldest->second.Unsent()) evicted_answering_.fetch_add(1);
+  if (oldest->second.fd >= 0 && oldest->second.Unsent()) {
     CloseAbortively(oldest->second.fd);
   } else if (oldest->second.fd >= 0) {
     ::close(oldest->second.fd);
