@@ -72,7 +72,7 @@ StatusOr<CoordinatorImpl::JobRuntime*> CoordinatorImpl::CreateJobLocked(const Jo
   const uint32_t per_team =
       options_.max_jobs_per_team > 0 ? options_.max_jobs_per_team : std::max<uint32_t>(1, options_.max_jobs / 2);
   const size_t of_team = std::count_if(jobs_.begin(), jobs_.end(), [&](const auto& entry) {
-    return entry.second.created_by.value_or(TeamOfRecord(entry.second)) == team;
+    return (entry.second.created_by ? *entry.second.created_by : TeamOfRecord(entry.second)) == team;
   });
   if (of_team >= per_team) {
     return ResourceExhaustedError((team.empty() ? std::string("clients without a team key") : "team '" + team + "'") +
@@ -227,6 +227,14 @@ StatusOr<RegisterClientResponse> CoordinatorImpl::RegisterClient(const RegisterC
         continue;
       }
       STOKER_ASSIGN_OR_RETURN(job, CreateJobLocked(*request.spec, *manifest, FairShare::TeamOf(caller.identity)));
+      // A job is created only for a client that then holds a rank of it: one whose registration is refused (a rank
+      // the job lacks, a bad window or token) leaves no job behind to take a slot until --job-retention.
+      auto registered = RegisterOnJobLocked(request, *job, caller);
+      if (!registered.ok()) {
+        EraseJobRuntimeLocked(request.job);  // before its record goes: the runtime points into it
+        ApplyLocked(JobRemoved{request.job});
+      }
+      return registered;
     }
     return RegisterOnJobLocked(request, *job, caller);
   }

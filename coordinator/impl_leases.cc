@@ -126,9 +126,11 @@ LeaseGrant CoordinatorImpl::GrantLocked(const std::string& job_name, JobRuntime&
   auto allowance = team_allowance_.find(team);
   if (allowance != team_allowance_.end()) allowance->second.samples -= static_cast<double>(samples);
   auto guarantee = team_guarantee_.find(team);
-  if (guarantee != team_guarantee_.end()) {  // owed at most a second's worth: a busy past does not void the guarantee
+  if (guarantee != team_guarantee_.end()) {
+    // A busy past owes at most a second's worth, so it does not void the guarantee; this grant is paid in full, so a
+    // team with units larger than a second of its guarantee still gets no more than the guarantee ahead of others.
     const double second = shares_.PolicyOf(team).min_workers * std::max(0.0, per_worker_rate_);
-    guarantee->second.samples = std::max(-second, guarantee->second.samples - static_cast<double>(samples));
+    guarantee->second.samples = std::max(-second, guarantee->second.samples) - static_cast<double>(samples);
   }
   job.samples_leased += samples;
   HoldLocked(r, unit,
@@ -285,8 +287,9 @@ bool CoordinatorImpl::BelowMinimumLocked(const std::string& team, const JobRunti
   const uint32_t min_workers = shares_.PolicyOf(team).min_workers;
   if (min_workers == 0) return false;
   if (per_worker_rate_ > 0) {
-    auto [it, fresh] = team_guarantee_.try_emplace(team, TeamAllowance{0, clock_.Now()});
-    return it->second.Accrue(min_workers * per_worker_rate_, clock_.Now()) > 0;
+    const double rate = min_workers * per_worker_rate_;
+    auto [it, fresh] = team_guarantee_.try_emplace(team, TeamAllowance{rate, clock_.Now()});  // a second's worth owed
+    return it->second.Accrue(rate, clock_.Now()) > 0;
   }
   return UnsentByTeamLocked(team) < uint64_t{min_workers} * job.plan.batches_per_unit();
 }

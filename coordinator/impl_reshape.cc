@@ -148,8 +148,10 @@ Status CoordinatorImpl::ReshapeLocked(JobRuntime*& job, const JobSpec& shape, co
   const JobSpec old = job->record->spec;
   auto quarantined = std::move(job->quarantined);
   const size_t reports = job->quarantine_reports;
+  const std::optional<std::string> created_by = job->created_by;
   ApplyLocked(JobReshaped{spec, floor, job->record->shape_changes + 1});
   job = &AddJobRuntimeLocked(spec, num_samples);
+  job->created_by = created_by;  // its team's job slot, as before
   job->quarantined = std::move(quarantined);
   job->quarantine_reports = reports;
   quarantine_reports_ += reports;

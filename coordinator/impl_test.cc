@@ -376,8 +376,8 @@ TEST_F(CoordinatorImplTest, AJobWithoutClientsIsForgottenAfterItsRetention) {
 }
 
 // Job slots per team (issue 29): one team's keys filled all 64 slots and locked the other teams out for the
-// retention hour. A team holds at most --max-jobs-per-team (default half of --max-jobs), counting the jobs its
-// clients created even where the registration that created one then failed (here a rank the job lacks).
+// retention hour. A team holds at most --max-jobs-per-team (default half of --max-jobs); a registration refused
+// after it created its job (here a rank the job lacks) leaves no job behind, so it takes no slot, with no holder.
 TEST_F(CoordinatorImplTest, NoTeamTakesMoreThanItsJobSlots) {
   options_.max_jobs = 4;  // so 2 per team
   impl_ = std::make_unique<CoordinatorImpl>(options_, clock_, env_);
@@ -386,7 +386,11 @@ TEST_F(CoordinatorImplTest, NoTeamTakesMoreThanItsJobSlots) {
     spec.name = name;
     return impl_->RegisterClient({"c-" + name, name, rank, spec, 4}, Caller{"client:" + team}).status();
   };
-  EXPECT_EQ(create("team-a", "a0", /*rank=*/5).code(), StatusCode::kInvalidArgument);  // created, then refused
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(create("team-a", "a0", /*rank=*/5).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(impl_->Stats().jobs, 0u) << "refused: nothing left behind";
+  }
+  EXPECT_TRUE(create("team-a", "a0").ok());
   EXPECT_TRUE(create("team-a", "a1").ok());
   const Status third = create("team-a", "a2");
   EXPECT_EQ(third.code(), StatusCode::kResourceExhausted);

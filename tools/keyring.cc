@@ -13,14 +13,19 @@
 namespace stoker::tools {
 
 namespace {
-// Writes `text` to the file `open_flags` and `mode` open at `path` (`what`: how errors say it), whole or not at all.
+// Writes `text` to the file `open_flags` and `mode` open at `path` (`what`: how errors say it) in one write; a short
+// write is an error.
 Status WriteText(const std::string& path, int open_flags, mode_t mode, const std::string& text, const char* what) {
   const std::string cannot = std::string("cannot ") + what + " " + path + ": ";
   const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | open_flags, mode);
   if (fd < 0) return FailedPreconditionError(cannot + std::strerror(errno));
-  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  const ssize_t n = ::write(fd, text.data(), text.size());
+  const int write_errno = errno;
   const bool closed = ::close(fd) == 0;
-  if (!written || !closed) return UnavailableError(cannot + std::strerror(errno));
+  if (n != static_cast<ssize_t>(text.size())) {
+    return UnavailableError(cannot + (n < 0 ? std::strerror(write_errno) : "a short write"));
+  }
+  if (!closed) return UnavailableError(cannot + std::strerror(errno));
   return Status::Ok();
 }
 }  // namespace
@@ -29,7 +34,8 @@ Status WriteKeyFile(const std::string& path, const KeyPair& key) {
   return WriteText(path, O_CREAT | O_EXCL, 0600, FormatKeyPair(key), "write");
 }
 
-// A trust file it creates is 0644 whatever the umask: one its group could write would be refused (auth/keys.h).
+// A trust file it creates is never writable by group or others, whatever the umask (0644 at most): such a file would
+// be refused (auth/keys.h). One that exists is appended to as it is.
 Status AppendTrustLine(const std::string& path, const KeyPair& key) {
   return WriteText(path, O_CREAT | O_APPEND, 0644, TrustLine(key), "append to");
 }
