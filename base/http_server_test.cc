@@ -204,6 +204,17 @@ struct Gate {
   }
 };
 
+// What the server writes on `fd` until it closes the connection (at most 10 s without a byte).
+std::string ReadToEnd(int fd) {
+  timeval tv{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  std::string answer;
+  char buf[256];
+  ssize_t n;
+  while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) answer.append(buf, static_cast<size_t>(n));
+  return answer;
+}
+
 // Sends "GET /slow" on a new connection and waits until the server's thread is inside its handler.
 int HoldServer(HttpServer& server, Gate& gate, std::chrono::steady_clock::time_point deadline) {
   const int held = OpenIdleConnection(server.port());
@@ -250,12 +261,7 @@ TEST(HttpServer, ReadinessOfAnEvictedConnectionIsNotAppliedToItsSuccessor) {
   }
   gate.Release();
   for (int probe : probes) {
-    timeval tv{10, 0};
-    ::setsockopt(probe, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    std::string answer;
-    char buf[256];
-    ssize_t n;
-    while ((n = ::recv(probe, buf, sizeof(buf), 0)) > 0) answer.append(buf, static_cast<size_t>(n));
+    const std::string answer = ReadToEnd(probe);
     EXPECT_EQ(answer.substr(0, 15), "HTTP/1.1 200 OK") << answer;
     EXPECT_NE(answer.find("\r\n\r\nhi\n"), std::string::npos) << answer;
     ::close(probe);
@@ -373,12 +379,7 @@ TEST(HttpServer, APeerThatLeftHalfwayLeavesNothingForTheNextConnection) {
   const std::string request = "GET /hello HTTP/1.1\r\n\r\n";
   ASSERT_EQ(::send(probe, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
   gate.Release();
-  timeval tv{10, 0};
-  ::setsockopt(probe, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  std::string answer;
-  char buf[256];
-  ssize_t n;
-  while ((n = ::recv(probe, buf, sizeof(buf), 0)) > 0) answer.append(buf, static_cast<size_t>(n));
+  const std::string answer = ReadToEnd(probe);
   EXPECT_EQ(answer.substr(0, 15), "HTTP/1.1 200 OK") << answer;
   ::close(probe);
   ::close(held);

@@ -127,8 +127,7 @@ LeaseGrant CoordinatorImpl::GrantLocked(const std::string& job_name, JobRuntime&
   if (allowance != team_allowance_.end()) allowance->second.samples -= static_cast<double>(samples);
   auto guarantee = team_guarantee_.find(team);
   if (guarantee != team_guarantee_.end()) {
-    // A busy past owes at most a second's worth, so it does not void the guarantee; this grant is paid in full, so a
-    // team with units larger than a second of its guarantee still gets no more than the guarantee ahead of others.
+    // A busy past owes at most a second's worth (it does not void the guarantee); this grant is paid in full.
     const double second = shares_.PolicyOf(team).min_workers * std::max(0.0, per_worker_rate_);
     guarantee->second.samples = std::max(-second, guarantee->second.samples) - static_cast<double>(samples);
   }
