@@ -56,6 +56,12 @@ uint64_t KeyedPermutation::operator()(uint64_t i) const {
   return x;
 }
 
+// Steps that deal `positions` in global batches of `global`: the remainder policy's one rule (drop the last short
+// batch, or pad it).
+static uint64_t StepsFor(uint64_t positions, uint64_t global, Remainder remainder) {
+  return remainder == Remainder::kDrop ? positions / global : (positions + global - 1) / global;
+}
+
 StatusOr<Plan> Plan::Make(const JobSpec& spec, uint64_t num_samples) {
   STOKER_RETURN_IF_ERROR(spec.Validate());
   if (num_samples == 0) {
@@ -70,7 +76,7 @@ StatusOr<Plan> Plan::Make(const JobSpec& spec, uint64_t num_samples) {
   plan.seed_ = spec.seed;
   plan.shuffle_ = spec.shuffle;
   uint64_t global = uint64_t{spec.world_size} * spec.batch_size;
-  plan.steps_ = spec.remainder == Remainder::kDrop ? num_samples / global : (num_samples + global - 1) / global;
+  plan.steps_ = StepsFor(num_samples, global, spec.remainder);
   if (plan.steps_ == 0) {
     return InvalidArgumentError("job '" + spec.name + "': the dataset has " + std::to_string(num_samples) +
                                 " samples, fewer than one global batch (" + std::to_string(spec.world_size) +
@@ -85,23 +91,20 @@ StatusOr<Plan> Plan::Make(const JobSpec& spec, uint64_t num_samples) {
       return InvalidArgumentError("job '" + spec.name + "': origin offset " + std::to_string(spec.origin_offset) +
                                   " is past the dataset's " + std::to_string(num_samples) + " samples");
     }
-    const uint64_t left = num_samples - spec.origin_offset;
-    const uint64_t steps_left = spec.remainder == Remainder::kDrop ? left / global : (left + global - 1) / global;
+    const uint64_t steps_left = StepsFor(num_samples - spec.origin_offset, global, spec.remainder);
     if (steps_left == 0) {
       return InvalidArgumentError("job '" + spec.name + "': origin offset " + std::to_string(spec.origin_offset) +
                                   " leaves less than one global batch of its epoch (Plan::NormalOrigin moves it)");
     }
     plan.origin_skip_ = plan.steps_ - steps_left;
-  } else if (spec.origin_offset != 0) {
-    return InvalidArgumentError("job '" + spec.name + "': an origin at the job's end has offset 0");
-  }
+  }  // else the job's end, whose offset is 0 (JobSpec::Validate)
   return plan;
 }
 
 Plan::Point Plan::NormalOrigin(const JobSpec& shape, uint64_t num_samples, Point point) {
   const uint64_t global = uint64_t{shape.world_size} * shape.batch_size;
-  if (point.epoch < shape.epochs && shape.remainder == Remainder::kDrop && point.offset != 0 &&
-      num_samples - std::min(point.offset, num_samples) < global) {
+  if (point.epoch < shape.epochs && point.offset != 0 &&
+      StepsFor(num_samples - std::min(point.offset, num_samples), global, shape.remainder) == 0) {
     point = {point.epoch + 1, 0};
   }
   if (point.epoch >= shape.epochs) point = {shape.epochs, 0};

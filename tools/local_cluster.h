@@ -112,7 +112,6 @@ class LocalCluster {
   std::vector<Consumer> consumers_;
 };
 
-// Lines in a file (0 if it does not exist).
 // Batch lines of a delivery log (tools/delivery_log.h), its shape lines not counted.
 size_t CountLines(const std::string& path);
 // Waits until the delivery log `path` has at least `lines` batch lines; DeadlineExceeded after `timeout`, or as soon as `process` exits.

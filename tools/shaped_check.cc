@@ -123,9 +123,8 @@ ShapedVerdict ShapedChecker::Check(uint32_t epoch) const {
   }
   uint64_t end = num_samples_;
   if (last != nullptr) {
-    const uint64_t steps_left = last->steps_per_epoch() - last->FirstBatch(epoch);
     const uint64_t first = epoch == last->origin_epoch() ? last->origin_offset() : 0;
-    end = std::min(num_samples_, first + steps_left * last->world_size() * last->batch_size());
+    end = first + last->RealSamples(epoch);
   }
   v.planned_real = end;
   out.remainder = num_samples_ - end;

@@ -18,31 +18,18 @@ def format_line(batch, rank):
     return f"B {batch.epoch} {rank} {batch.index} 0 - {0:016x} {ids}"
 
 
-def read(path):
-    """The batch lines of a log as (epoch, rank, index, line)."""
-    out = []
-    with open(path) as f:
-        for line in f:
-            if line.startswith("B "):
-                epoch, rank, index = (int(v) for v in line.split()[1:4])
-                out.append((epoch, rank, index, line.rstrip("\n")))
-    return out
-
-
 def before(path, position, steps_per_epoch):
     """The lines of batches before `position` (a global index, epoch x steps_per_epoch + index): what a process
     counts as consumed when training is resumed from a checkpoint taken at `position`; the batches it took after
     that checkpoint are taken again by the resumed process."""
     out = []
-    with open(path) as f:
-        for line in f:
-            line = line.rstrip("\n")
-            if line.startswith("S "):  # the shape of the lines after it: kept, so the cut log is judged right
+    for line in lines(path):
+        if line.startswith("S "):  # the shape of the lines after it: kept, so the cut log is judged right
+            out.append(line)
+        else:
+            epoch, _, index = (int(v) for v in line.split()[1:4])
+            if epoch * steps_per_epoch + index < position:
                 out.append(line)
-            elif line.startswith("B "):
-                epoch, _, index = (int(v) for v in line.split()[1:4])
-                if epoch * steps_per_epoch + index < position:
-                    out.append(line)
     return out
 
 
