@@ -73,6 +73,12 @@ class TorchTest(unittest.TestCase):
         TorchTest.jobs += 1
         return f"torch{TorchTest.jobs}"
 
+    def example_args(self, script, epochs, *more):
+        """An example script's command line against the cluster, for a new job: seed 5, 32-pixel images, ResNet-18."""
+        return [os.path.join(EXAMPLES, script), f"--coordinator={self.cluster.endpoint}", f"--job={self.job_name()}",
+                f"--manifest={self.cluster.manifest}", f"--epochs={epochs}", "--seed=5", "--image-size=32",
+                "--model=resnet18", "--classes=10", *more]
+
     def test_host_path_yields_torch_tensors(self):
         import stoker
         common = dict(manifest=self.cluster.manifest, batch_size=BATCH, epochs=1, seed=3, image_height=32,
@@ -101,10 +107,7 @@ class TorchTest(unittest.TestCase):
 
     def resume(self, launcher, script, ranks, checkpoint_every, stop_after, epochs):
         work = tempfile.mkdtemp(prefix="resume-", dir=self.cluster.work)
-        job = self.job_name()
-        args = [os.path.join(EXAMPLES, script), f"--coordinator={self.cluster.endpoint}", f"--job={job}",
-                f"--manifest={self.cluster.manifest}", f"--batch-size={BATCH}", f"--epochs={epochs}", "--seed=5",
-                "--image-size=32", "--model=resnet18", "--classes=10"]
+        args = self.example_args(script, epochs, f"--batch-size={BATCH}")
         env = dict(os.environ, OMP_NUM_THREADS="1")  # two trainers and two workers share two cores
         return support.train_and_resume(self.cluster, launcher, args, ranks, checkpoint_every, stop_after, work,
                                         env=env, batch_size=BATCH, epochs=epochs, seed=5)
@@ -131,9 +134,7 @@ class TorchTest(unittest.TestCase):
         # there (the 64 left are 5 steps, numbered 3..7), checkpoint at 5 (56 samples) and run on; 6 ranks x 2
         # resume there (40 left: 3 steps, 4 dropped) and run to the end of epoch 1.
         work = tempfile.mkdtemp(prefix="elastic-", dir=self.cluster.work)
-        args = [os.path.join(EXAMPLES, "train_ddp.py"), f"--coordinator={self.cluster.endpoint}",
-                f"--job={self.job_name()}", f"--manifest={self.cluster.manifest}", "--epochs=2", "--seed=5",
-                "--image-size=32", "--model=resnet18", "--classes=10"]
+        args = self.example_args("train_ddp.py", 2)
         env = dict(os.environ, OMP_NUM_THREADS="1")
         stages = [dict(ranks=4, batch_size=4, checkpoint_every=2, stop_after=3, resume_at=2),
                   dict(ranks=3, batch_size=4, checkpoint_every=5, stop_after=3, resume_at=5),
@@ -156,9 +157,7 @@ class TorchTest(unittest.TestCase):
         # steps an epoch) resumes there through Lightning's own checkpoint (len() asked before the state is given
         # back): the 64 samples left are 8 steps, then epoch 1 whole.
         work = tempfile.mkdtemp(prefix="lightning-elastic-", dir=self.cluster.work)
-        args = [os.path.join(EXAMPLES, "train_lightning.py"), f"--coordinator={self.cluster.endpoint}",
-                f"--job={self.job_name()}", f"--manifest={self.cluster.manifest}", "--epochs=2", "--seed=5",
-                "--image-size=32", "--model=resnet18", "--classes=10"]
+        args = self.example_args("train_lightning.py", 2)
         env = dict(os.environ, OMP_NUM_THREADS="1")
         stages = [dict(ranks=2, batch_size=BATCH, checkpoint_every=2, stop_after=3, resume_at=2, args=["--devices=2"]),
                   dict(ranks=1, batch_size=BATCH, args=["--devices=1"])]

@@ -156,10 +156,10 @@ TEST_F(DataPath, TwoTeamsJobsShareOnePoolEachExactlyOnce) {
       << state->body;
   EXPECT_GE(leased_after(state->body, R"("share": {"team": "team-b", "team_weight": 3, "samples_leased": )"), 192u)
       << state->body;
-  auto metrics = HttpGet(cluster_->coordinator_metrics(), "/metrics");
-  ASSERT_TRUE(metrics.ok());
-  EXPECT_GE(leased_after(metrics->body, R"(stoker_coordinator_job_samples_leased_total{pipeline="b",team="team-b"} )"),
-            192u) << metrics->body;
+  auto leased = ScrapeMetric(cluster_->coordinator_metrics(),
+                             R"(stoker_coordinator_job_samples_leased_total{pipeline="b",team="team-b"})");
+  ASSERT_TRUE(leased.ok()) << leased.status().ToString();
+  EXPECT_GE(*leased, 192.0);
 }
 
 }  // namespace

@@ -63,7 +63,8 @@ TEST_F(ElasticTest, ACheckpointResumesOnFewerThenMoreRanksExactlyOnce) {
 
   // 4 x 4: 16 samples a step, 7 steps an epoch. Every rank stops after 3 steps (48 samples of epoch 0).
   const std::vector<size_t> first = Stage(cluster, Shaped(4, 4), "a", {"--max-batches", "3"});
-  WaitAll(cluster, first);
+  ASSERT_EQ(first.size(), 4u) << "every consumer of the stage started";
+  ASSERT_NO_FATAL_FAILURE(WaitAll(cluster, first));
   for (size_t id : first) logs.push_back(cluster.ConsumerLog(id));
   auto token = DecodeCheckpointToken(ReadFile(dir_.Join("a0.ckpt")));
   ASSERT_TRUE(token.ok()) << token.status().ToString();
@@ -76,9 +77,10 @@ TEST_F(ElasticTest, ACheckpointResumesOnFewerThenMoreRanksExactlyOnce) {
   const std::vector<size_t> second =
       Stage(cluster, Shaped(3, 6), "b", {"--resume-from", dir_.Join("a0.ckpt"), "--max-batches", "5", "--hold-ms",
                                          "40"});
+  ASSERT_EQ(second.size(), 3u) << "every consumer of the stage started";
   ASSERT_TRUE(tools::WaitForLines(cluster.ConsumerLog(second[0]), 3, kRunTimeout, &cluster.consumer(second[0])).ok());
   cluster.worker(0).Kill();  // a worker dies during the first steps of the new shape
-  WaitAll(cluster, second);
+  ASSERT_NO_FATAL_FAILURE(WaitAll(cluster, second));
   for (size_t id : second) logs.push_back(cluster.ConsumerLog(id));
   token = DecodeCheckpointToken(ReadFile(dir_.Join("b2.ckpt")));
   ASSERT_TRUE(token.ok()) << token.status().ToString();
@@ -88,7 +90,8 @@ TEST_F(ElasticTest, ACheckpointResumesOnFewerThenMoreRanksExactlyOnce) {
   // 6 x 3 from rank 2's token to the end: 102 samples of epoch 1 left, 5 steps, 12 dropped.
   ASSERT_TRUE(cluster.StartWorker().ok());
   const std::vector<size_t> third = Stage(cluster, Shaped(6, 3), "c", {"--resume-from", dir_.Join("b2.ckpt")});
-  WaitAll(cluster, third);
+  ASSERT_EQ(third.size(), 6u) << "every consumer of the stage started";
+  ASSERT_NO_FATAL_FAILURE(WaitAll(cluster, third));
   for (size_t id : third) logs.push_back(cluster.ConsumerLog(id));
 
   auto batches = ReadLogs(logs);
@@ -116,7 +119,8 @@ TEST_F(ElasticTest, AResumeOnAnotherShapeIsRefusedForAnotherSeedOrDataset) {
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   ASSERT_TRUE(cluster.StartWorker().ok());
   const std::vector<size_t> first = Stage(cluster, Shaped(2, 4), "a", {"--max-batches", "2"});
-  WaitAll(cluster, first);
+  ASSERT_EQ(first.size(), 2u) << "every consumer of the stage started";
+  ASSERT_NO_FATAL_FAILURE(WaitAll(cluster, first));
   // A job of another seed under another name, resumed with this job's token: refused before anything is served.
   auto token = DecodeCheckpointToken(ReadFile(dir_.Join("a0.ckpt")));
   ASSERT_TRUE(token.ok());
