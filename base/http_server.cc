@@ -75,6 +75,13 @@ struct HttpServer::Connection {
   // connection is reset when it goes (CloseAbortively); one whose response is all in the kernel closes politely, so
   // a slow but honest reader still gets the rest.
   bool Unsent() const { return responding && !draining && sent < total(); }
+  void Close() const {
+    if (fd >= 0 && Unsent()) {
+      CloseAbortively(fd);
+    } else if (fd >= 0) {
+      ::close(fd);
+    }
+  }
   bool responding = false;
   bool draining = false;  // response sent and write side shut: reading until the peer closes (or the deadline)
   TimePoint deadline;
@@ -209,11 +216,7 @@ void HttpServer::Serve() {
       bool late = now >= c.deadline;
       if (late && !c.draining) rejected_.fetch_add(1);
       if (closed || late) {
-        if (c.fd >= 0 && c.Unsent()) {
-          CloseAbortively(c.fd);  // late, with part of its response never handed to the kernel
-        } else if (c.fd >= 0) {
-          ::close(c.fd);
-        }
+        c.Close();
         it = connections.erase(it);
       } else {
         ++it;
@@ -266,7 +269,7 @@ void HttpServer::ReadAndWrite(Connection& c) {
 // else the oldest one still being answered (a reader that does not take its response). Connections held open,
 // silent or not reading, therefore cannot lock the kubelet's probes out, however many of them an attacker opens; a
 // probe's request is answered (its small response written whole) as soon as it is read.
-bool HttpServer::EvictOldest(std::map<int, Connection>& connections) {
+void HttpServer::EvictOldest(std::map<int, Connection>& connections) {
   auto rank = [](const Connection& c) { return !c.responding ? 0 : c.Unsent() ? 2 : 1; };
   auto oldest = connections.end();
   for (auto it = connections.begin(); it != connections.end(); ++it) {
@@ -274,16 +277,11 @@ bool HttpServer::EvictOldest(std::map<int, Connection>& connections) {
                         (rank(it->second) == rank(oldest->second) && it->second.accepted < oldest->second.accepted);
     if (better) oldest = it;
   }
-  if (oldest == connections.end()) return false;
+  if (oldest == connections.end()) return;
   if (oldest->second.Unsent()) evicted_answering_.fetch_add(1);
-  if (oldest->second.fd >= 0 && oldest->second.Unsent()) {
-    CloseAbortively(oldest->second.fd);
-  } else if (oldest->second.fd >= 0) {
-    ::close(oldest->second.fd);
-  }
+  oldest->second.Close();
   connections.erase(oldest);
   rejected_.fetch_add(1);
-  return true;
 }
 
 void HttpServer::Read(Connection& c) {

@@ -74,7 +74,7 @@ class HttpServer {
   struct Connection;
   void Serve();
   void Accept(std::map<int, Connection>& connections);
-  bool EvictOldest(std::map<int, Connection>& connections);
+  void EvictOldest(std::map<int, Connection>& connections);
   void Read(Connection& c);
   void ReadAndWrite(Connection& c);
   void Respond(Connection& c, const HttpResponse& response, bool head);

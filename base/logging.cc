@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -46,6 +47,8 @@ void SetLogComponent(std::string_view component) {
 
 namespace internal {
 std::string EscapeControlBytes(std::string_view text) {
+  const auto is_control = [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; };
+  if (std::none_of(text.begin(), text.end(), is_control)) return std::string(text);  // nearly every line
   std::string out;
   out.reserve(text.size());
   for (char c : text) {
