@@ -12,7 +12,14 @@
 namespace stoker::coordinator {
 
 CoordinatorImpl::CoordinatorImpl(const CoordinatorOptions& options, const Clock& clock, Env& env, Journal* journal)
-    : options_(options), clock_(clock), env_(env), journal_(journal), shares_(options.teams) {}
+    : options_(options),
+      clock_(clock),
+      env_(env),
+      journal_(journal),
+      rate_needed_(std::any_of(options.teams.begin(), options.teams.end(), [](const auto& team) {
+        return team.second.max_workers > 0 || team.second.min_workers > 0;
+      })),
+      shares_(options.teams) {}
 
 void CoordinatorImpl::ApplyLocked(const Update& update) {
   state_.Apply(update);
@@ -394,10 +401,7 @@ void CoordinatorImpl::Tick() {
   }
   if (now >= next_rate_refresh_) {
     PruneParkedIndexLocked();
-    const bool bounded = std::any_of(options_.teams.begin(), options_.teams.end(), [](const auto& team) {
-      return team.second.max_workers > 0 || team.second.min_workers > 0;
-    });
-    if (bounded) per_worker_rate_ = capacity_.Advise(workers_.size(), now).per_worker;  // a worker's worth
+    if (rate_needed_) per_worker_rate_ = capacity_.Advise(workers_.size(), now).per_worker;  // a worker's worth
     next_rate_refresh_ = now + Millis(1000);
   }
   ExpireWorkersLocked(now);

@@ -416,6 +416,7 @@ class CoordinatorImpl {
   std::map<std::string, TeamAllowance> team_allowance_ STOKER_GUARDED_BY(mu_);
   // Guaranteed teams' samples owed (BelowMinimumLocked): one entry per team --team-min-workers names, at most.
   std::map<std::string, TeamAllowance> team_guarantee_ STOKER_GUARDED_BY(mu_);
+  const bool rate_needed_;  // some team has a cap or a guarantee, which need per_worker_rate_
   double per_worker_rate_ STOKER_GUARDED_BY(mu_) = -1;  // samples/s one worker makes busy (capacity_), < 0 unknown
   TimePoint next_rate_refresh_ STOKER_GUARDED_BY(mu_);
   uint64_t membership_version_ STOKER_GUARDED_BY(mu_) = 1;

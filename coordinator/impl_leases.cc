@@ -14,7 +14,6 @@ constexpr size_t kMaxUnreportedCommits = 4096;  // per job
 
 }  // namespace
 
-
 std::vector<uint64_t> CoordinatorImpl::ReceivedInUnitLocked(const JobRuntime& job, uint32_t rank,
                                                             uint64_t unit) const {
   const RankRuntime& r = job.ranks[rank];
@@ -274,7 +273,7 @@ uint32_t CoordinatorImpl::TeamRoomLocked(const std::string& team, const JobRunti
   const uint32_t max_workers = shares_.PolicyOf(team).max_workers;
   if (max_workers == 0) return UINT32_MAX;
   if (per_worker_rate_ > 0) {
-    auto [it, fresh] = team_allowance_.try_emplace(team, TeamAllowance{0, clock_.Now()});
+    auto it = team_allowance_.try_emplace(team, TeamAllowance{0, clock_.Now()}).first;
     return it->second.Accrue(max_workers * per_worker_rate_, clock_.Now()) >= 0 ? UINT32_MAX : 0;
   }
   const uint64_t cap = uint64_t{max_workers} * job.plan.batches_per_unit();
@@ -287,7 +286,7 @@ bool CoordinatorImpl::BelowMinimumLocked(const std::string& team, const JobRunti
   if (min_workers == 0) return false;
   if (per_worker_rate_ > 0) {
     const double rate = min_workers * per_worker_rate_;
-    auto [it, fresh] = team_guarantee_.try_emplace(team, TeamAllowance{rate, clock_.Now()});  // a second's worth owed
+    auto it = team_guarantee_.try_emplace(team, TeamAllowance{rate, clock_.Now()}).first;  // a second's worth owed
     return it->second.Accrue(rate, clock_.Now()) > 0;
   }
   return UnsentByTeamLocked(team) < uint64_t{min_workers} * job.plan.batches_per_unit();
@@ -327,8 +326,9 @@ void CoordinatorImpl::ServeInFairOrderLocked(std::map<std::string, std::vector<u
     for (const auto& [name, ranks] : waiting) {
       if (exhausted.count(name) != 0) continue;
       JobRuntime& candidate = jobs_.at(name);
-      FairShare::Key key = shares_.KeyOf(JobTeamLocked(candidate), name);
-      key.below_minimum = BelowMinimumLocked(JobTeamLocked(candidate), candidate);
+      const std::string& team = JobTeamLocked(candidate);  // cached on the job
+      FairShare::Key key = shares_.KeyOf(team, name);
+      key.below_minimum = BelowMinimumLocked(team, candidate);
       if (best == nullptr || key < best_key) {
         best = &name;
         best_key = key;
