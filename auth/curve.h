@@ -1,9 +1,10 @@
 // CURVE on ZeroMQ sockets, and the ZAP handler that decides who may connect (ZeroMQ RFC 26 and 27).
 //
-// A server socket (the coordinator's control port, a worker's data port) is a CURVE server with its process's
-// secret key; a client socket names the server's public key and presents its own key pair. Every handshake on a
-// CURVE server of a context is put to that context's ZapHandler, which admits only the keys it was given (and of
-// the roles it serves) and answers with the peer's identity "<role>:<name>". libzmq attaches that identity to every
+// The coordinator's control port is a CURVE server with its process's secret key; a client socket names the
+// server's public key and presents its own key pair. Every handshake on a CURVE server of a context is put to that
+// context's ZapHandler, which admits only the keys it was given (and of the roles it serves) and answers with the
+// peer's identity "<role>:<name>". A worker's data port is a PLAIN server whose handler admits data tickets instead
+// (auth/data_tickets.h), answering with the identity the ticket was issued to. libzmq attaches that identity to every
 // message from the connection (the "User-Id" property, PeerIdentityOf): a server reads who sent a request from
 // there, never from a field the sender wrote. Without a running handler libzmq would admit any key, so a server
 // socket is only made CURVE after its process's handler is bound.
@@ -33,8 +34,8 @@ namespace stoker {
 void MakeCurveServer(zmq::socket_t& socket, const std::string& public_z85, const std::string& secret_z85);
 // Makes `socket` a CURVE client of the server whose public key is `server_public_z85` (before it connects).
 void MakeCurveClient(zmq::socket_t& socket, const KeyPair& own, const std::string& server_public_z85);
-// A worker's plain data port (--plain-data): ZeroMQ PLAIN, every handshake put to the ZAP handler, which admits a
-// client only with its data ticket (common/data_tickets.h). Nothing is encrypted.
+// A worker's data port: ZeroMQ PLAIN, every handshake put to the ZAP handler, which admits a client only with its
+// data ticket (auth/data_tickets.h). ZeroMQ encrypts nothing here: batches are sealed above it (auth/seal.h).
 void MakePlainServer(zmq::socket_t& socket);
 // Connects as `identity` with its `ticket` for that port.
 void MakePlainClient(zmq::socket_t& socket, const std::string& identity, const std::string& ticket);
@@ -45,7 +46,7 @@ std::string PeerIdentityOf(zmq::message_t& message);
 class ZapHandler {
  public:
   // Binds the context's ZAP endpoint and starts answering. `admitted`: the keys (of the roles this process serves)
-  // a handshake may present. With `plain` (a worker's --plain-data port) PLAIN handshakes are admitted instead,
+  // a handshake may present. With `plain` (a worker's data port) PLAIN handshakes are admitted instead,
   // for clients presenting their data ticket, once SetTicketKey has given the key to check them with.
   static StatusOr<std::unique_ptr<ZapHandler>> Start(zmq::context_t& context, std::vector<TrustedKey> admitted,
                                                      bool plain = false);

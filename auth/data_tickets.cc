@@ -46,6 +46,10 @@ std::string DataTicket(const std::string& worker_key, const std::string& client_
   return hex;
 }
 
+std::string DataSealKey(const std::string& worker_key, const std::string& client_identity) {
+  return KeyedHash(worker_key, "seal\n" + client_identity);
+}
+
 bool VerifyDataTicket(const std::string& worker_key, const std::string& client_identity, const std::string& ticket) {
   const std::string expected = DataTicket(worker_key, client_identity);
   return ticket.size() == expected.size() && sodium_memcmp(ticket.data(), expected.data(), expected.size()) == 0;

@@ -54,8 +54,7 @@ StatusOr<std::string> WriteNeverReadManifest(const std::string& dir, uint32_t sa
 
 const char* DataSecurityName(DataSecurity security) {
   switch (security) {
-    case DataSecurity::kCurve: return "CURVE (the default)";
-    case DataSecurity::kPlainData: return "--plain-data";
+    case DataSecurity::kSealed: return "sealed (the default)";
     case DataSecurity::kInsecure: return "--insecure";
   }
   return "?";
@@ -63,7 +62,6 @@ const char* DataSecurityName(DataSecurity security) {
 
 void ApplyDataSecurity(DataSecurity security, tools::LocalClusterOptions& options) {
   options.insecure = security == DataSecurity::kInsecure;
-  options.plain_data = security == DataSecurity::kPlainData;
 }
 
 StatusOr<std::unique_ptr<tools::LocalCluster>> StartSkipDecodeCluster(const std::string& dir, uint32_t workers,

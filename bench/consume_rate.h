@@ -30,9 +30,9 @@ StatusOr<Rate> ConsumeFor(const tools::LocalCluster& cluster, const JobSpec& spe
 // A client of rank `rank` of `spec` on the cluster's coordinator, with the cluster's client key.
 ClientOptions ClientOf(const tools::LocalCluster& cluster, const JobSpec& spec, uint32_t rank = 0);
 
-// How a benchmark's data plane is secured: CURVE everywhere (the default); --plain-data (the control plane CURVE,
-// the data ports checking data tickets, batches unencrypted); --insecure (nothing at all).
-enum class DataSecurity { kCurve, kPlainData, kInsecure };
+// How a benchmark's data plane is secured: the default (CURVE on the control plane, data ports checking data
+// tickets, batches sealed with AES-256-GCM); --insecure (nothing at all).
+enum class DataSecurity { kSealed, kInsecure };
 const char* DataSecurityName(DataSecurity security);
 void ApplyDataSecurity(DataSecurity security, tools::LocalClusterOptions& options);
 
@@ -42,12 +42,12 @@ void ApplyDataSecurity(DataSecurity security, tools::LocalClusterOptions& option
 StatusOr<std::string> WriteNeverReadManifest(const std::string& dir, uint32_t samples, const std::string& name);
 StatusOr<std::unique_ptr<tools::LocalCluster>> StartSkipDecodeCluster(const std::string& dir, uint32_t workers,
                                                                uint32_t threads,
-                                                               DataSecurity security = DataSecurity::kCurve);
+                                                               DataSecurity security = DataSecurity::kSealed);
 // A coordinator and `workers` workers of `threads` threads (logging warnings only) in `dir`, secured as `security`
 // says, each worker with `worker_flags` too.
 StatusOr<std::unique_ptr<tools::LocalCluster>> StartCluster(const std::string& dir, uint32_t workers, uint32_t threads,
                                                             const std::vector<std::string>& worker_flags = {},
-                                                            DataSecurity security = DataSecurity::kCurve);
+                                                            DataSecurity security = DataSecurity::kSealed);
 
 // Empties `dir`, or makes it.
 Status FreshDirectory(const std::string& dir);

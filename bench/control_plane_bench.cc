@@ -77,7 +77,7 @@ class Driver {
   Driver(const std::string& endpoint, const std::optional<PeerKeys>& keys, Counters& counters)
       : ws_(PeerSocket(context_, endpoint, keys ? &keys->worker : nullptr, keys ? keys->coordinator_public : "")),
         cs_(PeerSocket(context_, endpoint, keys ? &keys->client : nullptr, keys ? keys->coordinator_public : "")),
-        data_key_(keys ? std::string(40, 'k') : ""),  // never dialled: the workers are simulated
+        sealed_(keys.has_value()),  // never dialled: the workers are simulated
         counters_(counters) {}
 
   void Simulate(const std::vector<JobSpec>& jobs, const std::vector<Plan>& plans, uint32_t first_pair, uint32_t pairs,
@@ -95,7 +95,7 @@ class Driver {
   void Register() {
     for (const Pair& p : sim_) {
       Send(cs_, RegisterClientRequest{p.client, p.job->name, p.rank, *p.job, 16, std::nullopt});
-      Send(ws_, RegisterWorkerRequest{p.worker, "tcp://simulated:1", 1, "bench", data_key_});
+      Send(ws_, RegisterWorkerRequest{p.worker, "tcp://simulated:1", 1, "bench", "", sealed_});
     }
     ReceiveAll(cs_, sim_.size());
     ReceiveAll(ws_, sim_.size());
@@ -187,7 +187,7 @@ class Driver {
           if (it == lease_requests_.end()) return;
           const uint32_t index = it->second;
           lease_requests_.erase(it);
-          Send(ws_, RegisterWorkerRequest{sim_[index].worker, "tcp://simulated:1", 1, "bench", data_key_});
+          Send(ws_, RegisterWorkerRequest{sim_[index].worker, "tcp://simulated:1", 1, "bench", "", sealed_});
           AskForLease(index);
         });
   }
@@ -225,7 +225,7 @@ class Driver {
 
   zmq::context_t context_{1};
   zmq::socket_t ws_, cs_;
-  const std::string data_key_;
+  const bool sealed_;  // registers as a sealed data port (with CURVE on)
   Counters& counters_;
   std::vector<Pair> sim_;
   uint64_t next_id_ = 1;

@@ -296,7 +296,7 @@ struct Options : bench::CommonOptions {
   Options() : CommonOptions{.batch = 256, .seconds = 10, .workers = 4, .worker_threads = 2} {}
   Config c;
   int64_t device = 0;
-  bool skip_end_to_end = false, insecure = false, plain_data = false;
+  bool skip_end_to_end = false, only_sealed = false;
 };
 
 // What the three parts measured.
@@ -305,7 +305,8 @@ struct Figures {
   uint64_t slot_bytes = 0;
   std::vector<FormatResult> formats;
   StagingResult staging;
-  EndToEndResult e2e;
+  EndToEndResult e2e;           // the default data plane: sealed batches
+  EndToEndResult e2e_insecure;  // the same with --insecure, the baseline of the same run
 };
 
 // 1. pinned -> device tensor, for each output format against raw copies of the same bytes.
@@ -359,19 +360,37 @@ void MeasureHostParts(const Options& o, Figures* f) {
   std::printf("   Stage %.2f GB/s (%.0f img/s) vs memcpy on one core %.2f GB/s: ratio %.3f\n", f->staging.stage_gbps,
               f->staging.images_per_second, f->staging.memcpy_gbps, f->staging.ratio);
   if (o.skip_end_to_end) return;
-  f->e2e = MeasureEndToEnd(o.c, o.workers, o.worker_threads, o.seconds,
-                           o.insecure     ? bench::DataSecurity::kInsecure
-                           : o.plain_data ? bench::DataSecurity::kPlainData
-                                          : bench::DataSecurity::kCurve);
-  const EndToEndResult& e2e = f->e2e;
   std::printf("\n3. end to end: %u skip-decode workers x %u threads -> Loader (bfloat16 nhwc) on device %d\n",
               o.workers, o.worker_threads, o.c.device);
-  std::printf("   %.0f img/s (%.2f GB/s to the device), client process CPU %.2f cores = %.3f cores per 20,000 "
-              "img/s (goal <= 1), consumer waited %.1f %%\n",
-              e2e.images_per_second, e2e.h2d_gbps, e2e.cpu_cores, e2e.cores_per_20k, 100 * e2e.wait_fraction);
-  std::printf("   by thread (cores):");
-  for (const auto& [name, cores] : e2e.thread_cores) std::printf(" %s %.2f", name.c_str(), cores);
-  std::printf("\n");
+  for (bench::DataSecurity security : {bench::DataSecurity::kSealed, bench::DataSecurity::kInsecure}) {
+    if (security == bench::DataSecurity::kInsecure && o.only_sealed) break;
+    EndToEndResult& e2e = security == bench::DataSecurity::kSealed ? f->e2e : f->e2e_insecure;
+    e2e = MeasureEndToEnd(o.c, o.workers, o.worker_threads, o.seconds, security);
+    std::printf("   %s: %.0f img/s (%.2f GB/s to the device), client process CPU %.2f cores = %.3f cores per "
+                "20,000 img/s (goal <= 1.3 sealed), consumer waited %.1f %%\n",
+                bench::DataSecurityName(security), e2e.images_per_second, e2e.h2d_gbps, e2e.cpu_cores,
+                e2e.cores_per_20k, 100 * e2e.wait_fraction);
+    std::printf("     by thread (cores):");
+    for (const auto& [name, cores] : e2e.thread_cores) std::printf(" %s %.2f", name.c_str(), cores);
+    std::printf("\n");
+  }
+  if (!o.only_sealed && f->e2e_insecure.images_per_second > 0) {
+    std::printf("   sealed / insecure throughput: %.3f (goal >= 0.95)\n",
+                f->e2e.images_per_second / f->e2e_insecure.images_per_second);
+  }
+}
+
+void EndToEndJson(std::ostringstream& j, const char* key, const Options& o, const EndToEndResult& e2e) {
+  j << ", \"" << key << "\": {\"workers\": " << o.workers << ", \"worker_threads\": " << o.worker_threads
+    << ", \"images_per_second\": " << e2e.images_per_second << ", \"h2d_gbps\": " << e2e.h2d_gbps
+    << ", \"client_cpu_cores\": " << e2e.cpu_cores << ", \"cores_per_20k_img_s\": " << e2e.cores_per_20k
+    << ", \"wait_fraction\": " << e2e.wait_fraction << ", \"batches\": " << e2e.batches << ", \"thread_cores\": {";
+  bool first = true;
+  for (const auto& [name, cores] : e2e.thread_cores) {
+    j << (first ? "" : ", ") << "\"" << name << "\": " << cores;
+    first = false;
+  }
+  j << "}}";
 }
 
 std::string Json(const Options& o, const Figures& f) {
@@ -387,17 +406,12 @@ std::string Json(const Options& o, const Figures& f) {
   j << "], \"staging\": {\"stage_gbps\": " << f.staging.stage_gbps << ", \"memcpy_gbps\": " << f.staging.memcpy_gbps
     << ", \"ratio\": " << f.staging.ratio << ", \"images_per_second\": " << f.staging.images_per_second << "}";
   if (!o.skip_end_to_end) {
-    const EndToEndResult& e2e = f.e2e;
-    j << ", \"end_to_end\": {\"workers\": " << o.workers << ", \"worker_threads\": " << o.worker_threads
-      << ", \"images_per_second\": " << e2e.images_per_second << ", \"h2d_gbps\": " << e2e.h2d_gbps
-      << ", \"client_cpu_cores\": " << e2e.cpu_cores << ", \"cores_per_20k_img_s\": " << e2e.cores_per_20k
-      << ", \"wait_fraction\": " << e2e.wait_fraction << ", \"batches\": " << e2e.batches << ", \"thread_cores\": {";
-    bool first = true;
-    for (const auto& [name, cores] : e2e.thread_cores) {
-      j << (first ? "" : ", ") << "\"" << name << "\": " << cores;
-      first = false;
+    EndToEndJson(j, "end_to_end", o, f.e2e);
+    if (!o.only_sealed) {
+      EndToEndJson(j, "end_to_end_insecure", o, f.e2e_insecure);
+      j << ", \"sealed_over_insecure\": "
+        << (f.e2e_insecure.images_per_second > 0 ? f.e2e.images_per_second / f.e2e_insecure.images_per_second : 0);
     }
-    j << "}}";
   }
   j << "}";
   return j.str();
@@ -411,9 +425,8 @@ void AddFlags(FlagSet& flags, Options& o) {
   using enum bench::CommonFlag;
   bench::AddCommonFlags(flags, o, "timed seconds of the end-to-end run", {kBatchSize, kWorkers, kWorkerThreads});
   flags.AddBool("skip-end-to-end", &o.skip_end_to_end, "only the device and staging parts");
-  flags.AddBool("insecure", &o.insecure, "the end-to-end run without CURVE (to measure what CURVE costs)");
-  flags.AddBool("plain-data", &o.plain_data,
-                "the end-to-end run with workers' --plain-data (data tickets, batches unencrypted)");
+  flags.AddBool("only-sealed", &o.only_sealed,
+                "the end-to-end run with the default (sealed) data plane only, without its --insecure baseline");
 }
 
 bench::Outcome RunBench(Options& o) {

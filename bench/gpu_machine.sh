@@ -111,14 +111,9 @@ fi
 
 if want feed; then
   section "GPU feed: H2D + normalise vs raw cudaMemcpyAsync; staging vs memcpy; client CPU per img/s"
+  # End to end sealed (the default) and --insecure in the same run: what sealing costs the client.
   ours "$BUNDLE/bin/gpu_feed_bench" --json "$OUT/gpu_feed.json" --seconds ${FEED_SECONDS:-10} --workers 4 \
     --worker-threads 3
-  echo "--- the same end to end without CURVE (--insecure): what encryption costs the client"
-  ours "$BUNDLE/bin/gpu_feed_bench" --json "$OUT/gpu_feed_insecure.json" --seconds ${FEED_SECONDS:-10} --workers 4 \
-    --worker-threads 3 --insecure
-  echo "--- the same end to end with workers' --plain-data (data tickets, batches unencrypted, control on CURVE)"
-  ours "$BUNDLE/bin/gpu_feed_bench" --json "$OUT/gpu_feed_plain_data.json" --seconds ${FEED_SECONDS:-10} \
-    --workers 4 --worker-threads 3 --plain-data
 fi
 
 # The client's benchmarks for this build against an earlier one (.bundle/old/bin, BEFORE=<its revision>, made by
@@ -132,7 +127,7 @@ if want before && [ -x "$BUNDLE/old/bin/transport_bench" ]; then
       ours "$dir/transport_bench" --batch-size 256 --seconds 5 --workers 2 --worker-threads 2 \
         --json "$OUT/before-transport-$build-$round.json" | tail -3
       ours "$dir/gpu_feed_bench" --json "$OUT/before-feed-$build-$round.json" --seconds 5 --workers 4 \
-        --worker-threads 3 --plain-data | tail -4
+        --worker-threads 3 | tail -8
     done
   done
 fi
@@ -140,7 +135,7 @@ fi
 if want headline; then
   section "headline: ResNet-50 fed by (c) synthetic, (a) DataLoader x15, (b) stoker on the same 16 cores"
   python3 "$BUNDLE/resnet_headline.py" --bundle "$BUNDLE" --peers "$BUNDLE/peers" --examples "$BUNDLE/examples" \
-    --workers "${HEADLINE_WORKERS:-8,10}" --data-planes "${HEADLINE_PLANES:-plain,curve}" --out "$OUT"
+    --workers "${HEADLINE_WORKERS:-8,10}" --data-planes "${HEADLINE_PLANES:-sealed,insecure}" --out "$OUT"
 fi
 
 if want lightning; then

@@ -199,7 +199,7 @@ std::vector<PerGpu> RunPair(const std::function<LoaderOptions(int)>& options, do
 struct Options : bench::CommonOptions {
   Options() : CommonOptions{.batch = 256, .seconds = 8, .workers = 4, .worker_threads = 2} {}
   uint32_t iterations = 100, agreement_steps = 2000;
-  bench::DataSecurity security = bench::DataSecurity::kCurve;
+  bench::DataSecurity security = bench::DataSecurity::kSealed;
 };
 
 // What the device-to-device parts and the end-to-end arrangements measured.
@@ -301,9 +301,8 @@ void AddFlags(FlagSet& flags, Options& o) {
   flags.AddUint32("iterations", &o.iterations, "broadcasts per timed repeat");
   flags.AddUint32("agreement-steps", &o.agreement_steps, "agreement steps timed");
   flags.AddEnum("data-plane", &o.security,
-                {{"curve", bench::DataSecurity::kCurve}, {"plain", bench::DataSecurity::kPlainData},
-                 {"insecure", bench::DataSecurity::kInsecure}},
-                "the end-to-end runs' data plane: CURVE (the default), workers' --plain-data, or --insecure");
+                {{"sealed", bench::DataSecurity::kSealed}, {"insecure", bench::DataSecurity::kInsecure}},
+                "the end-to-end runs' data plane: sealed (the default) or --insecure");
 }
 
 bench::Outcome RunBench(const Options& o) {

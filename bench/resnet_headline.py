@@ -12,7 +12,7 @@ pinned to --trainer-cores cores (0, 1, ...) and runs PyTorch with that many intr
 --cpu-threads), the coordinator shares core 0, and each worker gets a core of its own after them (--no-pin: none
 of this, the scheduler places everything).
 
-    python3 bench/resnet_headline.py --bundle .bundle --peers .bundle/peers --workers 8,10 --data-planes plain,curve
+    python3 bench/resnet_headline.py --bundle .bundle --peers .bundle/peers --workers 8,10 --data-planes sealed,insecure
 
 Needs: .bundle from scripts/bundle-gpu.sh (bin/ and lib/ for the servers, python/ the package with its libraries),
 PyTorch and torchvision. Writes OUT/headline.json (and the anchor's OUT/anchor_resnet.json); process logs and each
@@ -78,21 +78,20 @@ def server_env(args):
     return dict(os.environ, LD_LIBRARY_PATH=os.path.join(args.bundle, "lib"))
 
 
-def start_cluster(args, manifest, work, workers, plain_data, coordinator_cores, worker_cores):
-    """A coordinator and `workers` single-thread workers from the bundle over `manifest` (support.Cluster, CURVE
-    keys as deployed), logs kept under `work`."""
+def start_cluster(args, manifest, work, workers, insecure, coordinator_cores, worker_cores):
+    """A coordinator and `workers` single-thread workers from the bundle over `manifest` (support.Cluster: keys and
+    sealed batches as deployed, or everything --insecure), logs kept under `work`."""
     import support  # python/tests/support.py (the bundle's tests/): the cluster the Python tests use
     return support.Cluster(os.path.join(args.bundle, "bin"), None, workers=workers, manifest=manifest,
                            server_env=server_env(args), work=work, keep=True,
                            coordinator_flags=["--log-level=warning"],
-                           worker_flags=["--log-level=warning"] + (["--plain-data"] if plain_data else []),
+                           worker_flags=["--log-level=warning"], insecure=insecure,
                            coordinator_cores=coordinator_cores, worker_cores=worker_cores)
 
 
-def run_stoker(args, workers, plain_data, manifest, logs):
+def run_stoker(args, workers, plane, manifest, logs):
     trainer_cores, coordinator_cores, worker_cores = placement(args, workers)
-    plane = "plain" if plain_data else "curve"
-    cluster = start_cluster(args, manifest, os.path.join(logs, f"{workers}-{plane}"), workers, plain_data,
+    cluster = start_cluster(args, manifest, os.path.join(logs, f"{workers}-{plane}"), workers, plane == "insecure",
                             coordinator_cores, worker_cores)
     try:
         summary = os.path.join(logs, f"stoker-{workers}-{plane}.json")
@@ -104,7 +103,7 @@ def run_stoker(args, workers, plain_data, manifest, logs):
                f"--epochs={epochs}", f"--steps={args.steps}", f"--warmup={args.warmup}", f"--json={summary}",
                "--print-every=40", f"--prefetch={2 * workers + 4}",  # every worker busy, with batches to spare
                f"--cpu-threads={args.trainer_cores if args.pin else 0}"]
-        log(f"(b) stoker, {workers} workers, data plane {'plain' if plain_data else 'CURVE'}, "
+        log(f"(b) stoker, {workers} workers, data plane {plane}, "
             f"{'pinned' if args.pin else 'unpinned'}: " + " ".join(cmd[1:]))
         returncode, cpu = run_profiled(cmd, tenv, args.timeout, trainer_cores)
         if returncode != 0:
@@ -147,10 +146,9 @@ def main():
     p.add_argument("--warmup", type=int, default=25)
     p.add_argument("--timeout", type=int, default=300)
     p.add_argument("--skip-anchor", action="store_true", help="reuse OUT/anchor_resnet.json")
-    p.add_argument("--data-planes", default="curve",
-                   help="comma-separated: curve (batches encrypted, the default) and/or plain (workers' --plain-data: "
-                        "data tickets, batches unencrypted, control on CURVE)")
-    p.add_argument("--plain-data", action="store_true", help="the same as --data-planes plain")
+    p.add_argument("--data-planes", default="sealed",
+                   help="comma-separated: sealed (the default: CURVE control plane, batches sealed with AES-256-GCM) "
+                        "and/or insecure (everything --insecure: what security costs)")
     p.add_argument("--pin", action=argparse.BooleanOptionalAction, default=True,
                    help="pin the trainer, the coordinator and each worker to cores (see above)")
     p.add_argument("--trainer-cores", type=int, default=2, help="cores (and PyTorch threads) of the trainer")
@@ -176,11 +174,13 @@ def main():
     manifest = "/tmp/anchor.stoker"
     subprocess.run([os.path.join(args.bundle, "bin", "stoker"), "index", "/tmp/anchor_jpegs/train", "-o", manifest],
                    env=server_env(args), check=True, timeout=300, stdout=subprocess.DEVNULL)
-    planes = ["plain"] if args.plain_data else [x for x in args.data_planes.split(",") if x]
+    planes = [x for x in args.data_planes.split(",") if x]
+    if any(p not in ("sealed", "insecure") for p in planes):
+        sys.exit(f"--data-planes: sealed and/or insecure, not {args.data_planes}")
     runs = {}
     for plane in planes:
         for w in [int(x) for x in args.workers.split(",") if x]:
-            runs[f"{w}-{plane}"] = (w, plane, run_stoker(args, w, plane == "plain", manifest, logs))
+            runs[f"{w}-{plane}"] = (w, plane, run_stoker(args, w, plane, manifest, logs))
 
     print()
     print(f"ResNet-50, batch {args.batch_size}, bf16 autocast, channels_last, {os.cpu_count()} cores, "

@@ -21,7 +21,7 @@ Where the cores go (bench/thread_cpu.py) per role, the trainers' processes count
     python3 bench/scale_bench.py --bundle .bundle --peers .bundle/peers --workers 8,16,24,30 --ddp-workers 12,16,20
 
 Needs: .bundle from scripts/bundle-gpu.sh, PyTorch and torchvision, the peers' gen_jpegs.py for the JPEGs. Data
-plane: --plain-data by default (docs/operations.md section 9; --data-plane curve for encrypted batches). Writes
+plane: sealed by default (docs/operations.md section 9; --data-plane insecure for everything --insecure). Writes
 OUT/NAME.json (--name, default scale); process logs under --logs.
 """
 import json
@@ -77,7 +77,7 @@ def run_stoker(args, arch, ranks, workers, demand, manifest, trainer_cores, base
         sys.exit(f"{workers} workers do not fit on cores {first}..{os.cpu_count() - 1}")
     tag = f"{arch}-{ranks}gpu-{workers}w"
     cluster = resnet_headline.start_cluster(args, manifest, os.path.join(args.logs, tag), workers,
-                                            args.data_plane == "plain", {coordinator_core},
+                                            args.data_plane == "insecure", {coordinator_core},
                                             [{first + i} for i in range(workers)])
     advice, bottlenecks = [], []
 
@@ -173,7 +173,7 @@ def main():
     p.add_argument("--ddp-arch", default="resnet50", help="part 2's model (every GPU, DDP)")
     p.add_argument("--ddp-workers", default="", help="part 2's worker counts (empty: skip part 2)")
     p.add_argument("--ddp-gpus", type=int, default=0, help="part 2's GPUs (0: every GPU of the machine)")
-    p.add_argument("--data-plane", choices=["plain", "curve"], default="plain")
+    p.add_argument("--data-plane", choices=["sealed", "insecure"], default="sealed")
     p.add_argument("--images", type=int, default=8192, help="JPEGs (the peers' gen_jpegs.py)")
     p.add_argument("--batch-size", type=int, default=256, help="per GPU")
     p.add_argument("--warmup", type=int, default=30)

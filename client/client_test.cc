@@ -59,9 +59,10 @@ class ScriptedWorker {
     ASSERT_TRUE(data_.recv(id, zmq::recv_flags::dontwait));
     ASSERT_TRUE(data_.recv(credit, zmq::recv_flags::dontwait));
     client_ = id.to_string();
-    auto decoded = DecodeCredit(std::move(credit));
+    auto decoded = DecodeClientMessage(std::move(credit));
     ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
-    asked_frame_bytes = decoded->max_frame_bytes;
+    ASSERT_TRUE(std::holds_alternative<Credit>(*decoded)) << "an insecure client sends no seal offer";
+    asked_frame_bytes = std::get<Credit>(*decoded).max_frame_bytes;
   }
 
   // With wait_ms the coordinator parks the request until work is leasable (or the wait runs out).

@@ -7,7 +7,8 @@ find_package(CapnProto REQUIRED)              # libcapnp-dev + capnproto (the sc
 find_package(prometheus-cpp REQUIRED)         # prometheus-cpp-dev
 find_package(JPEG REQUIRED)                   # libjpeg62-turbo-dev: the libjpeg API of libjpeg-turbo
 find_package(CURL 7.75 REQUIRED)              # libcurl4-openssl-dev: object storage (CURLOPT_AWS_SIGV4 since 7.75)
-pkg_check_modules(SODIUM REQUIRED IMPORTED_TARGET libsodium)  # libsodium-dev: keyed BLAKE2b for data tickets
+pkg_check_modules(SODIUM REQUIRED IMPORTED_TARGET libsodium)  # libsodium-dev: BLAKE2b (data tickets), X25519 (seal)
+find_package(OpenSSL 3 REQUIRED)              # libssl-dev: HKDF and AES-256-GCM for sealed batches (auth/seal.h)
 
 # libjpeg-turbo's crop and skip entry points are what the worker's decoder is built on; refuse a plain libjpeg.
 include(CheckSymbolExists)

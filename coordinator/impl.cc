@@ -98,7 +98,7 @@ void CoordinatorImpl::Restore(const Update& update) {
     w.last_heard = clock_.Now();
     w.data_public_key = joined->data_public_key;
     w.identity = joined->identity;
-    w.data_plain = joined->data_plain;
+    w.data_sealed = joined->data_sealed;
   } else if (const auto* left = std::get_if<WorkerLeft>(&update)) {
     workers_.erase(left->worker_id);
   }
@@ -188,11 +188,12 @@ Status ValidDataEndpoint(const std::string& endpoint) {
 
 Status CoordinatorImpl::CheckNewWorkerLocked(const RegisterWorkerRequest& request, const Caller& caller) const {
   STOKER_RETURN_IF_ERROR(ValidDataEndpoint(request.data_endpoint).WithContext("worker " + request.worker_id));
-  if (!caller.identity.empty() && !request.data_plain && request.data_public_key.size() != 40) {
-    return InvalidArgumentError("worker " + request.worker_id + " registers without a data-port CURVE key");
+  if (!caller.identity.empty() && !request.data_sealed) {
+    return InvalidArgumentError("worker " + request.worker_id +
+                                " registers without a sealed data port (clients of this version cannot use it)");
   }
-  if (request.data_plain && !request.data_public_key.empty()) {
-    return InvalidArgumentError("worker " + request.worker_id + " registers a plain data port with a CURVE key");
+  if (request.data_sealed && !request.data_public_key.empty()) {
+    return InvalidArgumentError("worker " + request.worker_id + " registers a sealed data port with a CURVE key");
   }
   auto it = workers_.find(request.worker_id);
   if (it != workers_.end()) {
@@ -217,12 +218,12 @@ StatusOr<RegisterWorkerResponse> CoordinatorImpl::RegisterWorker(const RegisterW
   if (w.joined == 0) w.joined = ++workers_joined_;
   const uint32_t threads = std::max<uint32_t>(1, request.threads);
   if (inserted || w.data_endpoint != request.data_endpoint || w.threads != threads ||
-      w.data_public_key != request.data_public_key || w.data_plain != request.data_plain) {
+      w.data_public_key != request.data_public_key || w.data_sealed != request.data_sealed) {
     ++membership_version_;
     ApplyLocked(WorkerJoined{request.worker_id, request.data_endpoint, threads, request.data_public_key,
-                             caller.identity, request.data_plain});
+                             caller.identity, request.data_sealed});
   }
-  w.data_plain = request.data_plain;
+  w.data_sealed = request.data_sealed;
   w.data_endpoint = request.data_endpoint;
   w.threads = threads;
   w.version = request.version.substr(0, 64);
@@ -235,7 +236,7 @@ StatusOr<RegisterWorkerResponse> CoordinatorImpl::RegisterWorker(const RegisterW
   }
   RegisterWorkerResponse response{static_cast<uint32_t>(ToMillis(options_.heartbeat_interval)),
                                   static_cast<uint32_t>(ToMillis(options_.lease_ttl))};
-  if (request.data_plain && !options_.data_ticket_master.empty()) {
+  if (request.data_sealed && !options_.data_ticket_master.empty()) {
     response.data_ticket_key = WorkerTicketKey(options_.data_ticket_master, request.worker_id);
   }
   return response;
@@ -346,11 +347,13 @@ std::vector<WorkerInfo> CoordinatorImpl::WorkerListLocked(const std::string& cli
   for (const auto* entry : order) {
     const std::string& id = entry->first;
     const WorkerRuntime& w = entry->second;
-    std::string ticket;
-    if (w.data_plain && !options_.data_ticket_master.empty() && !client_identity.empty()) {
-      ticket = DataTicket(WorkerTicketKey(options_.data_ticket_master, id), client_identity);
+    std::string ticket, seal_key;
+    if (w.data_sealed && !options_.data_ticket_master.empty() && !client_identity.empty()) {
+      const std::string worker_key = WorkerTicketKey(options_.data_ticket_master, id);
+      ticket = DataTicket(worker_key, client_identity);
+      seal_key = DataSealKey(worker_key, client_identity);
     }
-    list.push_back({id, w.data_endpoint, w.data_public_key, std::move(ticket)});
+    list.push_back({id, w.data_endpoint, w.data_public_key, std::move(ticket), std::move(seal_key)});
   }
   return list;
 }

@@ -85,8 +85,8 @@ struct CoordinatorOptions {
   // busy and no more — max(2, 2 x threads / batch size, batches per unit) — so that work waits at the coordinator,
   // where any idle worker can take it, rather than queued behind a busy worker's other batches.
   uint32_t worker_queue_batches = 0;
-  // The key plain data ports' tickets derive from (common/data_tickets.h: from the coordinator's own CURVE key);
-  // empty with CURVE off, when plain workers get no ticket key and clients no tickets.
+  // The key sealed data ports' tickets and seal keys derive from (auth/data_tickets.h: from the coordinator's own
+  // CURVE key); empty with CURVE off, when workers get no ticket key and clients no tickets.
   std::string data_ticket_master;
   // Each team's weight, priority, cap and guarantee in the pool's fair shares (fair_share.h; --team-weights,
   // --team-priorities, --team-max-workers, --team-min-workers): a team is the name of its client key. A team not
@@ -265,7 +265,7 @@ class CoordinatorImpl {
     bool draining = false;
     std::string data_public_key;
     std::string identity;  // the authenticated identity it registered as
-    bool data_plain = false;  // its data port checks data tickets (listed with each client's ticket)
+    bool data_sealed = false;  // its data port checks tickets and seals (listed with each client's ticket, seal key)
     uint64_t joined = 0;      // the order it joined in: clients are given the list oldest first ...
     bool delivered = false;   // ... after the workers a client has taken a unit from (WorkerListLocked)
   };

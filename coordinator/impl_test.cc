@@ -404,37 +404,37 @@ TEST_F(CoordinatorImplTest, NoTeamTakesMoreThanItsJobSlots) {
 
 // --plain-data: a plain worker gets its ticket key at registration, and each client the ticket for its own
 // identity in every worker list; a CURVE worker is listed with its key and no ticket.
-TEST_F(CoordinatorImplTest, PlainDataPortsGetTheirTicketKeyAndClientsTheirOwnTickets) {
+// With CURVE on, a worker's data port is sealed: its registration brings the key its port checks tickets with and
+// derives seal keys from, and each client's worker list carries that client's own ticket and seal key. A data port
+// that is not sealed (a worker of an older version, a CURVE server) is refused.
+TEST_F(CoordinatorImplTest, SealedDataPortsGetTheirTicketKeyAndClientsTheirOwnTicketsAndSealKeys) {
   auto coordinator_key = GenerateKeyPair(Role::kCoordinator, "c");
   ASSERT_TRUE(coordinator_key.ok());
   options_.data_ticket_master = *DataTicketMasterKey(*coordinator_key);
   impl_ = std::make_unique<CoordinatorImpl>(options_, clock_, env_);
   const Caller worker{"worker:pool"};
-  auto plain = impl_->RegisterWorker({"w-plain", "tcp://a:1", 1, "t", "", true}, worker);
-  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
-  EXPECT_EQ(plain->data_ticket_key, WorkerTicketKey(options_.data_ticket_master, "w-plain"));
-  auto curve = impl_->RegisterWorker({"w-curve", "tcp://b:1", 1, "t", std::string(40, 'k'), false}, worker);
-  ASSERT_TRUE(curve.ok()) << curve.status().ToString();
-  EXPECT_TRUE(curve->data_ticket_key.empty());
+  auto sealed = impl_->RegisterWorker({"w-sealed", "tcp://a:1", 1, "t", "", true}, worker);
+  ASSERT_TRUE(sealed.ok()) << sealed.status().ToString();
+  EXPECT_EQ(sealed->data_ticket_key, WorkerTicketKey(options_.data_ticket_master, "w-sealed"));
+  EXPECT_EQ(impl_->RegisterWorker({"w-curve", "tcp://b:1", 1, "t", std::string(40, 'k'), false}, worker)
+                .status().code(),
+            StatusCode::kInvalidArgument);
   EXPECT_EQ(impl_->RegisterWorker({"w-both", "tcp://c:1", 1, "t", std::string(40, 'k'), true}, worker).status().code(),
             StatusCode::kInvalidArgument);
 
   auto alice = impl_->RegisterClient({"c-a", "job", 0, spec_, 4}, Caller{"client:alice"});
   auto bob = impl_->RegisterClient({"c-b", "job", 1, spec_, 4}, Caller{"client:bob"});
   ASSERT_TRUE(alice.ok() && bob.ok());
-  ASSERT_EQ(alice->workers.size(), 2u);
-  for (size_t i = 0; i < 2; ++i) {
-    const WorkerInfo& a = alice->workers[i];
-    const WorkerInfo& b = bob->workers[i];
-    if (a.worker_id == "w-plain") {
-      EXPECT_TRUE(VerifyDataTicket(plain->data_ticket_key, "client:alice", a.data_ticket));
-      EXPECT_TRUE(VerifyDataTicket(plain->data_ticket_key, "client:bob", b.data_ticket));
-      EXPECT_NE(a.data_ticket, b.data_ticket);
-    } else {
-      EXPECT_TRUE(a.data_ticket.empty());
-      EXPECT_EQ(a.data_public_key, std::string(40, 'k'));
-    }
-  }
+  ASSERT_EQ(alice->workers.size(), 1u);
+  const WorkerInfo& a = alice->workers[0];
+  const WorkerInfo& b = bob->workers[0];
+  EXPECT_TRUE(VerifyDataTicket(sealed->data_ticket_key, "client:alice", a.data_ticket));
+  EXPECT_TRUE(VerifyDataTicket(sealed->data_ticket_key, "client:bob", b.data_ticket));
+  EXPECT_NE(a.data_ticket, b.data_ticket);
+  EXPECT_EQ(a.data_seal_key, DataSealKey(sealed->data_ticket_key, "client:alice"));
+  EXPECT_EQ(a.data_seal_key.size(), 32u);
+  EXPECT_NE(a.data_seal_key, b.data_seal_key);
+  EXPECT_EQ(a.data_seal_key.find(a.data_ticket), std::string::npos);
 }
 
 }  // namespace

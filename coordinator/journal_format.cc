@@ -45,7 +45,7 @@ constexpr auto kUpdates = std::tuple(
                                               STOKER_FIELD(data_endpoint, DataEndpoint),
                                               STOKER_FIELD(threads, Threads),
                                               STOKER_FIELD(data_public_key, DataPublicKey),
-                                              STOKER_FIELD(identity, Identity), STOKER_FIELD(data_plain, DataPlain)),
+                                              STOKER_FIELD(identity, Identity), STOKER_FIELD(data_sealed, DataSealed)),
                    STOKER_CAPNP_ACCESSORS(WorkerJoined)),
     fields::Inline(fields::List<WorkerLeft>(STOKER_FIELD(worker_id, WorkerLeft)), STOKER_CAPNP_ACCESSORS(WorkerLeft)),
     fields::Inline(fields::List<JobRemoved>(STOKER_FIELD(job, JobRemoved)), STOKER_CAPNP_ACCESSORS(JobRemoved)),

@@ -56,7 +56,7 @@ struct WorkerJoined {
   uint32_t threads = 1;
   std::string data_public_key;  // its data port's CURVE key, listed to clients (empty without CURVE)
   std::string identity;         // the authenticated identity it registered as (empty without CURVE)
-  bool data_plain = false;      // its data port checks data tickets instead of encrypting
+  bool data_sealed = false;     // its data port checks data tickets and seals batches
 };
 struct WorkerLeft {
   std::string worker_id;

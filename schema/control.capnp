@@ -79,15 +79,17 @@ struct RegisterWorker {
   version @2 :Text;             # build version, for /state
   dataPublicKey @3 :Text;       # z85 CURVE public key of the data port (made at the worker's start); clients
                                 # learn it from the worker list and talk to no other. Empty without CURVE
-  dataPlain @4 :Bool;           # the data port authenticates clients by data ticket (ZeroMQ PLAIN) and does not
-                                # encrypt (--plain-data; auth/data_tickets.h). dataPublicKey is then empty
+  dataSealed @4 :Bool;          # the data port authenticates clients by data ticket (ZeroMQ PLAIN) and seals every
+                                # batch (auth/data_tickets.h, auth/seal.h); required with CURVE on. dataPublicKey
+                                # is then empty (it is left from data ports that were CURVE servers)
 }
 
 struct RegisterWorkerReply {
   heartbeatIntervalMs @0 :UInt32;  # send a WorkerHeartbeat at least this often
   leaseTtlMs @1 :UInt32;           # a lease not renewed for this long is revoked and re-leased
-  dataTicketKey @2 :Data;          # for a dataPlain worker with CURVE on: the 32-byte key its data port checks
-                                   # clients' tickets with (it travels only over the encrypted control plane)
+  dataTicketKey @2 :Data;          # for a dataSealed worker with CURVE on: the 32-byte key its data port checks
+                                   # clients' tickets with and derives their seal keys from (it travels only over
+                                   # the encrypted control plane)
 }
 
 struct LeaseRef {
@@ -188,8 +190,10 @@ struct WorkerInfo {
   workerId @0 :Text;
   dataEndpoint @1 :Text;
   dataPublicKey @2 :Text;       # the CURVE server key of its data port (empty without CURVE)
-  dataTicket @3 :Text;          # a plain data port: the asking client's ticket for it (its PLAIN password, its
-                                # identity the user name); empty for a CURVE port
+  dataTicket @3 :Text;          # the asking client's ticket for its data port (its PLAIN password, its identity
+                                # the user name); empty without CURVE
+  dataSealKey @4 :Data;         # the asking client's seal key for it (32 bytes, auth/data_tickets.h): what the
+                                # connection's keys derive from; empty without CURVE
 }
 
 struct RegisterClientReply {

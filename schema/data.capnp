@@ -56,6 +56,18 @@ struct BatchHeader {
   quarantineReasons @16 :List(Text);  # one per sample flagged quarantined, in slot order: why, in the quarantine
                                       # vocabulary (unsupported_format, decode_error, ...: [a-z0-9_], at most 48
                                       # bytes); empty from older workers
+  sealed @17 :Bool;             # the payload frames are sealed and a seal trailer follows them (see SealOffer)
+}
+
+# A sealed data port (every secure one): the client's first message on a connection is `hello`, the worker answers
+# `welcome`; both derive the connection's keys from them (auth/seal.h). After that a client's credit is two frames,
+# the Credit and a seal trailer with one tag over no payload (the Credit's bytes are its associated data), and a
+# batch is the header (sealed = true), its payload frames, each sealed under its own counter with the header's
+# bytes and the frame's index (4 bytes, little-endian) as associated data, then the trailer: the first frame's
+# counter (8 bytes, little-endian) and one 16-byte tag per payload frame.
+struct SealOffer {
+  random @0 :Data;              # 32 fresh random bytes
+  publicKey @1 :Data;           # a fresh X25519 public key (32 bytes)
 }
 
 struct DataError {
@@ -70,5 +82,7 @@ struct DataMessage {
     credit @1 :Credit;
     batch @2 :BatchHeader;
     error @3 :DataError;
+    hello @4 :SealOffer;        # client -> worker, first on a sealed connection
+    welcome @5 :SealOffer;      # worker -> client, the answer
   }
 }

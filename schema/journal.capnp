@@ -79,5 +79,5 @@ struct WorkerJoined {
   threads @2 :UInt32;
   dataPublicKey @3 :Text;         # its data port's CURVE key, listed to clients (empty without CURVE)
   identity @4 :Text;              # the authenticated identity it registered as (empty without CURVE)
-  dataPlain @5 :Bool;             # its data port checks data tickets instead of encrypting (--plain-data)
+  dataSealed @5 :Bool;            # its data port checks data tickets and seals batches (auth/seal.h)
 }

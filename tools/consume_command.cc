@@ -183,6 +183,8 @@ void WriteSummaryJson(const ConsumeOptions& o, const Client& client, const Tally
       .Key("out_of_window").Value(stats.dropped_out_of_window)
       .Key("unlisted").Value(stats.dropped_unlisted)
       .Key("wrong_samples").Value(stats.dropped_wrong_samples)
+      .Key("seal_failed").Value(stats.dropped_seal_failed)
+      .Key("replayed").Value(stats.dropped_replayed)
       .EndObject()
       .Key("worker_errors").Value(stats.worker_errors)
       .Key("error").Value(failure.ok() ? "" : failure.ToString())

@@ -138,7 +138,6 @@ StatusOr<size_t> LocalCluster::StartWorker(uint32_t threads, const std::vector<s
   }
   const std::vector<std::string> security = SecurityFlags(Role::kWorker);
   argv.insert(argv.end(), security.begin(), security.end());
-  if (options_.plain_data) argv.push_back("--plain-data");
   argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
   // A directory reused from an earlier run still has that run's files: never read a dead process's address.
   std::remove(endpoint_file.c_str());

@@ -33,7 +33,6 @@ struct LocalClusterOptions {
   std::vector<std::string> coordinator_flags;
   std::vector<std::string> coordinator_prefix;  // run the coordinator under this, e.g. {"taskset", "-c", "0"}
   bool insecure = false;                  // CURVE off everywhere (--insecure): measuring what CURVE costs
-  bool plain_data = false;                // workers' data ports check data tickets, unencrypted (--plain-data)
   std::vector<std::string> peer_prefix;   // run workers and consumers under this (e.g. a private /etc/hosts)
   // Peers are told tcp://<coordinator_name>:<port> instead of the address the coordinator bound (a DNS name that
   // can move, as a Service's does); empty: the bound address.

@@ -21,7 +21,8 @@ constexpr auto kLeaseRef = fields::List<LeaseRef>(STOKER_FIELD(job, Job), STOKER
                                                   STOKER_FIELD(unit, Unit), STOKER_FIELD(attempt, Attempt));
 constexpr auto kWorkerInfo =
     fields::List<WorkerInfo>(STOKER_FIELD(worker_id, WorkerId), STOKER_FIELD(data_endpoint, DataEndpoint),
-                             STOKER_FIELD(data_public_key, DataPublicKey), STOKER_FIELD(data_ticket, DataTicket));
+                             STOKER_FIELD(data_public_key, DataPublicKey), STOKER_FIELD(data_ticket, DataTicket),
+                             fields::Bytes(STOKER_FIELD(data_seal_key, DataSealKey)));
 constexpr auto kLeaseGrant = fields::List<LeaseGrant>(
     STOKER_FIELD(job, Job), STOKER_FIELD(rank, Rank), STOKER_FIELD(unit, Unit), STOKER_FIELD(epoch, Epoch),
     STOKER_FIELD(first_batch, FirstBatch), STOKER_FIELD(batch_count, BatchCount), STOKER_FIELD(attempt, Attempt),
@@ -62,7 +63,7 @@ constexpr auto kRequests = std::tuple(
     fields::Member(fields::List<RegisterWorkerRequest>(
                        STOKER_FIELD(data_endpoint, DataEndpoint), STOKER_FIELD(threads, Threads),
                        STOKER_FIELD(version, Version), STOKER_FIELD(data_public_key, DataPublicKey),
-                       STOKER_FIELD(data_plain, DataPlain)),
+                       STOKER_FIELD(data_sealed, DataSealed)),
                    STOKER_CAPNP_ACCESSORS(RegisterWorker)),
     fields::Member(fields::List<WorkerHeartbeatRequest>(
                        fields::Each(kLeaseRef, STOKER_FIELD(leases, Leases)), STOKER_FIELD(draining, Draining),

@@ -41,7 +41,8 @@ struct WorkerInfo {
   std::string worker_id;
   std::string data_endpoint;
   std::string data_public_key;  // z85; empty without CURVE
-  std::string data_ticket;      // a plain data port: this client's ticket for it (common/data_tickets.h)
+  std::string data_ticket;      // this client's ticket for its data port (auth/data_tickets.h); empty without CURVE
+  std::string data_seal_key;    // this client's seal key for it (32 bytes, auth/seal.h); empty without CURVE
   bool operator==(const WorkerInfo&) const = default;
 };
 
@@ -59,12 +60,12 @@ struct RegisterWorkerRequest {
   uint32_t threads = 1;
   std::string version;
   std::string data_public_key;  // z85; empty without CURVE
-  bool data_plain = false;      // the data port checks data tickets instead of encrypting (--plain-data)
+  bool data_sealed = false;     // the data port checks data tickets and seals batches (auth/seal.h)
 };
 struct RegisterWorkerResponse {
   uint32_t heartbeat_interval_ms = 0;
   uint32_t lease_ttl_ms = 0;
-  std::string data_ticket_key;  // 32 bytes for a plain data port with CURVE on; empty otherwise
+  std::string data_ticket_key;  // 32 bytes for a sealed data port (CURVE on); empty otherwise
 };
 
 struct WorkerHeartbeatRequest {

@@ -39,11 +39,18 @@ constexpr auto kDataMessages = std::tuple(
             STOKER_FIELD(count, Count), STOKER_FIELD(height, Height), STOKER_FIELD(width, Width),
             STOKER_FIELD(channels, Channels), STOKER_FIELD(labels, Labels), STOKER_FIELD(sample_ids, SampleIds),
             STOKER_FIELD(flags, Flags), STOKER_FIELD(payload_bytes, PayloadBytes),
-            STOKER_FIELD(payload_frames, PayloadFrames), STOKER_FIELD(quarantine_reasons, QuarantineReasons)),
+            STOKER_FIELD(payload_frames, PayloadFrames), STOKER_FIELD(quarantine_reasons, QuarantineReasons),
+            STOKER_FIELD(sealed, Sealed)),
         STOKER_CAPNP_ACCESSORS(Batch)),
     fields::Member(fields::List<DataError>(STOKER_FIELD(job, Job), STOKER_FIELD(rank, Rank),
                                            STOKER_FIELD(status, Status)),
-                   STOKER_CAPNP_ACCESSORS(Error)));
+                   STOKER_CAPNP_ACCESSORS(Error)),
+    fields::Member(fields::List<SealHello>(fields::Bytes(STOKER_FIELD(random, Random)),
+                                           fields::Bytes(STOKER_FIELD(public_key, PublicKey))),
+                   STOKER_CAPNP_ACCESSORS(Hello)),
+    fields::Member(fields::List<SealWelcome>(fields::Bytes(STOKER_FIELD(random, Random)),
+                                             fields::Bytes(STOKER_FIELD(public_key, PublicKey))),
+                   STOKER_CAPNP_ACCESSORS(Welcome)));
 
 // The header's own fields against the client's job.
 Status CheckHeader(const BatchHeader& h, const BatchExpectation& e) {
@@ -51,6 +58,9 @@ Status CheckHeader(const BatchHeader& h, const BatchExpectation& e) {
   if (h.epoch >= e.epochs || h.index >= e.steps_per_epoch) return InvalidArgumentError("index out of range");
   if (h.count != e.batch_size || h.height != e.height || h.width != e.width || h.channels != e.channels) {
     return InvalidArgumentError("shape differs from the job's");
+  }
+  if (h.sealed != e.sealed) {
+    return InvalidArgumentError(e.sealed ? "an unsealed batch on a sealed connection" : "a sealed batch on a plain connection");
   }
   if (h.labels.size() != e.batch_size || h.sample_ids.size() != e.batch_size || h.flags.size() != e.batch_size) {
     return InvalidArgumentError("list lengths differ from the batch size");
@@ -109,6 +119,14 @@ zmq::message_t EncodeDataError(const DataError& error) {
   return Encode([&](wire::DataMessage::Builder msg) { std::get<2>(kDataMessages).Put(error, msg); });
 }
 
+zmq::message_t EncodeSealHello(const SealHello& hello) {
+  return Encode([&](wire::DataMessage::Builder msg) { std::get<3>(kDataMessages).Put(hello, msg); });
+}
+
+zmq::message_t EncodeSealWelcome(const SealWelcome& welcome) {
+  return Encode([&](wire::DataMessage::Builder msg) { std::get<4>(kDataMessages).Put(welcome, msg); });
+}
+
 StatusOr<DataBody> DecodeDataMessage(zmq::message_t frame, const capnp::ReaderOptions& limits) {
   STOKER_ASSIGN_OR_RETURN(auto parsed, ParsedFrame::Parse(std::move(frame), limits));
   DataBody out;
@@ -130,12 +148,18 @@ StatusOr<DataBody> DecodeDataMessage(zmq::message_t frame, const capnp::ReaderOp
   return out;
 }
 
-StatusOr<Credit> DecodeCredit(zmq::message_t frame) {
+StatusOr<ClientMessage> DecodeClientMessage(zmq::message_t frame) {
   STOKER_ASSIGN_OR_RETURN(DataBody body, DecodeDataMessage(std::move(frame), ControlReaderOptions()));
+  if (auto* hello = std::get_if<SealHello>(&body)) {
+    if (hello->random.size() != kSealOfferBytes || hello->public_key.size() != kSealOfferBytes) {
+      return InvalidArgumentError("a seal offer's parts must be 32 bytes each");
+    }
+    return ClientMessage(std::move(*hello));
+  }
   auto* credit = std::get_if<Credit>(&body);
-  if (credit == nullptr) return InvalidArgumentError("a client may only send credits");
+  if (credit == nullptr) return InvalidArgumentError("a client may only send credits and seal offers");
   if (credit->client_id.empty()) return InvalidArgumentError("a credit without a client id");
-  return std::move(*credit);
+  return ClientMessage(std::move(*credit));
 }
 
 StatusOr<WorkerMessage> DecodeWorkerMessage(zmq::message_t header, std::span<const size_t> payload_frame_sizes,
@@ -146,6 +170,12 @@ StatusOr<WorkerMessage> DecodeWorkerMessage(zmq::message_t header, std::span<con
     return InvalidArgumentError(std::string(body.status().message()));
   }
   if (auto* error = std::get_if<DataError>(&*body)) return WorkerMessage(std::move(*error));
+  if (auto* welcome = std::get_if<SealWelcome>(&*body)) {
+    if (welcome->random.size() != kSealOfferBytes || welcome->public_key.size() != kSealOfferBytes) {
+      return InvalidArgumentError("a seal offer's parts must be 32 bytes each");
+    }
+    return WorkerMessage(std::move(*welcome));
+  }
   auto* h = std::get_if<BatchHeader>(&*body);
   if (h == nullptr) return InvalidArgumentError("not a batch");
   STOKER_RETURN_IF_ERROR(CheckHeader(*h, expected));

@@ -51,16 +51,26 @@ TEST(DataCodec, EveryMessageRoundTrips) {
   EXPECT_EQ(std::get<DataError>(*e), error);
 }
 
-TEST(DataCodec, AWorkerAcceptsOnlyCreditsOfItsVersionFromANamedClient) {
-  EXPECT_TRUE(DecodeCredit(EncodeCredit({"j", 0, "c-1", 2, 0})).ok());
-  EXPECT_EQ(DecodeCredit(EncodeCredit({"j", 0, "", 2, 0})).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(DecodeCredit(EncodeBatchHeader(GoodHeader())).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(DecodeCredit(zmq::message_t("garbage!", 8)).status().code(), StatusCode::kInvalidArgument);
+TEST(DataCodec, AWorkerAcceptsOnlyCreditsOfItsVersionFromANamedClientAndWholeSealOffers) {
+  auto credit = DecodeClientMessage(EncodeCredit({"j", 0, "c-1", 2, 0}));
+  ASSERT_TRUE(credit.ok());
+  EXPECT_EQ(std::get<Credit>(*credit).client_id, "c-1");
+  EXPECT_EQ(DecodeClientMessage(EncodeCredit({"j", 0, "", 2, 0})).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(DecodeClientMessage(EncodeBatchHeader(GoodHeader())).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(DecodeClientMessage(zmq::message_t("garbage!", 8)).status().code(), StatusCode::kInvalidArgument);
+  const SealHello hello{std::string(32, 'r'), std::string(32, 'p')};
+  auto offer = DecodeClientMessage(EncodeSealHello(hello));
+  ASSERT_TRUE(offer.ok());
+  EXPECT_EQ(std::get<SealHello>(*offer), hello);
+  EXPECT_EQ(DecodeClientMessage(EncodeSealHello({std::string(31, 'r'), std::string(32, 'p')})).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(DecodeClientMessage(EncodeSealWelcome({hello.random, hello.public_key})).status().code(),
+            StatusCode::kInvalidArgument);
   capnp::MallocMessageBuilder future;
   auto msg = future.initRoot<wire::DataMessage>();
   msg.setProtocolVersion(99);
   msg.initCredit().setClientId("c-1");
-  auto refused = DecodeCredit(ToFrame(future));
+  auto refused = DecodeClientMessage(ToFrame(future));
   EXPECT_EQ(refused.status().code(), StatusCode::kUnimplemented);
   EXPECT_NE(refused.status().message().find("version 99"), std::string::npos) << refused.status().message();
 }
@@ -84,7 +94,8 @@ TEST(DataCodec, AClientAcceptsOnlyBatchesOfItsJobWithTheirAnnouncedPayload) {
       {[](BatchHeader& h) { h.epoch = 2; }, "index out of range"},
       {[](BatchHeader& h) { h.index = 5; }, "index out of range"},
       {[](BatchHeader& h) { h.width = 5; }, "shape differs from the job's"},
-      {[](BatchHeader& h) { h.sample_ids.pop_back(); }, "list lengths differ from the batch size"}};
+      {[](BatchHeader& h) { h.sample_ids.pop_back(); }, "list lengths differ from the batch size"},
+      {[](BatchHeader& h) { h.sealed = true; }, "a sealed batch on a plain connection"}};
   for (const auto& [change, why] : wrong_fields) {
     BatchHeader wrong = GoodHeader();
     change(wrong);
@@ -118,6 +129,18 @@ TEST(DataCodec, AClientAcceptsOnlyBatchesOfItsJobWithTheirAnnouncedPayload) {
   }
   h.quarantine_reasons = {std::string(48, 'a')};
   EXPECT_TRUE(DecodeWorkerMessage(EncodeBatchHeader(h), whole, e).ok());
+  // A sealed connection takes only sealed batches: a header without the flag would skip the opening.
+  BatchExpectation sealed = e;
+  sealed.sealed = true;
+  EXPECT_EQ(refused(GoodHeader(), {144}, sealed), "an unsealed batch on a sealed connection");
+  h = GoodHeader();
+  h.sealed = true;
+  EXPECT_TRUE(DecodeWorkerMessage(EncodeBatchHeader(h), whole, sealed).ok());
+  // A seal welcome passes through whole, or not at all.
+  auto welcome = DecodeWorkerMessage(EncodeSealWelcome({std::string(32, 'r'), std::string(32, 'p')}), {}, e);
+  ASSERT_TRUE(welcome.ok());
+  EXPECT_EQ(std::get<SealWelcome>(*welcome).random, std::string(32, 'r'));
+  EXPECT_FALSE(DecodeWorkerMessage(EncodeSealWelcome({std::string(32, 'r'), ""}), {}, e).ok());
   // Not a batch at all.
   EXPECT_EQ(DecodeWorkerMessage(EncodeCredit({"j", 1, "c", 1, 0}), whole, e).status().message(), "not a batch");
   EXPECT_FALSE(DecodeWorkerMessage(zmq::message_t("not capnp", 9), whole, e).ok());

@@ -46,8 +46,14 @@ struct BatchHeader {
   uint64_t payload_bytes = 0;
   uint32_t payload_frames = 1;
   std::vector<std::string> quarantine_reasons;  // one per quarantined sample, in slot order (empty: not told)
+  bool sealed = false;  // sealed payload frames, then a seal trailer (auth/seal.h)
   bool operator==(const BatchHeader&) const = default;
 };
+
+// A DataError about the connection rather than a job has an empty job. With FAILED_PRECONDITION it says the
+// connection has no sealed session (the worker restarted its sessions, or evicted this one): the client offers
+// again (schema/data.capnp: SealOffer).
+constexpr const char* kNoSealSession = "no sealed session on this connection: offer again";
 
 struct DataError {
   std::string job;
@@ -56,6 +62,18 @@ struct DataError {
   bool operator==(const DataError&) const = default;
 };
 
-using DataBody = std::variant<Credit, BatchHeader, DataError>;
+// A sealed connection's handshake (auth/seal.h): the client's offer, then the worker's.
+struct SealHello {
+  std::string random;      // 32 bytes
+  std::string public_key;  // 32 bytes, X25519
+  bool operator==(const SealHello&) const = default;
+};
+struct SealWelcome {
+  std::string random;
+  std::string public_key;
+  bool operator==(const SealWelcome&) const = default;
+};
+
+using DataBody = std::variant<Credit, BatchHeader, DataError, SealHello, SealWelcome>;
 
 }  // namespace stoker

@@ -65,6 +65,13 @@ struct BatchBuild {
   // Thread time this batch's samples spent per stage (the worker's stage histograms, per batch).
   std::atomic<int64_t> read_ns{0}, decode_ns{0}, augment_ns{0};
   std::shared_ptr<ReadAhead> read_ahead;  // the unit's samples fetched ahead (object storage), shared by its batches
+  // How it goes on the wire (worker/batch_sender.h): set by Prepare on the I/O thread, and by Seal on a pipeline
+  // thread for a sealed connection, before Send reads them.
+  std::string wire_header;                     // the encoded header (a sealed batch's associated data)
+  uint64_t frame_bytes = 0;                    // payload bytes per frame (the last may be shorter)
+  uint32_t frames = 0;                         // payload frames
+  std::vector<uint8_t> seal_trailer;           // a sealed batch's trailer (auth/seal.h); empty: not sealed
+  std::shared_ptr<const void> sealed_with;     // the SealSession it was sealed with
 
   // A read storage could not serve (not the sample's fault): the batch is not sent and its unit is handed back.
   void FailStorage(const std::string& detail);

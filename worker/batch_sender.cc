@@ -71,22 +71,55 @@ BatchSender::BatchSender(zmq::socket_t& socket, std::shared_ptr<BatchBufferPool>
       send_seconds_(std::move(send_seconds)),
       errors_(errors) {}
 
-bool BatchSender::Send(const std::string& peer, uint64_t max_frame_bytes, BatchBuild& build) {
+void BatchSender::Prepare(BatchBuild& build, uint64_t max_frame_bytes, bool sealed) {
   const auto collate_start = std::chrono::steady_clock::now();
   BatchHeader h = HeaderOf(build, worker_id_);
   if (wrong_samples_) {
     for (uint64_t& id : h.sample_ids) id += 1;
   }
   const size_t payload_bytes = h.payload_bytes;
-  const size_t frame_bytes = max_frame_bytes == 0 ? payload_bytes : std::min<size_t>(max_frame_bytes, payload_bytes);
-  const uint32_t frames = static_cast<uint32_t>((payload_bytes + frame_bytes - 1) / frame_bytes);
-  h.payload_frames = frames;
+  build.frame_bytes = max_frame_bytes == 0 ? payload_bytes : std::min<size_t>(max_frame_bytes, payload_bytes);
+  build.frames = static_cast<uint32_t>((payload_bytes + build.frame_bytes - 1) / build.frame_bytes);
+  h.payload_frames = build.frames;
+  h.sealed = sealed;
   zmq::message_t header = EncodeBatchHeader(h);
+  build.wire_header.assign(static_cast<const char*>(header.data()), header.size());
+  collate_seconds_->Observe(ToSeconds(std::chrono::steady_clock::now() - collate_start));
+}
+
+std::array<uint8_t, 4> SealFrameIndex(uint32_t frame) {
+  return {static_cast<uint8_t>(frame), static_cast<uint8_t>(frame >> 8), static_cast<uint8_t>(frame >> 16),
+          static_cast<uint8_t>(frame >> 24)};
+}
+
+void BatchSender::Seal(BatchBuild& build, std::shared_ptr<SealSession> session) {
+  const size_t payload_bytes = build.job->spec.BatchBytes();
+  SealTrailer trailer;
+  trailer.first_counter = session->Reserve(build.frames);
+  trailer.tags.resize(build.frames);
+  const std::span<const uint8_t> header(reinterpret_cast<const uint8_t*>(build.wire_header.data()),
+                                        build.wire_header.size());
+  for (uint32_t f = 0; f < build.frames; ++f) {
+    const size_t offset = size_t{f} * build.frame_bytes;
+    const std::array<uint8_t, 4> index = SealFrameIndex(f);
+    const std::span<const uint8_t> associated[] = {header, index};
+    session->Seal(trailer.first_counter + f, associated,
+                  {build.buffer.data + offset, std::min<size_t>(build.frame_bytes, payload_bytes - offset)},
+                  trailer.tags[f]);
+  }
+  build.seal_trailer = EncodeSealTrailer(trailer);
+  build.sealed_with = std::move(session);
+}
+
+bool BatchSender::Send(const std::string& peer, BatchBuild& build) {
+  const size_t payload_bytes = build.job->spec.BatchBytes();
+  const uint32_t frames = build.frames;
+  const bool sealed = !build.seal_trailer.empty();
   const auto queued = std::chrono::steady_clock::now();
-  collate_seconds_->Observe(ToSeconds(queued - collate_start));
   try {
     zmq::message_t id(peer.data(), peer.size());
     if (!socket_.send(id, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) return false;
+    zmq::message_t header(build.wire_header.data(), build.wire_header.size());
     socket_.send(header, zmq::send_flags::sndmore);
     // The payload leaves from the batch buffer itself, in `frames` slices of it; ZeroMQ returns the buffer to the
     // pool when the last is sent. Every slice's message exists before the first is sent, so each one's release is
@@ -98,12 +131,17 @@ bool BatchSender::Send(const std::string& peer, uint64_t max_frame_bytes, BatchB
     std::vector<zmq::message_t> slices;
     slices.reserve(frames);
     for (uint32_t f = 0; f < frames; ++f) {
-      const size_t offset = size_t{f} * frame_bytes;
-      slices.emplace_back(build.buffer.data + offset, std::min(frame_bytes, payload_bytes - offset), &FreePayload,
-                          hint);
+      const size_t offset = size_t{f} * build.frame_bytes;
+      slices.emplace_back(build.buffer.data + offset, std::min<size_t>(build.frame_bytes, payload_bytes - offset),
+                          &FreePayload, hint);
     }
     for (uint32_t f = 0; f < frames; ++f) {
-      socket_.send(slices[f], f + 1 < frames ? zmq::send_flags::sndmore : zmq::send_flags::none);
+      const bool last = f + 1 == frames && !sealed;
+      socket_.send(slices[f], last ? zmq::send_flags::none : zmq::send_flags::sndmore);
+    }
+    if (sealed) {
+      zmq::message_t trailer(build.seal_trailer.data(), build.seal_trailer.size());
+      socket_.send(trailer, zmq::send_flags::none);
     }
   } catch (const zmq::error_t& e) {
     errors_.Note("send_batch", e);

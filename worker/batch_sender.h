@@ -1,9 +1,15 @@
-// BatchSender: puts a finished batch on the worker's data socket — its header (common/data_codec.h), then its
+// BatchSender: puts a finished batch on the worker's data socket — its header (wire/data_codec.h), then its
 // pixels straight from the batch buffer without a copy (zmq_msg_init_data), in frames of at most the size its
-// client asked for. ZeroMQ returns the buffer to the pool once the last frame has been written to the connection
-// (or dropped with it); until then the batch counts as in flight, which a draining worker waits for.
+// client asked for, and on a sealed connection a seal trailer (auth/seal.h). ZeroMQ returns the buffer to the pool
+// once the last frame has been written to the connection (or dropped with it); until then the batch counts as in
+// flight, which a draining worker waits for.
 //
-// Thread safety: Send on the I/O thread that owns the socket; in_flight() from any thread.
+// A batch goes out in three steps: Prepare (the I/O thread, once its client's connection is known) writes its
+// header; Seal (a pipeline thread, for a sealed connection) encrypts its frames in place; Send (the I/O thread)
+// hands it to ZeroMQ.
+//
+// Thread safety: Prepare and Send on the I/O thread that owns the socket; Seal on any thread, one per batch;
+// in_flight() from any thread.
 #pragma once
 
 #include <atomic>
@@ -12,6 +18,7 @@
 #include <string>
 #include <zmq.hpp>
 
+#include "auth/seal.h"
 #include "wire/data_messages.h"
 #include "wire/transport_errors.h"
 #include "worker/batch_buffer.h"
@@ -27,9 +34,18 @@ class BatchSender {
               std::shared_ptr<prometheus::Histogram> collate_seconds,
               std::shared_ptr<prometheus::Histogram> send_seconds, TransportErrors& errors);
 
-  // Sends `build` to the client connection `peer`; false if the connection is gone (EHOSTUNREACH: the ROUTER is
-  // mandatory) or ZeroMQ refused the message. On success the buffer belongs to ZeroMQ until it is written.
-  bool Send(const std::string& peer, uint64_t max_frame_bytes, BatchBuild& build);
+  // Writes `build`'s header and framing for a client that asked for frames of at most `max_frame_bytes` (0: one);
+  // `sealed`: the header says a trailer follows.
+  void Prepare(BatchBuild& build, uint64_t max_frame_bytes, bool sealed);
+
+  // Seals a prepared batch's payload frames in place with `session`, each under its own counter with the header's
+  // bytes and the frame's index as associated data, and writes its trailer.
+  static void Seal(BatchBuild& build, std::shared_ptr<SealSession> session);
+
+  // Sends a prepared (and, for a sealed connection, sealed) batch to the client connection `peer`; false if the
+  // connection is gone (EHOSTUNREACH: the ROUTER is mandatory) or ZeroMQ refused the message. On success the
+  // buffer belongs to ZeroMQ until it is written.
+  bool Send(const std::string& peer, BatchBuild& build);
 
   // Batches handed to ZeroMQ whose buffers it still holds.
   int64_t in_flight() const { return in_flight_->load(); }
@@ -51,5 +67,8 @@ class BatchSender {
 
 // The header of `build` as it goes on the wire.
 BatchHeader HeaderOf(const BatchBuild& build, const std::string& worker_id);
+
+// A sealed payload frame's associated data after the header: its index, 4 bytes little-endian.
+std::array<uint8_t, 4> SealFrameIndex(uint32_t frame);
 
 }  // namespace stoker::worker

@@ -33,16 +33,14 @@ uint64_t WorkerImpl::Send(RequestBody body) {
 
 // ---- the coordinator -------------------------------------------------------------------------------------------
 
-void WorkerImpl::Register(const std::string& advertised_endpoint, const std::string& data_public_key,
-                          bool data_plain) {
+void WorkerImpl::Register(const std::string& advertised_endpoint, bool data_sealed) {
   advertised_ = advertised_endpoint;
-  data_public_key_ = data_public_key;
-  data_plain_ = data_plain;
+  data_sealed_ = data_sealed;
   SendRegister();
 }
 
 void WorkerImpl::SendRegister() {
-  Send(RegisterWorkerRequest{id_, advertised_, threads_, GetBuildInfo().version, data_public_key_, data_plain_});
+  Send(RegisterWorkerRequest{id_, advertised_, threads_, GetBuildInfo().version, "", data_sealed_});
 }
 
 void WorkerImpl::SendHeartbeat() {

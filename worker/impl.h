@@ -66,7 +66,7 @@ class WorkerImpl {
     std::vector<std::pair<std::string, DataError>> errors;    // to a client connection (peer, error)
     std::vector<std::shared_ptr<BatchBuild>> builds;          // batches to make, in lease order
     std::vector<JobSpec> loads;                               // jobs to load off the I/O thread (JobLoaded)
-    std::string ticket_key;  // a plain data port's key for clients' tickets, when a registration brought one
+    std::string ticket_key;  // the sealed data port's key for tickets and seal keys, when a registration brought one
   };
 
   // `counters` (the pipeline's) give the heartbeat its telemetry.
@@ -74,10 +74,9 @@ class WorkerImpl {
              const BuildCounters& counters);
 
   // ---- what arrives -------------------------------------------------------------------------------------------
-  // `data_public_key`: the data port's CURVE key, listed to clients (empty without CURVE). `data_plain`: the port
-  // checks data tickets instead (the registration reply brings the key, handed out in the Outbox).
-  void Register(const std::string& advertised_endpoint, const std::string& data_public_key = "",
-                bool data_plain = false);
+  // `data_sealed`: the data port checks data tickets and seals batches (CURVE on); the registration reply brings
+  // the ticket key, handed out in the Outbox.
+  void Register(const std::string& advertised_endpoint, bool data_sealed = false);
   void HandleReply(const DecodedReply& reply);
   // `identity`: what the connection authenticated as (empty without CURVE). A stream belongs to its (job, rank,
   // client id, identity): a credit naming another session's client id from another key opens a stream of its own,
@@ -197,8 +196,7 @@ class WorkerImpl {
   RequestTracker tracker_;
   Outbox outbox_;
   std::string advertised_;
-  std::string data_public_key_;
-  bool data_plain_ = false;
+  bool data_sealed_ = false;
 
   bool registered_ = false;
   bool draining_ = false;

@@ -32,6 +32,22 @@ struct Config {
   std::string metrics_address_file;
 };
 
+// The keys and what security to give up (--insecure); --plain-data is accepted and ignored.
+void AddSecurityFlags(FlagSet& flags, KeySources& keys, bool& plain_data) {
+  flags.AddString("key-file", &keys.key_file,
+                  "this worker's CURVE key pair (stoker keygen --role worker); or $STOKER_KEY with the file's text");
+  flags.AddString("trust-file", &keys.trust_file, "public keys: the coordinator's; or $STOKER_TRUST");
+  flags.AddBool("allow-readable-key", &keys.allow_readable_key,
+                "use a key file that other users can read or write, or a trust file they can write (refused "
+                "otherwise; also $STOKER_ALLOW_READABLE_KEY=1)");
+  flags.AddBool("insecure", &keys.insecure,
+                "no CURVE, no data tickets, no sealing: anyone who reaches the ports is trusted and traffic is clear "
+                "text (trusted networks only)");
+  flags.AddBool("plain-data", &plain_data,
+                "retired: batches are always sealed (AES-256-GCM) unless --insecure; accepted and ignored, with a "
+                "warning");
+}
+
 // The flags into a Config; Cancelled after --help.
 StatusOr<Config> ParseFlags(int argc, char** argv) {
   Config c;
@@ -79,20 +95,13 @@ StatusOr<Config> ParseFlags(int argc, char** argv) {
   flags.AddUint("read-ahead-bytes", &o.read_ahead_bytes,
                 "object storage: most bytes fetched ahead of the pipeline and not yet used (bounds its memory)");
   KeySources keys;
-  flags.AddString("key-file", &keys.key_file,
-                  "this worker's CURVE key pair (stoker keygen --role worker); or $STOKER_KEY with the file's text");
-  flags.AddString("trust-file", &keys.trust_file,
-                  "public keys: the coordinator's, and the clients allowed on the data port; or $STOKER_TRUST");
-  flags.AddBool("allow-readable-key", &keys.allow_readable_key,
-                "use a key file that other users can read or write, or a trust file they can write (refused "
-                "otherwise; also $STOKER_ALLOW_READABLE_KEY=1)");
-  flags.AddBool("insecure", &keys.insecure,
-                "no CURVE: anyone who reaches the ports is trusted and traffic is clear text (trusted networks only)");
-  flags.AddBool("plain-data", &o.plain_data,
-                "the data port checks each client's data ticket (issued by the coordinator) but does not encrypt "
-                "batches: for trusted networks, where CURVE costs ~3x the client CPU per image (control stays "
-                "encrypted; docs/operations.md, Security)");
+  bool plain_data = false;
+  AddSecurityFlags(flags, keys, plain_data);
   STOKER_RETURN_IF_ERROR(flags.Parse(argc, argv));
+  if (plain_data) {
+    STOKER_LOG(kWarning) << "--plain-data is retired and ignored: batches are sealed (AES-256-GCM, keyed per "
+                            "connection) at about the cost of a copy; --insecure turns all security off";
+  }
   auto grace = ParseDurationMs(drain_grace);
   if (!grace.ok()) return grace.status().WithContext("--drain-grace");
   o.drain_grace = Millis(*grace);

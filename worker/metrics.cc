@@ -34,8 +34,10 @@ void CollectErrors(const WorkerStats& s, MetricFamilies& out) {
   errors["credit_malformed"] = s.credits_malformed;
   errors["credit_failed_job"] = s.credits_failed_job;
   errors["credit_busy"] = s.credits_busy;
+  for (const auto& [reason, n] : s.seal_refusals) errors[reason] = n;
   FamilyBuilder family("stoker_worker_errors_total",
-                       "Errors by reason (quarantined samples, bad frames, refused credits).", MetricType::Counter);
+                       "Errors by reason (quarantined samples, bad frames, refused credits, seal refusals).",
+                       MetricType::Counter);
   for (const auto& [reason, n] : errors) family.Add({{"reason", reason}}, static_cast<double>(n));
   out.push_back(family.Build());
 }
@@ -93,7 +95,7 @@ Collector WorkerCollector(const Worker& worker) {
     CollectTransportErrors("worker", s.transport_errors, {}, out);
     if (s.handshakes_admitted > 0 || !s.handshakes_refused.empty()) {
       FamilyBuilder handshakes("stoker_worker_handshakes_total",
-                               "CURVE handshakes on the data port: admitted clients, or refused by reason.",
+                               "Data port handshakes (data tickets): admitted clients, or refused by reason.",
                                MetricType::Counter);
       handshakes.Add({{"result", "admitted"}, {"reason", ""}}, static_cast<double>(s.handshakes_admitted));
       for (const auto& [reason, n] : s.handshakes_refused) {

@@ -40,13 +40,9 @@ struct WorkerOptions {
   Duration inject_sample_delay = Duration(0);
   // Fault injection (tests): send every batch under the wrong sample ids, as a compromised worker would.
   bool inject_wrong_samples = false;
-  // CURVE (common/keys.h): the worker's key toward the coordinator, the coordinator's key and the clients it admits
-  // to its data port, whose own server key it makes at start. security.insecure: no CURVE.
+  // CURVE (auth/keys.h): the worker's key toward the coordinator and the coordinator's key; the data port admits
+  // clients by data ticket and seals their batches (worker/data_port.h). security.insecure: none of it.
   Security security;
-  // The data port authenticates clients by data ticket (ZeroMQ PLAIN, common/data_tickets.h) and does not encrypt:
-  // for networks the operator trusts, where CURVE would cost about three times the client's CPU per image. The
-  // control plane stays encrypted. Meaningless with security.insecure.
-  bool plain_data = false;
 };
 
 }  // namespace stoker::worker

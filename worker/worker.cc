@@ -20,12 +20,13 @@
 #include "base/logging.h"
 #include "base/metrics.h"
 #include "base/sync.h"
+#include "base/task_pool.h"
 #include "wire/frames.h"
 #include "worker/batch_buffer.h"
 #include "worker/batch_build.h"
 #include "worker/batch_sender.h"
+#include "worker/data_port.h"
 #include "worker/impl.h"
-#include "worker/thread_pool.h"
 
 namespace stoker::worker {
 namespace {
@@ -50,19 +51,12 @@ class Worker::Adapter {
         threads_(options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency())),
         context_(context),
         control_(context, zmq::socket_type::dealer),
-        data_(context, zmq::socket_type::router),
         pool_(std::make_shared<BatchBufferPool>()),
         storage_(MakeWorkerStorage(options.storage, options.read_ahead_bytes)),
         impl_(options, id_, threads_, clock, counters_),
-        sender_(data_, pool_, id_, Histogram("collate"), Histogram("send"), transport_errors_) {
+        data_port_(context, pool_, id_, Histogram("collate"), Histogram("send"), transport_errors_) {
     ConfigureControlSocket(control_);
-    if (options.inject_wrong_samples) sender_.InjectWrongSamples();
-    SocketOptions data_options;
-    data_options.max_message_bytes = 64 << 10;  // only credits come in
-    data_options.router_mandatory = true;       // a batch for a vanished client must fail, not vanish
-    data_options.router_handover = true;
-    data_options.send_hwm = 0;                  // credits bound what is queued, not a message count
-    ConfigureSocket(data_, data_options);
+    if (options.inject_wrong_samples) data_port_.sender().InjectWrongSamples();
     doorbell_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     STOKER_CHECK(doorbell_ >= 0, "eventfd failed");
     cv::setNumThreads(0);  // parallelism is across samples; OpenCV must not spawn its own threads per call
@@ -79,7 +73,7 @@ class Worker::Adapter {
 
   StatusOr<std::string> Bind() {
     STOKER_RETURN_IF_ERROR(SecureSockets());
-    STOKER_ASSIGN_OR_RETURN(std::string bound, BindSocket(data_, options_.listen));
+    STOKER_ASSIGN_OR_RETURN(std::string bound, data_port_.Bind(options_.listen));
     advertised_ = options_.advertise_endpoint.empty() ? AdvertisedEndpoint(bound, options_.advertise_host)
                                                       : options_.advertise_endpoint;
     try {
@@ -92,7 +86,7 @@ class Worker::Adapter {
   }
 
   Status Run(const std::atomic<bool>& stop, const std::atomic<bool>& drain) {
-    impl_.Register(advertised_, data_key_.public_z85, plain_data());
+    impl_.Register(advertised_, data_port_.sealed());
     CarryOut();
     last_turn_ = clock_.Now();
     while (!stop.load()) {
@@ -103,7 +97,7 @@ class Worker::Adapter {
       if (drain.load()) impl_.StartDrain();
       if (impl_.DrainDue()) return FinishDrain(stop);
       zmq::pollitem_t items[] = {{control_.handle(), 0, ZMQ_POLLIN, 0},
-                                 {data_.handle(), 0, ZMQ_POLLIN, 0},
+                                 {data_port_.socket().handle(), 0, ZMQ_POLLIN, 0},
                                  {nullptr, doorbell_, ZMQ_POLLIN, 0}};
       STOKER_RETURN_IF_ERROR(PollOnce(items, std::chrono::milliseconds(20)).WithContext("worker"));
       if (items[0].revents & ZMQ_POLLIN) DrainControl();
@@ -135,9 +129,9 @@ class Worker::Adapter {
     s.quarantine_reasons = counters_.QuarantineReasons();
     s.transport_errors = transport_errors_.Counts();
     s.threads = threads_;
-    if (zap_) {
-      s.handshakes_admitted = zap_->admitted();
-      s.handshakes_refused = zap_->Refused();
+    if (const ZapHandler* zap = data_port_.zap()) {
+      s.handshakes_admitted = zap->admitted();
+      s.handshakes_refused = zap->Refused();
     }
     const FetchQueue::Gauges ahead = storage_->fetcher->queue()->gauges();
     s.read_ahead_bytes = ahead.bytes;
@@ -167,31 +161,15 @@ class Worker::Adapter {
     return histograms_.stage_seconds.at(stage);
   }
 
-  bool plain_data() const { return options_.plain_data && !options_.security.insecure; }
-
-  // CURVE: toward the coordinator with the worker's key; the data port a CURVE server with a key made now (clients
-  // learn it from the coordinator's worker list), admitting only the trusted client keys through a ZAP handler
-  // started before the port is bound. With --plain-data the data port is a PLAIN server instead, whose handler
-  // admits clients by the data ticket the coordinator gave them (its key comes with the registration reply).
+  // CURVE toward the coordinator with the worker's key; the data port ticket-checked and sealed (DataPort).
   Status SecureSockets() {
     const Security& security = options_.security;
     if (security.insecure) return Status::Ok();
     std::vector<TrustedKey> coordinators = security.Trusted(Role::kCoordinator);
     if (coordinators.empty()) return FailedPreconditionError("the trust file has no coordinator key");
     MakeCurveClient(control_, security.own, coordinators.front().public_z85);
-    if (plain_data()) {
-      STOKER_ASSIGN_OR_RETURN(zap_, ZapHandler::Start(context_, {}, /*plain=*/true));
-      MakePlainServer(data_);
-      STOKER_LOG(kWarning) << "--plain-data: batches leave this worker unencrypted (clients are still "
-                              "authenticated, by data ticket); use it only on a network you trust";
-    } else {
-      std::vector<TrustedKey> clients = security.Trusted(Role::kClient);
-      if (clients.empty()) STOKER_LOG(kWarning) << "the trust file lists no client key: no client can connect";
-      STOKER_ASSIGN_OR_RETURN(data_key_, GenerateKeyPair(Role::kWorker, "data"));
-      STOKER_ASSIGN_OR_RETURN(zap_, ZapHandler::Start(context_, std::move(clients)));
-      MakeCurveServer(data_, data_key_.public_z85, data_key_.secret_z85);
-    }
-    STOKER_LOG(kInfo) << "CURVE on: this worker is " << security.own.identity();
+    STOKER_RETURN_IF_ERROR(data_port_.Secure(context_, security));
+    STOKER_LOG(kInfo) << "CURVE on: this worker is " << security.own.identity() << "; batches are sealed";
     return Status::Ok();
   }
 
@@ -199,11 +177,11 @@ class Worker::Adapter {
   void CarryOut() {
     WorkerImpl::Outbox out = impl_.TakeOutbox();
     for (const RequestTracker::Pending& r : out.requests) SendControlFrame(control_, r.id, r.body, transport_errors_);
-    for (const auto& [peer, error] : out.errors) SendDataError(peer, error);
+    for (const auto& [peer, error] : out.errors) data_port_.SendError(peer, error);
     if (!options_.skip_decode) StartReadAhead(out.builds);
     for (std::shared_ptr<BatchBuild>& build : out.builds) Build(std::move(build));
     for (const JobSpec& spec : out.loads) Load(spec);
-    if (!out.ticket_key.empty() && zap_) zap_->SetTicketKey(std::move(out.ticket_key));
+    if (!out.ticket_key.empty()) data_port_.SetTicketKey(out.ticket_key);
     UpdateStats();
   }
 
@@ -218,55 +196,11 @@ class Worker::Adapter {
     }
   }
 
-  // Credits from clients: one frame each after the routing id. Anything else is counted and dropped; a credit of
-  // another protocol version is answered, so the client learns why nothing comes.
+  // Credits from clients that pass the data port's checks (worker/data_port.h).
   void DrainData() {
-    for (int i = 0; i < 1000; ++i) {
-      zmq::message_t routing_id, frame;
-      try {
-        if (!data_.recv(routing_id, zmq::recv_flags::dontwait)) return;
-        if (!routing_id.more() || !data_.recv(frame, zmq::recv_flags::dontwait)) {
-          CountBadFrame();
-          continue;
-        }
-        if (frame.more()) {
-          CountBadFrame();
-          while (frame.more() && data_.recv(frame, zmq::recv_flags::dontwait)) {
-          }
-          continue;
-        }
-      } catch (const zmq::error_t& e) {
-        transport_errors_.Note("recv_credit", e);
-        return;
-      }
-      const std::string identity = PeerIdentityOf(frame);  // libzmq's word for the connection, not the sender's
-      auto credit = DecodeCredit(std::move(frame));
-      if (!credit.ok()) {
-        CountBadFrame();
-        if (credit.status().code() == StatusCode::kUnimplemented) {
-          SendDataError(routing_id.to_string(), DataError{"", 0, credit.status()});
-        }
-        continue;
-      }
-      impl_.HandleCredit(routing_id.to_string(), identity, *credit);
-    }
-  }
-
-  void SendDataError(const std::string& peer, const DataError& error) {
-    zmq::message_t frame = EncodeDataError(error);
-    try {
-      zmq::message_t id(peer.data(), peer.size());
-      if (data_.send(id, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
-        data_.send(frame, zmq::send_flags::dontwait);
-      }
-    } catch (const zmq::error_t& e) {
-      transport_errors_.Note("send_data_error", e);
-    }
-  }
-
-  void CountBadFrame() {
-    MutexLock lock(stats_mu_);
-    ++stats_.bad_frames;
+    data_port_.Drain([this](const std::string& peer, const std::string& identity, const Credit& credit) {
+      impl_.HandleCredit(peer, identity, credit);
+    });
   }
 
   // ---- jobs and batches --------------------------------------------------------------------------------------
@@ -337,7 +271,13 @@ class Worker::Adapter {
     for (auto& build : done) {
       std::optional<BatchRoute> route = impl_.RouteBatch(*build);
       if (!route) continue;  // its unit is no longer ours to send: the buffer returns to the pool
-      const bool sent = sender_.Send(route->peer, route->max_frame_bytes, *build);
+      std::shared_ptr<SealSession> seal_with;
+      const DataPort::Step step = data_port_.Next(*build, route->peer, route->max_frame_bytes, &seal_with);
+      if (step == DataPort::Step::kSeal) {
+        Seal(build, std::move(seal_with));
+        continue;
+      }
+      const bool sent = step == DataPort::Step::kSend && data_port_.Send(route->peer, *build);
       impl_.BatchSent(*build, sent);
       if (!sent) continue;
       histograms_.stage_seconds.at("read")->Observe(build->read_ns.load() * 1e-9);
@@ -349,6 +289,14 @@ class Worker::Adapter {
     }
   }
 
+  // Sealing is pipeline work: a pool task encrypts the batch in place, then it is sent like any finished batch.
+  void Seal(const std::shared_ptr<BatchBuild>& build, std::shared_ptr<SealSession> session) {
+    tasks_->Push([this, build, session = std::move(session)](ThreadContext&) mutable {
+      BatchSender::Seal(*build, std::move(session));
+      Completed(build);
+    });
+  }
+
   // ---- draining ----------------------------------------------------------------------------------------------
 
   Status FinishDrain(const std::atomic<bool>& stop) {
@@ -356,7 +304,7 @@ class Worker::Adapter {
     CarryOut();
     // Batches handed to ZeroMQ are on their way only once it has released their buffers: wait for that (within
     // the grace), or closing the socket would drop batches the coordinator was told were sent.
-    while (sender_.in_flight() > 0 && clock_.Now() < impl_.drain_deadline() && !stop.load()) {
+    while (data_port_.sender().in_flight() > 0 && clock_.Now() < impl_.drain_deadline() && !stop.load()) {
       PollControl(std::chrono::milliseconds(10));
     }
     const uint64_t id = impl_.Deregister();
@@ -404,6 +352,8 @@ class Worker::Adapter {
     stats_.credits_busy = refused.busy;
     stats_.leases_held = impl_.units_held();
     stats_.streams = impl_.streams();
+    stats_.bad_frames = data_port_.bad_frames();
+    stats_.seal_refusals = data_port_.seal_refusals();
   }
 
   void PublishState(TimePoint now) {
@@ -413,14 +363,15 @@ class Worker::Adapter {
         .Key("component").Value("worker")
         .Key("id").Value(id_)
         .Key("advertised").Value(advertised_)
-        .Key("data_public_key").Value(data_key_.public_z85)
+        .Key("sealed").Value(data_port_.sealed())
+        .Key("seal_sessions").Value(static_cast<uint64_t>(data_port_.seal_sessions()))
         .Key("coordinator").Value(options_.coordinator)
         .Key("registered").Value(impl_.registered())
         .Key("draining").Value(impl_.draining())
         .Key("threads").Value(threads_)
         .Key("busy_threads").Value(counters_.active.load());
     impl_.WriteState(j);
-    j.Key("batches_in_flight").Value(sender_.in_flight()).EndObject();
+    j.Key("batches_in_flight").Value(data_port_.sender().in_flight()).EndObject();
     MutexLock lock(stats_mu_);
     state_json_ = j.str();
   }
@@ -432,18 +383,15 @@ class Worker::Adapter {
   const uint32_t threads_;
   zmq::context_t& context_;
   zmq::socket_t control_;
-  zmq::socket_t data_;
   std::shared_ptr<BatchBufferPool> pool_;
   std::unique_ptr<WorkerStorage> storage_;  // object storage: client, read-ahead threads (outlives the builds)
   BuildCounters counters_;  // shared with the pipeline threads (atomics)
   TransportErrors transport_errors_;
   WorkerHistograms histograms_;  // the map is fixed after construction; the histograms are thread-safe
   WorkerImpl impl_;              // I/O thread only
-  BatchSender sender_;
+  DataPort data_port_;           // I/O thread only
   int doorbell_ = -1;
   std::string advertised_;
-  KeyPair data_key_;                  // the data port's CURVE key (empty without CURVE)
-  std::unique_ptr<ZapHandler> zap_;   // admits clients to the data port (null without CURVE)
 
   // I/O thread only.
   TimePoint last_turn_;

@@ -65,7 +65,8 @@ struct WorkerStats {
   uint64_t streams = 0;         // (job, rank, client) streams with credit
   std::map<std::string, uint64_t> quarantine_reasons;
   std::map<std::string, uint64_t> transport_errors;  // ZeroMQ failures survived, by site (common/transport_errors.h)
-  uint64_t handshakes_admitted = 0;                  // CURVE handshakes on the data port (clients)
+  std::map<std::string, uint64_t> seal_refusals;     // sealed connections' refusals by reason (seal_sessions.h)
+  uint64_t handshakes_admitted = 0;                  // ticket handshakes on the data port (clients)
   std::map<std::string, uint64_t> handshakes_refused;  // by reason
   // Object storage read-ahead (worker/read_ahead.h): bytes held, units with a read-ahead, ranges queued, the cap.
   uint64_t read_ahead_bytes = 0;

@@ -148,6 +148,11 @@ void ClientCore::CountWrongSamples() {
   ++stats_.dropped_wrong_samples;
 }
 
+void ClientCore::CountSealRefused(bool replayed) {
+  MutexLock lock(mu_);
+  ++(replayed ? stats_.dropped_replayed : stats_.dropped_seal_failed);
+}
+
 void ClientCore::CountBadFrame() {
   MutexLock lock(mu_);
   ++stats_.dropped_bad_frame;

@@ -94,6 +94,8 @@ class ClientCore {
   void ForgetAttempts();
   // A batch refused before it reached the window (malformed, wrong shape or payload): counted, never delivered.
   void CountBadFrame();
+  // A sealed batch that did not open (replayed: its counters were taken before).
+  void CountSealRefused(bool replayed);
   // A batch whose sample ids or padding are not the plan's: counted, never delivered.
   void CountWrongSamples();
   void CountWorkerError();

@@ -17,9 +17,9 @@ Status ValidWorker(const WorkerInfo& info, bool curve) {
   if (info.data_endpoint.size() > 256 || info.data_endpoint.rfind("tcp://", 0) != 0) {
     return InvalidArgumentError("worker " + info.worker_id + " lists a data endpoint that is not tcp://, <= 256 bytes");
   }
-  if (curve && info.data_public_key.size() != 40 && info.data_ticket.size() != 64) {
-    return InvalidArgumentError("worker " + info.worker_id + " lists neither a CURVE key nor a data ticket for its "
-                                "data port (is it --insecure while this client is not?)");
+  if (curve && (info.data_ticket.size() != 64 || info.data_seal_key.size() != 32)) {
+    return InvalidArgumentError("worker " + info.worker_id + " lists no data ticket and seal key for its data port "
+                                "(is it --insecure while this client is not, or of an older version?)");
   }
   return Status::Ok();
 }
@@ -117,7 +117,8 @@ void ClientImpl::Start(const RegisterClientResponse& registered) {
                                spec.pipeline.output_height,
                                spec.pipeline.output_width,
                                3,
-                               options_.payload_frame_bytes};
+                               options_.payload_frame_bytes,
+                               /*sealed=*/curve_};
   if (options_.payload_frame_bytes > 0) {
     max_payload_frames_ = static_cast<size_t>(std::max<uint64_t>(1, spec.BatchBytes() / 4096));
   }
@@ -290,6 +291,10 @@ void ClientImpl::HandleWorkerMessage(StatusOr<WorkerMessage> message, std::vecto
   }
   if (auto* error = std::get_if<DataError>(&*message)) {
     WorkerCannotServe(error->status);
+    return;
+  }
+  if (std::holds_alternative<SealWelcome>(*message)) {  // the adapter's business; on an insecure connection, noise
+    core_.CountBadFrame();
     return;
   }
   first_worker_error_.reset();

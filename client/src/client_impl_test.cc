@@ -285,11 +285,14 @@ TEST_F(ClientImplTest, CreditsAreRefreshedEverySecond) {
 TEST_F(ClientImplTest, AtMostMaxWorkersAreConnectedAndBadListingsAreRefused) {
   options_.max_workers = 2;
   curve_ = true;
-  const std::string key(40, 'k'), ticket(64, 't');
-  Start({WorkerInfo{"w-0", "tcp://10.0.0.0:7401", key, ""}, WorkerInfo{"w-1", "udp://10.0.0.1:7401", key, ""},
-         WorkerInfo{"w-2", "tcp://10.0.0.2:7401", "", ""}, WorkerInfo{"w-3", "tcp://10.0.0.3:7401", "", ticket},
-         WorkerInfo{"w-4", "tcp://10.0.0.4:7401", key, ""}});
-  EXPECT_EQ(Opened(), (Strings{"w-0 tcp://10.0.0.0:7401", "w-3 tcp://10.0.0.3:7401"}));
+  // A secure client needs a ticket and a seal key for a worker's data port: a CURVE key alone (a data port of an
+  // older version), a ticket without a seal key, or a seal key of the wrong size will not do.
+  const std::string key(40, 'k'), ticket(64, 't'), seal(32, 's');
+  Start({WorkerInfo{"w-0", "tcp://10.0.0.0:7401", "", ticket, seal}, WorkerInfo{"w-1", "udp://10.0.0.1:7401", "", ticket, seal},
+         WorkerInfo{"w-2", "tcp://10.0.0.2:7401", key, "", ""}, WorkerInfo{"w-3", "tcp://10.0.0.3:7401", "", ticket, ""},
+         WorkerInfo{"w-4", "tcp://10.0.0.4:7401", "", ticket, std::string(31, 's')},
+         WorkerInfo{"w-5", "tcp://10.0.0.5:7401", "", ticket, seal}, WorkerInfo{"w-6", "tcp://10.0.0.6:7401", "", ticket, seal}});
+  EXPECT_EQ(Opened(), (Strings{"w-0 tcp://10.0.0.0:7401", "w-5 tcp://10.0.0.5:7401"}));
   EXPECT_EQ(impl().connections(), 2u);
   EXPECT_EQ(core_->Stats().connected_workers, 2u);
 }

@@ -205,7 +205,9 @@ void CollectClient(const ClientCore& c, MetricFamilies& out) {
                                                       {"bad_frame", s.dropped_bad_frame},
                                                       {"out_of_window", s.dropped_out_of_window},
                                                       {"unlisted", s.dropped_unlisted},
-                                                      {"wrong_samples", s.dropped_wrong_samples}};
+                                                      {"wrong_samples", s.dropped_wrong_samples},
+                                                      {"seal_failed", s.dropped_seal_failed},
+                                                      {"replayed", s.dropped_replayed}};
   for (const auto& [reason, n] : reasons) {
     MetricLabels with = l;
     with.emplace_back("reason", reason);

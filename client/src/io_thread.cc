@@ -2,6 +2,7 @@
 #include "client/src/io_thread.h"
 
 #include <pthread.h>
+#include <sodium.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,8 +10,10 @@
 #include <cstdlib>
 
 #include "auth/curve.h"
+#include "base/task_pool.h"
 #include "base/logging.h"
 #include "wire/control_channel.h"
+#include "wire/data_codec.h"
 #include "wire/frames.h"
 
 namespace stoker::client {
@@ -36,7 +39,32 @@ uint64_t NextIoAffinity() {
   return uint64_t{1} << (next.fetch_add(1) % static_cast<uint64_t>(threads));
 }
 
+// Sealed batches at least this large are opened on the process's openers, frame by frame in parallel; smaller ones
+// on the I/O thread, where the hand-over would cost more than the opening.
+constexpr size_t kOpenOnPoolBytes = 1 << 20;
+
+// The process's openers of sealed batches: $STOKER_CLIENT_OPEN_THREADS, else as many as its ZeroMQ I/O threads.
+// Never destroyed, like the ZeroMQ context: a client may close during static destruction.
+TaskPool<std::monostate>& OpenPool() {
+  static TaskPool<std::monostate>* const pool = [] {
+    int n = ProcessIoThreads();
+    if (const char* env = std::getenv("STOKER_CLIENT_OPEN_THREADS")) n = std::clamp(std::atoi(env), 1, 64);
+    return new TaskPool<std::monostate>(static_cast<unsigned>(n));
+  }();
+  return *pool;
+}
+
 }  // namespace
+
+// A sealed batch whose frames the openers are opening.
+struct IoThread::Opening {
+  std::string worker_id;
+  SealedConnection::Sealed sealed;
+  StatusOr<WorkerMessage> message{InternalError("not decoded yet")};
+  std::vector<zmq::message_t> payload;
+  std::atomic<size_t> left{0};
+  std::atomic<bool> failed{false};
+};
 
 zmq::context_t& ProcessContext() {
   static zmq::context_t* const context = new zmq::context_t(ProcessIoThreads());
@@ -103,10 +131,10 @@ void IoThread::Turn() {
   std::vector<zmq::pollitem_t> items;
   items.push_back({control_.handle(), 0, ZMQ_POLLIN, 0});
   items.push_back({nullptr, core_->doorbell(), ZMQ_POLLIN, 0});
-  std::vector<WorkerConnection*> order;
+  std::vector<std::pair<const std::string*, WorkerConnection*>> order;
   for (auto& [id, w] : workers_) {
     items.push_back({w.socket->handle(), 0, ZMQ_POLLIN, 0});
-    order.push_back(&w);
+    order.emplace_back(&id, &w);
   }
   core_->MarkIoTurn();
   Status polled = PollOnce(items, std::chrono::milliseconds(10));
@@ -118,8 +146,9 @@ void IoThread::Turn() {
   }
   // Workers first: the coordinator's replies can change the worker list, destroying sockets `order` points to.
   for (size_t i = 0; i < order.size(); ++i) {
-    if (items[i + 2].revents & ZMQ_POLLIN) DrainWorker(*order[i]);
+    if (items[i + 2].revents & ZMQ_POLLIN) DrainWorker(*order[i].first, *order[i].second);
   }
+  FinishOpens();
   if (items[0].revents & ZMQ_POLLIN) DrainControl();
   impl_.Tick();
   CarryOut();
@@ -175,11 +204,33 @@ void IoThread::CarryOut() {
 }
 
 void IoThread::SendCredit(WorkerConnection& w, const Credit& credit) {
+  if (w.seal && !w.seal->ready()) {
+    w.pending_credit = credit;  // sent with the connection's keys
+    return;
+  }
   zmq::message_t frame = EncodeCredit(credit);
+  try {
+    if (!w.seal) {
+      w.socket->send(frame, zmq::send_flags::dontwait);
+      return;
+    }
+    std::vector<uint8_t> tag = w.seal->SealCredit({static_cast<const uint8_t*>(frame.data()), frame.size()});
+    zmq::message_t trailer(tag.data(), tag.size());
+    if (w.socket->send(frame, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
+      w.socket->send(trailer, zmq::send_flags::dontwait);
+    }
+  } catch (const zmq::error_t& e) {
+    core_->transport_errors().Note("send_credit", e);
+  }
+}
+
+void IoThread::SendOffer(WorkerConnection& w) {
+  w.last_offer = clock_.Now();
+  zmq::message_t frame = EncodeSealHello(w.seal->Offer());
   try {
     w.socket->send(frame, zmq::send_flags::dontwait);
   } catch (const zmq::error_t& e) {
-    core_->transport_errors().Note("send_credit", e);
+    core_->transport_errors().Note("send_offer", e);
   }
 }
 
@@ -196,12 +247,15 @@ Status IoThread::OpenWorker(const WorkerInfo& info) {
     ConfigureSocket(*w.socket, o);
     w.socket->set(zmq::sockopt::affinity, NextIoAffinity());
     if (!security_.insecure) {
-      // A plain data port (the worker's --plain-data) takes this client's ticket, a CURVE port its server key.
-      if (!info.data_ticket.empty()) {
-        MakePlainClient(*w.socket, security_.own.identity(), info.data_ticket);
-      } else {
-        MakeCurveClient(*w.socket, security_.own, info.data_public_key);
-      }
+      // The data port takes this client's ticket; the connection is then sealed with keys from its seal key. The
+      // connection's routing id is ours and random, so the worker keeps its session (and the keys) when ZeroMQ
+      // reconnects after a reset, instead of meeting a stranger that must offer again.
+      MakePlainClient(*w.socket, security_.own.identity(), info.data_ticket);
+      std::string routing_id(16, '\0');
+      randombytes_buf(routing_id.data(), routing_id.size());
+      routing_id[0] = static_cast<char>(routing_id[0] | 1);  // ZeroMQ reserves ids starting with a zero byte
+      w.socket->set(zmq::sockopt::routing_id, routing_id);
+      w.seal = std::make_unique<SealedConnection>(security_.own.identity(), info.worker_id, info.data_seal_key);
     }
     w.socket->connect(info.data_endpoint);
   } catch (const zmq::error_t& e) {
@@ -209,22 +263,123 @@ Status IoThread::OpenWorker(const WorkerInfo& info) {
     return UnavailableError("cannot connect to worker " + info.worker_id + ": " + e.what());
   }
   STOKER_LOG(kDebug) << "connected to worker " << info.worker_id << " at " << info.data_endpoint;
-  workers_[info.worker_id] = std::move(w);
+  WorkerConnection& placed = workers_[info.worker_id] = std::move(w);
+  if (placed.seal) SendOffer(placed);
   return Status::Ok();
 }
 
 // ---- the workers' batches --------------------------------------------------------------------------------------
 
-void IoThread::DrainWorker(WorkerConnection& w) {
+void IoThread::DrainWorker(const std::string& id, WorkerConnection& w) {
   for (int i = 0; i < 64; ++i) {
     zmq::message_t header;
     if (!ReceiveFrame(w, header)) return;
     std::vector<zmq::message_t> payload = ReceivePayload(w, header.more());
+    // A sealed batch's last frame is its trailer, and its header's bytes are associated data: kept as they came.
+    std::optional<zmq::message_t> trailer;
+    if (w.seal && payload.size() > 1) {
+      trailer = std::move(payload.back());
+      payload.pop_back();
+    }
+    const std::string header_bytes = w.seal ? header.to_string() : std::string();
     std::vector<size_t> sizes;
     sizes.reserve(payload.size());
     for (const zmq::message_t& f : payload) sizes.push_back(f.size());
-    impl_.HandleWorkerMessage(DecodeWorkerMessage(std::move(header), sizes, impl_.expectation()),
-                              std::move(payload));
+    StatusOr<WorkerMessage> message = DecodeWorkerMessage(std::move(header), sizes, impl_.expectation());
+    const std::span<const uint8_t> header_span(reinterpret_cast<const uint8_t*>(header_bytes.data()),
+                                               header_bytes.size());
+    if (w.seal && !Unseal(id, w, message, header_span, payload, trailer ? &*trailer : nullptr)) continue;
+    impl_.HandleWorkerMessage(std::move(message), std::move(payload));
+  }
+}
+
+bool IoThread::Unseal(const std::string& worker_id, WorkerConnection& w, StatusOr<WorkerMessage>& message,
+                      std::span<const uint8_t> header, std::vector<zmq::message_t>& payload,
+                      const zmq::message_t* trailer) {
+  if (!message.ok()) return true;  // the Impl counts it
+  if (const auto* welcome = std::get_if<SealWelcome>(&*message)) {
+    if (Status keyed = w.seal->Welcome(*welcome); !keyed.ok()) {
+      STOKER_LOG(kWarning) << "a worker's seal welcome: " << keyed.ToString();
+      core_->CountBadFrame();
+      return false;
+    }
+    if (w.pending_credit) SendCredit(w, *std::exchange(w.pending_credit, std::nullopt));
+    return false;
+  }
+  if (const auto* error = std::get_if<DataError>(&*message)) {
+    // About the connection: it has no session at the worker (evicted, or not registered yet when the offer came).
+    // Offer again, at most five times a second.
+    if (error->job.empty() && error->status.code() == StatusCode::kFailedPrecondition) {
+      if (clock_.Now() - w.last_offer >= Millis(200)) SendOffer(w);
+      return false;
+    }
+    return true;
+  }
+  if (trailer == nullptr) {
+    core_->CountSealRefused(/*replayed=*/false);
+    return false;
+  }
+  const std::span<const uint8_t> trailer_bytes(static_cast<const uint8_t*>(trailer->data()), trailer->size());
+  size_t bytes = 0;
+  for (const zmq::message_t& f : payload) bytes += f.size();
+  if (bytes >= kOpenOnPoolBytes) {
+    StatusOr<SealedConnection::Sealed> sealed = w.seal->Prepare(header, payload.size(), trailer_bytes);
+    if (sealed.ok()) {
+      OpenOnPool(worker_id, std::move(*sealed), std::move(message), std::move(payload));
+      return false;
+    }
+  }
+  Status opened = w.seal->Open(header, payload, trailer_bytes);
+  if (!opened.ok()) {
+    STOKER_LOG(kDebug) << "dropped a sealed batch: " << opened.ToString();
+    core_->CountSealRefused(opened.code() == StatusCode::kAlreadyExists);
+    return false;
+  }
+  return true;
+}
+
+void IoThread::OpenOnPool(const std::string& worker_id, SealedConnection::Sealed sealed,
+                          StatusOr<WorkerMessage> message, std::vector<zmq::message_t> payload) {
+  auto opening = std::make_shared<Opening>();
+  opening->worker_id = worker_id;
+  opening->sealed = std::move(sealed);
+  opening->message = std::move(message);
+  opening->payload = std::move(payload);
+  opening->left.store(opening->payload.size());
+  for (size_t f = 0; f < opening->payload.size(); ++f) {
+    OpenPool().Push([opening, f, opened = opened_, core = core_](std::monostate&) {
+      if (!SealedConnection::OpenFrame(opening->sealed, f, opening->payload[f]).ok()) opening->failed.store(true);
+      if (opening->left.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+      {
+        MutexLock lock(opened->mu);
+        opened->done.push_back(opening);
+      }
+      core->Wake();
+    });
+  }
+}
+
+void IoThread::FinishOpens() {
+  std::vector<std::shared_ptr<Opening>> done;
+  {
+    MutexLock lock(opened_->mu);
+    done.swap(opened_->done);
+  }
+  for (const std::shared_ptr<Opening>& o : done) {
+    auto it = workers_.find(o->worker_id);
+    Status accepted = o->failed.load() ? DataLossError("a sealed frame failed its tag")
+                      : it == workers_.end() || !it->second.seal
+                          ? CancelledError("the connection closed while its batch was opened")
+                          : it->second.seal->Accept(o->sealed);
+    if (!accepted.ok()) {
+      // The batch is one message: none of it stays readable when any frame failed.
+      for (zmq::message_t& frame : o->payload) std::memset(frame.data(), 0, frame.size());
+      if (accepted.code() != StatusCode::kCancelled) {
+        core_->CountSealRefused(accepted.code() == StatusCode::kAlreadyExists);
+      }
+      continue;
+    }
+    impl_.HandleWorkerMessage(std::move(o->message), std::move(o->payload));
   }
 }
 
@@ -249,8 +404,11 @@ std::vector<zmq::message_t> IoThread::ReceivePayload(WorkerConnection& w, bool m
     if (!ReceiveFrame(w, frame)) break;
     more = frame.more();
     payload_bytes += frame.size();
-    if (!too_many && payload.size() < impl_.max_payload_frames() &&
-        payload_bytes <= impl_.expectation().payload_bytes()) {
+    // A sealed connection's batches carry a trailer after the payload: 8 bytes and a tag per frame.
+    const size_t max_frames = impl_.max_payload_frames() + (w.seal ? 1 : 0);
+    const size_t max_bytes = impl_.expectation().payload_bytes() +
+                             (w.seal ? 8 + kSealTagBytes * impl_.max_payload_frames() : 0);
+    if (!too_many && payload.size() < max_frames && payload_bytes <= max_bytes) {
       payload.push_back(std::move(frame));
     } else {
       too_many = true;

@@ -18,12 +18,15 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "base/sync.h"
 #include <zmq.hpp>
 
 #include "auth/keys.h"
 #include "client/src/client_core.h"
 #include "client/src/client_impl.h"
 #include "client/src/rank_claim.h"
+#include "client/src/sealed_connection.h"
 #include "stoker/client_types.h"
 
 namespace stoker::client {
@@ -61,6 +64,9 @@ class IoThread {
   struct WorkerConnection {
     std::string endpoint;
     std::unique_ptr<zmq::socket_t> socket;
+    std::unique_ptr<SealedConnection> seal;  // null without CURVE
+    std::optional<Credit> pending_credit;    // the latest credit, until the connection's keys are there
+    TimePoint last_offer;
   };
 
   void Run();
@@ -73,7 +79,17 @@ class IoThread {
   void DrainControl();
   Status OpenWorker(const WorkerInfo& info);
   void SendCredit(WorkerConnection& w, const Credit& credit);
-  void DrainWorker(WorkerConnection& w);
+  void SendOffer(WorkerConnection& w);
+  // Handles what only the connection's sealing is about (a welcome, the worker's request to offer again, opening
+  // a sealed batch); false when the message goes no further.
+  bool Unseal(const std::string& worker_id, WorkerConnection& w, StatusOr<WorkerMessage>& message,
+              std::span<const uint8_t> header, std::vector<zmq::message_t>& payload, const zmq::message_t* trailer);
+  // A large sealed batch's frames go to the process's openers (OpenPool()); it comes back through FinishOpens.
+  void OpenOnPool(const std::string& worker_id, SealedConnection::Sealed sealed, StatusOr<WorkerMessage> message,
+                  std::vector<zmq::message_t> payload);
+  // The batches the openers finished: counters taken, handed to the Impl (or refused and counted).
+  void FinishOpens();
+  void DrainWorker(const std::string& id, WorkerConnection& w);
   std::vector<zmq::message_t> ReceivePayload(WorkerConnection& w, bool more);
   // A frame waiting on w's socket into `frame`; false when none is (or the receive failed: counted as recv_batch).
   bool ReceiveFrame(WorkerConnection& w, zmq::message_t& frame);
@@ -85,6 +101,12 @@ class IoThread {
   ClientImpl impl_;
   zmq::socket_t control_;
   std::map<std::string, WorkerConnection> workers_;  // by worker id
+  struct Opening;
+  struct Opened {  // shared with the openers, which may outlive this thread's last turn
+    Mutex mu;
+    std::vector<std::shared_ptr<Opening>> done STOKER_GUARDED_BY(mu);
+  };
+  std::shared_ptr<Opened> opened_ = std::make_shared<Opened>();
   std::thread thread_;
 };
 

@@ -86,6 +86,9 @@ struct ClientStats {
   uint64_t dropped_out_of_window = 0;
   uint64_t dropped_unlisted = 0;       // an attempt the coordinator does not list for the unit (no lease it granted)
   uint64_t dropped_wrong_samples = 0;  // sample ids or padding flags that are not the plan's for that batch
+  uint64_t dropped_seal_failed = 0;    // a sealed batch that did not open: its bytes, header or trailer changed, or
+                                       // sealed under another connection's keys
+  uint64_t dropped_replayed = 0;       // a sealed batch whose counters this connection already took (a replay)
   uint64_t worker_errors = 0;          // DataError messages from workers (e.g. a job a worker cannot load)
   double wait_seconds = 0;             // time Next() spent blocked waiting for a batch (startup included)
   double startup_seconds = 0;          // of that, the wait for this client's first batch

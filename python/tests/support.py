@@ -60,15 +60,18 @@ class Cluster:
 
     CURVE is on, as in production: the cluster makes a keyring (`stoker keygen --keyring`) and gives the servers their
     keys; clients find theirs in STOKER_KEY_FILE / STOKER_TRUST_FILE, which the cluster sets in this process's
-    environment (and children inherit), as a Kubernetes pod would from its Secret."""
+    environment (and children inherit), as a Kubernetes pod would from its Secret. insecure=True runs everything
+    with --insecure instead (STOKER_INSECURE=true for clients): the benchmarks' baseline for what security costs."""
 
     def __init__(self, bin_dir, images, workers=2, worker_threads=1, coordinator_flags=(), server_env=None,
-                 work=None, manifest=None, worker_flags=(), coordinator_cores=None, worker_cores=None, keep=False):
+                 work=None, manifest=None, worker_flags=(), coordinator_cores=None, worker_cores=None, keep=False,
+                 insecure=False):
         self.bin_dir = bin_dir
         self.env = server_env
         self.work = work or tempfile.mkdtemp(prefix="stoker-py-")
         os.makedirs(self.work, exist_ok=True)
         self.keep = keep  # leave the work folder (logs, keys) after stop(), as STOKER_KEEP does
+        self.insecure = insecure
         self.procs, self.logs = [], []
         try:
             self.manifest = manifest or self._dataset(images)
@@ -112,6 +115,10 @@ class Cluster:
             return None
 
     def _keyring(self):
+        if self.insecure:
+            self.client_env = {"STOKER_INSECURE": "true"}
+            os.environ.update(self.client_env)
+            return None
         keys = os.path.join(self.work, "keys")
         subprocess.run([os.path.join(self.bin_dir, "stoker"), "keygen", f"--keyring={keys}"], check=True,
                        stdout=subprocess.DEVNULL, timeout=60, env=self.env)
@@ -121,6 +128,8 @@ class Cluster:
         return keys
 
     def _keys(self, role):
+        if self.insecure:
+            return ["--insecure"]
         return [f"--key-file={os.path.join(self.keys, role + '.key')}", f"--trust-file={os.path.join(self.keys, 'trust')}"]
 
     def _dataset(self, images):

@@ -248,7 +248,7 @@ const cases = [
   ['defaults', ['ci/default-values.yaml'], [], (docs, { worker, coordinator }) => {
     check(docs.length === 13, `defaults: ${docs.length} documents, expected 13 (9 + 3 key Secrets + the trust)`);
     check(worker.spec.replicas === 2, 'defaults: worker replicas is not 2');
-    check(envOf(podSpec(worker).containers[0]).STOKER_PLAIN_DATA === undefined, 'defaults: data plane not encrypted');
+    check(envOf(podSpec(worker).containers[0]).STOKER_PLAIN_DATA === undefined, 'defaults: data plane not sealed');
     check(envOf(podSpec(coordinator).containers[0]).STOKER_MAX_WORKERS === '2', 'defaults: max workers is not 2');
     check(envOf(podSpec(coordinator).containers[0]).STOKER_TEAM_WEIGHTS === undefined, 'defaults: team weights set');
     for (const k of [...MONITORING_KINDS, 'HorizontalPodAutoscaler', 'ScaledObject', 'Job']) {
@@ -262,12 +262,11 @@ const cases = [
       'defaults: clients of the release namespace cannot reach the coordinator');
     check(np?.spec.ingress.every((r) => r.from?.length > 0), 'defaults: a NetworkPolicy rule admits every source');
   }],
-  ['insecure', ['ci/default-values.yaml'], ['--set', 'security.curve=false', '--set', 'security.plainData=true'],
+  ['insecure', ['ci/default-values.yaml'], ['--set', 'security.curve=false'],
     (docs, { worker }) => {
       check(ofKind(docs, 'Secret').length === 0 && ofKind(docs, 'ConfigMap').length === 0,
         'insecure: rendered keys or a trust file');
-      check(envOf(podSpec(worker).containers[0]).STOKER_PLAIN_DATA === undefined,
-        'insecure: --plain-data without CURVE means nothing and must not be set');
+      check(envOf(podSpec(worker).containers[0]).STOKER_INSECURE === 'true', 'insecure: workers are not --insecure');
     }, []],
   ['teams', ['ci/default-values.yaml'], ['--set', 'coordinator.teamWeights.team-b=0.5', '--set',
     'coordinator.teamWeights.team-a=3', '--set', 'coordinator.teamPriorities.prod=1', '--set',
@@ -278,13 +277,6 @@ const cases = [
     check(env.STOKER_TEAM_PRIORITIES === 'prod=1', `teams: --team-priorities is ${env.STOKER_TEAM_PRIORITIES}`);
     check(env.STOKER_TEAM_MAX_WORKERS === 'research=4', `teams: --team-max-workers is ${env.STOKER_TEAM_MAX_WORKERS}`);
     check(env.STOKER_TEAM_MIN_WORKERS === 'research=1', `teams: --team-min-workers is ${env.STOKER_TEAM_MIN_WORKERS}`);
-  }],
-  ['plain data', ['ci/default-values.yaml'], ['--set', 'security.plainData=true'], (docs, { worker, coordinator }) => {
-    check(envOf(podSpec(worker).containers[0]).STOKER_PLAIN_DATA === 'true', 'plain data: workers lack --plain-data');
-    check(envOf(podSpec(coordinator).containers[0]).STOKER_PLAIN_DATA === undefined,
-      'plain data: set on the coordinator, which has no data port');
-    check(envOf(podSpec(worker).containers[0]).STOKER_KEY_FILE === '/etc/stoker/key/key',
-      'plain data: workers lost their CURVE key (the control plane stays encrypted)');
   }],
   ['generated keys', ['ci/default-values.yaml'], [], (docs) => {
     checkKeyHook(docs, 'generated keys');
@@ -410,6 +402,7 @@ const cases = [
 ];
 
 const refused = [
+  ['the retired plainData', ['--set', 'security.plainData=true'], /security.plainData is retired: batches are always sealed/],
   ['both autoscalers', ['--set', 'worker.autoscaling.hpa.enabled=true', '--set', 'worker.autoscaling.keda.enabled=true', ...KEDA], /either hpa or keda, not both/],
   ['KEDA without its CRDs', ['--set', 'worker.autoscaling.keda.enabled=true'], /needs KEDA's CRDs/],
   ['a string for an integer', ['--set', 'worker.replicas=two'], /worker\/replicas.*want integer/],

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 
-TARGETS = ["control_frame", "data_frame", "journal", "checkpoint"]
+TARGETS = ["control_frame", "data_frame", "journal", "checkpoint", "seal_trailer"]
 
 
 def main():

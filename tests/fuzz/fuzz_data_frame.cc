@@ -22,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   expected.batch_size = 4;
   expected.height = expected.width = 8;
   (void)stoker::DecodeDataMessage(zmq::message_t(frame.data(), frame.size()), stoker::ControlReaderOptions());
-  (void)stoker::DecodeCredit(zmq::message_t(frame.data(), frame.size()));
+  (void)stoker::DecodeClientMessage(zmq::message_t(frame.data(), frame.size()));
   (void)stoker::DecodeWorkerMessage(zmq::message_t(frame.data(), frame.size()), frames, expected);
   return 0;
 }

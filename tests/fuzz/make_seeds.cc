@@ -1,16 +1,19 @@
 // Writes the fuzz targets' seed corpora (committed in tests/fuzz/corpus/<target>/): real frames, journals, tar
-// shards, JPEGs, request heads and checkpoint tokens, made by stoker's own encoders, so each fuzzer starts from
-// inputs that reach deep into its parser. Regenerate after a format changes:
+// shards, JPEGs, request heads, checkpoint tokens and seal trailers, made by stoker's own encoders, so each fuzzer
+// starts from inputs that reach deep into its parser. Regenerate after a format changes:
 //
 //   build/bin/fuzz_seeds tests/fuzz/corpus
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "auth/seal.h"
 #include "dataset/checkpoint.h"
 #include "wire/control_codec.h"
 #include "wire/data_codec.h"
@@ -78,6 +81,10 @@ void DataFrames(const std::string& dir) {
   h.quarantine_reasons = {"unsupported_format", "decode_error"};
   Write(dir, "batch-quarantined", Bytes(EncodeBatchHeader(h)) + sizes);
   Write(dir, "error", Bytes(EncodeDataError(DataError{"job", 0, NotFoundError("no such job")})) + sizes);
+  h.sealed = true;
+  Write(dir, "batch-sealed", Bytes(EncodeBatchHeader(h)) + sizes);
+  Write(dir, "seal-hello", Bytes(EncodeSealHello(SealHello{std::string(32, 'r'), std::string(32, 'p')})) + sizes);
+  Write(dir, "seal-welcome", Bytes(EncodeSealWelcome(SealWelcome{std::string(32, 'R'), std::string(32, 'P')})) + sizes);
 }
 
 void Journals(const std::string& dir) {
@@ -199,6 +206,39 @@ void Checkpoints(const std::string& dir) {
   Write(dir, "token2", EncodeCheckpointToken(MakeCheckpointToken(spec, *plan, 1, 40)));
 }
 
+void SealTrailers(const std::string& dir) {
+  // The fixed handshake of fuzz_seal_trailer.cc: the worker's session seals, as a worker seals a batch's frames.
+  const SealOffer client = SealOffer::FromParts(std::string(32, 'c'), std::string(32, '\x01'));
+  const SealOffer worker = SealOffer::FromParts(std::string(32, 'w'), std::string(32, '\x02'));
+  const SealTranscript t{"client:fuzz", "w-1", client.random(), client.public_key(), worker.random(),
+                         worker.public_key()};
+  auto session = SealSession::Derive(std::string(32, 'k'), t, worker, SealDirection::kWorkerToClient);
+  if (!session.ok()) return;
+  // Input: the payload, the associated data, the trailer, then (FuzzedDataProvider reads integers from the end) the
+  // associated data's size, the payload's and the trailer's frame count.
+  const auto seed = [&](const std::string& name, const std::string& payload, const std::string& associated,
+                        size_t frames, uint64_t first, bool genuine) {
+    SealTrailer trailer;
+    trailer.first_counter = first;
+    trailer.tags.resize(frames);
+    std::string sealed = payload;
+    const std::span<const uint8_t> parts[] = {
+        {reinterpret_cast<const uint8_t*>(associated.data()), associated.size()}};
+    (*session)->Seal(first, parts, {reinterpret_cast<uint8_t*>(sealed.data()), sealed.size()}, trailer.tags[0]);
+    if (!genuine) trailer.tags[0][3] ^= 0x40;
+    for (size_t f = 1; f < frames; ++f) trailer.tags[f].fill(static_cast<uint8_t>(f));
+    const std::vector<uint8_t> bytes = EncodeSealTrailer(trailer);
+    Write(dir, name, sealed + associated + std::string(bytes.begin(), bytes.end()) +
+                         static_cast<char>(associated.size()) + static_cast<char>(payload.size()) +
+                         static_cast<char>(frames));
+  };
+  seed("sealed", "pixels of one batch", "batch header", 1, 5, true);
+  seed("sealed-next-generation", std::string(200, 'p'), "", 1, kSealFramesPerKey + 7, true);
+  seed("three-frames", "labels", "header", 3, 4095, true);
+  seed("forged-tag", "pixels of one batch", "batch header", 1, 5, false);
+  seed("counter-overflows", "x", "h", 2, UINT64_MAX - 1, true);
+}
+
 }  // namespace
 }  // namespace stoker
 
@@ -217,5 +257,6 @@ int main(int argc, char** argv) {
   stoker::Checkpoints(root + "/checkpoint");
   stoker::Manifests(root + "/manifest");
   stoker::ObjectListings(root + "/object_listing");
+  stoker::SealTrailers(root + "/seal_trailer");
   return 0;
 }

@@ -13,6 +13,7 @@
 #include "stoker/schema/control.capnp.h"
 #include "wire/data_codec.h"
 #include "tests/support/curve_peer.h"
+#include "tests/support/sealed_peer.h"
 #include "tests/support/http_client.h"
 #include "dataset/tar.h"
 #include "datagen/synthetic_dataset.h"
@@ -282,8 +283,8 @@ TEST_F(BadInput, ServersRejectGarbageAndUnknownJobsOnTheWire) {
   ASSERT_TRUE(worker_key.ok() && client_key.ok() && coordinator_key.ok());
   auto worker_state = HttpGet(cluster.worker_metrics(0), "/state");
   ASSERT_TRUE(worker_state.ok());
-  const std::string data_key = JsonField(worker_state->body, "data_public_key");
-  ASSERT_EQ(data_key.size(), 40u) << worker_state->body;
+  const std::string worker_id = JsonField(worker_state->body, "id");
+  ASSERT_FALSE(worker_id.empty()) << worker_state->body;
   auto receive = [](zmq::socket_t& s, std::chrono::milliseconds timeout) -> std::optional<zmq::message_t> {
     zmq::pollitem_t items[] = {{s.handle(), 0, ZMQ_POLLIN, 0}};
     (void)PollOnce(items, timeout);  // a failed poll shows as nothing received
@@ -321,11 +322,12 @@ TEST_F(BadInput, ServersRejectGarbageAndUnknownJobsOnTheWire) {
   ASSERT_TRUE(get_reply.ok());
   EXPECT_EQ(get_reply->status.code(), StatusCode::kNotFound);  // and the coordinator is still serving
 
-  zmq::socket_t data = Dealer(context, cluster.worker_endpoint(0), *client_key, data_key);
-  data.send(zmq::str_buffer("garbage!"), zmq::send_flags::none);
-  zmq::message_t credit_frame = EncodeCredit(Credit{"nope", 0, "c-test", 2, 0});
-  data.send(credit_frame, zmq::send_flags::none);
-  auto error = receive(data, std::chrono::seconds(10));
+  SealedPeer data(context, cluster.worker_endpoint(0), client_key->identity(), worker_id,
+                  CredentialsFor(*coordinator_key, worker_id, client_key->identity()));
+  data.socket().send(zmq::str_buffer("garbage!"), zmq::send_flags::none);
+  ASSERT_TRUE(data.Handshake()) << "the garbage before it left the connection usable";
+  ASSERT_TRUE(data.SendCredit(Credit{"nope", 0, "c-test", 2, 0}));
+  auto error = receive(data.socket(), std::chrono::seconds(10));
   ASSERT_TRUE(error.has_value()) << cluster.ReadLog("worker-0");
   auto reply = DecodeDataMessage(std::move(*error), ControlReaderOptions());
   ASSERT_TRUE(reply.ok()) << reply.status().ToString();

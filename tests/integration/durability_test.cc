@@ -26,6 +26,7 @@
 #include "tests/support/checker.h"
 #include "tests/support/cluster_test.h"
 #include "tests/support/curve_peer.h"
+#include "tests/support/sealed_peer.h"
 #include "tests/support/exact_delivery.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/http_client.h"
@@ -215,8 +216,9 @@ TEST_F(Durability, OversizedFramesAndExtraFramesFromKeyHoldersAreRefused) {
   EXPECT_TRUE(counted.ok()) << counted.ToString();
   auto state = HttpGet(cluster_->worker_metrics(0), "/state");
   ASSERT_TRUE(state.ok());
-  zmq::socket_t data_port = Dealer(context, cluster_->worker_endpoint(0), *client_key,
-                                   JsonField(state->body, "data_public_key"));
+  const std::string worker_id = JsonField(state->body, "id");
+  zmq::socket_t data_port = PlainDealer(context, cluster_->worker_endpoint(0), client_key->identity(),
+                                        CredentialsFor(*coordinator_key, worker_id, client_key->identity()).ticket);
   ASSERT_TRUE(data_port.send(zmq::buffer(two_mib), zmq::send_flags::none));
   EXPECT_TRUE(cluster_->coordinator().running());
   EXPECT_TRUE(cluster_->worker(0).running());

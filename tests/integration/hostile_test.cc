@@ -22,6 +22,7 @@
 #include "tests/support/cluster_test.h"
 #include "tests/support/exact_delivery.h"
 #include "tests/support/curve_peer.h"
+#include "tests/support/sealed_peer.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/http_client.h"
 #include "tests/support/temp_dir.h"
@@ -74,22 +75,6 @@ void ExpectNoBatchReaches(const std::vector<zmq::socket_t*>& thieves, std::chron
       EXPECT_FALSE(std::holds_alternative<BatchHeader>(*decoded)) << "a batch reached a peer that is not its client";
     }
   }
-}
-
-// Each of `thieves` (connected to worker 0's data port) asks for the victim's stream with a credit under its client
-// id: none may see a batch while the victim keeps receiving, and the worker counts at least `refused` handshakes
-// refused for `reason`.
-void ExpectNoThiefGetsTheStream(tools::LocalCluster& cluster, const std::vector<zmq::socket_t*>& thieves,
-                                const std::string& victim_id, const std::string& reason, double refused) {
-  for (zmq::socket_t* s : thieves) {
-    zmq::message_t credit = EncodeCredit(Credit{"victim", 0, victim_id, 64, 0});
-    (void)s->send(credit, zmq::send_flags::none);  // a refused peer's send times out: nothing to check there
-  }
-  ExpectNoBatchReaches(thieves, seconds(3));
-  Status counted = WaitForMetric(cluster.worker_metrics(0),
-                                 "stoker_worker_handshakes_total{result=\"refused\",reason=\"" + reason + "\"}",
-                                 refused, Millis(10000));
-  EXPECT_TRUE(counted.ok()) << counted.ToString();
 }
 
 // Resident memory of a process, from /proc.
@@ -188,7 +173,12 @@ TEST_F(Hostile, NoOtherKeyCanActForAClientAndItsTrainingGetsEverySample) {
 }
 
 // A credit on a worker's data port naming the victim's client id used to re-point its stream to the sender. Now
-// the stream belongs to the key that opened it: another client key gets nothing, no key does not connect.
+// the data port admits a client only with the ticket the coordinator issued to its identity, and a connection's
+// credits count only with a tag under keys derived from that identity's seal key. Mallory, a trusted client of its
+// own, connects with its real credentials and asks for the victim's stream: the stream belongs to the victim's
+// identity, so nothing comes. Its ticket under the victim's name, a made-up ticket and no credentials do not get
+// past the handshake. An eavesdropper holding the victim's real ticket (PLAIN sends it in the clear) but not its
+// seal key gets a session whose keys it cannot have, and its credits are refused. The victim gets every sample.
 TEST_F(Hostile, NoOtherKeyCanStealAClientsBatchesFromAWorker) {
   Keys keys = MakeKeysWithMallory(dir_);
   ASSERT_NO_FATAL_FAILURE(Start(96, 32, /*workers=*/1));
@@ -200,48 +190,38 @@ TEST_F(Hostile, NoOtherKeyCanStealAClientsBatchesFromAWorker) {
   auto worker_state = HttpGet(cluster_->worker_metrics(0), "/state");
   ASSERT_TRUE(coordinator_state.ok() && worker_state.ok());
   const std::string victim_id = JsonField(coordinator_state->body, "client");
-  const std::string data_key = JsonField(worker_state->body, "data_public_key");
-
-  zmq::context_t context;
-  zmq::socket_t thief = Dealer(context, cluster_->worker_endpoint(0), keys.mallory, data_key);
-  zmq::socket_t keyless = Dealer(context, cluster_->worker_endpoint(0), std::nullopt);
-  zmq::socket_t stranger = Dealer(context, cluster_->worker_endpoint(0), keys.stranger, data_key);
-  ExpectNoThiefGetsTheStream(*cluster_, {&thief, &keyless, &stranger}, victim_id, "unknown_key", 1);
-  ExpectExactDelivery(*cluster_, spec, data_, 1);
-}
-
-// --plain-data: the data port does not encrypt, but admits a client only with the data ticket the coordinator
-// issued to that client's identity. Mallory, a trusted client of its own, gets its real tickets by registering for
-// a job of its own: with them it cannot pose as the victim, a made-up ticket and no credentials do not connect,
-// and the victim's training still gets every sample exactly once.
-TEST_F(Hostile, APlainDataPortAdmitsATicketOnlyForItsOwnIdentity) {
-  Keys keys = MakeKeysWithMallory(dir_);
-  tools::LocalClusterOptions options = ClusterIn(dir_);
-  options.plain_data = true;
-  ASSERT_NO_FATAL_FAILURE(StartWith(options, 96, 32, /*workers=*/1));
-  JobSpec spec = SpecOver("victim", data_, 1, 8, 2);
-  auto victim = cluster_->StartConsumer("victim", spec, 0, {"--hold-ms", "60"});
-  ASSERT_TRUE(victim.ok());
-  ASSERT_TRUE(tools::WaitForFile(cluster_->ConsumerLog(*victim), seconds(60), &cluster_->consumer(*victim)).ok());
-  auto state = HttpGet(cluster_->coordinator_metrics(), "/state");
-  ASSERT_TRUE(state.ok());
-  const std::string victim_id = JsonField(state->body, "client");
-
-  zmq::context_t context;
-  zmq::socket_t control = Dealer(context, cluster_->coordinator_endpoint(), keys.mallory, keys.coordinator.public_z85);
-  auto registered = AskReply(control, RegisterClientRequest{"c-mallory", "own", 0, SpecOver("own", data_, 1, 8, 1), 4});
-  ASSERT_TRUE(registered.ok() && registered->status.ok()) << registered.status().ToString();
-  const auto& workers = std::get<RegisterClientResponse>(registered->body).workers;
-  ASSERT_EQ(workers.size(), 1u);
-  const std::string own_ticket = workers[0].data_ticket;
-  ASSERT_EQ(own_ticket.size(), 64u) << "a plain worker is listed with the asking client's ticket";
-  EXPECT_TRUE(workers[0].data_public_key.empty());
-
+  const std::string worker_id = JsonField(worker_state->body, "id");
   const std::string ep = cluster_->worker_endpoint(0);
-  zmq::socket_t posing = PlainDealer(context, ep, keys.client.identity(), own_ticket);
+  const Credit steal{"victim", 0, victim_id, 64, 0};
+
+  zmq::context_t context;
+  const DataPortCredentials mallorys = CredentialsFor(keys.coordinator, worker_id, keys.mallory.identity());
+  SealedPeer thief(context, ep, keys.mallory.identity(), worker_id, mallorys);
+  ASSERT_TRUE(thief.Handshake()) << "a trusted client with its own credentials is admitted and keyed";
+  ASSERT_TRUE(thief.SendCredit(steal));
+  DataPortCredentials sniffed = CredentialsFor(keys.coordinator, worker_id, keys.client.identity());
+  sniffed.seal_key = mallorys.seal_key;  // the ticket travels in the clear; the seal key never does
+  SealedPeer eavesdropper(context, ep, keys.client.identity(), worker_id, sniffed);
+  ASSERT_TRUE(eavesdropper.Handshake()) << "a real ticket passes the handshake";
+  ASSERT_TRUE(eavesdropper.SendCredit(steal));
+  zmq::socket_t unsealed = PlainDealer(context, ep, keys.client.identity(), sniffed.ticket);
+  (void)unsealed.send(EncodeCredit(steal), zmq::send_flags::none);
+  zmq::socket_t posing = PlainDealer(context, ep, keys.client.identity(), mallorys.ticket);
   zmq::socket_t made_up = PlainDealer(context, ep, keys.mallory.identity(), std::string(64, '0'));
   zmq::socket_t keyless = Dealer(context, ep, std::nullopt);
-  ExpectNoThiefGetsTheStream(*cluster_, {&posing, &made_up, &keyless}, victim_id, "bad_ticket", 2);
+  zmq::socket_t curve = Dealer(context, ep, keys.stranger, keys.coordinator.public_z85);
+  for (zmq::socket_t* s : {&posing, &made_up, &keyless, &curve}) {
+    (void)s->send(EncodeCredit(steal), zmq::send_flags::none);  // a refused peer's send times out: nothing to check
+  }
+  ExpectNoBatchReaches({&thief.socket(), &eavesdropper.socket(), &unsealed, &posing, &made_up, &keyless, &curve},
+                       seconds(3));
+  for (const auto& [metric, at_least] : std::vector<std::pair<std::string, double>>{
+           {"stoker_worker_handshakes_total{result=\"refused\",reason=\"bad_ticket\"}", 2},
+           {"stoker_worker_errors_total{reason=\"seal_bad_tag\"}", 1},
+           {"stoker_worker_errors_total{reason=\"seal_unsealed_credit\"}", 1}}) {
+    Status counted = WaitForMetric(cluster_->worker_metrics(0), metric, at_least, Millis(10000));
+    EXPECT_TRUE(counted.ok()) << counted.ToString();
+  }
   ExpectExactDelivery(*cluster_, spec, data_, 1);
 }
 
@@ -288,16 +268,15 @@ TEST_F(Hostile, NoPeerCanExhaustTheCoordinator) {
   Status jobs = Ask(client, RegisterClientRequest{"c-m9", "job9", 0, SpecOver("job9", data_, 1, 4, 1), 4});
   EXPECT_EQ(jobs.code(), StatusCode::kResourceExhausted) << jobs.ToString();
 
-  const std::string data_key(40, 'a');
   Status long_endpoint = Ask(worker, RegisterWorkerRequest{"w-long", "tcp://" + std::string(300000, 'h') + ":1", 1,
-                                                           "x", data_key});
+                                                           "x", "", true});
   EXPECT_EQ(long_endpoint.code(), StatusCode::kInvalidArgument) << long_endpoint.ToString();
   for (int i = 0; i < 16; ++i) {
-    Status joined = Ask(worker, RegisterWorkerRequest{"w-" + std::to_string(i), "tcp://10.0.0.1:7401", 1, "x",
-                                                      data_key});
+    Status joined = Ask(worker, RegisterWorkerRequest{"w-" + std::to_string(i), "tcp://10.0.0.1:7401", 1, "x", "",
+                                                      true});
     ASSERT_TRUE(joined.ok()) << joined.ToString();
   }
-  Status workers = Ask(worker, RegisterWorkerRequest{"w-99", "tcp://10.0.0.1:7401", 1, "x", data_key});
+  Status workers = Ask(worker, RegisterWorkerRequest{"w-99", "tcp://10.0.0.1:7401", 1, "x", "", true});
   EXPECT_EQ(workers.code(), StatusCode::kResourceExhausted) << workers.ToString();
 
   // A multipart message that never ends, 128 MiB of it, from a peer without a trusted key: before CURVE it was
@@ -377,11 +356,13 @@ TEST_F(Hostile, AdmittedKeysCannotGrowTheCoordinatorOrAWorker) {
 
   auto worker_state = HttpGet(cluster_->worker_metrics(0), "/state");
   ASSERT_TRUE(worker_state.ok());
-  zmq::socket_t data = Dealer(context, cluster_->worker_endpoint(0), keys.mallory,
-                              JsonField(worker_state->body, "data_public_key"));
+  const std::string worker_id = JsonField(worker_state->body, "id");
+  SealedPeer data(context, cluster_->worker_endpoint(0), keys.mallory.identity(), worker_id,
+                  CredentialsFor(keys.coordinator, worker_id, keys.mallory.identity()));
+  ASSERT_TRUE(data.Handshake());
   for (int i = 0; i < 5000; ++i) {  // each send waits at most the socket's 2 s; one that times out ends the flood
-    if (!data.send(EncodeCredit(Credit{"made-up-" + std::to_string(i), 0, "c-m", 64, 0}), zmq::send_flags::none) ||
-        !data.send(EncodeCredit(Credit{std::string(1000, '!'), 0, "c-m", 64, 0}), zmq::send_flags::none)) {
+    if (!data.SendCredit(Credit{"made-up-" + std::to_string(i), 0, "c-m", 64, 0}) ||
+        !data.SendCredit(Credit{std::string(1000, '!'), 0, "c-m", 64, 0})) {
       ADD_FAILURE() << "the worker stopped taking credits after " << i;
       break;
     }

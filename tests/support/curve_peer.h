@@ -30,7 +30,8 @@ inline zmq::socket_t Dealer(zmq::context_t& context, const std::string& endpoint
   return s;
 }
 
-// A DEALER to a worker's plain data port (--plain-data): ZeroMQ PLAIN as `identity` with `ticket`.
+// A DEALER to a worker's data port: ZeroMQ PLAIN as `identity` with `ticket` (tests/support/sealed_peer.h adds the
+// seal handshake on top).
 inline zmq::socket_t PlainDealer(zmq::context_t& context, const std::string& endpoint, const std::string& identity,
                                  const std::string& ticket) {
   zmq::socket_t s(context, zmq::socket_type::dealer);

@@ -82,6 +82,9 @@ app.kubernetes.io/component: {{ .component }}
 {{/* Values the schema cannot judge alone. Included from every workload template, so a bad combination fails
 the whole render with the reason. */}}
 {{- define "stoker.validate" -}}
+{{- if .Values.security.plainData }}
+{{- fail "security.plainData is retired: batches are always sealed (AES-256-GCM, keyed per connection) at about the cost of a copy; remove the value (security.curve=false turns all security off, on a network you trust only)" }}
+{{- end }}
 {{- $a := .Values.worker.autoscaling }}
 {{- if and $a.hpa.enabled $a.keda.enabled }}
 {{- fail "worker.autoscaling: enable either hpa or keda, not both — KEDA creates and owns an HPA for the worker Deployment, and two autoscalers on one Deployment fight" }}

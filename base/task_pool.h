@@ -1,6 +1,7 @@
-// TaskPool: the worker's pipeline threads. Tasks run in FIFO order, so the samples of earlier batches finish
-// first and batches leave the worker in the order they were leased. Each thread owns a Context (its decoders and
-// scratch buffers) that tasks receive, so nothing on the hot path is shared between threads.
+// TaskPool: a fixed set of threads running tasks in FIFO order: the worker's pipeline threads (the samples of
+// earlier batches finish first, so batches leave the worker in the order they were leased) and the client's
+// openers of sealed batches. Each thread owns a Context (a worker's decoders and scratch buffers) that tasks
+// receive, so nothing on the hot path is shared between threads.
 //
 // Thread safety: Push may be called from any thread; the destructor drains nothing (pending tasks are dropped).
 #pragma once
@@ -12,7 +13,7 @@
 
 #include "base/sync.h"
 
-namespace stoker::worker {
+namespace stoker {
 
 template <typename Context>
 class TaskPool {
@@ -75,4 +76,4 @@ class TaskPool {
   std::vector<std::thread> threads_;
 };
 
-}  // namespace stoker::worker
+}  // namespace stoker

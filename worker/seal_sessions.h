@@ -1,0 +1,67 @@
+// SealSessions: a worker's sealed data connections (auth/seal.h), socket-free. A client's first message on a
+// connection is its seal offer; the worker answers with its own and both derive the connection's keys from the
+// pair's seal key (auth/data_tickets.h: from the ticket key the registration brought and the identity the
+// connection authenticated as). After that the connection's credits must carry a tag under its keys, each counter
+// once, and its batches are sealed with them. Sessions are per connection (the ROUTER's routing id), at most
+// `max_sessions` (the oldest goes first; its client is told to offer again), and refusals are counted by reason.
+//
+// Thread safety: the I/O thread only. The SealSession objects it hands out are thread-safe (pipeline threads seal
+// with them).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "auth/seal.h"
+#include "wire/data_messages.h"
+
+namespace stoker::worker {
+
+class SealSessions {
+ public:
+  SealSessions(std::string worker_id, size_t max_sessions);
+
+  // The ticket key of the worker's registration: until it comes no session can be made (nor, for the same reason,
+  // can any client pass the data port's handshake).
+  void SetTicketKey(std::string key);
+
+  // A client's offer on connection `peer`, which authenticated as `identity`: a new session for the connection
+  // (replacing any it had) and the welcome to answer with. FailedPrecondition without a ticket key or identity;
+  // InvalidArgument for an offer that gives no key.
+  StatusOr<SealWelcome> Offer(const std::string& peer, const std::string& identity, const SealHello& hello);
+
+  // A sealed credit from `peer`: its frame's bytes and the trailer frame after it. OK if the connection has a
+  // session, the tag holds and the counter is new; else the refusal is counted and `*reason` names it
+  // ("seal_no_session", "seal_bad_trailer", "seal_bad_tag", "seal_replayed").
+  Status CheckCredit(const std::string& peer, std::span<const uint8_t> credit, std::span<const uint8_t> trailer,
+                     std::string* reason);
+
+  // The session batches for `peer` are sealed with (null: none).
+  std::shared_ptr<SealSession> Find(const std::string& peer) const;
+  // The connection is gone.
+  void Forget(const std::string& peer);
+
+  size_t size() const { return by_peer_.size(); }
+  // Refusals by reason, cumulative (offers and credits).
+  const std::map<std::string, uint64_t>& refused() const { return refused_; }
+  void CountRefusal(const std::string& reason) { ++refused_[reason]; }
+
+ private:
+  struct Entry {
+    std::shared_ptr<SealSession> session;
+    ReplayWindow credits;
+    uint64_t made = 0;  // order of making: the smallest is evicted first
+  };
+
+  const std::string worker_id_;
+  const size_t max_sessions_;
+  std::string ticket_key_;
+  std::map<std::string, Entry> by_peer_;
+  uint64_t made_ = 0;
+  std::map<std::string, uint64_t> refused_;
+};
+
+}  // namespace stoker::worker
