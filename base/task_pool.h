@@ -62,6 +62,16 @@ class TaskPool {
     ready_.NotifyOne();
   }
 
+  // Ahead of every queued task: the last step of work already under way (sealing a finished batch), which must
+  // not wait behind the samples of batches queued after it.
+  void PushFirst(Task task) {
+    {
+      MutexLock lock(mu_);
+      tasks_.push_front(std::move(task));
+    }
+    ready_.NotifyOne();
+  }
+
   size_t queued() const {
     MutexLock lock(mu_);
     return tasks_.size();

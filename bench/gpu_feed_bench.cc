@@ -19,6 +19,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -26,6 +28,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <span>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -34,6 +37,7 @@
 #include "client/cuda/cuda_handles.h"
 #include "client/cuda/device_stage.h"
 #include "client/src/received_batch.h"
+#include "auth/seal.h"
 #include "bench/bench_main.h"
 #include "stoker/loader.h"
 #include "tools/local_cluster.h"
@@ -300,8 +304,49 @@ struct Options : bench::CommonOptions {
 };
 
 // What the three parts measured.
+// Opening sealed batches (the client's openers): each of `threads` threads opens whole batches of `bytes`, sealed in
+// frames of 8 MiB as a worker seals them for a GPU client, from a received buffer into a buffer of its own, for
+// about a second and a half. Images per second over all threads.
+double MeasureOpening(const Config& c, uint64_t bytes, unsigned threads) {
+  const SealOffer client = SealOffer::Make(), worker = SealOffer::Make();
+  const SealTranscript t{"client:bench", "w-bench", client.random(), client.public_key(), worker.random(),
+                         worker.public_key()};
+  const std::string pair_key(kSealKeyBytes, 'k');
+  auto sealer = SealSession::Derive(pair_key, t, worker, SealDirection::kWorkerToClient);
+  auto opener = SealSession::Derive(pair_key, t, client, SealDirection::kClientToWorker);
+  Die(sealer.ok() ? opener.status() : sealer.status(), "SealSession::Derive");
+  const size_t frame = size_t{8} << 20;
+  std::vector<uint8_t> sealed(bytes, 3);
+  const std::vector<uint8_t> header(4096, 'h');
+  const std::span<const uint8_t> associated[] = {header};
+  std::vector<std::array<uint8_t, kSealTagBytes>> tags((bytes + frame - 1) / frame);
+  for (size_t f = 0; f * frame < bytes; ++f) {
+    (*sealer)->Seal(f, associated, {sealed.data() + f * frame, std::min(frame, bytes - f * frame)}, tags[f]);
+  }
+  std::atomic<uint64_t> batches{0};
+  const auto until = Clock::now() + std::chrono::milliseconds(1500);
+  const auto start = Clock::now();
+  std::vector<std::thread> pool;
+  for (unsigned i = 0; i < threads; ++i) {
+    pool.emplace_back([&] {
+      std::vector<uint8_t> out(bytes);
+      while (Clock::now() < until) {
+        for (size_t f = 0; f * frame < bytes; ++f) {
+          const size_t n = std::min(frame, bytes - f * frame);
+          Die((*opener)->Open(f, associated, {sealed.data() + f * frame, n}, {out.data() + f * frame, n}, tags[f]),
+              "Open");
+        }
+        batches.fetch_add(1);
+      }
+    });
+  }
+  for (std::thread& th : pool) th.join();
+  return double(batches.load()) * c.batch / bench::SecondsSince(start);
+}
+
 struct Figures {
   std::string device_name;
+  std::vector<std::pair<unsigned, double>> opening;  // (threads, img/s)
   uint64_t slot_bytes = 0;
   std::vector<FormatResult> formats;
   StagingResult staging;
@@ -359,6 +404,14 @@ void MeasureHostParts(const Options& o, Figures* f) {
   std::printf("\n2. host staging (received message -> pinned slot -> device, bfloat16 nhwc), one thread\n");
   std::printf("   Stage %.2f GB/s (%.0f img/s) vs memcpy on one core %.2f GB/s: ratio %.3f\n", f->staging.stage_gbps,
               f->staging.images_per_second, f->staging.memcpy_gbps, f->staging.ratio);
+  std::printf("\n2b. opening sealed batches (AES-256-GCM, frames of 8 MiB) from a received buffer into another\n");
+  const uint64_t pixel_bytes = uint64_t{o.c.batch} * o.c.height * o.c.width * 3;
+  for (unsigned threads : {1u, 2u, 4u, 8u}) {
+    const double rate = MeasureOpening(o.c, pixel_bytes, threads);
+    f->opening.emplace_back(threads, rate);
+    std::printf("   %u thread%s: %.0f img/s (%.2f GB/s)\n", threads, threads > 1 ? "s" : "", rate,
+                rate * (double(pixel_bytes) / o.c.batch) / 1e9);
+  }
   if (o.skip_end_to_end) return;
   std::printf("\n3. end to end: %u skip-decode workers x %u threads -> Loader (bfloat16 nhwc) on device %d\n",
               o.workers, o.worker_threads, o.c.device);
@@ -405,6 +458,11 @@ std::string Json(const Options& o, const Figures& f) {
   }
   j << "], \"staging\": {\"stage_gbps\": " << f.staging.stage_gbps << ", \"memcpy_gbps\": " << f.staging.memcpy_gbps
     << ", \"ratio\": " << f.staging.ratio << ", \"images_per_second\": " << f.staging.images_per_second << "}";
+  j << ", \"opening_img_s_by_threads\": {";
+  for (size_t i = 0; i < f.opening.size(); ++i) {
+    j << (i ? ", " : "") << "\"" << f.opening[i].first << "\": " << f.opening[i].second;
+  }
+  j << "}";
   if (!o.skip_end_to_end) {
     EndToEndJson(j, "end_to_end", o, f.e2e);
     if (!o.only_sealed) {

@@ -112,7 +112,7 @@ double PipelineRate(const std::vector<std::string>& images, double seconds, uint
 // The train pipeline with each full batch sealed in place, in frames of 8 MiB (a GPU client's frames), with a 4 KiB
 // header as associated data, as the worker's pipeline threads do before a batch leaves.
 double SealedPipelineRate(const std::vector<std::string>& images, double seconds, uint32_t batch,
-                          const PipelineSpec& spec) {
+                          const PipelineSpec& spec, bool seal) {
   SealOffer client = SealOffer::Make(), worker = SealOffer::Make();
   const SealTranscript t{"client:bench", "w-bench", client.random(), client.public_key(), worker.random(),
                          worker.public_key()};
@@ -127,7 +127,7 @@ double SealedPipelineRate(const std::vector<std::string>& images, double seconds
     if (!pipeline.Run({reinterpret_cast<const uint8_t*>(b.data()), b.size()}, worker::SampleSeed(1, 0, n), slot).ok) {
       std::abort();
     }
-    if ((n + 1) % batch != 0) return;
+    if (!seal || (n + 1) % batch != 0) return;
     const size_t bytes = size_t{batch} * pipeline.output_bytes(), frame = size_t{8} << 20;
     for (size_t at = 0; at < bytes; at += frame) {
       const std::span<const uint8_t> associated[] = {header};
@@ -139,7 +139,7 @@ double SealedPipelineRate(const std::vector<std::string>& images, double seconds
 
 struct Figures {
   double bytes = 0, imdecode = 0, full = 0, train = 0, train_opencv = 0, train_linear = 0, eval = 0, eval_opencv = 0;
-  double train_sealed = 0;
+  double train_sealed = 0, train_unsealed_alternating = 0;  // medians of rounds alternating with each other
   double baseline() const { return imdecode > 0 ? imdecode : full; }
 };
 
@@ -155,8 +155,10 @@ void Print(const Figures& f) {
   row("train: the same, pillow --no-antialias (bilinear)", f.train_linear);
   row("eval: resize 256 + centre crop 224 (pillow)", f.eval);
   row("eval: the same, --resize-kernel opencv", f.eval_opencv);
-  row("train, each batch sealed (AES-256-GCM) as a worker does", f.train_sealed);
-  std::printf("sealed / unsealed train pipeline on one core: %.3f (goal >= 0.97)\n", f.train_sealed / f.train);
+  row("train, alternating rounds: unsealed", f.train_unsealed_alternating);
+  row("train, alternating rounds: each batch then sealed", f.train_sealed);
+  std::printf("sealed / unsealed train pipeline on one core: %.3f (goal >= 0.97)\n",
+              f.train_sealed / f.train_unsealed_alternating);
 }
 
 std::string Json(const Options& o, const Figures& f) {
@@ -168,7 +170,8 @@ std::string Json(const Options& o, const Figures& f) {
     << ", \"train_bilinear_img_s\": " << f.train_linear << ", \"eval_img_s\": " << f.eval
     << ", \"eval_opencv_img_s\": " << f.eval_opencv << ", \"train_ratio\": " << f.train / f.baseline()
     << ", \"eval_ratio\": " << f.eval / f.baseline() << ", \"train_sealed_img_s\": " << f.train_sealed
-    << ", \"sealed_over_unsealed\": " << f.train_sealed / f.train << "}";
+    << ", \"train_unsealed_alternating_img_s\": " << f.train_unsealed_alternating
+    << ", \"sealed_over_unsealed\": " << f.train_sealed / f.train_unsealed_alternating << "}";
   return j.str();
 }
 
@@ -196,7 +199,16 @@ bench::Outcome RunBench(const Options& o) {
   f.train_linear = PipelineRate(images, o.seconds, o.batch, linear);
   f.eval = PipelineRate(images, o.seconds, o.batch, eval);
   f.eval_opencv = PipelineRate(images, o.seconds, o.batch, eval_opencv);
-  f.train_sealed = SealedPipelineRate(images, o.seconds, o.batch, train);
+  // Sealed against unsealed, alternating in short rounds (medians), so drift in the core's speed hits both alike.
+  std::vector<double> plain_rounds, sealed_rounds;
+  for (int round = 0; round < 5; ++round) {
+    plain_rounds.push_back(SealedPipelineRate(images, o.seconds / 2, o.batch, train, false));
+    sealed_rounds.push_back(SealedPipelineRate(images, o.seconds / 2, o.batch, train, true));
+  }
+  std::sort(plain_rounds.begin(), plain_rounds.end());
+  std::sort(sealed_rounds.begin(), sealed_rounds.end());
+  f.train_unsealed_alternating = plain_rounds[2];
+  f.train_sealed = sealed_rounds[2];
   Print(f);
   return {0, Json(o, f)};
 }

@@ -42,8 +42,25 @@ void CutUnconnected(std::vector<Pair>& pairs) {
   pairs.erase(std::remove_if(pairs.begin(), pairs.end(), [](const Pair& p) { return p.client < 0; }), pairs.end());
 }
 
+// What the proxy does to the bytes it moves: counts them, and flips a bit in chunks from the target while asked to.
+struct Tamper {
+  std::atomic<uint64_t>& forwarded;
+  std::atomic<int>& corrupt_left;
+  std::atomic<uint64_t>& corrupted;
+
+  void FromTarget(char* data, size_t n) {
+    if (n < 4096) return;
+    int left = corrupt_left.load();
+    while (left > 0 && !corrupt_left.compare_exchange_weak(left, left - 1)) {
+    }
+    if (left <= 0) return;
+    data[n / 2] = static_cast<char>(data[n / 2] ^ 0x10);
+    corrupted.fetch_add(1);
+  }
+};
+
 // Moves what one side of `p` has to the other; false when the pair is done (a side closed or cannot take more).
-bool Forward(const Pair& p, const pollfd* sides, std::vector<char>& buffer, std::atomic<uint64_t>& forwarded) {
+bool Forward(const Pair& p, const pollfd* sides, std::vector<char>& buffer, Tamper& tamper) {
   for (int side = 0; side < 2; ++side) {
     const pollfd& f = sides[side];
     if (f.fd < 0 || !(f.revents & (POLLIN | POLLHUP | POLLERR))) continue;
@@ -52,8 +69,9 @@ bool Forward(const Pair& p, const pollfd* sides, std::vector<char>& buffer, std:
     if (n <= 0) return false;
     int to = side == 0 ? p.server : p.client;
     if (to < 0) continue;
+    if (side == 1) tamper.FromTarget(buffer.data(), static_cast<size_t>(n));
     const bool written = WriteAll(to, buffer.data(), static_cast<size_t>(n));
-    forwarded.fetch_add(static_cast<uint64_t>(n));
+    tamper.forwarded.fetch_add(static_cast<uint64_t>(n));
     if (!written) return false;
   }
   return true;
@@ -117,6 +135,7 @@ void TcpProxy::ResetAll() {
 void TcpProxy::Loop() {
   std::vector<Pair> pairs;
   std::vector<char> buffer(1 << 16);
+  Tamper tamper{forwarded_, corrupt_left_, corrupted_};
   while (!stop_.load()) {
     if (!blackhole_.load()) CutUnconnected(pairs);
     if (reset_requested_.exchange(false)) {
@@ -142,7 +161,7 @@ void TcpProxy::Loop() {
     if (fds[0].revents & POLLIN) Accept(listen_fd_, blackhole_, target_host_, target_port_, pairs);
     std::vector<Pair> alive;
     for (size_t i = 0; i < pairs.size(); ++i) {
-      if (i >= polled || Forward(pairs[i], &fds[2 + 2 * i], buffer, forwarded_)) {
+      if (i >= polled || Forward(pairs[i], &fds[2 + 2 * i], buffer, tamper)) {
         alive.push_back(pairs[i]);
       } else {
         CloseBoth(pairs[i]);

@@ -5,7 +5,9 @@
 //                 partition: nothing is refused, nothing arrives; only heartbeats can tell). TCP streams are never
 //                 corrupted: on Heal() the held bytes flow on, late, as after a real partition;
 //   ResetAll()  — every connection is closed abruptly (RST), as by a restarted middlebox;
-//   Heal()      — forward again (new and existing connections).
+//   Heal()      — forward again (new and existing connections);
+//   CorruptNext(n) — the next n reads of at least 4 KiB from the target have one bit of their middle byte flipped
+//                 on the way to the client (a man in the middle changing batches: sealed ones must be refused).
 //
 // Thread safety: all methods may be called from any thread.
 #pragma once
@@ -34,7 +36,9 @@ class TcpProxy {
   void Blackhole();
   void Heal();
   void ResetAll();
+  void CorruptNext(int chunks) { corrupt_left_.store(chunks); }
   uint64_t bytes_forwarded() const { return forwarded_.load(); }
+  uint64_t chunks_corrupted() const { return corrupted_.load(); }
 
  private:
   TcpProxy() = default;
@@ -49,6 +53,8 @@ class TcpProxy {
   std::atomic<bool> blackhole_{false};
   std::atomic<bool> reset_requested_{false};
   std::atomic<uint64_t> forwarded_{0};
+  std::atomic<int> corrupt_left_{0};
+  std::atomic<uint64_t> corrupted_{0};
   std::thread thread_;
 };
 

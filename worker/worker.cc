@@ -289,9 +289,10 @@ class Worker::Adapter {
     }
   }
 
-  // Sealing is pipeline work: a pool task encrypts the batch in place, then it is sent like any finished batch.
+  // Sealing is pipeline work: a pool task, ahead of the queued samples, encrypts the batch in place; then it is sent
+  // like any finished batch.
   void Seal(const std::shared_ptr<BatchBuild>& build, std::shared_ptr<SealSession> session) {
-    tasks_->Push([this, build, session = std::move(session)](ThreadContext&) mutable {
+    tasks_->PushFirst([this, build, session = std::move(session)](ThreadContext&) mutable {
       BatchSender::Seal(*build, std::move(session));
       Completed(build);
     });

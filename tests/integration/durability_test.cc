@@ -186,6 +186,25 @@ TEST_F(Durability, RepeatedResetsOfADataConnectionLoseNothing) {
   ExpectExactDelivery(*cluster_, spec, data_, 1, std::chrono::seconds(120));
 }
 
+// A man in the middle of a data connection changing batches in flight (one bit each, in the middle of what it
+// reads from the worker). Every batch is sealed: the client refuses each changed one (counted as seal_failed, never
+// delivered), its unit is re-leased once unacknowledged, and the job is still delivered exactly once.
+TEST_F(Durability, BatchesChangedInFlightAreRefusedAndTheJobStaysExact) {
+  ASSERT_NO_FATAL_FAILURE(Start(96, 32, /*workers=*/0, {"--ack-timeout", "1500ms"}));
+  std::unique_ptr<tools::TcpProxy> proxy;
+  ASSERT_TRUE(StartWorkerBehind(*cluster_, &proxy).ok());
+  JobSpec spec = SpecOver("tampered", data_, 1, 8, 3);
+  auto consumer = cluster_->StartConsumer("victim", spec, 0, {"--hold-ms", "20"});
+  ASSERT_TRUE(consumer.ok());
+  ASSERT_TRUE(tools::WaitForLines(cluster_->ConsumerLog(*consumer), 8, std::chrono::seconds(60),
+                                  &cluster_->consumer(*consumer)).ok());
+  proxy->CorruptNext(4);
+  ExpectExactDelivery(*cluster_, spec, data_, 1, std::chrono::seconds(180));
+  EXPECT_GE(proxy->chunks_corrupted(), 1u) << "the job ended before the proxy changed a batch";
+  const std::string summary = Slurp(cluster_->ConsumerSummary(*consumer));
+  EXPECT_GE(SummaryCount(summary, "seal_failed"), 1u) << "no changed batch was refused: " << summary;
+}
+
 // Row 17: a frame larger than a server accepts, and a request of several frames, from peers holding real keys.
 // The coordinator drops the first peer's connection (ZMQ_MAXMSGSIZE) and counts the second as a bad frame; a
 // worker's data port drops a client whose credit is oversized. Everyone else carries on exactly. (A multipart
