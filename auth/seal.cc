@@ -247,6 +247,14 @@ Status SealSession::Open(uint64_t counter, std::span<const std::span<const uint8
   return opened;
 }
 
+const char* SealCipherName() {
+#if STOKER_WITH_IPSEC_MB
+  return "ipsec-mb";
+#else
+  return "openssl";
+#endif
+}
+
 std::array<uint8_t, 12> SealNonce(uint64_t counter) {
   std::array<uint8_t, 12> iv{};
   for (int i = 0; i < 8; ++i) iv[11 - i] = static_cast<uint8_t>(counter >> (8 * i));

@@ -129,6 +129,8 @@ void AesGcmSeal(std::span<const uint8_t, kSealKeyBytes> key, std::span<const uin
 Status AesGcmOpen(std::span<const uint8_t, kSealKeyBytes> key, std::span<const uint8_t, 12> iv,
                   std::span<const std::span<const uint8_t>> associated, std::span<const uint8_t> in,
                   std::span<uint8_t> out, std::span<const uint8_t, kSealTagBytes> tag);
+// Which library's AES-256-GCM the build seals with: "ipsec-mb" or "openssl".
+const char* SealCipherName();
 // GCM's IV for frame `counter`: four zero bytes, then the counter big-endian.
 std::array<uint8_t, 12> SealNonce(uint64_t counter);
 

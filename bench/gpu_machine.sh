@@ -6,7 +6,7 @@
 # Sections: machine pipeline scaling transport recovery control peers observability (the default set), before (this
 # build's client benchmarks against an earlier build's, when the bundle has one), and the GPU
 # client's: client (its GPU tests, under compute-sanitizer memcheck and racecheck too, and the Python package's test
-# with PyTorch), feed (gpu_feed_bench), headline (bench/resnet_headline.py), nccl (two GPUs: CollectiveTest and
+# with PyTorch), feed (seal_bench, then gpu_feed_bench), headline (bench/resnet_headline.py), nccl (two GPUs: CollectiveTest and
 # nccl_bench), lightning (the package's PyTorch tests with Lightning installed, then bench/lightning_bench.py: the
 # Lightning example vs synthetic input, and a mid-epoch checkpoint resumed through Lightning's checkpointing), scale
 # (bench/scale_bench.py: ResNet-18 on one GPU fed by more worker cores than a node's share, then ResNet-50 with DDP
@@ -111,6 +111,7 @@ fi
 
 if want feed; then
   section "GPU feed: H2D + normalise vs raw cudaMemcpyAsync; staging vs memcpy; client CPU per img/s"
+  ours "$BUNDLE/bin/seal_bench" --json "$OUT/seal.json"
   # End to end sealed (the default) and --insecure in the same run: what sealing costs the client.
   ours "$BUNDLE/bin/gpu_feed_bench" --json "$OUT/gpu_feed.json" --seconds ${FEED_SECONDS:-10} --workers 4 \
     --worker-threads 3

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 cmake -S . -B build-bundle -DCMAKE_BUILD_TYPE=Release -DSTOKER_WITH_IMGCODECS=OFF -DSTOKER_WITH_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90 > build-bundle.configure.log
-BINARIES="stoker stoker-coordinator stoker-worker pipeline_bench transport_bench scaling_bench recovery_bench
+BINARIES="stoker stoker-coordinator stoker-worker pipeline_bench transport_bench scaling_bench recovery_bench seal_bench
           control_plane_bench client_test worker_pipeline_test gpu_feed_bench nccl_bench"
 cmake --build build-bundle -j "$(nproc)" --target $BINARIES python_package
 rm -rf .bundle && mkdir -p .bundle/bin .bundle/lib
