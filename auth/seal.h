@@ -30,9 +30,10 @@ constexpr size_t kSealKeyBytes = 32;     // the pair's seal key, session secrets
 constexpr size_t kSealRandomBytes = 32;  // each side's fresh randomness
 constexpr size_t kSealPublicBytes = 32;  // an X25519 public key
 constexpr size_t kSealTagBytes = 16;     // GCM's full tag
-// Frames one key seals before the next generation's key takes over: 2^12 frames of at most 64 MiB (the data
-// socket's message limit) are 2^34 AES blocks, far inside the bounds for AES-GCM (NIST SP 800-38D allows 2^32
-// invocations under one key even with random nonces; our nonces are counters and cannot repeat).
+// Frames one key seals before the next generation's key takes over: 2^12 frames of at most 2 GiB (a whole batch of
+// the largest a job may ask for; a GPU client's frames are 8 MiB) are at most 2^39 AES blocks, with a distinguishing
+// advantage under (2^39)^2 / 2^128 = 2^-50; and 2^12 invocations are far below NIST SP 800-38D's 2^32 even for
+// random nonces (ours are counters and cannot repeat).
 constexpr uint64_t kSealFramesPerKey = uint64_t{1} << 12;
 
 // One side's contribution to a handshake: fresh randomness and an ephemeral X25519 key pair, whose secret half is
@@ -108,7 +109,9 @@ class SealSession {
 // sealed in parallel, so they may arrive a little out of counter order).
 class ReplayWindow {
  public:
-  static constexpr uint64_t kWindow = 4096;
+  // Batches are sealed in parallel by a worker's pipeline threads, each taking its frames' counters when it
+  // starts: a batch may arrive after others that took up to (threads - 1) x frames per batch counters after it.
+  static constexpr uint64_t kWindow = uint64_t{1} << 16;
   // True (and remembered) for a counter not seen before and inside the window.
   bool Accept(uint64_t counter);
 

@@ -30,11 +30,12 @@ class TaskPool {
             MutexLock lock(mu_);
             ready_.Wait(mu_, [this] {
               mu_.AssertHeld();
-              return stopping_ || !tasks_.empty();
+              return stopping_ || !tasks_.empty() || !first_.empty();
             });
             if (stopping_) return;
-            task = std::move(tasks_.front());
-            tasks_.pop_front();
+            std::deque<Task>& from = first_.empty() ? tasks_ : first_;
+            task = std::move(from.front());
+            from.pop_front();
           }
           task(context);
         }
@@ -62,19 +63,19 @@ class TaskPool {
     ready_.NotifyOne();
   }
 
-  // Ahead of every queued task: the last step of work already under way (sealing a finished batch), which must
-  // not wait behind the samples of batches queued after it.
+  // Ahead of every task pushed with Push (and after those pushed with PushFirst before it): the last step of work
+  // already under way (sealing a finished batch), which must not wait behind the samples of batches queued after it.
   void PushFirst(Task task) {
     {
       MutexLock lock(mu_);
-      tasks_.push_front(std::move(task));
+      first_.push_back(std::move(task));
     }
     ready_.NotifyOne();
   }
 
   size_t queued() const {
     MutexLock lock(mu_);
-    return tasks_.size();
+    return tasks_.size() + first_.size();
   }
   unsigned threads() const { return static_cast<unsigned>(threads_.size()); }
 
@@ -82,6 +83,7 @@ class TaskPool {
   mutable Mutex mu_;
   CondVar ready_;
   std::deque<Task> tasks_ STOKER_GUARDED_BY(mu_);
+  std::deque<Task> first_ STOKER_GUARDED_BY(mu_);  // run before tasks_, in their own order
   bool stopping_ STOKER_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };

@@ -1,4 +1,4 @@
-// TaskPool: tasks run in the order pushed, except that PushFirst jumps the queue.
+// TaskPool: tasks run in the order pushed, except that those pushed with PushFirst go first, in their own order.
 #include "base/task_pool.h"
 
 #include <gtest/gtest.h>
@@ -46,19 +46,20 @@ TEST(TaskPool, TasksRunInOrderAndPushFirstGoesAheadOfTheQueue) {
     };
     pool.Push(record("a"));
     pool.Push(record("b"));
-    pool.PushFirst(record("urgent"));
-    EXPECT_EQ(pool.queued(), 3u);
+    pool.PushFirst(record("first-1"));
+    pool.PushFirst(record("first-2"));
+    EXPECT_EQ(pool.queued(), 4u);
     {
       MutexLock lock(mu);
       release = true;
       changed.NotifyAll();
       ASSERT_TRUE(changed.WaitFor(mu, std::chrono::seconds(10), [&] {
         mu.AssertHeld();
-        return ran.size() == 3;
+        return ran.size() == 4;
       }));
     }
   }
-  EXPECT_EQ(ran, (std::vector<std::string>{"urgent", "a", "b"}));
+  EXPECT_EQ(ran, (std::vector<std::string>{"first-1", "first-2", "a", "b"}));
 }
 
 }  // namespace

@@ -113,8 +113,12 @@ void DataPort::Handle(const std::string& peer, zmq::message_t frame, const zmq::
     const std::span<const uint8_t> credit_bytes(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
     const std::span<const uint8_t> trailer_bytes(static_cast<const uint8_t*>(trailer->data()), trailer->size());
     std::string reason;
-    if (Status ok = sessions_.CheckCredit(peer, credit_bytes, trailer_bytes, &reason); !ok.ok()) {
-      if (reason == "seal_no_session") SendError(peer, DataError{"", 0, FailedPreconditionError(kNoSealSession)});
+    if (Status ok = sessions_.CheckCredit(peer, identity, credit_bytes, trailer_bytes, &reason); !ok.ok()) {
+      // A credit without a session, or whose tag does not hold (the worker made a new session for the connection
+      // since: a replayed offer), is answered so that its client offers again; a replay is only dropped.
+      if (reason == "seal_no_session" || reason == "seal_bad_tag") {
+        SendError(peer, DataError{"", 0, FailedPreconditionError(kNoSealSession)});
+      }
       return;
     }
   } else if (trailer != nullptr) {
@@ -136,13 +140,13 @@ void DataPort::SendError(const std::string& peer, const DataError& error) {
   }
 }
 
-DataPort::Step DataPort::Next(BatchBuild& build, const std::string& peer, uint64_t max_frame_bytes,
-                              std::shared_ptr<SealSession>* seal_with) {
+DataPort::Step DataPort::Next(BatchBuild& build, const std::string& peer, const std::string& identity,
+                              uint64_t max_frame_bytes, std::shared_ptr<SealSession>* seal_with) {
   if (!sealed_) {
     sender_.Prepare(build, max_frame_bytes, false);
     return Step::kSend;
   }
-  std::shared_ptr<SealSession> session = sessions_.Find(peer);
+  std::shared_ptr<SealSession> session = sessions_.Find(peer, identity);
   if (session == nullptr) return Step::kUndeliverable;
   if (build.sealed_with != nullptr) {
     // Sealed for this connection's session, or for one it no longer has (its client offered again meanwhile).

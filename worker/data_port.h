@@ -46,11 +46,11 @@ class DataPort {
   void Drain(const OnCredit& on_credit);
   void SendError(const std::string& peer, const DataError& error);
 
-  // What a finished batch routed to `peer` needs next: sending, sealing first (with *seal_with, on a pipeline
-  // thread), or nothing, because its connection has no session or has a new one since it was sealed (the batch
-  // is then undeliverable, and its unit goes back).
+  // What a finished batch for `identity` routed to `peer` needs next: sending, sealing first (with *seal_with, on a
+  // pipeline thread), or nothing, because its connection has no session of that identity or has a new one since it
+  // was sealed (the batch is then undeliverable, and its unit goes back).
   enum class Step { kSend, kSeal, kUndeliverable };
-  Step Next(BatchBuild& build, const std::string& peer, uint64_t max_frame_bytes,
+  Step Next(BatchBuild& build, const std::string& peer, const std::string& identity, uint64_t max_frame_bytes,
             std::shared_ptr<SealSession>* seal_with);
   // Sends it; false if the connection is gone (its session is forgotten).
   bool Send(const std::string& peer, BatchBuild& build);

@@ -39,6 +39,7 @@ namespace stoker::worker {
 struct BatchRoute {
   std::string peer;
   uint64_t max_frame_bytes = 0;
+  std::string identity;  // the authenticated identity the batch is for (the lease's client): its keys only
 };
 
 // What happened to units, cumulative (the worker's stats and metrics).

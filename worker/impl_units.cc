@@ -111,7 +111,7 @@ std::optional<BatchRoute> WorkerImpl::RouteBatch(const BatchBuild& build) {
     GiveBack(uit, UnitOutcome::kUndeliverable);  // the client's stream is gone: the whole unit goes back
     return std::nullopt;
   }
-  return BatchRoute{sit->second.peer, sit->second.max_frame_bytes};
+  return BatchRoute{sit->second.peer, sit->second.max_frame_bytes, uit->second.lease.client_identity};
 }
 
 void WorkerImpl::BatchSent(BatchBuild& build, bool delivered) {

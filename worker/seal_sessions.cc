@@ -33,19 +33,22 @@ StatusOr<SealWelcome> SealSessions::Offer(const std::string& peer, const std::st
     CountRefusal("seal_evicted");
   }
   Entry& e = by_peer_[peer];
-  e = Entry{std::move(*session), ReplayWindow(), ++made_};
+  e = Entry{identity, std::move(*session), ReplayWindow(), ++made_};
   return SealWelcome{own.random(), own.public_key()};
 }
 
-Status SealSessions::CheckCredit(const std::string& peer, std::span<const uint8_t> credit,
-                                 std::span<const uint8_t> trailer, std::string* reason) {
+Status SealSessions::CheckCredit(const std::string& peer, const std::string& identity,
+                                 std::span<const uint8_t> credit, std::span<const uint8_t> trailer,
+                                 std::string* reason) {
   auto refuse = [&](const char* why, Status status) {
     *reason = why;
     CountRefusal(why);
     return status;
   };
   auto it = by_peer_.find(peer);
-  if (it == by_peer_.end()) return refuse("seal_no_session", FailedPreconditionError("no sealed session"));
+  if (it == by_peer_.end() || it->second.identity != identity) {
+    return refuse("seal_no_session", FailedPreconditionError("no sealed session"));
+  }
   auto decoded = DecodeSealTrailer(trailer, 1);
   if (!decoded.ok()) return refuse("seal_bad_trailer", decoded.status());
   const std::span<const uint8_t> associated[] = {credit};
@@ -57,9 +60,9 @@ Status SealSessions::CheckCredit(const std::string& peer, std::span<const uint8_
   return Status::Ok();
 }
 
-std::shared_ptr<SealSession> SealSessions::Find(const std::string& peer) const {
+std::shared_ptr<SealSession> SealSessions::Find(const std::string& peer, const std::string& identity) const {
   auto it = by_peer_.find(peer);
-  return it == by_peer_.end() ? nullptr : it->second.session;
+  return it == by_peer_.end() || it->second.identity != identity ? nullptr : it->second.session;
 }
 
 void SealSessions::Forget(const std::string& peer) { by_peer_.erase(peer); }

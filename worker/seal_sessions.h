@@ -33,14 +33,16 @@ class SealSessions {
   // InvalidArgument for an offer that gives no key.
   StatusOr<SealWelcome> Offer(const std::string& peer, const std::string& identity, const SealHello& hello);
 
-  // A sealed credit from `peer`: its frame's bytes and the trailer frame after it. OK if the connection has a
-  // session, the tag holds and the counter is new; else the refusal is counted and `*reason` names it
-  // ("seal_no_session", "seal_bad_trailer", "seal_bad_tag", "seal_replayed").
-  Status CheckCredit(const std::string& peer, std::span<const uint8_t> credit, std::span<const uint8_t> trailer,
-                     std::string* reason);
+  // A sealed credit from `peer`, which authenticated as `identity`: its frame's bytes and the trailer frame after
+  // it. OK if the connection has a session of that identity, the tag holds and the counter is new; else the
+  // refusal is counted and `*reason` names it ("seal_no_session", "seal_bad_trailer", "seal_bad_tag",
+  // "seal_replayed").
+  Status CheckCredit(const std::string& peer, const std::string& identity, std::span<const uint8_t> credit,
+                     std::span<const uint8_t> trailer, std::string* reason);
 
-  // The session batches for `peer` are sealed with (null: none).
-  std::shared_ptr<SealSession> Find(const std::string& peer) const;
+  // The session batches for `identity` on connection `peer` are sealed with: null if the connection has none, or
+  // one another identity made (a routing id taken over by another client must not get this one's batches).
+  std::shared_ptr<SealSession> Find(const std::string& peer, const std::string& identity) const;
   // The connection is gone.
   void Forget(const std::string& peer);
 
@@ -51,6 +53,7 @@ class SealSessions {
 
  private:
   struct Entry {
+    std::string identity;  // who made the session: only its batches and credits use it
     std::shared_ptr<SealSession> session;
     ReplayWindow credits;
     uint64_t made = 0;  // order of making: the smallest is evicted first

@@ -272,7 +272,8 @@ class Worker::Adapter {
       std::optional<BatchRoute> route = impl_.RouteBatch(*build);
       if (!route) continue;  // its unit is no longer ours to send: the buffer returns to the pool
       std::shared_ptr<SealSession> seal_with;
-      const DataPort::Step step = data_port_.Next(*build, route->peer, route->max_frame_bytes, &seal_with);
+      const DataPort::Step step =
+          data_port_.Next(*build, route->peer, route->identity, route->max_frame_bytes, &seal_with);
       if (step == DataPort::Step::kSeal) {
         Seal(build, std::move(seal_with));
         continue;

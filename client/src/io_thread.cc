@@ -307,10 +307,12 @@ bool IoThread::Unseal(const std::string& worker_id, WorkerConnection& w, StatusO
     return false;
   }
   if (const auto* error = std::get_if<DataError>(&*message)) {
-    // About the connection: it has no session at the worker (evicted, or not registered yet when the offer came).
-    // Offer again, at most five times a second.
+    // About the connection: it has no session at the worker for these keys (evicted, replaced, or not registered
+    // yet when the offer came). Offer again: at most five times a second, and while an offer is still unanswered
+    // only after two seconds (a new offer replaces it, and its welcome would no longer fit).
     if (error->job.empty() && error->status.code() == StatusCode::kFailedPrecondition) {
-      if (clock_.Now() - w.last_offer >= Millis(200)) SendOffer(w);
+      const Duration since = clock_.Now() - w.last_offer;
+      if (since >= (w.seal->offering() ? Millis(2000) : Millis(200))) SendOffer(w);
       return false;
     }
     return true;

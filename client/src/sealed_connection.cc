@@ -20,17 +20,16 @@ Status SealedConnection::Welcome(const SealWelcome& welcome) {
   auto session = SealSession::Derive(seal_key_, t, *offer_, SealDirection::kClientToWorker);
   if (!session.ok()) return session.status();
   offer_.reset();  // its secret half is wiped: this answer was the only one it could take
-  session_ = std::move(*session);
-  replay_ = ReplayWindow();
+  keys_ = std::make_shared<Keys>(Keys{std::move(*session), ReplayWindow()});
   return Status::Ok();
 }
 
 std::vector<uint8_t> SealedConnection::SealCredit(std::span<const uint8_t> credit) {
   SealTrailer trailer;
-  trailer.first_counter = session_->Reserve(1);
+  trailer.first_counter = keys_->session->Reserve(1);
   trailer.tags.resize(1);
   const std::span<const uint8_t> associated[] = {credit};
-  session_->Seal(trailer.first_counter, associated, {}, trailer.tags[0]);
+  keys_->session->Seal(trailer.first_counter, associated, {}, trailer.tags[0]);
   return EncodeSealTrailer(trailer);
 }
 
@@ -50,9 +49,9 @@ Status SealedConnection::Open(std::span<const uint8_t> header, std::vector<zmq::
 
 StatusOr<SealedConnection::Sealed> SealedConnection::Prepare(std::span<const uint8_t> header, size_t frames,
                                                              std::span<const uint8_t> trailer) const {
-  if (session_ == nullptr) return DataLossError("a sealed batch before the connection's keys");
+  if (keys_ == nullptr) return DataLossError("a sealed batch before the connection's keys");
   STOKER_ASSIGN_OR_RETURN(SealTrailer t, DecodeSealTrailer(trailer, frames));
-  return Sealed{session_, std::move(t), std::string(reinterpret_cast<const char*>(header.data()), header.size())};
+  return Sealed{keys_, std::move(t), std::string(reinterpret_cast<const char*>(header.data()), header.size())};
 }
 
 Status SealedConnection::OpenFrame(const Sealed& sealed, size_t frame, zmq::message_t& bytes) {
@@ -62,15 +61,15 @@ Status SealedConnection::OpenFrame(const Sealed& sealed, size_t frame, zmq::mess
   const std::span<const uint8_t> header(reinterpret_cast<const uint8_t*>(sealed.header.data()), sealed.header.size());
   const std::span<const uint8_t> associated[] = {header, index_bytes};
   std::span<uint8_t> data(static_cast<uint8_t*>(bytes.data()), bytes.size());
-  return sealed.session->Open(sealed.trailer.first_counter + frame, associated, data, data, sealed.trailer.tags[frame]);
+  return sealed.keys->session->Open(sealed.trailer.first_counter + frame, associated, data, data,
+                                    sealed.trailer.tags[frame]);
 }
 
 Status SealedConnection::Accept(const Sealed& sealed) {
-  // Only authenticated counters enter the window: a forger cannot push the window past real batches. A batch of
-  // an earlier session (the connection offered again since) is not this window's to judge: its keys were used once.
-  if (sealed.session != session_) return Status::Ok();
+  // Only authenticated counters enter the window: a forger cannot push the window past real batches. Each session
+  // has its own, so a batch of an earlier session is judged by the counters that session took.
   for (size_t f = 0; f < sealed.trailer.tags.size(); ++f) {
-    if (!replay_.Accept(sealed.trailer.first_counter + f)) {
+    if (!sealed.keys->replay.Accept(sealed.trailer.first_counter + f)) {
       return AlreadyExistsError("a sealed batch's counters were taken before");
     }
   }

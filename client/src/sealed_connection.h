@@ -29,7 +29,9 @@ class SealedConnection {
   // The worker's answer to the last offer: the session's keys. FailedPrecondition without an offer outstanding,
   // InvalidArgument for an answer that gives no keys.
   Status Welcome(const SealWelcome& welcome);
-  bool ready() const { return session_ != nullptr; }
+  bool ready() const { return keys_ != nullptr; }
+  // An offer is out and no welcome has answered it yet.
+  bool offering() const { return offer_.has_value(); }
 
   // The trailer to send after a credit frame holding `credit` (ready() only).
   std::vector<uint8_t> SealCredit(std::span<const uint8_t> credit);
@@ -43,8 +45,14 @@ class SealedConnection {
   // Opening in steps, so that the frames of large batches can be opened on other threads: Prepare (this thread)
   // takes what opening needs, OpenFrame (any thread, each frame once) opens one frame in place, Accept (this thread,
   // once every frame opened) takes the batch's counters, refusing a replay.
-  struct Sealed {
+  // A session's keys and the counters it has taken (a batch opened under a session is judged by its window, even
+  // if the connection has a newer session by the time it is accepted).
+  struct Keys {
     std::shared_ptr<SealSession> session;
+    ReplayWindow replay;
+  };
+  struct Sealed {
+    std::shared_ptr<Keys> keys;
     SealTrailer trailer;
     std::string header;
   };
@@ -57,8 +65,7 @@ class SealedConnection {
   const std::string worker_id_;
   const std::string seal_key_;
   std::optional<SealOffer> offer_;  // the outstanding offer
-  std::shared_ptr<SealSession> session_;
-  ReplayWindow replay_;
+  std::shared_ptr<Keys> keys_;
 };
 
 }  // namespace stoker::client

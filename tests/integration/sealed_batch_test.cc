@@ -112,7 +112,7 @@ TEST_F(SealedBatch, OpensToTheWorkersPixelsAndOnlyOnce) {
   Pair p;
   Batch b(0, 1);
   std::vector<uint8_t> pixels(b.build.buffer.data, b.build.buffer.data + b.build.buffer.size);
-  const Wire w = SealAndCapture(b, p.sessions.Find("peer-1"), histogram_, errors_);
+  const Wire w = SealAndCapture(b, p.sessions.Find("peer-1", kClient), histogram_, errors_);
   ASSERT_EQ(w.frames.size(), 8u);  // 4 x 8 x 8 x 3 = 768 bytes in frames of 100
   EXPECT_NE(w.frames[0], std::string(pixels.begin(), pixels.begin() + 100)) << "the pixels left in the clear";
   auto header = DecodeDataMessage(zmq::message_t(w.header.data(), w.header.size()), ControlReaderOptions());
@@ -130,7 +130,7 @@ TEST_F(SealedBatch, OpensToTheWorkersPixelsAndOnlyOnce) {
 TEST_F(SealedBatch, AnyChangedByteOfPixelsHeaderOrTrailerIsRefusedAndNothingReadable) {
   Pair p;
   Batch b(0, 1);
-  const Wire w = SealAndCapture(b, p.sessions.Find("peer-1"), histogram_, errors_);
+  const Wire w = SealAndCapture(b, p.sessions.Find("peer-1", kClient), histogram_, errors_);
   std::vector<Wire> changed(4, w);
   changed[0].frames[1][17] ^= 1;     // a pixel
   changed[1].header[w.header.size() / 2] ^= 1;  // the header (associated data)
@@ -149,11 +149,11 @@ TEST_F(SealedBatch, AnyChangedByteOfPixelsHeaderOrTrailerIsRefusedAndNothingRead
 TEST_F(SealedBatch, ABatchSentAgainUnderAnotherRankOrAttemptOrAnotherConnectionsKeysIsRefused) {
   Pair p;
   Batch original(0, 1);
-  const Wire w = SealAndCapture(original, p.sessions.Find("peer-1"), histogram_, errors_);
+  const Wire w = SealAndCapture(original, p.sessions.Find("peer-1", kClient), histogram_, errors_);
   // The same sealed pixels under the header of another rank, and of another attempt.
   for (auto [rank, attempt] : {std::pair<uint32_t, uint64_t>{1, 1}, {0, 2}}) {
     Batch other(rank, attempt);
-    Wire moved = SealAndCapture(other, p.sessions.Find("peer-1"), histogram_, errors_);
+    Wire moved = SealAndCapture(other, p.sessions.Find("peer-1", kClient), histogram_, errors_);
     moved.frames = w.frames;
     moved.trailer = w.trailer;
     EXPECT_EQ(Open(p.client, moved).code(), StatusCode::kDataLoss) << rank << " " << attempt;
@@ -161,7 +161,7 @@ TEST_F(SealedBatch, ABatchSentAgainUnderAnotherRankOrAttemptOrAnotherConnections
   // Sealed for another connection of the same client (another session): this one cannot open it.
   Pair other_connection;
   Batch b(0, 1);
-  const Wire theirs = SealAndCapture(b, other_connection.sessions.Find("peer-1"), histogram_, errors_);
+  const Wire theirs = SealAndCapture(b, other_connection.sessions.Find("peer-1", kClient), histogram_, errors_);
   EXPECT_EQ(Open(p.client, theirs).code(), StatusCode::kDataLoss);
   EXPECT_TRUE(Open(other_connection.client, theirs).ok());
   EXPECT_TRUE(Open(p.client, w).ok());
@@ -173,16 +173,34 @@ TEST_F(SealedBatch, CreditsNeedTheirTagOnceAndTheConnectionsSession) {
   const std::span<const uint8_t> bytes(static_cast<const uint8_t*>(credit.data()), credit.size());
   std::vector<uint8_t> tag = p.client.SealCredit(bytes);
   std::string reason;
-  EXPECT_TRUE(p.sessions.CheckCredit("peer-1", bytes, tag, &reason).ok());
-  EXPECT_EQ(p.sessions.CheckCredit("peer-1", bytes, tag, &reason).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(p.sessions.CheckCredit("peer-1", kClient, bytes, tag, &reason).ok());
+  EXPECT_EQ(p.sessions.CheckCredit("peer-1", kClient, bytes, tag, &reason).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(reason, "seal_replayed");
-  EXPECT_FALSE(p.sessions.CheckCredit("peer-2", bytes, p.client.SealCredit(bytes), &reason).ok());
+  EXPECT_FALSE(p.sessions.CheckCredit("peer-2", kClient, bytes, p.client.SealCredit(bytes), &reason).ok());
   EXPECT_EQ(reason, "seal_no_session");
   const zmq::message_t other = EncodeCredit(Credit{"job", 1, "c-1", 4, 0});
-  EXPECT_FALSE(p.sessions.CheckCredit("peer-1", {static_cast<const uint8_t*>(other.data()), other.size()},
+  EXPECT_FALSE(p.sessions.CheckCredit("peer-1", kClient, {static_cast<const uint8_t*>(other.data()), other.size()},
                                       p.client.SealCredit(bytes), &reason).ok());
   EXPECT_EQ(reason, "seal_bad_tag");
   EXPECT_EQ(p.sessions.refused().at("seal_bad_tag"), 1u);
+}
+
+// A routing id is the client's to choose: another identity that takes a connection's routing id over (and offers
+// on it) gets a session of its own, never the first identity's batches, and its credits count only as its own.
+TEST_F(SealedBatch, ASessionServesOnlyTheIdentityThatMadeIt) {
+  Pair p;
+  EXPECT_EQ(p.sessions.Find("peer-1", "client:mallory"), nullptr);
+  client::SealedConnection mallory{"client:mallory", kWorker, DataSealKey(kTicketKey, "client:mallory")};
+  auto welcome = p.sessions.Offer("peer-1", "client:mallory", mallory.Offer());
+  ASSERT_TRUE(welcome.ok());
+  ASSERT_TRUE(mallory.Welcome(*welcome).ok());
+  EXPECT_EQ(p.sessions.Find("peer-1", kClient), nullptr) << "the victim's batches would be sealed for mallory";
+  EXPECT_NE(p.sessions.Find("peer-1", "client:mallory"), nullptr);
+  const zmq::message_t credit = EncodeCredit(Credit{"job", 0, "c-victim", 4, 0});
+  const std::span<const uint8_t> bytes(static_cast<const uint8_t*>(credit.data()), credit.size());
+  std::string reason;
+  EXPECT_FALSE(p.sessions.CheckCredit("peer-1", kClient, bytes, mallory.SealCredit(bytes), &reason).ok());
+  EXPECT_EQ(reason, "seal_no_session");
 }
 
 // Every (key, nonce) a worker seals a frame under, across a client's reconnects (a new offer on the connection,
@@ -192,7 +210,7 @@ TEST_F(SealedBatch, NoKeyAndNonceRepeatAcrossReconnectsRestartsAndGenerations) {
   std::set<std::pair<std::string, uint64_t>> used;
   size_t sealed = 0;
   auto seal_some = [&](Pair& p, const std::string& peer) {
-    std::shared_ptr<SealSession> session = p.sessions.Find(peer);
+    std::shared_ptr<SealSession> session = p.sessions.Find(peer, kClient);
     for (int round = 0; round < 3; ++round) {
       Batch b(0, 1);
       const Wire w = SealAndCapture(b, session, histogram_, errors_);
