@@ -206,6 +206,8 @@ void IoThread::CarryOut() {
 void IoThread::SendCredit(WorkerConnection& w, const Credit& credit) {
   if (w.seal && !w.seal->ready()) {
     w.pending_credit = credit;  // sent with the connection's keys
+    // Credits are refreshed every second: an offer unanswered for two (lost with a reset) is made again.
+    if (clock_.Now() - w.last_offer >= Millis(2000)) SendOffer(w);
     return;
   }
   zmq::message_t frame = EncodeCredit(credit);

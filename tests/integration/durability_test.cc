@@ -186,6 +186,26 @@ TEST_F(Durability, RepeatedResetsOfADataConnectionLoseNothing) {
   ExpectExactDelivery(*cluster_, spec, data_, 1, std::chrono::seconds(120));
 }
 
+// A data connection partitioned as it is made: the proxy accepts it and forwards nothing, then cuts it. ZeroMQ keeps
+// the client's seal offer queued until a handshake completes, so the offer goes out on the next connection, the
+// connection is keyed and the job is delivered exactly.
+TEST_F(Durability, ADataConnectionPartitionedAsItIsMadeIsKeyedOnceItHeals) {
+  ASSERT_NO_FATAL_FAILURE(Start(96, 32, /*workers=*/0));
+  std::unique_ptr<tools::TcpProxy> proxy;
+  ASSERT_TRUE(StartWorkerBehind(*cluster_, &proxy).ok());
+  proxy->Blackhole();
+  JobSpec spec = SpecOver("lost-offer", data_, 1, 8, 1);
+  auto consumer = cluster_->StartConsumer("victim", spec, 0, {});
+  ASSERT_TRUE(consumer.ok());
+  // The client connects (the proxy accepts and forwards nothing) and writes its offer; then the cut.
+  Status connected = WaitForMetric(cluster_->coordinator_metrics(), "stoker_coordinator_clients{state=\"live\"}", 1,
+                                   Millis(30000));
+  ASSERT_TRUE(connected.ok()) << connected.ToString();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the fault's length, not a synchronisation
+  proxy->Heal();
+  ExpectExactDelivery(*cluster_, spec, data_, 1, std::chrono::seconds(120));
+}
+
 // A man in the middle of a data connection changing batches in flight (one bit each, in the middle of what it
 // reads from the worker). Every batch is sealed: the client refuses each changed one (counted as seal_failed, never
 // delivered), its unit is re-leased once unacknowledged, and the job is still delivered exactly once.
