@@ -26,25 +26,7 @@
 namespace stoker {
 namespace {
 
-const std::string kLabel = "stoker seal v1";
-
-struct CipherCtxDeleter {
-  void operator()(EVP_CIPHER_CTX* c) const { EVP_CIPHER_CTX_free(c); }
-};
-using CipherCtx = std::unique_ptr<EVP_CIPHER_CTX, CipherCtxDeleter>;
-
-// One cipher context per thread, reused: creating one per frame costs more than a small frame's sealing.
-EVP_CIPHER_CTX* ThreadCipher() {
-  thread_local CipherCtx ctx(EVP_CIPHER_CTX_new());
-  STOKER_CHECK(ctx != nullptr, "EVP_CIPHER_CTX_new failed");
-  return ctx.get();
-}
-
-const EVP_CIPHER* Aes256Gcm() {
-  static EVP_CIPHER* const cipher = EVP_CIPHER_fetch(nullptr, "AES-256-GCM", nullptr);
-  STOKER_CHECK(cipher != nullptr, "OpenSSL has no AES-256-GCM");
-  return cipher;
-}
+constexpr char kLabel[] = "stoker seal v1";  // a constant, not a string destroyed at exit
 
 // HKDF (RFC 5869) with SHA-256 through EVP_KDF: extract-and-expand, extract only or expand only.
 void Hkdf(int mode, std::span<const uint8_t> key, std::span<const uint8_t> salt, std::span<const uint8_t> info,
@@ -83,19 +65,6 @@ void Append(std::string& out, const std::string& field) {
   out += field;
 }
 
-void AddAssociated(EVP_CIPHER_CTX* ctx, std::span<const std::span<const uint8_t>> associated, bool encrypt) {
-  for (std::span<const uint8_t> part : associated) {
-    if (part.empty()) continue;
-    int n = 0;
-    const int ok = encrypt ? EVP_EncryptUpdate(ctx, nullptr, &n, part.data(), static_cast<int>(part.size()))
-                           : EVP_DecryptUpdate(ctx, nullptr, &n, part.data(), static_cast<int>(part.size()));
-    STOKER_CHECK(ok == 1, "GCM associated data failed");
-  }
-}
-
-// EVP's update lengths are ints: a frame above 1 GiB goes in pieces.
-constexpr size_t kChunk = size_t{1} << 30;
-
 #if STOKER_WITH_IPSEC_MB
 // intel-ipsec-mb: one manager per thread (its state is not shared), set up for the best code path this CPU has.
 IMB_MGR* ThreadManager() {
@@ -131,6 +100,88 @@ std::span<const uint8_t> Joined(std::span<const std::span<const uint8_t>> parts)
 uint8_t kNothing = 0;
 uint8_t* OrNothing(uint8_t* p) { return p != nullptr ? p : &kNothing; }
 const uint8_t* OrNothing(const uint8_t* p) { return p != nullptr ? p : &kNothing; }
+
+// AES-256-GCM over `in` into `out` (the same size; may be `in`). Encrypting writes `tag`; decrypting checks it and
+// says whether it held.
+bool Gcm(bool encrypt, std::span<const uint8_t, kSealKeyBytes> key, std::span<const uint8_t, 12> iv,
+         std::span<const std::span<const uint8_t>> associated, std::span<const uint8_t> in, std::span<uint8_t> out,
+         uint8_t* tag) {
+  IMB_MGR* m = ThreadManager();
+  alignas(64) gcm_key_data expanded;
+  IMB_AES256_GCM_PRE(m, key.data(), &expanded);
+  gcm_context_data context;
+  const std::span<const uint8_t> aad = Joined(associated);
+  uint8_t computed[kSealTagBytes];
+  if (encrypt) {
+    IMB_AES256_GCM_ENC(m, &expanded, &context, OrNothing(out.data()), OrNothing(in.data()), in.size(), iv.data(),
+                       OrNothing(aad.data()), aad.size(), computed, kSealTagBytes);
+  } else {
+    IMB_AES256_GCM_DEC(m, &expanded, &context, OrNothing(out.data()), OrNothing(in.data()), in.size(), iv.data(),
+                       OrNothing(aad.data()), aad.size(), computed, kSealTagBytes);
+  }
+  sodium_memzero(&expanded, sizeof(expanded));
+  STOKER_CHECK(imb_get_errno(m) == 0, "intel-ipsec-mb: GCM failed");
+  if (encrypt) {
+    std::memcpy(tag, computed, kSealTagBytes);
+    return true;
+  }
+  // The library returns the tag it computed and leaves the comparison to its caller: made in constant time.
+  return CRYPTO_memcmp(computed, tag, kSealTagBytes) == 0;
+}
+#else
+struct CipherCtxDeleter {
+  void operator()(EVP_CIPHER_CTX* c) const { EVP_CIPHER_CTX_free(c); }
+};
+using CipherCtx = std::unique_ptr<EVP_CIPHER_CTX, CipherCtxDeleter>;
+
+// One cipher context per thread, reused: creating one per frame costs more than a small frame's sealing.
+EVP_CIPHER_CTX* ThreadCipher() {
+  thread_local CipherCtx ctx(EVP_CIPHER_CTX_new());
+  STOKER_CHECK(ctx != nullptr, "EVP_CIPHER_CTX_new failed");
+  return ctx.get();
+}
+
+const EVP_CIPHER* Aes256Gcm() {
+  static EVP_CIPHER* const cipher = EVP_CIPHER_fetch(nullptr, "AES-256-GCM", nullptr);
+  STOKER_CHECK(cipher != nullptr, "OpenSSL has no AES-256-GCM");
+  return cipher;
+}
+
+void AddAssociated(EVP_CIPHER_CTX* ctx, std::span<const std::span<const uint8_t>> associated, bool encrypt) {
+  for (std::span<const uint8_t> part : associated) {
+    if (part.empty()) continue;
+    int n = 0;
+    const int ok = encrypt ? EVP_EncryptUpdate(ctx, nullptr, &n, part.data(), static_cast<int>(part.size()))
+                           : EVP_DecryptUpdate(ctx, nullptr, &n, part.data(), static_cast<int>(part.size()));
+    STOKER_CHECK(ok == 1, "GCM associated data failed");
+  }
+}
+
+// EVP's update lengths are ints: a frame above 1 GiB goes in pieces.
+constexpr size_t kChunk = size_t{1} << 30;
+
+
+bool Gcm(bool encrypt, std::span<const uint8_t, kSealKeyBytes> key, std::span<const uint8_t, 12> iv,
+         std::span<const std::span<const uint8_t>> associated, std::span<const uint8_t> in, std::span<uint8_t> out,
+         uint8_t* tag) {
+  EVP_CIPHER_CTX* ctx = ThreadCipher();
+  STOKER_CHECK(EVP_CipherInit_ex2(ctx, Aes256Gcm(), key.data(), iv.data(), encrypt ? 1 : 0, nullptr) == 1,
+               "GCM init failed");
+  AddAssociated(ctx, associated, encrypt);
+  for (size_t at = 0; at < in.size(); at += kChunk) {
+    const int n_in = static_cast<int>(std::min(kChunk, in.size() - at));
+    int n = 0;
+    STOKER_CHECK(EVP_CipherUpdate(ctx, out.data() + at, &n, in.data() + at, n_in) == 1 && n == n_in, "GCM failed");
+  }
+  int n = 0;
+  if (encrypt) {
+    STOKER_CHECK(EVP_CipherFinal_ex(ctx, nullptr, &n) == 1, "GCM final failed");
+    STOKER_CHECK(EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_GET_TAG, kSealTagBytes, tag) == 1, "GCM tag failed");
+    return true;
+  }
+  STOKER_CHECK(EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_SET_TAG, kSealTagBytes, tag) == 1, "GCM set tag failed");
+  return EVP_CipherFinal_ex(ctx, nullptr, &n) == 1;
+}
 #endif
 
 }  // namespace
@@ -216,7 +267,7 @@ std::array<uint8_t, kSealKeyBytes> SealSession::KeyFor(SealDirection direction, 
   const std::pair<int, uint64_t> at{static_cast<int>(direction), generation};
   MutexLock lock(mu_);
   if (auto it = keys_.find(at); it != keys_.end()) return it->second;
-  std::string info = kLabel + (direction == SealDirection::kWorkerToClient ? " worker->client " : " client->worker ");
+  std::string info = std::string(kLabel) + (direction == SealDirection::kWorkerToClient ? " worker->client " : " client->worker ");
   for (int i = 7; i >= 0; --i) info.push_back(static_cast<char>(generation >> (8 * i)));
   std::array<uint8_t, kSealKeyBytes> key{};
   Hkdf(EVP_KDF_HKDF_MODE_EXPAND_ONLY, secret_, {}, Bytes(info), key);
@@ -247,6 +298,11 @@ Status SealSession::Open(uint64_t counter, std::span<const std::span<const uint8
   return opened;
 }
 
+std::array<uint8_t, 4> SealFrameIndex(uint32_t frame) {
+  return {static_cast<uint8_t>(frame), static_cast<uint8_t>(frame >> 8), static_cast<uint8_t>(frame >> 16),
+          static_cast<uint8_t>(frame >> 24)};
+}
+
 const char* SealCipherName() {
 #if STOKER_WITH_IPSEC_MB
   return "ipsec-mb";
@@ -269,69 +325,16 @@ void HkdfSha256(std::span<const uint8_t> ikm, std::span<const uint8_t> salt, std
 void AesGcmSeal(std::span<const uint8_t, kSealKeyBytes> key, std::span<const uint8_t, 12> iv,
                 std::span<const std::span<const uint8_t>> associated, std::span<uint8_t> data,
                 std::span<uint8_t, kSealTagBytes> tag) {
-#if STOKER_WITH_IPSEC_MB
-  IMB_MGR* m = ThreadManager();
-  alignas(64) gcm_key_data expanded;
-  IMB_AES256_GCM_PRE(m, key.data(), &expanded);
-  gcm_context_data context;
-  const std::span<const uint8_t> aad = Joined(associated);
-  IMB_AES256_GCM_ENC(m, &expanded, &context, OrNothing(data.data()), OrNothing(data.data()), data.size(), iv.data(),
-                     OrNothing(aad.data()), aad.size(), tag.data(), kSealTagBytes);
-  sodium_memzero(&expanded, sizeof(expanded));
-  STOKER_CHECK(imb_get_errno(m) == 0, "intel-ipsec-mb: GCM encryption failed");
-  return;
-#endif
-  EVP_CIPHER_CTX* ctx = ThreadCipher();
-  STOKER_CHECK(EVP_EncryptInit_ex2(ctx, Aes256Gcm(), key.data(), iv.data(), nullptr) == 1, "GCM init failed");
-  AddAssociated(ctx, associated, /*encrypt=*/true);
-  for (size_t at = 0; at < data.size(); at += kChunk) {
-    const int n_in = static_cast<int>(std::min(kChunk, data.size() - at));
-    int n = 0;
-    STOKER_CHECK(EVP_EncryptUpdate(ctx, data.data() + at, &n, data.data() + at, n_in) == 1 && n == n_in,
-                 "GCM encryption failed");
-  }
-  int n = 0;
-  STOKER_CHECK(EVP_EncryptFinal_ex(ctx, nullptr, &n) == 1, "GCM final failed");
-  STOKER_CHECK(EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_GET_TAG, kSealTagBytes, tag.data()) == 1, "GCM tag failed");
+  Gcm(/*encrypt=*/true, key, iv, associated, data, data, tag.data());
 }
 
 Status AesGcmOpen(std::span<const uint8_t, kSealKeyBytes> key, std::span<const uint8_t, 12> iv,
                   std::span<const std::span<const uint8_t>> associated, std::span<const uint8_t> in,
                   std::span<uint8_t> out, std::span<const uint8_t, kSealTagBytes> tag) {
   STOKER_CHECK(in.size() == out.size(), "opening into a buffer of another size");
-#if STOKER_WITH_IPSEC_MB
-  {
-    IMB_MGR* m = ThreadManager();
-    alignas(64) gcm_key_data expanded;
-    IMB_AES256_GCM_PRE(m, key.data(), &expanded);
-    gcm_context_data context;
-    const std::span<const uint8_t> aad = Joined(associated);
-    uint8_t computed[kSealTagBytes];
-    IMB_AES256_GCM_DEC(m, &expanded, &context, OrNothing(out.data()), OrNothing(in.data()), in.size(), iv.data(),
-                       OrNothing(aad.data()), aad.size(), computed, kSealTagBytes);
-    sodium_memzero(&expanded, sizeof(expanded));
-    STOKER_CHECK(imb_get_errno(m) == 0, "intel-ipsec-mb: GCM decryption failed");
-    // The library returns the tag it computed and leaves the comparison to its caller: made in constant time.
-    if (CRYPTO_memcmp(computed, tag.data(), kSealTagBytes) != 0) {
-      if (!out.empty()) std::memset(out.data(), 0, out.size());  // nothing unauthenticated stays readable
-      return DataLossError("a sealed frame failed its tag");
-    }
-    return Status::Ok();
-  }
-#endif
-  EVP_CIPHER_CTX* ctx = ThreadCipher();
-  STOKER_CHECK(EVP_DecryptInit_ex2(ctx, Aes256Gcm(), key.data(), iv.data(), nullptr) == 1, "GCM init failed");
-  AddAssociated(ctx, associated, /*encrypt=*/false);
-  for (size_t at = 0; at < in.size(); at += kChunk) {
-    const int n_in = static_cast<int>(std::min(kChunk, in.size() - at));
-    int n = 0;
-    STOKER_CHECK(EVP_DecryptUpdate(ctx, out.data() + at, &n, in.data() + at, n_in) == 1 && n == n_in,
-                 "GCM decryption failed");
-  }
-  STOKER_CHECK(EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_SET_TAG, kSealTagBytes, const_cast<uint8_t*>(tag.data())) == 1,
-               "GCM set tag failed");
-  int n = 0;
-  if (EVP_DecryptFinal_ex(ctx, nullptr, &n) != 1) {
+  uint8_t expected[kSealTagBytes];
+  std::memcpy(expected, tag.data(), kSealTagBytes);
+  if (!Gcm(/*encrypt=*/false, key, iv, associated, in, out, expected)) {
     if (!out.empty()) std::memset(out.data(), 0, out.size());  // nothing unauthenticated stays readable
     return DataLossError("a sealed frame failed its tag");
   }

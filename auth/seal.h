@@ -132,6 +132,9 @@ void AesGcmSeal(std::span<const uint8_t, kSealKeyBytes> key, std::span<const uin
 Status AesGcmOpen(std::span<const uint8_t, kSealKeyBytes> key, std::span<const uint8_t, 12> iv,
                   std::span<const std::span<const uint8_t>> associated, std::span<const uint8_t> in,
                   std::span<uint8_t> out, std::span<const uint8_t, kSealTagBytes> tag);
+// A sealed batch's payload frame's associated data after the header: its index, 4 bytes little-endian.
+std::array<uint8_t, 4> SealFrameIndex(uint32_t frame);
+
 // Which library's AES-256-GCM the build seals with: "ipsec-mb" or "openssl".
 const char* SealCipherName();
 // GCM's IV for frame `counter`: four zero bytes, then the counter big-endian.

@@ -87,11 +87,6 @@ void BatchSender::Prepare(BatchBuild& build, uint64_t max_frame_bytes, bool seal
   collate_seconds_->Observe(ToSeconds(std::chrono::steady_clock::now() - collate_start));
 }
 
-std::array<uint8_t, 4> SealFrameIndex(uint32_t frame) {
-  return {static_cast<uint8_t>(frame), static_cast<uint8_t>(frame >> 8), static_cast<uint8_t>(frame >> 16),
-          static_cast<uint8_t>(frame >> 24)};
-}
-
 void BatchSender::Seal(BatchBuild& build, std::shared_ptr<SealSession> session) {
   const size_t payload_bytes = build.job->spec.BatchBytes();
   SealTrailer trailer;

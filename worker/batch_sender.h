@@ -68,7 +68,4 @@ class BatchSender {
 // The header of `build` as it goes on the wire.
 BatchHeader HeaderOf(const BatchBuild& build, const std::string& worker_id);
 
-// A sealed payload frame's associated data after the header: its index, 4 bytes little-endian.
-std::array<uint8_t, 4> SealFrameIndex(uint32_t frame);
-
 }  // namespace stoker::worker

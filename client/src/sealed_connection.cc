@@ -55,9 +55,7 @@ StatusOr<SealedConnection::Sealed> SealedConnection::Prepare(std::span<const uin
 }
 
 Status SealedConnection::OpenFrame(const Sealed& sealed, size_t frame, zmq::message_t& bytes) {
-  const uint32_t index = static_cast<uint32_t>(frame);
-  const uint8_t index_bytes[4] = {static_cast<uint8_t>(index), static_cast<uint8_t>(index >> 8),
-                                  static_cast<uint8_t>(index >> 16), static_cast<uint8_t>(index >> 24)};
+  const std::array<uint8_t, 4> index_bytes = SealFrameIndex(static_cast<uint32_t>(frame));
   const std::span<const uint8_t> header(reinterpret_cast<const uint8_t*>(sealed.header.data()), sealed.header.size());
   const std::span<const uint8_t> associated[] = {header, index_bytes};
   std::span<uint8_t> data(static_cast<uint8_t*>(bytes.data()), bytes.size());
