@@ -283,9 +283,11 @@ std::vector<TrustedKey> Security::Trusted(Role role) const {
   return out;
 }
 
+bool InsecureAsked(const KeySources& sources) { return sources.insecure || EnvIsTrue("STOKER_INSECURE"); }
+
 StatusOr<Security> LoadSecurity(Role role, const KeySources& sources) {
   Security security;
-  if (sources.insecure || EnvIsTrue("STOKER_INSECURE")) {
+  if (InsecureAsked(sources)) {
     STOKER_LOG(kWarning) << "CURVE is off (--insecure): any peer that reaches this process's ports is trusted, and "
                             "traffic travels in clear text; use it only on a network you trust";
     security.insecure = true;

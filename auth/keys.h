@@ -82,6 +82,9 @@ struct KeySources {
   bool allow_readable_key = false;
 };
 
+// Whether `sources` ask for no CURVE (KeySources::insecure, or $STOKER_INSECURE=1), as LoadSecurity decides it.
+bool InsecureAsked(const KeySources& sources);
+
 // A process's loaded security: its own key (of `role`), the keys it trusts. With `insecure` both are empty.
 struct Security {
   bool insecure = false;

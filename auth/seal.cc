@@ -75,10 +75,15 @@ IMB_MGR* ThreadManager() {
   thread_local Owned owned{[] {
     IMB_MGR* m = alloc_mb_mgr(0);
     STOKER_CHECK(m != nullptr, "intel-ipsec-mb: no manager");
-    // $STOKER_SEAL_ISA=avx2 keeps to 256-bit code (benchmarks: what AVX-512 costs the other work on the core).
-    const char* isa = std::getenv("STOKER_SEAL_ISA");
-    if (isa != nullptr && std::string(isa) == "avx2") {
+    // $STOKER_SEAL_ISA=avx2 keeps to 256-bit code, =avx and =sse to 128-bit code (benchmarks: what AVX-512 costs
+    // the other work on the core).
+    const std::string isa = std::getenv("STOKER_SEAL_ISA") != nullptr ? std::getenv("STOKER_SEAL_ISA") : "";
+    if (isa == "avx2") {
       init_mb_mgr_avx2(m);
+    } else if (isa == "avx") {
+      init_mb_mgr_avx(m);
+    } else if (isa == "sse") {
+      init_mb_mgr_sse(m);
     } else {
       init_mb_mgr_auto(m, nullptr);
     }

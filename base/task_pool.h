@@ -6,6 +6,8 @@
 // Thread safety: Push may be called from any thread; the destructor drains nothing (pending tasks are dropped).
 #pragma once
 
+#include <pthread.h>
+
 #include <deque>
 #include <functional>
 #include <thread>
@@ -20,9 +22,11 @@ class TaskPool {
  public:
   using Task = std::function<void(Context&)>;
 
-  explicit TaskPool(unsigned threads) {
+  // `name`: the threads' name (top -H, per-thread CPU figures), at most 15 characters; null: the creator's.
+  explicit TaskPool(unsigned threads, const char* name = nullptr) {
     for (unsigned i = 0; i < threads; ++i) {
-      threads_.emplace_back([this] {
+      threads_.emplace_back([this, name] {
+        if (name != nullptr) ::pthread_setname_np(::pthread_self(), name);
         Context context;
         while (true) {
           Task task;

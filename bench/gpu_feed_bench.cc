@@ -224,6 +224,7 @@ StagingResult MeasureStaging(const Config& c, cudaStream_t consumer) {
 
 struct EndToEndResult {
   double images_per_second = 0, cpu_cores = 0, cores_per_20k = 0, wait_fraction = 0, h2d_gbps = 0;
+  double opened_into_pinned = 0;  // of the batches received, the share opened straight into a pinned buffer
   uint64_t batches = 0;
   std::map<std::string, double> thread_cores;  // by thread name: cores over the timed window
 };
@@ -285,6 +286,10 @@ EndToEndResult MeasureEndToEnd(const Config& c, uint32_t workers, uint32_t worke
   r.cores_per_20k = r.cpu_cores / (r.images_per_second / 20000.0);
   r.wait_fraction = (after.wait_seconds - before.wait_seconds) / elapsed;
   r.h2d_gbps = double(after.slot_bytes) * batches / elapsed / 1e9;
+  const uint64_t received = after.client.batches_received - before.client.batches_received;
+  r.opened_into_pinned = received == 0 ? 0
+                                       : double(after.client.batches_opened_into_pinned -
+                                                before.client.batches_opened_into_pinned) / received;
   for (auto& [name, seconds_used] : threads) {
     auto it = threads0.find(name);
     const double used = seconds_used - (it == threads0.end() ? 0.0 : it->second);
@@ -423,6 +428,7 @@ void MeasureHostParts(const Options& o, Figures* f) {
                 "20,000 img/s (goal <= 1.3 sealed), consumer waited %.1f %%\n",
                 bench::DataSecurityName(security), e2e.images_per_second, e2e.h2d_gbps, e2e.cpu_cores,
                 e2e.cores_per_20k, 100 * e2e.wait_fraction);
+    std::printf("     batches opened straight into pinned memory: %.1f %%\n", 100 * e2e.opened_into_pinned);
     std::printf("     by thread (cores):");
     for (const auto& [name, cores] : e2e.thread_cores) std::printf(" %s %.2f", name.c_str(), cores);
     std::printf("\n");
@@ -437,7 +443,8 @@ void EndToEndJson(std::ostringstream& j, const char* key, const Options& o, cons
   j << ", \"" << key << "\": {\"workers\": " << o.workers << ", \"worker_threads\": " << o.worker_threads
     << ", \"images_per_second\": " << e2e.images_per_second << ", \"h2d_gbps\": " << e2e.h2d_gbps
     << ", \"client_cpu_cores\": " << e2e.cpu_cores << ", \"cores_per_20k_img_s\": " << e2e.cores_per_20k
-    << ", \"wait_fraction\": " << e2e.wait_fraction << ", \"batches\": " << e2e.batches << ", \"thread_cores\": {";
+    << ", \"wait_fraction\": " << e2e.wait_fraction << ", \"batches\": " << e2e.batches
+    << ", \"opened_into_pinned\": " << e2e.opened_into_pinned << ", \"thread_cores\": {";
   bool first = true;
   for (const auto& [name, cores] : e2e.thread_cores) {
     j << (first ? "" : ", ") << "\"" << name << "\": " << cores;

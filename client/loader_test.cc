@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -416,7 +417,8 @@ TEST_F(LoaderTest, GpuPathMatchesTheHostReferenceBitForBitInEveryFormat) {
       ASSERT_TRUE((*loader)->on_device());
       const LoaderStats s = (*loader)->Stats();
       EXPECT_EQ(s.slot_bytes, 8u * 32 * 32 * 3 + 8u * 16);  // pixels end 16-byte aligned here: no padding
-      EXPECT_EQ(s.pinned_bytes, uint64_t{o.depth} * s.slot_bytes) << "pinned memory is depth x slot bytes";
+      // Sealed: depth slots and prefetch - depth + 1 spares that batches are opened into.
+      EXPECT_EQ(s.pinned_bytes, uint64_t{o.client.prefetch + 1} * s.slot_bytes) << "pinned memory: depth + spares";
       ExactlyOnce exact;
       ForEachBatch(**loader, stream, [&](const LoadedBatch& b) {
         const BatchView& v = b.view();
@@ -463,6 +465,53 @@ TEST_F(LoaderTest, GpuOddImageSizesKeepLabelsAlignedAndRight) {
 
 // A consumer stream of another device would make the slot's release unrecordable: refused at Next(), nothing
 // taken (needs two GPUs).
+// Sealed batches are opened straight into spare pinned buffers, which then take turns as the slots' buffers: every
+// sample's pixels on the device are the ones the host path (opened in place) delivers for the same job, epoch
+// after epoch, so no buffer is handed out twice or swapped into the wrong slot.
+TEST_F(LoaderTest, GpuSealedBatchesOpenedIntoPinnedMemoryMatchTheHostPathSampleBySample) {
+  if (!HaveGpu()) GTEST_SKIP() << "no GPU here";
+  using Pixels = std::vector<uint8_t>;
+  constexpr size_t kImage = 32 * 32 * 3;
+  std::map<std::pair<uint32_t, uint64_t>, Pixels> host;  // (epoch, sample id) -> pixels
+  {
+    LoaderOptions o = Options("pinned-host", 2);
+    o.output.dtype = DType::kUInt8;
+    o.output.layout = Layout::kNHWC;
+    auto loader = Loader::Open(o);
+    ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+    ForEachBatch(**loader, nullptr, [&](const LoadedBatch& b) {
+      for (size_t i = 0; i < b.sample_ids().size(); ++i) {
+        host[{b.epoch(), b.sample_ids()[i]}] = Pixels(b.host_pixels() + i * kImage, b.host_pixels() + (i + 1) * kImage);
+      }
+    });
+    EXPECT_EQ((*loader)->Stats().client.batches_opened_into_pinned, 0u) << "the host path opens in place";
+  }
+  ASSERT_EQ(host.size(), 128u);
+  cudaStream_t stream;
+  EXPECT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  LoaderOptions o = GpuOptions("pinned-gpu", 2);
+  o.output.dtype = DType::kUInt8;
+  o.output.layout = Layout::kNHWC;
+  auto loader = Loader::Open(o);
+  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  size_t compared = 0;
+  ForEachBatch(**loader, stream, [&](const LoadedBatch& b) {
+    const Pixels device = ToHost(b.view().data, b.sample_ids().size() * kImage, stream);
+    for (size_t i = 0; i < b.sample_ids().size(); ++i) {
+      auto it = host.find({b.epoch(), b.sample_ids()[i]});
+      ASSERT_NE(it, host.end());
+      EXPECT_TRUE(std::equal(it->second.begin(), it->second.end(), device.begin() + i * kImage))
+          << "epoch " << b.epoch() << " sample " << b.sample_ids()[i];
+      ++compared;
+    }
+  });
+  EXPECT_EQ(compared, 128u);
+  const LoaderStats s = (*loader)->Stats();
+  EXPECT_GT(s.client.batches_opened_into_pinned, 0u);
+  EXPECT_LE(s.client.batches_opened_into_pinned, s.client.batches_received);
+  EXPECT_CUDA(cudaStreamDestroy(stream));
+}
+
 TEST_F(LoaderTest, GpuConsumerStreamOfAnotherDeviceIsRefused) {
   if (client::ListGpus().size() < 2) GTEST_SKIP() << "needs two GPUs";
   LoaderOptions o = GpuOptions("gpu-other-stream", 1);

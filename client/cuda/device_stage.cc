@@ -76,7 +76,8 @@ class CudaStallProbe final : public StallProbe {
 
 struct DeviceStage::Impl {
   struct Slot {
-    uint8_t* pinned = nullptr;   // slot_bytes in the one pinned allocation
+    client::HostBufferPool::Buffer buffer;  // its pinned buffer, slot_bytes, from `buffers`
+    uint8_t* pinned = nullptr;              // buffer.get()
     uint8_t* raw = nullptr;      // its device copy
     void* out = nullptr;         // the converted batch (== raw when the format is the identity)
     cuda::Event copy_start, copied, ready, released;
@@ -90,7 +91,8 @@ struct DeviceStage::Impl {
   // A slot's raw bytes: the pixels, then (from tail_offset, 16-byte aligned whatever the image size, so that the
   // model can read them as int64 tensors) the labels and the sample ids.
   uint64_t pixel_bytes = 0, tail_offset = 0, slot_bytes = 0, out_bytes = 0, device_bytes = 0;
-  cuda::PinnedMemory pinned;
+  std::shared_ptr<client::HostBufferPool> buffers;  // depth + spare pinned buffers, in one allocation
+  uint32_t spare = 0;
   cuda::DeviceMemory device_memory;
   cuda::Stream copy_stream, convert_stream;
   std::vector<Slot> slots;
@@ -115,7 +117,7 @@ uint64_t AlignUp(uint64_t n) { return (n + 255) & ~uint64_t{255}; }
 }  // namespace
 
 StatusOr<std::shared_ptr<DeviceStage>> DeviceStage::Create(int device, Shape shape, uint32_t depth,
-                                                            const OutputFormat& format) {
+                                                            const OutputFormat& format, uint32_t spare) {
   STOKER_RETURN_IF_ERROR(format.Validate());
   if (depth == 0) return InvalidArgumentError("depth must be at least 1");
   if (shape.batch == 0 || shape.height == 0 || shape.width == 0) return InvalidArgumentError("empty batch shape");
@@ -142,7 +144,14 @@ StatusOr<std::shared_ptr<DeviceStage>> DeviceStage::Create(int device, Shape sha
   impl->out_bytes = format.IsIdentity() ? 0 : impl->pixel_bytes * DTypeSize(format.dtype);
   const uint64_t per_slot = AlignUp(impl->slot_bytes) + AlignUp(impl->out_bytes);
   impl->device_bytes = per_slot * depth;
-  STOKER_ASSIGN_OR_RETURN(impl->pinned, cuda::AllocatePinned(impl->slot_bytes * depth));
+  impl->spare = spare;
+  {
+    STOKER_ASSIGN_OR_RETURN(cuda::PinnedMemory pinned, cuda::AllocatePinned(impl->slot_bytes * (depth + spare)));
+    auto memory = std::make_shared<cuda::PinnedMemory>(std::move(pinned));
+    std::vector<uint8_t*> buffers;
+    for (uint32_t i = 0; i < depth + spare; ++i) buffers.push_back(static_cast<uint8_t*>(memory->get()) + i * impl->slot_bytes);
+    impl->buffers = client::HostBufferPool::Create(std::move(buffers), impl->slot_bytes, std::move(memory));
+  }
   auto device_memory = cuda::AllocateDevice(impl->device_bytes);
   if (!device_memory.ok()) {
     return device_memory.status().WithContext("allocating " + std::to_string(impl->device_bytes >> 20) +
@@ -158,7 +167,8 @@ StatusOr<std::shared_ptr<DeviceStage>> DeviceStage::Create(int device, Shape sha
   auto* base = static_cast<uint8_t*>(impl->device_memory.get());
   for (uint32_t i = 0; i < depth; ++i) {
     Impl::Slot& s = impl->slots[i];
-    s.pinned = static_cast<uint8_t*>(impl->pinned.get()) + i * impl->slot_bytes;
+    s.buffer = impl->buffers->Take();
+    s.pinned = s.buffer.get();
     s.raw = base + i * per_slot;
     s.out = format.IsIdentity() ? static_cast<void*>(s.raw) : s.raw + AlignUp(impl->slot_bytes);
     STOKER_ASSIGN_OR_RETURN(s.copy_start, cuda::MakeEvent(/*timed=*/true));
@@ -185,7 +195,10 @@ DeviceStage::~DeviceStage() {
 uint32_t DeviceStage::depth() const { return static_cast<uint32_t>(impl_->slots.size()); }
 int DeviceStage::device() const { return impl_->device; }
 uint64_t DeviceStage::slot_bytes() const { return impl_->slot_bytes; }
-uint64_t DeviceStage::pinned_bytes() const { return impl_->slot_bytes * impl_->slots.size(); }
+uint64_t DeviceStage::pinned_bytes() const { return impl_->slot_bytes * impl_->buffers->size(); }
+std::shared_ptr<client::HostBufferPool> DeviceStage::spare_buffers() const {
+  return impl_->spare > 0 ? impl_->buffers : nullptr;
+}
 uint64_t DeviceStage::device_bytes() const { return impl_->device_bytes; }
 const uint8_t* DeviceStage::HostPixels(size_t slot) const { return impl_->slots[slot].pinned; }
 void* DeviceStage::DeviceRaw(size_t slot) const { return impl_->slots[slot].raw; }
@@ -209,11 +222,19 @@ Status DeviceStage::Stage(size_t slot, client::ReceivedBatch& batch, client::Sta
       cudaGetLastError();
     }
   }
-  // The pixels, frame by frame (ClientOptions::payload_frame_bytes), into the pinned slot: the one host copy.
+  // The pixels, frame by frame (ClientOptions::payload_frame_bytes), into the pinned slot: the one host copy. A
+  // batch opened into a spare buffer needs none: that buffer becomes the slot's, and the slot's goes back to the
+  // spares (its last transfer is done, and the consumer released its batch).
   if (batch.PayloadBytes() != m.pixel_bytes) {
     return InternalError("a batch's payload frames do not add up to its pixel bytes");
   }
-  batch.CopyPayloadTo(s.pinned);
+  if (batch.opened) {
+    std::swap(s.buffer, batch.opened);
+    batch.opened.reset();
+    s.pinned = s.buffer.get();
+  } else {
+    batch.CopyPayloadTo(s.pinned);
+  }
   uint8_t* tail = s.pinned + m.tail_offset;
   std::memcpy(tail, batch.labels.data(), batch.labels.size() * sizeof(int64_t));
   std::memcpy(tail + batch.labels.size() * sizeof(int64_t), batch.sample_ids.data(),

@@ -1,10 +1,13 @@
 // DeviceStage: the GPU half of a Loader, for one device. It owns `depth` slots, each a pinned host buffer of the
 // batch's raw bytes (pixels, labels, sample ids), a device copy of them and a device buffer of the converted
-// output, plus two non-blocking streams (copies, conversions) and per-slot events. Everything is allocated once.
+// output, plus two non-blocking streams (copies, conversions) and per-slot events; and `spare` more pinned buffers
+// that sealed batches are opened into as they arrive (spare_buffers()). Everything is allocated once.
 //
 // A batch goes through a slot like this:
 //   Stage (the client's staging thread)  wait until the slot's last host->device copy is done (it normally is),
-//       copy the received bytes once into the pinned slot, let the ZeroMQ message go; on the copy stream wait for
+//       copy the received bytes once into the pinned slot, let the ZeroMQ message go (a batch that arrived in a
+//       spare pinned buffer is not copied: that buffer becomes the slot's, the slot's old one a spare); on the
+//       copy stream wait for
 //       the consumer's release of the slot's previous batch, cudaMemcpyAsync, record `copied`; on the conversion
 //       stream wait for `copied`, run the kernel, record `ready`.
 //   ConsumerWaitsFor (Next)              the consumer's stream waits on `ready`: no host synchronisation.
@@ -35,13 +38,14 @@ class DeviceStage final : public client::BatchStager {
     uint32_t batch = 0, height = 0, width = 0;
   };
   static StatusOr<std::shared_ptr<DeviceStage>> Create(int device, Shape shape, uint32_t depth,
-                                                       const OutputFormat& format);
+                                                       const OutputFormat& format, uint32_t spare = 0);
   ~DeviceStage() override;
   DeviceStage(const DeviceStage&) = delete;
   DeviceStage& operator=(const DeviceStage&) = delete;
 
   uint32_t depth() const override;
   Status Stage(size_t slot, client::ReceivedBatch& batch, client::StageReport* report) override;
+  std::shared_ptr<client::HostBufferPool> spare_buffers() const override;  // null without spares
   // Stage's device half, on what the slot's pinned buffer holds: after the consumer's release of the slot, the
   // host->device copy and the conversion. Stage calls it; bench/gpu_feed_bench times it alone against raw copies.
   Status Transfer(size_t slot);
@@ -50,7 +54,7 @@ class DeviceStage final : public client::BatchStager {
   Status ConsumerWaitsFor(size_t slot, void* stream);
   Status RecordRelease(size_t slot, void* stream);
   BatchView View(size_t slot) const;
-  const uint8_t* HostPixels(size_t slot) const;  // the pinned copy of the received pixels
+  const uint8_t* HostPixels(size_t slot) const;  // the pinned copy of the received pixels (not while Stage runs)
 
   // Tensor parallelism (client/nccl/): the device copy of a slot's raw bytes, broadcast by the leader and received
   // into by the followers.
@@ -61,7 +65,7 @@ class DeviceStage final : public client::BatchStager {
 
   int device() const;
   uint64_t slot_bytes() const;    // pixels + labels + sample ids
-  uint64_t pinned_bytes() const;  // depth x slot_bytes
+  uint64_t pinned_bytes() const;  // (depth + spare) x slot_bytes
   uint64_t device_bytes() const;
 
   struct Impl;

@@ -6,7 +6,8 @@ namespace stoker::client {
 
 struct DeviceStage::Impl {};
 
-StatusOr<std::shared_ptr<DeviceStage>> DeviceStage::Create(int device, Shape, uint32_t, const OutputFormat&) {
+StatusOr<std::shared_ptr<DeviceStage>> DeviceStage::Create(int device, Shape, uint32_t, const OutputFormat&,
+                                                            uint32_t) {
   return FailedPreconditionError("device " + std::to_string(device) +
                                  " asked for, but this build of stoker has no CUDA (STOKER_WITH_CUDA=OFF): use "
                                  "device -1 for host batches");
@@ -19,6 +20,7 @@ DeviceStage::~DeviceStage() = default;
 uint32_t DeviceStage::depth() const { return 0; }
 Status DeviceStage::Stage(size_t, client::ReceivedBatch&, client::StageReport*) { return UnimplementedError("no CUDA"); }
 Status DeviceStage::Transfer(size_t) { return UnimplementedError("no CUDA"); }
+std::shared_ptr<HostBufferPool> DeviceStage::spare_buffers() const { return nullptr; }
 Status CheckConsumerStream(int, void*) { return UnimplementedError("no CUDA"); }
 Status DeviceStage::ConsumerWaitsFor(size_t, void*) { return UnimplementedError("no CUDA"); }
 Status DeviceStage::RecordRelease(size_t, void*) { return UnimplementedError("no CUDA"); }

@@ -228,6 +228,7 @@ int stoker_loader_stats_json(stoker_loader* loader, char* buf, size_t capacity, 
     for (const auto& [reason, n] : s.client.quarantined_by_reason) j.Key(reason).Value(n);
     j.EndObject();
     j.Key("batches_received").Value(s.client.batches_received);
+    j.Key("batches_opened_into_pinned").Value(s.client.batches_opened_into_pinned);
     j.Key("dropped_duplicate").Value(s.client.dropped_duplicate);
     j.Key("dropped_stale_attempt").Value(s.client.dropped_stale_attempt);
     j.Key("dropped_bad_frame").Value(s.client.dropped_bad_frame);

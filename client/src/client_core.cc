@@ -62,6 +62,7 @@ std::unique_ptr<ReceivedBatch> MakeReceivedBatch(BatchHeader h, uint64_t steps_p
   batch->flags = std::move(h.flags);
   batch->quarantine_reasons = std::move(h.quarantine_reasons);
   batch->pixel_bytes = h.payload_bytes;
+  if (payload.empty()) return batch;  // opened into a pinned buffer: the caller hands it over
   batch->payload = std::move(payload[0]);
   batch->more_payload.reserve(payload.size() - 1);
   for (size_t i = 1; i < payload.size(); ++i) batch->more_payload.push_back(std::move(payload[i]));
@@ -78,10 +79,15 @@ std::unique_ptr<ReceivedBatch> MakeReceivedBatch(BatchHeader h, uint64_t steps_p
 
 PrefetchWindow::Outcome ClientCore::Accept(std::unique_ptr<ReceivedBatch> batch) {
   const uint64_t bytes = batch->pixel_bytes;
+  const bool opened_into_pinned = batch->opened != nullptr;
   PrefetchWindow::Outcome outcome;
   {
     MutexLock lock(mu_);
     outcome = window_->Insert(std::move(batch), heartbeats_sent_);
+    if (opened_into_pinned && (outcome == PrefetchWindow::Outcome::kAccepted ||
+                               outcome == PrefetchWindow::Outcome::kUnconfirmed)) {
+      ++stats_.batches_opened_into_pinned;
+    }
     switch (outcome) {
       case PrefetchWindow::Outcome::kAccepted:
         ++stats_.batches_received;

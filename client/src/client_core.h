@@ -76,6 +76,8 @@ class ClientCore {
   uint64_t start_batch() const { return start_; }
   uint32_t window_size() const { return window_size_; }
   bool stages() const { return stager_ != nullptr; }  // the GPU path: a staging thread copies every batch
+  // The stager's spare pinned buffers that sealed batches are opened into (null: none, or the host path).
+  std::shared_ptr<HostBufferPool> spare_buffers() const { return stager_ ? stager_->spare_buffers() : nullptr; }
   const MetricLabels& labels() const { return labels_; }
   int doorbell() const { return doorbell_; }
 

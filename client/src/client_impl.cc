@@ -283,7 +283,8 @@ void ClientImpl::GiveCredit(const std::string& worker_id, uint32_t credits) {
   if (it != connections_.end()) it->second.credited = clock_.Now();
 }
 
-void ClientImpl::HandleWorkerMessage(StatusOr<WorkerMessage> message, std::vector<zmq::message_t> payload) {
+void ClientImpl::HandleWorkerMessage(StatusOr<WorkerMessage> message, std::vector<zmq::message_t> payload,
+                                     HostBufferPool::Buffer opened) {
   if (!message.ok()) {
     STOKER_LOG(kDebug) << "dropped a batch: " << message.status().message();
     core_.CountBadFrame();
@@ -304,8 +305,10 @@ void ClientImpl::HandleWorkerMessage(StatusOr<WorkerMessage> message, std::vecto
     core_.CountWrongSamples();
     return;
   }
-  core_.Accept(MakeReceivedBatch(std::move(header), expected_.steps_per_epoch, std::move(payload),
-                                 /*join_frames=*/!core_.stages()));
+  std::unique_ptr<ReceivedBatch> batch = MakeReceivedBatch(std::move(header), expected_.steps_per_epoch,
+                                                           std::move(payload), /*join_frames=*/!core_.stages());
+  batch->opened = std::move(opened);
+  core_.Accept(std::move(batch));
 }
 
 // Whether the batch carries exactly the samples the plan puts at its (epoch, rank, index), with the plan's padding:

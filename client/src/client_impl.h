@@ -63,8 +63,10 @@ class ClientImpl {
   // A reply from the coordinator (any request of ours; replies to requests given up on are dropped).
   void HandleReply(const DecodedReply& reply);
   // A worker's message as the adapter decoded it against expectation() (an error: the frames were refused), with
-  // the payload frames that came after its header.
-  void HandleWorkerMessage(StatusOr<WorkerMessage> message, std::vector<zmq::message_t> payload);
+  // the payload frames that came after its header; or, for a sealed batch opened into a stager's spare buffer,
+  // no frames and that buffer.
+  void HandleWorkerMessage(StatusOr<WorkerMessage> message, std::vector<zmq::message_t> payload,
+                           HostBufferPool::Buffer opened = HostBufferPool::Buffer());
   // The adapter could not open the connection Outbox::opens asked for (out of descriptors, a bad address).
   void OpenFailed(const std::string& worker_id, const Status& why);
   // Heartbeats and acks, credit refreshes, requests past their deadline; before Start, the claim's retries.

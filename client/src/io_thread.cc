@@ -49,7 +49,7 @@ TaskPool<std::monostate>& OpenPool() {
   static TaskPool<std::monostate>* const pool = [] {
     int n = ProcessIoThreads();
     if (const char* env = std::getenv("STOKER_CLIENT_OPEN_THREADS")) n = std::clamp(std::atoi(env), 1, 64);
-    return new TaskPool<std::monostate>(static_cast<unsigned>(n));
+    return new TaskPool<std::monostate>(static_cast<unsigned>(n), "stoker-open");
   }();
   return *pool;
 }
@@ -62,6 +62,8 @@ struct IoThread::Opening {
   SealedConnection::Sealed sealed;
   StatusOr<WorkerMessage> message{InternalError("not decoded yet")};
   std::vector<zmq::message_t> payload;
+  HostBufferPool::Buffer into;  // the spare pinned buffer it is opened into; empty: in place
+  std::vector<size_t> offsets;  // each frame's place in `into`
   std::atomic<size_t> left{0};
   std::atomic<bool> failed{false};
 };
@@ -326,33 +328,51 @@ bool IoThread::Unseal(const std::string& worker_id, WorkerConnection& w, StatusO
   const std::span<const uint8_t> trailer_bytes(static_cast<const uint8_t*>(trailer->data()), trailer->size());
   size_t bytes = 0;
   for (const zmq::message_t& f : payload) bytes += f.size();
+  // On the GPU path the batch is opened straight into a spare pinned buffer where one is free: its decryption is
+  // then its one host copy, and Stage has nothing to copy. Otherwise in place, and Stage copies it.
+  HostBufferPool::Buffer into;
+  if (const std::shared_ptr<HostBufferPool> spare = core_->spare_buffers(); spare && bytes <= spare->bytes()) {
+    into = spare->Take();
+  }
   if (bytes >= kOpenOnPoolBytes) {
     StatusOr<SealedConnection::Sealed> sealed = w.seal->Prepare(header, payload.size(), trailer_bytes);
     if (sealed.ok()) {
-      OpenOnPool(worker_id, std::move(*sealed), std::move(message), std::move(payload));
+      OpenOnPool(worker_id, std::move(*sealed), std::move(message), std::move(payload), std::move(into));
       return false;
     }
   }
-  Status opened = w.seal->Open(header, payload, trailer_bytes);
+  Status opened = w.seal->Open(header, payload, trailer_bytes, into.get());
   if (!opened.ok()) {
     STOKER_LOG(kDebug) << "dropped a sealed batch: " << opened.ToString();
     core_->CountSealRefused(opened.code() == StatusCode::kAlreadyExists);
+    return false;
+  }
+  if (into) {
+    impl_.HandleWorkerMessage(std::move(message), {}, std::move(into));
     return false;
   }
   return true;
 }
 
 void IoThread::OpenOnPool(const std::string& worker_id, SealedConnection::Sealed sealed,
-                          StatusOr<WorkerMessage> message, std::vector<zmq::message_t> payload) {
+                          StatusOr<WorkerMessage> message, std::vector<zmq::message_t> payload,
+                          HostBufferPool::Buffer into) {
   auto opening = std::make_shared<Opening>();
   opening->worker_id = worker_id;
   opening->sealed = std::move(sealed);
   opening->message = std::move(message);
   opening->payload = std::move(payload);
+  opening->into = std::move(into);
+  size_t at = 0;
+  for (const zmq::message_t& frame : opening->payload) {
+    opening->offsets.push_back(at);
+    at += frame.size();
+  }
   opening->left.store(opening->payload.size());
   for (size_t f = 0; f < opening->payload.size(); ++f) {
     OpenPool().Push([opening, f, opened = opened_, core = core_](std::monostate&) {
-      if (!SealedConnection::OpenFrame(opening->sealed, f, opening->payload[f]).ok()) opening->failed.store(true);
+      uint8_t* out = opening->into ? opening->into.get() + opening->offsets[f] : nullptr;
+      if (!SealedConnection::OpenFrame(opening->sealed, f, opening->payload[f], out).ok()) opening->failed.store(true);
       if (opening->left.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
       {
         MutexLock lock(opened->mu);
@@ -377,10 +397,20 @@ void IoThread::FinishOpens() {
                           : it->second.seal->Accept(o->sealed);
     if (!accepted.ok()) {
       // The batch is one message: none of it stays readable when any frame failed.
-      for (zmq::message_t& frame : o->payload) std::memset(frame.data(), 0, frame.size());
+      if (o->into) {
+        const size_t bytes = o->offsets.empty() ? 0 : o->offsets.back() + o->payload.back().size();
+        std::memset(o->into.get(), 0, bytes);
+      } else {
+        for (zmq::message_t& frame : o->payload) std::memset(frame.data(), 0, frame.size());
+      }
       if (accepted.code() != StatusCode::kCancelled) {
         core_->CountSealRefused(accepted.code() == StatusCode::kAlreadyExists);
       }
+      continue;
+    }
+    if (o->into) {
+      o->payload.clear();  // opened into pinned memory: the received frames go now
+      impl_.HandleWorkerMessage(std::move(o->message), {}, std::move(o->into));
       continue;
     }
     impl_.HandleWorkerMessage(std::move(o->message), std::move(o->payload));

@@ -84,9 +84,10 @@ class IoThread {
   // a sealed batch); false when the message goes no further.
   bool Unseal(const std::string& worker_id, WorkerConnection& w, StatusOr<WorkerMessage>& message,
               std::span<const uint8_t> header, std::vector<zmq::message_t>& payload, const zmq::message_t* trailer);
-  // A large sealed batch's frames go to the process's openers (OpenPool()); it comes back through FinishOpens.
+  // A large sealed batch's frames go to the process's openers (OpenPool()), opened in place or into `into`; it
+  // comes back through FinishOpens.
   void OpenOnPool(const std::string& worker_id, SealedConnection::Sealed sealed, StatusOr<WorkerMessage> message,
-                  std::vector<zmq::message_t> payload);
+                  std::vector<zmq::message_t> payload, HostBufferPool::Buffer into);
   // The batches the openers finished: counters taken, handed to the Impl (or refused and counted).
   void FinishOpens();
   void DrainWorker(const std::string& id, WorkerConnection& w);

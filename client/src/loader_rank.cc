@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "auth/keys.h"
 #include "base/logging.h"
 #include "client/src/convert_host.h"
 #include "client/src/loader_roles.h"
@@ -29,9 +30,13 @@ Status PlainRank::ConnectClient() {
     if (client_options.gpu < 0) client_options.gpu = o.device;
     // Staging copies every batch once anyway, frame by frame: ask for 8 MiB frames (see payload_frame_bytes).
     if (client_options.payload_frame_bytes == 0) client_options.payload_frame_bytes = kStagedFrameBytes;
-    make_stager = [this](const JobSpec& spec) -> StatusOr<std::shared_ptr<BatchStager>> {
+    // Sealed batches are opened straight into spare pinned buffers, enough for the batches that wait in the
+    // window while `depth` are staged (and one being opened): their decryption is then their one host copy.
+    const uint32_t spare = InsecureAsked({.insecure = o.client.insecure}) ? 0 : o.client.prefetch - o.depth + 1;
+    make_stager = [this, spare](const JobSpec& spec) -> StatusOr<std::shared_ptr<BatchStager>> {
       DeviceStage::Shape shape{spec.batch_size, spec.pipeline.output_height, spec.pipeline.output_width};
-      STOKER_ASSIGN_OR_RETURN(stage_, DeviceStage::Create(options_.device, shape, options_.depth, options_.output));
+      STOKER_ASSIGN_OR_RETURN(stage_,
+                              DeviceStage::Create(options_.device, shape, options_.depth, options_.output, spare));
       return std::shared_ptr<BatchStager>(stage_);
     };
   }

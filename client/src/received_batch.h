@@ -1,8 +1,8 @@
 // What the client's I/O thread makes of a batch frame, and the hook through which a batch moves on from host
 // memory before Next() hands it out. Without a stager (the host path) the payload stays the ZeroMQ message it
 // arrived in. With one (the GPU path, client/cuda/device_stage.h) a staging thread hands each batch, in plan order,
-// to BatchStager::Stage, which copies it once into a pinned slot, starts its transfer and conversion, and lets the
-// ZeroMQ message go.
+// to BatchStager::Stage, which copies it once into a pinned slot (or takes the pinned buffer a sealed batch was
+// opened into: no copy at all), starts its transfer and conversion, and lets the ZeroMQ message go.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +11,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "client/src/host_buffer_pool.h"
 #include "stoker/status.h"
 
 namespace stoker::client {
@@ -32,12 +33,19 @@ struct ReceivedBatch {
   // With ClientOptions::payload_frame_bytes and a stager: the payload's further frames, in order (the stager
   // copies them after `payload`). Without a stager the client joins the frames into `payload` instead.
   std::vector<zmq::message_t> more_payload;
+  // A stager's spare pinned buffer that already holds the pixels (a sealed batch opened into it as it arrived):
+  // `payload` is then empty, and Stage takes the buffer into its slot instead of copying.
+  HostBufferPool::Buffer opened;
   // Set by a stager once it has copied the pixels elsewhere (a pinned slot) and released `payload`.
   const uint8_t* staged_pixels = nullptr;
   size_t pixel_bytes = 0;
 
   // Copies the payload's frames, in order, to `out` (room for every frame's bytes); returns the bytes copied.
   size_t CopyPayloadTo(uint8_t* out) const {
+    if (opened) {
+      std::memcpy(out, opened.get(), pixel_bytes);
+      return pixel_bytes;
+    }
     std::memcpy(out, payload.data(), payload.size());
     size_t copied = payload.size();
     for (const zmq::message_t& f : more_payload) {
@@ -47,13 +55,15 @@ struct ReceivedBatch {
     return copied;
   }
   size_t PayloadBytes() const {
+    if (opened) return pixel_bytes;
     size_t bytes = payload.size();
     for (const zmq::message_t& f : more_payload) bytes += f.size();
     return bytes;
   }
 
   const uint8_t* pixels() const {
-    return staged_pixels != nullptr ? staged_pixels : static_cast<const uint8_t*>(payload.data());
+    if (staged_pixels != nullptr) return staged_pixels;
+    return opened ? opened.get() : static_cast<const uint8_t*>(payload.data());
   }
 };
 
@@ -69,6 +79,9 @@ class BatchStager {
   virtual ~BatchStager() = default;
   virtual uint32_t depth() const = 0;
   virtual Status Stage(size_t slot, ReceivedBatch& batch, StageReport* report) = 0;
+  // Spare buffers of the stager's own kind (pinned), each at least a batch's pixels, that a batch may arrive in
+  // (ReceivedBatch::opened); null: none, every batch is copied by Stage. Any thread.
+  virtual std::shared_ptr<HostBufferPool> spare_buffers() const { return nullptr; }
 };
 
 }  // namespace stoker::client

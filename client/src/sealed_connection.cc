@@ -34,15 +34,21 @@ std::vector<uint8_t> SealedConnection::SealCredit(std::span<const uint8_t> credi
 }
 
 Status SealedConnection::Open(std::span<const uint8_t> header, std::vector<zmq::message_t>& frames,
-                              std::span<const uint8_t> trailer) {
+                              std::span<const uint8_t> trailer, uint8_t* into) {
   STOKER_ASSIGN_OR_RETURN(Sealed sealed, Prepare(header, frames.size(), trailer));
+  size_t at = 0;
   for (size_t f = 0; f < frames.size(); ++f) {
-    if (Status opened = OpenFrame(sealed, f, frames[f]); !opened.ok()) {
+    if (Status opened = OpenFrame(sealed, f, frames[f], into == nullptr ? nullptr : into + at); !opened.ok()) {
       // The batch is one message: a frame that opened belongs to a batch that did not, so none of it stays
       // readable.
-      for (zmq::message_t& frame : frames) std::memset(frame.data(), 0, frame.size());
+      if (into != nullptr) {
+        std::memset(into, 0, at);
+      } else {
+        for (zmq::message_t& frame : frames) std::memset(frame.data(), 0, frame.size());
+      }
       return opened;
     }
+    at += frames[f].size();
   }
   return Accept(sealed);
 }
@@ -54,12 +60,13 @@ StatusOr<SealedConnection::Sealed> SealedConnection::Prepare(std::span<const uin
   return Sealed{keys_, std::move(t), std::string(reinterpret_cast<const char*>(header.data()), header.size())};
 }
 
-Status SealedConnection::OpenFrame(const Sealed& sealed, size_t frame, zmq::message_t& bytes) {
+Status SealedConnection::OpenFrame(const Sealed& sealed, size_t frame, zmq::message_t& bytes, uint8_t* out) {
   const std::array<uint8_t, 4> index_bytes = SealFrameIndex(static_cast<uint32_t>(frame));
   const std::span<const uint8_t> header(reinterpret_cast<const uint8_t*>(sealed.header.data()), sealed.header.size());
   const std::span<const uint8_t> associated[] = {header, index_bytes};
   std::span<uint8_t> data(static_cast<uint8_t*>(bytes.data()), bytes.size());
-  return sealed.keys->session->Open(sealed.trailer.first_counter + frame, associated, data, data,
+  std::span<uint8_t> opened = out == nullptr ? data : std::span<uint8_t>(out, bytes.size());
+  return sealed.keys->session->Open(sealed.trailer.first_counter + frame, associated, data, opened,
                                     sealed.trailer.tags[frame]);
 }
 

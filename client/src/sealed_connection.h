@@ -36,15 +36,17 @@ class SealedConnection {
   // The trailer to send after a credit frame holding `credit` (ready() only).
   std::vector<uint8_t> SealCredit(std::span<const uint8_t> credit);
 
-  // Opens a sealed batch's payload frames in place: `header` is its header frame's bytes, `trailer` the frame after
-  // its payload. DataLoss if any frame fails (its pixels are then zeroed), AlreadyExists if its counters were
-  // taken before (a replay), InvalidArgument for a trailer that does not fit the frames. The three steps below,
-  // on this thread.
-  Status Open(std::span<const uint8_t> header, std::vector<zmq::message_t>& frames, std::span<const uint8_t> trailer);
+  // Opens a sealed batch's payload frames in place, or with `into` one after another into that buffer (room for
+  // every frame's bytes; the frames are left as they came): `header` is its header frame's bytes, `trailer` the
+  // frame after its payload. DataLoss if any frame fails (what was opened is then zeroed), AlreadyExists if its
+  // counters were taken before (a replay), InvalidArgument for a trailer that does not fit the frames. The three
+  // steps below, on this thread.
+  Status Open(std::span<const uint8_t> header, std::vector<zmq::message_t>& frames, std::span<const uint8_t> trailer,
+              uint8_t* into = nullptr);
 
   // Opening in steps, so that the frames of large batches can be opened on other threads: Prepare (this thread)
-  // takes what opening needs, OpenFrame (any thread, each frame once) opens one frame in place, Accept (this thread,
-  // once every frame opened) takes the batch's counters, refusing a replay.
+  // takes what opening needs, OpenFrame (any thread, each frame once) opens one frame in place or into `out` (of
+  // the frame's size), Accept (this thread, once every frame opened) takes the batch's counters, refusing a replay.
   // A session's keys and the counters it has taken (a batch opened under a session is judged by its window, even
   // if the connection has a newer session by the time it is accepted).
   struct Keys {
@@ -57,7 +59,7 @@ class SealedConnection {
     std::string header;
   };
   StatusOr<Sealed> Prepare(std::span<const uint8_t> header, size_t frames, std::span<const uint8_t> trailer) const;
-  static Status OpenFrame(const Sealed& sealed, size_t frame, zmq::message_t& bytes);
+  static Status OpenFrame(const Sealed& sealed, size_t frame, zmq::message_t& bytes, uint8_t* out = nullptr);
   Status Accept(const Sealed& sealed);
 
  private:

@@ -71,7 +71,8 @@ struct LoaderStats {
   ClientStats client;          // the tensor-parallel leader's; followers report zeros there
   int device = -1;
   uint32_t depth = 0;
-  uint64_t pinned_bytes = 0;   // exactly depth x slot bytes; 0 on the host path
+  uint64_t pinned_bytes = 0;   // slot bytes x depth, plus x (prefetch - depth + 1) spares that sealed batches
+                               // are opened into (none with insecure); 0 on the host path
   uint64_t device_bytes = 0;
   uint64_t slot_bytes = 0;     // pixels + labels + sample ids of one batch
   uint64_t batches = 0;        // batches Next() returned
