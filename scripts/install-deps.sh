@@ -11,7 +11,6 @@ BUILD_PACKAGES=(
   libzmq3-dev cppzmq-dev          # transport
   libsodium-dev                   # keyed BLAKE2b (data tickets, auth/data_tickets.h) and X25519 (auth/seal.h)
   libssl-dev                      # HKDF-SHA256 and AES-256-GCM: sealed batches (auth/seal.h)
-  libipsec-mb-dev                 # AES-256-GCM at AVX-512/VAES speed for sealed batches (auth/seal.h; x86-64)
   capnproto libcapnp-dev          # wire format and manifests
   prometheus-cpp-dev              # metrics
   libcurl4-openssl-dev            # object storage: S3 (SigV4 signed by libcurl) and HTTP(S) by range
@@ -20,6 +19,11 @@ BUILD_PACKAGES=(
   libjpeg62-turbo-dev             # libjpeg-turbo's libjpeg API: crop-region and DCT-scaled decode
   libgtest-dev libgmock-dev libbenchmark-dev
 )
+# AES-256-GCM at AVX-512/VAES speed for sealed batches (auth/seal.h): Debian packages intel-ipsec-mb for x86-64
+# only; elsewhere the build seals with OpenSSL.
+IPSEC_MB=()
+[ "$(dpkg --print-architecture 2>/dev/null || echo amd64)" = amd64 ] && IPSEC_MB=(libipsec-mb)
+BUILD_PACKAGES+=("${IPSEC_MB[@]/%/-dev}")
 # The observability tests: a real Prometheus server and promtool, the rule file's YAML, the panel renderer; the
 # Python package's tests: Debian's PyTorch and torchvision (CPU builds) for the host path, DDP over gloo and the
 # examples, and pip, venv and wheel to build the package's wheel and install it in a clean environment.
@@ -47,7 +51,7 @@ fi
 # libraries that binary set loads (readelf -d NEEDED, mapped to Debian packages), nothing to build with.
 # The worker's OpenCV imgcodecs (PNG and other non-JPEG formats) pulls in GDAL and ~150 more packages;
 # STOKER_WITH_IMGCODECS=OFF leaves it out for a JPEG-only worker built the same way.
-RUNTIME_CORE=(libzmq5 libsodium23 libssl3 libipsec-mb1 libcapnp-0.9.2 libprometheus-cpp-core1.0)
+RUNTIME_CORE=(libzmq5 libsodium23 libssl3 "${IPSEC_MB[@]/%/1}" libcapnp-0.9.2 libprometheus-cpp-core1.0)
 RUNTIME_IMAGE=(libjpeg62-turbo libopencv-core406 libopencv-imgproc406)
 RUNTIME_STORAGE=(libcurl4 ca-certificates)   # the worker and `stoker index` read object storage (https needs CAs)
 case "${STOKER_DEPS:-all}" in
