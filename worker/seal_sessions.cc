@@ -8,7 +8,9 @@
 namespace stoker::worker {
 
 SealSessions::SealSessions(std::string worker_id, size_t max_sessions)
-    : worker_id_(std::move(worker_id)), max_sessions_(std::max<size_t>(max_sessions, 1)) {}
+    : worker_id_(std::move(worker_id)),
+      max_sessions_(std::max<size_t>(max_sessions, 1)),
+      max_per_identity_(std::max<size_t>(max_sessions_ / 4, 1)) {}
 
 void SealSessions::SetTicketKey(std::string key) { ticket_key_ = std::move(key); }
 
@@ -26,15 +28,47 @@ StatusOr<SealWelcome> SealSessions::Offer(const std::string& peer, const std::st
     CountRefusal("seal_bad_offer");
     return session.status();
   }
-  if (!by_peer_.contains(peer) && by_peer_.size() >= max_sessions_) {
-    auto oldest = std::min_element(by_peer_.begin(), by_peer_.end(),
-                                   [](const auto& a, const auto& b) { return a.second.made < b.second.made; });
-    by_peer_.erase(oldest);
-    CountRefusal("seal_evicted");
-  }
-  Entry& e = by_peer_[peer];
-  e = Entry{identity, std::move(*session), ReplayWindow(), ++made_};
+  Erase(peer);  // a new offer on a connection replaces its session
+  MakeRoomFor(identity);
+  by_peer_[peer] = Entry{identity, std::move(*session), ReplayWindow(), ++made_};
+  ++per_identity_[identity];
   return SealWelcome{own.random(), own.public_key()};
+}
+
+void SealSessions::MakeRoomFor(const std::string& identity) {
+  std::string evict_from;
+  if (size_of(identity) >= max_per_identity_) {
+    evict_from = identity;
+  } else if (by_peer_.size() >= max_sessions_) {
+    evict_from = std::max_element(per_identity_.begin(), per_identity_.end(), [](const auto& a, const auto& b) {
+                   return a.second < b.second;
+                 })->first;
+  } else {
+    return;
+  }
+  const std::string* oldest = nullptr;
+  uint64_t oldest_made = 0;
+  for (const auto& [peer, entry] : by_peer_) {
+    if (entry.identity == evict_from && (oldest == nullptr || entry.made < oldest_made)) {
+      oldest = &peer;
+      oldest_made = entry.made;
+    }
+  }
+  Erase(std::string(*oldest));
+  CountRefusal("seal_evicted");
+}
+
+void SealSessions::Erase(const std::string& peer) {
+  auto it = by_peer_.find(peer);
+  if (it == by_peer_.end()) return;
+  auto count = per_identity_.find(it->second.identity);
+  if (--count->second == 0) per_identity_.erase(count);
+  by_peer_.erase(it);
+}
+
+size_t SealSessions::size_of(const std::string& identity) const {
+  auto it = per_identity_.find(identity);
+  return it == per_identity_.end() ? 0 : it->second;
 }
 
 Status SealSessions::CheckCredit(const std::string& peer, const std::string& identity,
@@ -65,6 +99,6 @@ std::shared_ptr<SealSession> SealSessions::Find(const std::string& peer, const s
   return it == by_peer_.end() || it->second.identity != identity ? nullptr : it->second.session;
 }
 
-void SealSessions::Forget(const std::string& peer) { by_peer_.erase(peer); }
+void SealSessions::Forget(const std::string& peer) { Erase(peer); }
 
 }  // namespace stoker::worker

@@ -203,6 +203,41 @@ TEST_F(SealedBatch, ASessionServesOnlyTheIdentityThatMadeIt) {
   EXPECT_EQ(reason, "seal_no_session");
 }
 
+// A client with a valid ticket that offers on connection after connection evicts only its own sessions: another
+// identity's stay, both when the flooder reaches its quarter of the table and when the table is full. The table
+// here holds 16, four of one identity.
+TEST_F(SealedBatch, AnIdentityFloodingOffersEvictsOnlyItsOwnSessions) {
+  Pair p("victim-1");
+  p.Connect("victim-2");
+  ASSERT_EQ(p.sessions.size_of(kClient), 2u);
+  auto offer_as = [&](const std::string& identity, const std::string& peer) {
+    client::SealedConnection c{identity, kWorker, DataSealKey(kTicketKey, identity)};
+    ASSERT_TRUE(p.sessions.Offer(peer, identity, c.Offer()).ok());
+  };
+  for (int i = 0; i < 100; ++i) offer_as("client:mallory", "flood-" + std::to_string(i));
+  EXPECT_EQ(p.sessions.size_of("client:mallory"), 4u) << "a quarter of the table";
+  EXPECT_NE(p.sessions.Find("victim-1", kClient), nullptr);
+  EXPECT_NE(p.sessions.Find("victim-2", kClient), nullptr);
+  EXPECT_NE(p.sessions.Find("flood-99", "client:mallory"), nullptr) << "the newest stays, the oldest went";
+  EXPECT_EQ(p.sessions.Find("flood-0", "client:mallory"), nullptr);
+  // Full: four identities of four sessions each (the victim's two among them).
+  for (int i = 0; i < 2; ++i) offer_as(kClient, "victim-more-" + std::to_string(i));
+  for (const std::string id : {"client:b", "client:c"}) {
+    for (int i = 0; i < 4; ++i) offer_as(id, id + "-" + std::to_string(i));
+  }
+  ASSERT_EQ(p.sessions.size(), 16u);
+  // A fifth identity's offer evicts from one that holds the most (four), never below the newcomer's share.
+  offer_as("client:d", "d-0");
+  EXPECT_EQ(p.sessions.size(), 16u);
+  EXPECT_EQ(p.sessions.size_of("client:d"), 1u);
+  // The flooder offering more in a full table evicts its own.
+  const size_t victims = p.sessions.size_of(kClient);
+  for (int i = 100; i < 120; ++i) offer_as("client:mallory", "flood-" + std::to_string(i));
+  EXPECT_EQ(p.sessions.size_of(kClient), victims);
+  EXPECT_EQ(p.sessions.size(), 16u);
+  EXPECT_GE(p.sessions.refused().at("seal_evicted"), 96u + 1 + 20);
+}
+
 // Every (key, nonce) a worker seals a frame under, across a client's reconnects (a new offer on the connection,
 // and a new connection), a worker restart (a new session table) and key generations (counters past
 // kSealFramesPerKey): none repeats.
