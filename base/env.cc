@@ -122,6 +122,16 @@ Status PosixEnv::Truncate(const std::string& path, uint64_t size) {
   return Status::Ok();
 }
 
+Status PosixEnv::Overwrite(const std::string& path, const void* data, size_t size, bool sync) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoStatus("cannot open", path, errno);
+  size_t done = 0;
+  int err = WriteAll(fd, data, size, &done);
+  if (err == 0 && sync && ::fsync(fd) != 0) err = errno;
+  ::close(fd);
+  return err == 0 ? Status::Ok() : ErrnoStatus("cannot write", path, err);
+}
+
 Status PosixEnv::Rename(const std::string& from, const std::string& to) {
   if (::rename(from.c_str(), to.c_str()) != 0) return ErrnoStatus("cannot rename " + from + " to", to, errno);
   return Status::Ok();

@@ -80,6 +80,9 @@ class Env {
   // Opens `path` for appending, creating it if absent.
   virtual StatusOr<std::unique_ptr<WritableFile>> OpenForAppend(const std::string& path) = 0;
   virtual Status Truncate(const std::string& path, uint64_t size) = 0;
+  // Writes `size` bytes at the start of `path` (created if absent), keeping any bytes after them; with `sync`,
+  // fsyncs the file before returning. For small records rewritten in place (the journal's high-water mark).
+  virtual Status Overwrite(const std::string& path, const void* data, size_t size, bool sync) = 0;
   virtual Status Rename(const std::string& from, const std::string& to) = 0;
   // Makes the directory's entries durable (a file created, renamed or removed in it survives a crash).
   virtual Status SyncDirectory(const std::string& path) = 0;
@@ -98,6 +101,7 @@ class PosixEnv final : public Env {
   Status CreateDirectories(const std::string& path) override;
   StatusOr<std::unique_ptr<WritableFile>> OpenForAppend(const std::string& path) override;
   Status Truncate(const std::string& path, uint64_t size) override;
+  Status Overwrite(const std::string& path, const void* data, size_t size, bool sync) override;
   Status Rename(const std::string& from, const std::string& to) override;
   Status SyncDirectory(const std::string& path) override;
   StatusOr<VolumeSpace> Space(const std::string& path) override;

@@ -12,8 +12,25 @@ namespace {
 
 std::string Refusal(const std::string& path, const std::string& what) {
   return "journal " + path + ": " + what +
-         ". The coordinator will not guess what it lost: restore the journal from a backup, or move it aside to "
-         "start without any job progress";
+         ". The coordinator will not guess what it lost: restore the journal from a backup, or move it (and " +
+         path + ".mark) aside to start without any job progress";
+}
+
+// The high-water mark's durable bytes, 0 without a mark; a mark that cannot be read or is damaged (a crash while
+// it was rewritten) only lowers the check to none, with a warning.
+uint64_t ReadMark(Env& env, const std::string& mark_path) {
+  StatusOr<FileInfo> info = env.Stat(mark_path);
+  if (!info.ok() || !info->exists) return 0;
+  StatusOr<std::string> bytes = ReadWholeFile(env, mark_path);
+  StatusOr<uint64_t> durable =
+      bytes.ok() ? DecodeJournalMark({reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()})
+                 : StatusOr<uint64_t>(bytes.status());
+  if (!durable.ok()) {
+    STOKER_LOG(kWarning) << "journal mark " << mark_path << " is not usable (" << durable.status().message()
+                         << "): the journal's length cannot be checked this time";
+    return 0;
+  }
+  return *durable;
 }
 
 // Rewrites a format 1 journal as format 2 holding the same updates in the same order, atomically.
@@ -61,14 +78,30 @@ Status Recover(Env& env, const std::string& path, const std::function<void(const
 }  // namespace
 
 Journal::Journal(Env& env, std::string path, const JournalOptions& options, std::unique_ptr<WritableFile> file)
-    : env_(env), path_(std::move(path)), options_(options), file_(std::move(file)) {}
+    : env_(env), path_(std::move(path)), mark_path_(path_ + ".mark"), options_(options), file_(std::move(file)) {}
 
 StatusOr<std::unique_ptr<Journal>> Journal::Open(Env& env, const std::string& path, const JournalOptions& options,
                                                  const std::function<void(const Update&)>& apply,
                                                  JournalReplay* replay) {
   *replay = JournalReplay{};
   STOKER_ASSIGN_OR_RETURN(FileInfo info, env.Stat(path));
-  if (info.exists && info.size > 0) STOKER_RETURN_IF_ERROR(Recover(env, path, apply, replay));
+  const std::string mark_path = path + ".mark";
+  if (!info.exists) {
+    // No journal at all is a fresh start (the operator moved it aside): a mark left from before goes now, synced,
+    // so that the new journal is not judged by it.
+    STOKER_RETURN_IF_ERROR(env.Overwrite(mark_path, EncodeJournalMark(0).data(), kJournalMarkBytes, true));
+  } else {
+    if (info.size > 0) STOKER_RETURN_IF_ERROR(Recover(env, path, apply, replay));
+    const uint64_t durable = ReadMark(env, mark_path);
+    if (durable > replay->bytes) {
+      return DataLossError(Refusal(path, "it holds " + std::to_string(replay->bytes) +
+                                             " bytes of whole records, but its high-water mark says " +
+                                             std::to_string(durable) +
+                                             " were made durable: it was cut back or replaced by an older copy, and "
+                                             "the jobs and progress recorded after byte " +
+                                             std::to_string(replay->bytes) + " are gone"));
+    }
+  }
   STOKER_ASSIGN_OR_RETURN(auto writable, env.OpenForAppend(path));
   // A new file's name must survive a crash as well as its first record; nothing is written until the first Sync,
   // so a coordinator can start on a full volume and say so instead of failing here.
@@ -77,7 +110,18 @@ StatusOr<std::unique_ptr<Journal>> Journal::Open(Env& env, const std::string& pa
   MutexLock lock(journal->mu_);
   journal->good_size_ = journal->file_->Size();
   journal->needs_magic_ = journal->good_size_ == 0;
+  (void)journal->WriteMarkLocked(/*sync=*/false);  // a format 1 journal was rewritten: its size is new
   return journal;
+}
+
+Status Journal::WriteMarkLocked(bool sync) {
+  const std::string mark = EncodeJournalMark(good_size_);
+  Status written = env_.Overwrite(mark_path_, mark.data(), mark.size(), sync);
+  if (!written.ok()) {
+    // Only the check at the next start is weaker: the mark stays at an earlier, smaller length.
+    STOKER_LOG(kWarning) << "journal " << path_ << ": its high-water mark was not updated: " << written.ToString();
+  }
+  return written;
 }
 
 void Journal::Append(const Update& update) {
@@ -122,6 +166,9 @@ Status Journal::WritePendingLocked() {
     durable += record.updates;
   }
   ForgetPendingLocked(durable);
+  // After the records are synced, so the mark never says more than the file holds; not synced itself: after a
+  // crash it may say less (a weaker check, never a false one).
+  (void)WriteMarkLocked(/*sync=*/false);
   return Status::Ok();
 }
 
@@ -152,11 +199,19 @@ Status Journal::Sync(const std::function<std::vector<Update>()>& snapshot) {
 Status Journal::CompactLocked(const std::vector<Update>& snapshot) {
   std::string bytes(kJournalMagicV2, sizeof(kJournalMagicV2));
   for (const EncodedJournalRecord& r : EncodeJournalGroups(snapshot)) bytes += r.bytes;
+  // The compacted file is shorter than the mark: the mark goes to zero (synced) before the rename, so that a crash
+  // between the two cannot leave a mark that refuses the new file.
+  const uint64_t before = good_size_;
+  good_size_ = 0;
+  Status cleared = WriteMarkLocked(/*sync=*/true);
+  good_size_ = before;
+  STOKER_RETURN_IF_ERROR(cleared);
   STOKER_RETURN_IF_ERROR(env_.WriteFileAtomically(path_, bytes.data(), bytes.size()));  // fsyncs the directory
   STOKER_ASSIGN_OR_RETURN(file_, env_.OpenForAppend(path_));
   good_size_ = file_->Size();
   needs_magic_ = false;
   next_compaction_size_ = 0;
+  (void)WriteMarkLocked(/*sync=*/false);
   STOKER_LOG(kInfo) << "journal compacted to " << bytes.size() << " bytes (" << snapshot.size() << " updates)";
   return Status::Ok();
 }

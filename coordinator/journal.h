@@ -10,7 +10,10 @@
 //
 // Recovery (Open): a torn last write is dropped, the file truncated to the last whole record and the loss logged;
 // damage with a valid record after it refuses the start with DataLoss naming the byte. A format 1 journal is
-// rewritten in format 2.
+// rewritten in format 2. A high-water mark beside the journal (`<path>.mark`, journal_format.h), rewritten after
+// each sync, says how many bytes were made durable: a journal shorter than that (cut back at a record boundary,
+// to its magic or to nothing, or an older copy put back) refuses the start with DataLoss. A missing journal is a
+// fresh start and resets the mark.
 //
 // A Sync that fails (ENOSPC: ResourceExhausted; other I/O errors: Unavailable) leaves nothing of its write in the
 // file and keeps every update pending, so the next Sync writes them all again: the caller holds its replies and
@@ -71,9 +74,12 @@ class Journal {
   Status WritePendingLocked() STOKER_REQUIRES(mu_);
   void ForgetPendingLocked(size_t count) STOKER_REQUIRES(mu_);
   Status CompactLocked(const std::vector<Update>& snapshot) STOKER_REQUIRES(mu_);
+  // Rewrites the high-water mark as good_size_ (failures are logged: the mark then stays lower).
+  Status WriteMarkLocked(bool sync) STOKER_REQUIRES(mu_);
 
   Env& env_;
   const std::string path_;
+  const std::string mark_path_;
   const JournalOptions options_;
   mutable Mutex mu_;
   std::unique_ptr<WritableFile> file_ STOKER_GUARDED_BY(mu_);

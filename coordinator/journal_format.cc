@@ -306,4 +306,23 @@ StatusOr<JournalScan> ScanJournal(const RandomAccessFile& file, const std::funct
   return scan;
 }
 
+std::string EncodeJournalMark(uint64_t durable_bytes) {
+  std::string mark(kJournalMarkMagic, sizeof(kJournalMarkMagic));
+  mark.append(reinterpret_cast<const char*>(&durable_bytes), sizeof(durable_bytes));
+  const uint64_t check = Xxh64(mark.data(), mark.size());
+  mark.append(reinterpret_cast<const char*>(&check), sizeof(check));
+  return mark;
+}
+
+StatusOr<uint64_t> DecodeJournalMark(std::span<const uint8_t> bytes) {
+  if (bytes.size() != kJournalMarkBytes || std::memcmp(bytes.data(), kJournalMarkMagic, 8) != 0) {
+    return InvalidArgumentError("not a journal mark");
+  }
+  uint64_t durable = 0, check = 0;
+  std::memcpy(&durable, bytes.data() + 8, sizeof(durable));
+  std::memcpy(&check, bytes.data() + 16, sizeof(check));
+  if (Xxh64(bytes.data(), 16) != check) return InvalidArgumentError("a journal mark whose checksum fails");
+  return durable;
+}
+
 }  // namespace stoker::coordinator

@@ -65,6 +65,16 @@ struct EncodedJournalRecord {
 // update does. Each is to be written and synced before the next.
 std::vector<EncodedJournalRecord> EncodeJournalGroups(std::span<const Update> updates);
 
+// The journal's high-water mark (a side file, `<journal>.mark`, Journal keeps it): how many bytes of whole records
+// the journal had made durable, written after each sync, so that a journal cut back at a record boundary (or to
+// its magic, or to nothing) is refused instead of replayed as a shorter history.
+//     mark = "STKMRK01" [durable bytes: u64] [XXH64 of the 16 bytes before: u64]
+inline constexpr char kJournalMarkMagic[8] = {'S', 'T', 'K', 'M', 'R', 'K', '0', '1'};
+inline constexpr size_t kJournalMarkBytes = 24;
+std::string EncodeJournalMark(uint64_t durable_bytes);
+// The durable bytes a mark holds; InvalidArgument for anything that is not a whole, intact mark.
+StatusOr<uint64_t> DecodeJournalMark(std::span<const uint8_t> bytes);
+
 // One update as a Cap'n Proto JournalRecord message and back (exposed for tests and tools).
 std::string EncodeJournalUpdate(const Update& update);
 StatusOr<Update> DecodeJournalUpdate(const void* data, size_t size);

@@ -223,5 +223,61 @@ TEST(JournalRecovery, AFirstWriteCutShortIsAnEmptyJournalAndAnythingElseIsNotAJo
   EXPECT_NE(garbage.status.message().find("not a stoker journal (bad magic at byte 0)"), std::string::npos);
 }
 
+// Regression: a journal cut back at a record boundary (two records of four), to its magic, or to nothing was
+// replayed as a shorter history: the coordinator started with jobs and progress missing and said only INFO. The
+// high-water mark beside it now refuses all three, naming both lengths.
+TEST(JournalRecovery, AJournalCutBackAtARecordBoundaryIsRefusedByItsHighWaterMark) {
+  for (const uint64_t keep : {uint64_t{2}, uint64_t{8}, uint64_t{0}}) {
+    TempDir dir;
+    const std::string path = dir.Join("j");
+    const std::vector<uint64_t> starts = WriteJournal(path, 4);
+    const uint64_t cut = keep == 2 ? starts[2] : keep;
+    std::filesystem::resize_file(path, cut);
+    Opened o = Open(path);
+    EXPECT_EQ(o.status.code(), StatusCode::kDataLoss) << "cut to " << cut << ": " << o.status.ToString();
+    EXPECT_NE(o.status.message().find("holds " + std::to_string(cut) + " bytes of whole records, "
+                                      "but its high-water mark says"),
+              std::string::npos)
+        << o.status.message();
+    EXPECT_NE(o.status.message().find(path + ".mark) aside"), std::string::npos) << o.status.message();
+  }
+}
+
+// What the mark must not refuse: a torn last write (the mark never counts unsynced bytes), a journal moved aside
+// (a fresh start, which resets the mark), and a mark that is itself damaged (the check is skipped, with a warning).
+TEST(JournalRecovery, TheHighWaterMarkRefusesNoTornTailFreshStartOrDamagedMark) {
+  TempDir dir;
+  const std::string path = dir.Join("j");
+  WriteJournal(path, 3);
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::app);
+    out << std::string(100, '\x7f');  // a torn tail
+  }
+  EXPECT_TRUE(Open(path).status.ok());
+  std::filesystem::rename(path, dir.Join("moved-aside"));
+  Opened fresh = Open(path);
+  ASSERT_TRUE(fresh.status.ok()) << fresh.status.ToString();
+  EXPECT_EQ(fresh.updates, 0u);
+  WriteJournal(path, 1);  // the new journal, shorter than the old one was: its own mark
+  EXPECT_TRUE(Open(path).status.ok());
+  dir.Write("j.mark", "STKMRK01 and then damage");
+  std::filesystem::resize_file(path, 8);
+  EXPECT_TRUE(Open(path).status.ok()) << "a damaged mark checks nothing";
+}
+
+TEST(JournalRecovery, AMarkIsWholeAndIntactOrNotAMark) {
+  const std::string mark = EncodeJournalMark(123456789);
+  auto bytes = [](const std::string& s) { return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()), s.size()); };
+  ASSERT_EQ(mark.size(), kJournalMarkBytes);
+  EXPECT_EQ(*DecodeJournalMark(bytes(mark)), 123456789u);
+  for (size_t i = 0; i < mark.size(); ++i) {
+    std::string damaged = mark;
+    damaged[i] ^= 0x10;
+    EXPECT_FALSE(DecodeJournalMark(bytes(damaged)).ok()) << "byte " << i;
+  }
+  EXPECT_FALSE(DecodeJournalMark(bytes(mark.substr(0, 23))).ok());
+  EXPECT_FALSE(DecodeJournalMark(bytes(mark + "x")).ok());
+}
+
 }  // namespace
 }  // namespace stoker::coordinator

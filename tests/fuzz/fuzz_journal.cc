@@ -1,6 +1,6 @@
 // libFuzzer target: a journal file as recovery reads it (coordinator/journal_format.h), every update it yields
-// applied to a CoordinatorState, and one update's payload decoded on its own. Recovery must end in a replay, a torn
-// tail or a refusal naming a byte; never a crash or a hang.
+// applied to a CoordinatorState, and one update's payload and the journal's high-water mark decoded on their own.
+// Recovery must end in a replay, a torn tail or a refusal naming a byte; never a crash or a hang.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -15,5 +15,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   stoker::StringFile file("fuzz.journal", bytes);
   (void)stoker::coordinator::ScanJournal(file, [&](const stoker::coordinator::Update& u) { state.Apply(u); });
   (void)stoker::coordinator::DecodeJournalUpdate(data, size);
+  (void)stoker::coordinator::DecodeJournalMark({data, size});
   return 0;
 }
