@@ -268,6 +268,7 @@ class CoordinatorImpl {
     bool data_sealed = false;  // its data port checks tickets and seals (listed with each client's ticket, seal key)
     uint64_t joined = 0;      // the order it joined in: clients are given the list oldest first ...
     bool delivered = false;   // ... after the workers a client has taken a unit from (WorkerListLocked)
+    bool move_refused = false;  // a registration of its id at another data port was refused (logged once)
   };
 
   // The durable view of a rank: its last client, window and positions (received and consumed, clamped to the

@@ -407,6 +407,25 @@ TEST_F(CoordinatorImplTest, NoTeamTakesMoreThanItsJobSlots) {
 // With CURVE on, a worker's data port is sealed: its registration brings the key its port checks tickets with and
 // derives seal keys from, and each client's worker list carries that client's own ticket and seal key. A data port
 // that is not sealed (a worker of an older version, a CURVE server) is refused.
+// Regression (issue 29): re-registering a live worker's id (listed in /state) at another endpoint under the same
+// worker key returned OK, and clients followed the list to the attacker. A registered id keeps its data port until
+// the coordinator counts it lost; the same port again (a restarted worker) is fine, and after the loss the id may
+// register anywhere.
+TEST_F(CoordinatorImplTest, ARegisteredWorkerIdKeepsItsDataPortUntilItIsLost) {
+  AddWorker("w-1");
+  auto moved = impl_->RegisterWorker({"w-1", "tcp://attacker:1", 2, "t"});
+  EXPECT_EQ(moved.status().code(), StatusCode::kAlreadyExists) << moved.status().ToString();
+  EXPECT_EQ(impl_->RegisterWorker({"w-1", "tcp://attacker:1", 2, "t"}).status().code(), StatusCode::kAlreadyExists);
+  RegisterClientResponse r = Register("c-a", 0);
+  ASSERT_EQ(r.workers.size(), 1u);
+  EXPECT_EQ(r.workers[0].data_endpoint, "tcp://w-1:1") << "clients are not diverted";
+  EXPECT_TRUE(impl_->RegisterWorker({"w-1", "tcp://w-1:1", 4, "t"}).ok()) << "the same port: the same worker";
+  clock_.Advance(Millis(3500));  // silent past the lease TTL
+  impl_->Tick();
+  ASSERT_EQ(impl_->Stats().workers, 0u);
+  EXPECT_TRUE(impl_->RegisterWorker({"w-1", "tcp://elsewhere:1", 2, "t"}).ok()) << "lost: a new registration";
+}
+
 TEST_F(CoordinatorImplTest, SealedDataPortsGetTheirTicketKeyAndClientsTheirOwnTicketsAndSealKeys) {
   auto coordinator_key = GenerateKeyPair(Role::kCoordinator, "c");
   ASSERT_TRUE(coordinator_key.ok());

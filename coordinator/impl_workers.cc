@@ -1,0 +1,251 @@
+// CoordinatorImpl, workers: registering (a registered id keeps its data port until it is lost), heartbeats that
+// renew and adopt leases, losing a worker, the list of workers each client is given, a job's spec for a worker,
+// deregistering.
+#include "coordinator/impl.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "auth/data_tickets.h"
+#include "base/logging.h"
+
+namespace stoker::coordinator {
+
+namespace {
+
+// A data endpoint clients can be pointed at: tcp://host:port, short. Anything else would make every client of the
+// job try to connect to whatever a worker wrote.
+Status ValidDataEndpoint(const std::string& endpoint) {
+  if (endpoint.size() > 256) return InvalidArgumentError("data endpoint longer than 256 bytes");
+  if (endpoint.rfind("tcp://", 0) != 0) return InvalidArgumentError("data endpoint must be tcp://host:port");
+  const size_t colon = endpoint.rfind(':');
+  if (colon <= 6 || colon + 1 >= endpoint.size()) return InvalidArgumentError("data endpoint must be tcp://host:port");
+  for (size_t i = colon + 1; i < endpoint.size(); ++i) {
+    if (endpoint[i] < '0' || endpoint[i] > '9') return InvalidArgumentError("data endpoint's port is not a number");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CoordinatorImpl::CheckNewWorkerLocked(const RegisterWorkerRequest& request, const Caller& caller) const {
+  STOKER_RETURN_IF_ERROR(ValidDataEndpoint(request.data_endpoint).WithContext("worker " + request.worker_id));
+  if (!caller.identity.empty() && !request.data_sealed) {
+    return InvalidArgumentError("worker " + request.worker_id +
+                                " registers without a sealed data port (clients of this version cannot use it)");
+  }
+  if (request.data_sealed && !request.data_public_key.empty()) {
+    return InvalidArgumentError("worker " + request.worker_id + " registers a sealed data port with a CURVE key");
+  }
+  auto it = workers_.find(request.worker_id);
+  if (it != workers_.end()) {
+    if (it->second.identity != caller.identity) {
+      return PermissionDeniedError("worker id " + request.worker_id + " is registered under another key");
+    }
+    return Status::Ok();
+  }
+  if (workers_.size() >= options_.max_registered_workers) {
+    return ResourceExhaustedError("the coordinator has " + std::to_string(workers_.size()) +
+                                  " workers registered, its limit (--max-registered-workers)");
+  }
+  return Status::Ok();
+}
+
+StatusOr<RegisterWorkerResponse> CoordinatorImpl::RegisterWorker(const RegisterWorkerRequest& request,
+                                                                 const Caller& caller) {
+  MutexLock lock(mu_);
+  STOKER_RETURN_IF_ERROR(CheckNewWorkerLocked(request, caller));
+  auto [it, inserted] = workers_.try_emplace(request.worker_id);
+  WorkerRuntime& w = it->second;
+  // A registered id keeps its data port until it is lost: clients follow the list to it, so a port that changed
+  // under a live id would divert them (a stolen worker key re-registering the real workers' ids, which /state
+  // lists, with its own endpoint). A worker elsewhere is another worker, under another id, or this one once the
+  // coordinator has counted it lost (silent for the lease TTL). A restarted worker on the same port is the same.
+  if (!inserted && (w.data_endpoint != request.data_endpoint || w.data_sealed != request.data_sealed ||
+                    w.data_public_key != request.data_public_key)) {
+    if (!std::exchange(w.move_refused, true)) {
+      STOKER_LOG(kWarning) << "refused a registration of worker id " << request.worker_id << " at "
+                           << request.data_endpoint.substr(0, 256) << ": it is registered at " << w.data_endpoint
+                           << " and not lost (further refusals for this id are only counted)";
+    }
+    return AlreadyExistsError("worker id " + request.worker_id + " is registered at another data port and not lost; "
+                              "a worker elsewhere registers under another id");
+  }
+  if (w.joined == 0) w.joined = ++workers_joined_;
+  const uint32_t threads = std::max<uint32_t>(1, request.threads);
+  if (inserted || w.data_endpoint != request.data_endpoint || w.threads != threads ||
+      w.data_public_key != request.data_public_key || w.data_sealed != request.data_sealed) {
+    ++membership_version_;
+    ApplyLocked(WorkerJoined{request.worker_id, request.data_endpoint, threads, request.data_public_key,
+                             caller.identity, request.data_sealed});
+  }
+  w.data_sealed = request.data_sealed;
+  w.data_endpoint = request.data_endpoint;
+  w.threads = threads;
+  w.version = request.version.substr(0, 64);
+  w.data_public_key = request.data_public_key;
+  w.identity = caller.identity;
+  w.last_heard = clock_.Now();
+  if (inserted) {
+    STOKER_LOG(kInfo) << "worker " << request.worker_id << " joined at " << request.data_endpoint << " ("
+                      << w.threads << " threads)";
+  }
+  RegisterWorkerResponse response{static_cast<uint32_t>(ToMillis(options_.heartbeat_interval)),
+                                  static_cast<uint32_t>(ToMillis(options_.lease_ttl))};
+  if (request.data_sealed && !options_.data_ticket_master.empty()) {
+    response.data_ticket_key = WorkerTicketKey(options_.data_ticket_master, request.worker_id);
+  }
+  return response;
+}
+
+StatusOr<CoordinatorImpl::WorkerRuntime*> CoordinatorImpl::CallingWorkerLocked(const std::string& worker_id,
+                                                                                const Caller& caller) {
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) {
+    return FailedPreconditionError("worker " + worker_id + " is not registered (coordinator restarted or it timed "
+                                   "out): register again");
+  }
+  if (it->second.identity != caller.identity) {
+    return PermissionDeniedError("worker " + worker_id + " is registered under another key");
+  }
+  return &it->second;
+}
+
+bool CoordinatorImpl::IsRegisteredWorker(const std::string& worker_id, const Caller& caller) const {
+  MutexLock lock(mu_);
+  auto it = workers_.find(worker_id);
+  return it != workers_.end() && it->second.identity == caller.identity;
+}
+
+StatusOr<WorkerHeartbeatResponse> CoordinatorImpl::WorkerHeartbeat(const WorkerHeartbeatRequest& request,
+                                                                   const Caller& caller) {
+  MutexLock lock(mu_);
+  STOKER_ASSIGN_OR_RETURN(WorkerRuntime * w, CallingWorkerLocked(request.worker_id, caller));
+  const TimePoint now = clock_.Now();
+  w->last_heard = now;
+  if (request.draining && !w->draining) STOKER_LOG(kInfo) << "worker " << request.worker_id << " is draining";
+  w->draining = request.draining;
+  capacity_.Worker(request.worker_id, w->threads, request.busy_seconds, request.samples_made, now);
+  WorkerHeartbeatResponse response;
+  for (const LeaseRef& ref : request.leases) {
+    JobRuntime* job = FindJobLocked(ref.job);
+    ActiveLease* lease = nullptr;
+    if (job != nullptr && ref.rank < job->ranks.size()) {
+      auto& active = job->ranks[ref.rank].active;
+      auto it = active.find(ref.unit);
+      if (it != active.end() && it->second.attempt == ref.attempt && it->second.worker_id == request.worker_id) {
+        lease = &it->second;
+      }
+    }
+    if (lease == nullptr && AdoptLocked(ref, request.worker_id, now)) continue;
+    if (lease == nullptr) {
+      response.revoked.push_back(ref);  // re-leased elsewhere, committed, or from a reset session
+    } else if (!lease->sent) {
+      lease->expiry = now + options_.lease_ttl;
+    }
+  }
+  return response;
+}
+
+// After a restart: a lease handed out before it, still being worked on. Keep it rather than redo it.
+bool CoordinatorImpl::AdoptLocked(const LeaseRef& ref, const std::string& worker_id, TimePoint now) {
+  JobRuntime* job = FindJobLocked(ref.job);
+  if (!reconciling_ || job == nullptr || ref.rank >= job->ranks.size() || ref.unit >= job->plan.total_units()) {
+    return false;
+  }
+  RankRuntime& r = job->ranks[ref.rank];
+  // An attempt below the job's floor was leased for the shape it had before a checkpoint re-planned it.
+  if (r.active.count(ref.unit) != 0 || ref.attempt >= r.next_attempt || ref.attempt < job->record->attempts_floor ||
+      job->plan.UnitEnd(ref.unit) <= ViewLocked(*job, ref.rank).received) {
+    return false;
+  }
+  HoldLocked(r, ref.unit,
+             ActiveLease{ref.attempt, worker_id, now + options_.lease_ttl, false, {}, job->plan.Unit(ref.unit).count,
+                         JobTeamLocked(*job)});
+  r.pending.erase(ref.unit);
+  ++stats_.leases_adopted;
+  return true;
+}
+
+void CoordinatorImpl::RemoveWorkerLocked(const std::string& worker_id, uint64_t* counter) {
+  // Forget the worker first, so the parked requests served below can never be its own.
+  workers_.erase(worker_id);
+  parked_at_.erase(worker_id);
+  capacity_.ForgetWorker(worker_id);
+  ++membership_version_;
+  ApplyLocked(WorkerLeft{worker_id});
+  for (auto& [name, job] : jobs_) {
+    for (uint32_t rank = 0; rank < job.ranks.size(); ++rank) {
+      RankRuntime& r = job.ranks[rank];
+      std::vector<uint64_t> lost;
+      for (const auto& [unit, lease] : r.active) {
+        // Units it already sent wait for the client's ack (or the ack timeout); the rest are redone elsewhere.
+        if (lease.worker_id == worker_id && !lease.sent) lost.push_back(unit);
+      }
+      for (uint64_t unit : lost) ReleaseLocked(r, unit, counter);
+    }
+  }
+  ServeAllJobsLocked();
+}
+
+// A client connects to the first ClientOptions::max_workers workers of this list. Workers that have delivered come
+// first, then the rest in the order they joined: a key holder registering many made-up workers (whatever their ids)
+// cannot push the working ones off the end of a client's list.
+std::vector<WorkerInfo> CoordinatorImpl::WorkerListLocked(const std::string& client_identity) const {
+  std::vector<const std::pair<const std::string, WorkerRuntime>*> order;
+  order.reserve(workers_.size());
+  for (const auto& entry : workers_) order.push_back(&entry);
+  std::sort(order.begin(), order.end(), [](const auto* a, const auto* b) {
+    if (a->second.delivered != b->second.delivered) return a->second.delivered;
+    return a->second.joined < b->second.joined;
+  });
+  std::vector<WorkerInfo> list;
+  for (const auto* entry : order) {
+    const std::string& id = entry->first;
+    const WorkerRuntime& w = entry->second;
+    std::string ticket, seal_key;
+    if (w.data_sealed && !options_.data_ticket_master.empty() && !client_identity.empty()) {
+      const std::string worker_key = WorkerTicketKey(options_.data_ticket_master, id);
+      ticket = DataTicket(worker_key, client_identity);
+      seal_key = DataSealKey(worker_key, client_identity);
+    }
+    list.push_back({id, w.data_endpoint, w.data_public_key, std::move(ticket), std::move(seal_key)});
+  }
+  return list;
+}
+
+StatusOr<JobSpec> CoordinatorImpl::GetJob(const std::string& name) {
+  MutexLock lock(mu_);
+  const JobRecord* record = state_.FindJob(name);
+  if (record == nullptr) return NotFoundError("unknown job '" + name + "'");
+  return record->spec;
+}
+
+Status CoordinatorImpl::Deregister(const DeregisterRequest& request, const Caller& caller) {
+  MutexLock lock(mu_);
+  if (workers_.count(request.sender_id) != 0) {
+    STOKER_RETURN_IF_ERROR(CallingWorkerLocked(request.sender_id, caller).status());
+    STOKER_LOG(kInfo) << "worker " << request.sender_id << " left";
+    RemoveWorkerLocked(request.sender_id, &stats_.releases.drain);
+    return Status::Ok();
+  }
+  JobRuntime* job = FindJobLocked(request.job);
+  if (job != nullptr && request.rank < job->ranks.size()) {
+    RankRuntime& r = job->ranks[request.rank];
+    const RankView view = ViewLocked(*job, request.rank);
+    if (r.session_live && view.client_id == request.sender_id) {
+      if (view.holder != caller.identity) {
+        return PermissionDeniedError("rank " + std::to_string(request.rank) + " of job '" + request.job +
+                                     "' is held under another key");
+      }
+      r.session_live = false;
+      AnswerParkedEmptyLocked(r, false);
+      STOKER_LOG(kInfo) << "client " << request.sender_id << " released rank " << request.rank << " of job "
+                        << request.job;
+      return Status::Ok();
+    }
+  }
+  return NotFoundError(request.sender_id + " holds nothing to deregister");
+}
+
+}  // namespace stoker::coordinator
