@@ -1,12 +1,16 @@
 // SealedConnection (sealed_connection.h): the client's half of the handshake, credit tags and opening batches.
 #include "client/src/sealed_connection.h"
 
+#include <sodium.h>
+
 #include <cstring>
 
 namespace stoker::client {
 
 SealedConnection::SealedConnection(std::string client_identity, std::string worker_id, std::string seal_key)
     : client_identity_(std::move(client_identity)), worker_id_(std::move(worker_id)), seal_key_(std::move(seal_key)) {}
+
+SealedConnection::~SealedConnection() { sodium_memzero(seal_key_.data(), seal_key_.size()); }
 
 SealHello SealedConnection::Offer() {
   offer_ = SealOffer::Make();

@@ -23,6 +23,9 @@ class SealedConnection {
  public:
   // `client_identity`: what this client authenticates as; `seal_key`: the pair's key the coordinator listed.
   SealedConnection(std::string client_identity, std::string worker_id, std::string seal_key);
+  ~SealedConnection();  // the seal key is wiped
+  SealedConnection(const SealedConnection&) = delete;
+  SealedConnection& operator=(const SealedConnection&) = delete;
 
   // A fresh offer to send (the first message on the connection, and again whenever the worker asks).
   SealHello Offer();
@@ -65,7 +68,7 @@ class SealedConnection {
  private:
   const std::string client_identity_;
   const std::string worker_id_;
-  const std::string seal_key_;
+  std::string seal_key_;  // not const: wiped by the destructor
   std::optional<SealOffer> offer_;  // the outstanding offer
   std::shared_ptr<Keys> keys_;
 };
