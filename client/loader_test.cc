@@ -463,18 +463,24 @@ TEST_F(LoaderTest, GpuOddImageSizesKeepLabelsAlignedAndRight) {
   EXPECT_CUDA(cudaStreamDestroy(stream));
 }
 
-// A consumer stream of another device would make the slot's release unrecordable: refused at Next(), nothing
-// taken (needs two GPUs).
 // Sealed batches are opened straight into spare pinned buffers, which then take turns as the slots' buffers: every
 // sample's pixels on the device are the ones the host path (opened in place) delivers for the same job, epoch
-// after epoch, so no buffer is handed out twice or swapped into the wrong slot.
+// after epoch, so no buffer is handed out twice or swapped into the wrong slot. The batches (8 x 224x224x3, 1.2 MB)
+// are large enough for the openers, in frames of 256 KiB, each opened at its own offset.
 TEST_F(LoaderTest, GpuSealedBatchesOpenedIntoPinnedMemoryMatchTheHostPathSampleBySample) {
   if (!HaveGpu()) GTEST_SKIP() << "no GPU here";
   using Pixels = std::vector<uint8_t>;
-  constexpr size_t kImage = 32 * 32 * 3;
+  constexpr uint32_t kSide = 224;
+  constexpr size_t kImage = kSide * kSide * 3;
+  auto options = [](const std::string& job) {
+    LoaderOptions o = Options(job, 2);
+    o.client.spec->pipeline.output_height = o.client.spec->pipeline.output_width = kSide;
+    o.client.payload_frame_bytes = 256 << 10;
+    return o;
+  };
   std::map<std::pair<uint32_t, uint64_t>, Pixels> host;  // (epoch, sample id) -> pixels
   {
-    LoaderOptions o = Options("pinned-host", 2);
+    LoaderOptions o = options("pinned-host");
     o.output.dtype = DType::kUInt8;
     o.output.layout = Layout::kNHWC;
     auto loader = Loader::Open(o);
@@ -489,7 +495,8 @@ TEST_F(LoaderTest, GpuSealedBatchesOpenedIntoPinnedMemoryMatchTheHostPathSampleB
   ASSERT_EQ(host.size(), 128u);
   cudaStream_t stream;
   EXPECT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  LoaderOptions o = GpuOptions("pinned-gpu", 2);
+  LoaderOptions o = options("pinned-gpu");
+  o.device = 0;
   o.output.dtype = DType::kUInt8;
   o.output.layout = Layout::kNHWC;
   auto loader = Loader::Open(o);
@@ -512,6 +519,8 @@ TEST_F(LoaderTest, GpuSealedBatchesOpenedIntoPinnedMemoryMatchTheHostPathSampleB
   EXPECT_CUDA(cudaStreamDestroy(stream));
 }
 
+// A consumer stream of another device would make the slot's release unrecordable: refused at Next(), nothing
+// taken (needs two GPUs).
 TEST_F(LoaderTest, GpuConsumerStreamOfAnotherDeviceIsRefused) {
   if (client::ListGpus().size() < 2) GTEST_SKIP() << "needs two GPUs";
   LoaderOptions o = GpuOptions("gpu-other-stream", 1);

@@ -43,9 +43,21 @@ Status Migrate(Env& env, const std::string& path, const std::vector<Update>& upd
   return Status::Ok();
 }
 
-// Replays an existing journal into `apply`, then cuts off a torn tail or rewrites a format 1 file.
+// The refusal of a journal shorter than its high-water mark.
+Status ShorterThanItsMark(const std::string& path, uint64_t holds, uint64_t durable) {
+  return DataLossError(Refusal(path, "it holds " + std::to_string(holds) +
+                                         " bytes of whole records, but its high-water mark says " +
+                                         std::to_string(durable) +
+                                         " were made durable: it was cut back, damaged after it was written, or "
+                                         "replaced by an older copy, and what was recorded after byte " +
+                                         std::to_string(holds) + " is gone"));
+}
+
+// Replays an existing journal into `apply`, then cuts off a torn tail or rewrites a format 1 file; first refuses
+// it if it holds fewer whole records than the `durable` bytes its mark says were synced (a damaged last record
+// that was synced is then refused, not cut off).
 Status Recover(Env& env, const std::string& path, const std::function<void(const Update&)>& apply,
-               JournalReplay* replay) {
+               uint64_t durable, JournalReplay* replay) {
   STOKER_ASSIGN_OR_RETURN(auto file, env.OpenForRead(path));
   char magic[sizeof(kJournalMagicV1)] = {};
   STOKER_ASSIGN_OR_RETURN(size_t got, file->Read(0, sizeof(magic), magic));
@@ -59,6 +71,7 @@ Status Recover(Env& env, const std::string& path, const std::function<void(const
     if (scan.status().code() != StatusCode::kDataLoss) return scan.status();
     return DataLossError(Refusal(path, scan.status().message()));
   }
+  if (scan->good_bytes < durable) return ShorterThanItsMark(path, scan->good_bytes, durable);
   replay->format = scan->version;
   replay->records = scan->records;
   replay->updates = scan->updates;
@@ -87,19 +100,17 @@ StatusOr<std::unique_ptr<Journal>> Journal::Open(Env& env, const std::string& pa
   STOKER_ASSIGN_OR_RETURN(FileInfo info, env.Stat(path));
   const std::string mark_path = path + ".mark";
   if (!info.exists) {
-    // No journal at all is a fresh start (the operator moved it aside): a mark left from before goes now, synced,
-    // so that the new journal is not judged by it.
-    STOKER_RETURN_IF_ERROR(env.Overwrite(mark_path, EncodeJournalMark(0).data(), kJournalMarkBytes, true));
+    // No journal at all is a fresh start (the operator moved it aside): a mark left from before is zeroed in place
+    // (no new space needed: a full volume still starts), synced, so that the new journal is not judged by it.
+    STOKER_ASSIGN_OR_RETURN(FileInfo mark, env.Stat(mark_path));
+    const std::string zero = EncodeJournalMark(0);
+    if (mark.exists) STOKER_RETURN_IF_ERROR(env.Overwrite(mark_path, zero.data(), zero.size(), /*sync=*/true));
   } else {
-    if (info.size > 0) STOKER_RETURN_IF_ERROR(Recover(env, path, apply, replay));
     const uint64_t durable = ReadMark(env, mark_path);
-    if (durable > replay->bytes) {
-      return DataLossError(Refusal(path, "it holds " + std::to_string(replay->bytes) +
-                                             " bytes of whole records, but its high-water mark says " +
-                                             std::to_string(durable) +
-                                             " were made durable: it was cut back or replaced by an older copy, and "
-                                             "the jobs and progress recorded after byte " +
-                                             std::to_string(replay->bytes) + " are gone"));
+    if (info.size > 0) {
+      STOKER_RETURN_IF_ERROR(Recover(env, path, apply, durable, replay));
+    } else if (durable > 0) {
+      return ShorterThanItsMark(path, 0, durable);
     }
   }
   STOKER_ASSIGN_OR_RETURN(auto writable, env.OpenForAppend(path));
@@ -110,7 +121,12 @@ StatusOr<std::unique_ptr<Journal>> Journal::Open(Env& env, const std::string& pa
   MutexLock lock(journal->mu_);
   journal->good_size_ = journal->file_->Size();
   journal->needs_magic_ = journal->good_size_ == 0;
-  (void)journal->WriteMarkLocked(/*sync=*/false);  // a format 1 journal was rewritten: its size is new
+  if (journal->good_size_ > 0) {
+    // What was replayed may have been read from the page cache of a process killed before its sync: synced now,
+    // before the mark counts it.
+    STOKER_RETURN_IF_ERROR(journal->file_->Sync());
+    (void)journal->WriteMarkLocked(/*sync=*/false);
+  }
   return journal;
 }
 

@@ -243,6 +243,22 @@ TEST(JournalRecovery, AJournalCutBackAtARecordBoundaryIsRefusedByItsHighWaterMar
   }
 }
 
+// A bit flipped in the last record after it was synced: without a mark it can only be taken for a torn write and
+// cut off (logged); the mark says it was synced, so the start is refused and the file left as it is, for repair.
+TEST(JournalRecovery, ADamagedLastRecordThatWasSyncedIsRefusedAndKept) {
+  TempDir dir;
+  const std::string path = dir.Join("j");
+  const std::vector<uint64_t> starts = WriteJournal(path, 3);
+  const uint64_t size = std::filesystem::file_size(path);
+  PatchU32(path, size - 4, 0xdeadbeef);  // inside the last record's payload
+  Opened o = Open(path);
+  EXPECT_EQ(o.status.code(), StatusCode::kDataLoss) << o.status.ToString();
+  EXPECT_NE(o.status.message().find("holds " + std::to_string(starts[2]) + " bytes of whole records"),
+            std::string::npos)
+      << o.status.message();
+  EXPECT_EQ(std::filesystem::file_size(path), size) << "nothing is cut off a journal that is refused";
+}
+
 // What the mark must not refuse: a torn last write (the mark never counts unsynced bytes), a journal moved aside
 // (a fresh start, which resets the mark), and a mark that is itself damaged (the check is skipped, with a warning).
 TEST(JournalRecovery, TheHighWaterMarkRefusesNoTornTailFreshStartOrDamagedMark) {

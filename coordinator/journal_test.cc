@@ -41,7 +41,9 @@ class FullVolumeEnv final : public Env {
   StatusOr<std::unique_ptr<WritableFile>> OpenForAppend(const std::string& p) override;
   Status Truncate(const std::string& p, uint64_t size) override { return real_.Truncate(p, size); }
   Status Overwrite(const std::string& p, const void* data, size_t size, bool sync) override {
-    return real_.Overwrite(p, data, size, sync);
+    StatusOr<FileInfo> info = real_.Stat(p);
+    if (full && (!info.ok() || !info->exists)) return ResourceExhaustedError("cannot create " + p + ": No space left");
+    return real_.Overwrite(p, data, size, sync);  // in place: no new space
   }
   Status Rename(const std::string& from, const std::string& to) override { return real_.Rename(from, to); }
   Status SyncDirectory(const std::string& p) override {
@@ -314,6 +316,26 @@ TEST(Journal, ACompactionThatFailsLosesNothingAndIsTriedAgainLater) {
   CoordinatorState replayed;
   for (const Update& u : Replay(dir.Join("j"), &replay)) replayed.Apply(u);
   EXPECT_EQ(replayed.FindJob("j")->ranks[0].received, i - 1);
+}
+
+// A fresh start on a full volume needs no new space with a high-water mark either: without a mark none is
+// created, and an old one (the journal moved aside) is zeroed in place. The old mark then judges nothing.
+TEST(Journal, AFreshStartOnAFullVolumeNeedsNoNewSpaceForItsMark) {
+  TempDir dir;
+  FullVolumeEnv env;
+  env.full = true;
+  JournalReplay replay;
+  ASSERT_TRUE(Journal::Open(env, dir.Join("j"), JournalOptions{}, [](const Update&) {}, &replay).ok());
+  EXPECT_FALSE(std::filesystem::exists(dir.Join("j.mark")));
+  env.full = false;
+  { JournalWithTheJob(env, dir, &replay); }
+  ASSERT_TRUE(std::filesystem::exists(dir.Join("j.mark")));
+  std::filesystem::rename(dir.Join("j"), dir.Join("moved-aside"));
+  env.full = true;
+  ASSERT_TRUE(Journal::Open(env, dir.Join("j"), JournalOptions{}, [](const Update&) {}, &replay).ok());
+  env.full = false;
+  std::filesystem::resize_file(dir.Join("j"), 0);  // the new journal is empty: the zeroed mark allows it
+  EXPECT_TRUE(Journal::Open(env, dir.Join("j"), JournalOptions{}, [](const Update&) {}, &replay).ok());
 }
 
 TEST(Journal, ANewJournalWritesItsMagicWithItsFirstRecordAndNothingBefore) {

@@ -88,9 +88,23 @@ void WorkerImpl::HandleReply(const DecodedReply& reply) {
 
 void WorkerImpl::RegisterReplied(const DecodedReply& reply) {
   if (!reply.status.ok()) {
-    STOKER_LOG(kError) << "registration refused: " << reply.status.ToString();
+    // ALREADY_EXISTS: this id is still registered at another data port (a worker restarted with a fixed id on a
+    // new port) until the coordinator counts that one lost; RESOURCE_EXHAUSTED: the coordinator is full. Both pass:
+    // ask again every second. Anything else (a key of the wrong role, a bad endpoint) stays refused.
+    const StatusCode code = reply.status.code();
+    const bool for_now = code == StatusCode::kAlreadyExists || code == StatusCode::kResourceExhausted;
+    if (!for_now) {
+      STOKER_LOG(kError) << "registration refused: " << reply.status.ToString();
+      return;
+    }
+    if (!register_again_) {
+      STOKER_LOG(kWarning) << "registration refused for now: " << reply.status.ToString() << " (asking again every "
+                           << "second)";
+    }
+    register_again_ = clock_.Now() + Millis(1000);
     return;
   }
+  register_again_.reset();
   auto* r = std::get_if<RegisterWorkerResponse>(&reply.body);
   if (r == nullptr) return;
   heartbeat_interval_ = Millis(std::max<uint32_t>(50, r->heartbeat_interval_ms));
@@ -371,6 +385,10 @@ bool WorkerImpl::serving() const {
 void WorkerImpl::Tick() {
   const TimePoint now = clock_.Now();
   if (registered_ && now >= next_heartbeat_) SendHeartbeat();
+  if (!registered_ && register_again_ && now >= *register_again_) {
+    register_again_ = now + Millis(1000);  // the pace of repeated refusals, until a reply says otherwise
+    SendRegister();
+  }
   for (RequestTracker::Pending& p : tracker_.TakeExpired()) RequestExpired(p);
   for (auto it = units_.begin(); it != units_.end();) {
     auto next = std::next(it);

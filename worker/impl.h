@@ -205,6 +205,8 @@ class WorkerImpl {
   TimePoint drain_deadline_;
   Duration heartbeat_interval_ = Millis(250);
   TimePoint next_heartbeat_;
+  // A registration refused for now (its id still registered elsewhere, the coordinator full): sent again then.
+  std::optional<TimePoint> register_again_;
   static constexpr Duration kJobIdleRelease = Millis(60000);
   static constexpr Duration kIdleCheckEvery = Millis(1000);
   TimePoint next_idle_check_;  // ForgetIdleJobs runs at most once a kIdleCheckEvery

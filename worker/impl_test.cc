@@ -132,6 +132,38 @@ class WorkerImplTest : public ::testing::Test {
   WorkerImpl::Outbox outbox_;
 };
 
+// Regression: a worker whose registration was refused for now (its fixed id still registered at its old data port
+// until the coordinator counts that one lost) never asked again and sat idle for good. Now it asks every second
+// until it is registered; a refusal that will not pass (a key of another role) is not repeated.
+TEST_F(WorkerImplTest, ARegistrationRefusedForNowIsAskedAgainEverySecond) {
+  impl_->Register("tcp://w:2");
+  Reply(Take<RegisterWorkerRequest>(), std::monostate{}, AlreadyExistsError("registered at another data port"));
+  clock_.Advance(Millis(900));
+  impl_->Tick();
+  EXPECT_EQ(Count<RegisterWorkerRequest>(), 0u);
+  clock_.Advance(Millis(200));
+  impl_->Tick();
+  ASSERT_EQ(Count<RegisterWorkerRequest>(), 1u);
+  Reply(Take<RegisterWorkerRequest>(), std::monostate{}, AlreadyExistsError("registered at another data port"));
+  clock_.Advance(Millis(1100));
+  impl_->Tick();
+  ASSERT_EQ(Count<RegisterWorkerRequest>(), 1u) << "asked again while the refusal lasts";
+  Reply(Take<RegisterWorkerRequest>(), RegisterWorkerResponse{250, 1500});
+  clock_.Advance(Millis(300));
+  impl_->Tick();
+  EXPECT_EQ(Count<RegisterWorkerRequest>(), 0u) << "registered: no more registrations";
+  EXPECT_EQ(Count<WorkerHeartbeatRequest>(), 1u);
+
+  auto other = std::make_unique<WorkerImpl>(options_, "w-other", 2, clock_, counters_);
+  other->Register("tcp://w:3");
+  WorkerImpl::Outbox out = other->TakeOutbox();
+  ASSERT_EQ(out.requests.size(), 1u);
+  other->HandleReply(DecodedReply{out.requests[0].id, PermissionDeniedError("a client key"), std::monostate{}});
+  clock_.Advance(Millis(5000));
+  other->Tick();
+  EXPECT_TRUE(other->TakeOutbox().requests.empty()) << "a refusal that will not pass is not repeated";
+}
+
 TEST_F(WorkerImplTest, CreditCapsLeases) {
   Ready(/*credits=*/2);
   impl_->Tick();

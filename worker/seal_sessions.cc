@@ -8,9 +8,7 @@
 namespace stoker::worker {
 
 SealSessions::SealSessions(std::string worker_id, size_t max_sessions)
-    : worker_id_(std::move(worker_id)),
-      max_sessions_(std::max<size_t>(max_sessions, 1)),
-      max_per_identity_(std::max<size_t>(max_sessions_ / 4, 1)) {}
+    : worker_id_(std::move(worker_id)), max_sessions_(std::max<size_t>(max_sessions, 1)) {}
 
 void SealSessions::SetTicketKey(std::string key) { ticket_key_ = std::move(key); }
 
@@ -29,23 +27,18 @@ StatusOr<SealWelcome> SealSessions::Offer(const std::string& peer, const std::st
     return session.status();
   }
   Erase(peer);  // a new offer on a connection replaces its session
-  MakeRoomFor(identity);
+  MakeRoomFor();
   by_peer_[peer] = Entry{identity, std::move(*session), ReplayWindow(), ++made_};
   ++per_identity_[identity];
   return SealWelcome{own.random(), own.public_key()};
 }
 
-void SealSessions::MakeRoomFor(const std::string& identity) {
-  std::string evict_from;
-  if (size_of(identity) >= max_per_identity_) {
-    evict_from = identity;
-  } else if (by_peer_.size() >= max_sessions_) {
-    evict_from = std::max_element(per_identity_.begin(), per_identity_.end(), [](const auto& a, const auto& b) {
-                   return a.second < b.second;
-                 })->first;
-  } else {
-    return;
-  }
+void SealSessions::MakeRoomFor() {
+  if (by_peer_.size() < max_sessions_) return;
+  const std::string evict_from =
+      std::max_element(per_identity_.begin(), per_identity_.end(), [](const auto& a, const auto& b) {
+        return a.second < b.second;
+      })->first;
   const std::string* oldest = nullptr;
   uint64_t oldest_made = 0;
   for (const auto& [peer, entry] : by_peer_) {

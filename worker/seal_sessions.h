@@ -3,10 +3,10 @@
 // pair's seal key (auth/data_tickets.h: from the ticket key the registration brought and the identity the
 // connection authenticated as). After that the connection's credits must carry a tag under its keys, each counter
 // once, and its batches are sealed with them. Sessions are per connection (the ROUTER's routing id), at most
-// `max_sessions`, and at most a quarter of them of one identity. Past either cap a session is evicted (its client
-// is told to offer again when it next credits): the offering identity's oldest when it holds its quarter, else the
-// oldest of the identity holding the most. So a client that floods offers with a valid ticket evicts its own
-// sessions, not other identities'. Refusals are counted by reason.
+// `max_sessions`. A full table evicts the oldest session of the identity holding the most (its client is told to
+// offer again when it next credits), so a client that floods offers with a valid ticket evicts its own sessions,
+// not other identities' (and ranks sharing one key, the chart's default, may hold the whole table). Refusals are
+// counted by reason.
 //
 // Thread safety: the I/O thread only. The SealSession objects it hands out are thread-safe (pipeline threads seal
 // with them).
@@ -63,14 +63,13 @@ class SealSessions {
     uint64_t made = 0;  // order of making: the smallest is evicted first
   };
 
-  // Makes room for one more session of `identity` (evicting as the header says).
-  void MakeRoomFor(const std::string& identity);
+  // Makes room for one more session (evicting as the header says).
+  void MakeRoomFor();
   // Removes `peer`'s session (if any), keeping the per-identity counts.
   void Erase(const std::string& peer);
 
   const std::string worker_id_;
   const size_t max_sessions_;
-  const size_t max_per_identity_;
   std::string ticket_key_;
   std::map<std::string, Entry> by_peer_;
   std::map<std::string, size_t> per_identity_;  // sessions held, by identity (no zero entries)

@@ -84,10 +84,7 @@ PrefetchWindow::Outcome ClientCore::Accept(std::unique_ptr<ReceivedBatch> batch)
   {
     MutexLock lock(mu_);
     outcome = window_->Insert(std::move(batch), heartbeats_sent_);
-    if (opened_into_pinned && (outcome == PrefetchWindow::Outcome::kAccepted ||
-                               outcome == PrefetchWindow::Outcome::kUnconfirmed)) {
-      ++stats_.batches_opened_into_pinned;
-    }
+    if (opened_into_pinned && outcome == PrefetchWindow::Outcome::kAccepted) ++stats_.batches_opened_into_pinned;
     switch (outcome) {
       case PrefetchWindow::Outcome::kAccepted:
         ++stats_.batches_received;

@@ -35,8 +35,15 @@ Status PlainRank::ConnectClient() {
     const uint32_t spare = InsecureAsked({.insecure = o.client.insecure}) ? 0 : o.client.prefetch - o.depth + 1;
     make_stager = [this, spare](const JobSpec& spec) -> StatusOr<std::shared_ptr<BatchStager>> {
       DeviceStage::Shape shape{spec.batch_size, spec.pipeline.output_height, spec.pipeline.output_width};
-      STOKER_ASSIGN_OR_RETURN(stage_,
-                              DeviceStage::Create(options_.device, shape, options_.depth, options_.output, spare));
+      auto stage = DeviceStage::Create(options_.device, shape, options_.depth, options_.output, spare);
+      if (!stage.ok() && spare > 0) {
+        // Pinned memory is limited on some hosts (containers, locked-memory limits): without spares every batch is
+        // copied once more, and the Loader still opens.
+        STOKER_LOG(kWarning) << "no room for " << spare << " spare pinned buffers (" << stage.status().ToString()
+                             << "): sealed batches are opened in place and copied";
+        stage = DeviceStage::Create(options_.device, shape, options_.depth, options_.output, 0);
+      }
+      STOKER_ASSIGN_OR_RETURN(stage_, std::move(stage));
       return std::shared_ptr<BatchStager>(stage_);
     };
   }

@@ -89,8 +89,9 @@ struct ClientStats {
   uint64_t dropped_seal_failed = 0;    // a sealed batch that did not open: its bytes, header or trailer changed, or
                                        // sealed under another connection's keys
   uint64_t dropped_replayed = 0;       // a sealed batch whose counters this connection already took (a replay)
-  uint64_t batches_opened_into_pinned = 0;  // sealed batches opened straight into a pinned buffer (GPU path):
-                                           // their decryption was their one host copy
+  uint64_t batches_opened_into_pinned = 0;  // of batches_received, those accepted on arrival (not waiting for a
+                                           // lease's confirmation) that were sealed and opened straight into a
+                                           // pinned buffer (GPU path): their decryption was their one host copy
   uint64_t worker_errors = 0;          // DataError messages from workers (e.g. a job a worker cannot load)
   double wait_seconds = 0;             // time Next() spent blocked waiting for a batch (startup included)
   double startup_seconds = 0;          // of that, the wait for this client's first batch
