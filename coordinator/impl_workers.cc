@@ -39,8 +39,18 @@ Status CoordinatorImpl::CheckNewWorkerLocked(const RegisterWorkerRequest& reques
   }
   auto it = workers_.find(request.worker_id);
   if (it != workers_.end()) {
-    if (it->second.identity != caller.identity) {
+    const WorkerRuntime& w = it->second;
+    if (w.identity != caller.identity) {
       return PermissionDeniedError("worker id " + request.worker_id + " is registered under another key");
+    }
+    // A registered id keeps its data port until it is lost: clients follow the list to it, so a port that changed
+    // under a live id would divert them (a stolen worker key re-registering the real workers' ids, which /state
+    // lists, with its own endpoint). A worker elsewhere is another worker, under another id, or this one once the
+    // coordinator has counted it lost (silent for the lease TTL). A restarted worker on the same port is the same.
+    if (w.data_endpoint != request.data_endpoint || w.data_sealed != request.data_sealed ||
+        w.data_public_key != request.data_public_key) {
+      return AlreadyExistsError("worker id " + request.worker_id + " is registered at another data port and not "
+                                "lost; a worker elsewhere registers under another id");
     }
     return Status::Ok();
   }
@@ -54,27 +64,21 @@ Status CoordinatorImpl::CheckNewWorkerLocked(const RegisterWorkerRequest& reques
 StatusOr<RegisterWorkerResponse> CoordinatorImpl::RegisterWorker(const RegisterWorkerRequest& request,
                                                                  const Caller& caller) {
   MutexLock lock(mu_);
-  STOKER_RETURN_IF_ERROR(CheckNewWorkerLocked(request, caller));
-  auto [it, inserted] = workers_.try_emplace(request.worker_id);
-  WorkerRuntime& w = it->second;
-  // A registered id keeps its data port until it is lost: clients follow the list to it, so a port that changed
-  // under a live id would divert them (a stolen worker key re-registering the real workers' ids, which /state
-  // lists, with its own endpoint). A worker elsewhere is another worker, under another id, or this one once the
-  // coordinator has counted it lost (silent for the lease TTL). A restarted worker on the same port is the same.
-  if (!inserted && (w.data_endpoint != request.data_endpoint || w.data_sealed != request.data_sealed ||
-                    w.data_public_key != request.data_public_key)) {
-    if (!std::exchange(w.move_refused, true)) {
+  if (Status allowed = CheckNewWorkerLocked(request, caller); !allowed.ok()) {
+    auto moved = workers_.find(request.worker_id);
+    if (allowed.code() == StatusCode::kAlreadyExists && !std::exchange(moved->second.move_refused, true)) {
       STOKER_LOG(kWarning) << "refused a registration of worker id " << request.worker_id << " at "
-                           << request.data_endpoint.substr(0, 256) << ": it is registered at " << w.data_endpoint
+                           << request.data_endpoint << ": it is registered at " << moved->second.data_endpoint
                            << " and not lost (further refusals for this id are only counted)";
     }
-    return AlreadyExistsError("worker id " + request.worker_id + " is registered at another data port and not lost; "
-                              "a worker elsewhere registers under another id");
+    return allowed;
   }
+  auto [it, inserted] = workers_.try_emplace(request.worker_id);
+  WorkerRuntime& w = it->second;
   if (w.joined == 0) w.joined = ++workers_joined_;
   const uint32_t threads = std::max<uint32_t>(1, request.threads);
-  if (inserted || w.data_endpoint != request.data_endpoint || w.threads != threads ||
-      w.data_public_key != request.data_public_key || w.data_sealed != request.data_sealed) {
+  // A registered id's data port, sealing and key are the ones it registered with (CheckNewWorkerLocked).
+  if (inserted || w.threads != threads) {
     ++membership_version_;
     ApplyLocked(WorkerJoined{request.worker_id, request.data_endpoint, threads, request.data_public_key,
                              caller.identity, request.data_sealed});

@@ -3,6 +3,7 @@
 #include "worker/impl.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "base/metrics.h"
 #include "wire/frames.h"
@@ -97,14 +98,14 @@ void WorkerImpl::RegisterReplied(const DecodedReply& reply) {
       STOKER_LOG(kError) << "registration refused: " << reply.status.ToString();
       return;
     }
-    if (!register_again_) {
+    if (!std::exchange(register_refused_, true)) {
       STOKER_LOG(kWarning) << "registration refused for now: " << reply.status.ToString() << " (asking again every "
                            << "second)";
     }
     register_again_ = clock_.Now() + Millis(1000);
     return;
   }
-  register_again_.reset();
+  register_refused_ = false;
   auto* r = std::get_if<RegisterWorkerResponse>(&reply.body);
   if (r == nullptr) return;
   heartbeat_interval_ = Millis(std::max<uint32_t>(50, r->heartbeat_interval_ms));
@@ -385,8 +386,8 @@ bool WorkerImpl::serving() const {
 void WorkerImpl::Tick() {
   const TimePoint now = clock_.Now();
   if (registered_ && now >= next_heartbeat_) SendHeartbeat();
-  if (!registered_ && register_again_ && now >= *register_again_) {
-    register_again_ = now + Millis(1000);  // the pace of repeated refusals, until a reply says otherwise
+  if (register_again_ && now >= *register_again_) {  // once per refusal: a registration unanswered is sent again
+    register_again_.reset();                          // when its request expires
     SendRegister();
   }
   for (RequestTracker::Pending& p : tracker_.TakeExpired()) RequestExpired(p);

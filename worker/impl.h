@@ -207,6 +207,7 @@ class WorkerImpl {
   TimePoint next_heartbeat_;
   // A registration refused for now (its id still registered elsewhere, the coordinator full): sent again then.
   std::optional<TimePoint> register_again_;
+  bool register_refused_ = false;  // since the last registration that passed (the refusal is logged once)
   static constexpr Duration kJobIdleRelease = Millis(60000);
   static constexpr Duration kIdleCheckEvery = Millis(1000);
   TimePoint next_idle_check_;  // ForgetIdleJobs runs at most once a kIdleCheckEvery

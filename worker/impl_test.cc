@@ -144,6 +144,9 @@ TEST_F(WorkerImplTest, ARegistrationRefusedForNowIsAskedAgainEverySecond) {
   clock_.Advance(Millis(200));
   impl_->Tick();
   ASSERT_EQ(Count<RegisterWorkerRequest>(), 1u);
+  clock_.Advance(Millis(1500));
+  impl_->Tick();
+  EXPECT_EQ(Count<RegisterWorkerRequest>(), 1u) << "one registration at a time: the one sent is not answered yet";
   Reply(Take<RegisterWorkerRequest>(), std::monostate{}, AlreadyExistsError("registered at another data port"));
   clock_.Advance(Millis(1100));
   impl_->Tick();
