@@ -77,7 +77,8 @@ IMB_MGR* ThreadManager() {
     STOKER_CHECK(m != nullptr, "intel-ipsec-mb: no manager");
     // $STOKER_SEAL_ISA=avx2 keeps to 256-bit code, =avx and =sse to 128-bit code (benchmarks: what AVX-512 costs
     // the other work on the core).
-    const std::string isa = std::getenv("STOKER_SEAL_ISA") != nullptr ? std::getenv("STOKER_SEAL_ISA") : "";
+    const char* env = std::getenv("STOKER_SEAL_ISA");
+    const std::string isa = env != nullptr ? env : "";
     if (isa == "avx2") {
       init_mb_mgr_avx2(m);
     } else if (isa == "avx") {
@@ -164,7 +165,6 @@ void AddAssociated(EVP_CIPHER_CTX* ctx, std::span<const std::span<const uint8_t>
 
 // EVP's update lengths are ints: a frame above 1 GiB goes in pieces.
 constexpr size_t kChunk = size_t{1} << 30;
-
 
 bool Gcm(bool encrypt, std::span<const uint8_t, kSealKeyBytes> key, std::span<const uint8_t, 12> iv,
          std::span<const std::span<const uint8_t>> associated, std::span<const uint8_t> in, std::span<uint8_t> out,
@@ -272,7 +272,8 @@ std::array<uint8_t, kSealKeyBytes> SealSession::KeyFor(SealDirection direction, 
   const std::pair<int, uint64_t> at{static_cast<int>(direction), generation};
   MutexLock lock(mu_);
   if (auto it = keys_.find(at); it != keys_.end()) return it->second;
-  std::string info = std::string(kLabel) + (direction == SealDirection::kWorkerToClient ? " worker->client " : " client->worker ");
+  std::string info = std::string(kLabel) +
+                     (direction == SealDirection::kWorkerToClient ? " worker->client " : " client->worker ");
   for (int i = 7; i >= 0; --i) info.push_back(static_cast<char>(generation >> (8 * i)));
   std::array<uint8_t, kSealKeyBytes> key{};
   Hkdf(EVP_KDF_HKDF_MODE_EXPAND_ONLY, secret_, {}, Bytes(info), key);

@@ -283,7 +283,9 @@ TEST(JournalRecovery, TheHighWaterMarkRefusesNoTornTailFreshStartOrDamagedMark) 
 
 TEST(JournalRecovery, AMarkIsWholeAndIntactOrNotAMark) {
   const std::string mark = EncodeJournalMark(123456789);
-  auto bytes = [](const std::string& s) { return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()), s.size()); };
+  auto bytes = [](const std::string& s) {
+    return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+  };
   ASSERT_EQ(mark.size(), kJournalMarkBytes);
   EXPECT_EQ(*DecodeJournalMark(bytes(mark)), 123456789u);
   for (size_t i = 0; i < mark.size(); ++i) {

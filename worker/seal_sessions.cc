@@ -26,42 +26,32 @@ StatusOr<SealWelcome> SealSessions::Offer(const std::string& peer, const std::st
     CountRefusal("seal_bad_offer");
     return session.status();
   }
-  Erase(peer);  // a new offer on a connection replaces its session
-  MakeRoomFor();
+  by_peer_.erase(peer);  // a new offer on a connection replaces its session
+  if (by_peer_.size() >= max_sessions_) EvictOne();
   by_peer_[peer] = Entry{identity, std::move(*session), ReplayWindow(), ++made_};
-  ++per_identity_[identity];
   return SealWelcome{own.random(), own.public_key()};
 }
 
-void SealSessions::MakeRoomFor() {
-  if (by_peer_.size() < max_sessions_) return;
-  const std::string evict_from =
-      std::max_element(per_identity_.begin(), per_identity_.end(), [](const auto& a, const auto& b) {
-        return a.second < b.second;
-      })->first;
-  const std::string* oldest = nullptr;
-  uint64_t oldest_made = 0;
-  for (const auto& [peer, entry] : by_peer_) {
-    if (entry.identity == evict_from && (oldest == nullptr || entry.made < oldest_made)) {
-      oldest = &peer;
-      oldest_made = entry.made;
+// Only when the table is full (a flood, or far more ranks than a worker serves): two passes over it.
+void SealSessions::EvictOne() {
+  std::map<std::string, size_t> held;
+  for (const auto& [peer, entry] : by_peer_) ++held[entry.identity];
+  const std::string& most =
+      std::max_element(held.begin(), held.end(), [](const auto& a, const auto& b) { return a.second < b.second; })
+          ->first;
+  auto oldest = by_peer_.end();
+  for (auto it = by_peer_.begin(); it != by_peer_.end(); ++it) {
+    if (it->second.identity == most && (oldest == by_peer_.end() || it->second.made < oldest->second.made)) {
+      oldest = it;
     }
   }
-  Erase(std::string(*oldest));
+  by_peer_.erase(oldest);
   CountRefusal("seal_evicted");
 }
 
-void SealSessions::Erase(const std::string& peer) {
-  auto it = by_peer_.find(peer);
-  if (it == by_peer_.end()) return;
-  auto count = per_identity_.find(it->second.identity);
-  if (--count->second == 0) per_identity_.erase(count);
-  by_peer_.erase(it);
-}
-
 size_t SealSessions::size_of(const std::string& identity) const {
-  auto it = per_identity_.find(identity);
-  return it == per_identity_.end() ? 0 : it->second;
+  return static_cast<size_t>(std::count_if(by_peer_.begin(), by_peer_.end(),
+                                           [&](const auto& e) { return e.second.identity == identity; }));
 }
 
 Status SealSessions::CheckCredit(const std::string& peer, const std::string& identity,
@@ -92,6 +82,6 @@ std::shared_ptr<SealSession> SealSessions::Find(const std::string& peer, const s
   return it == by_peer_.end() || it->second.identity != identity ? nullptr : it->second.session;
 }
 
-void SealSessions::Forget(const std::string& peer) { Erase(peer); }
+void SealSessions::Forget(const std::string& peer) { by_peer_.erase(peer); }
 
 }  // namespace stoker::worker

@@ -50,7 +50,7 @@ class SealSessions {
   void Forget(const std::string& peer);
 
   size_t size() const { return by_peer_.size(); }
-  size_t size_of(const std::string& identity) const;  // the sessions `identity` holds
+  size_t size_of(const std::string& identity) const;  // the sessions `identity` holds (a scan: for tests)
   // Refusals by reason, cumulative (offers and credits).
   const std::map<std::string, uint64_t>& refused() const { return refused_; }
   void CountRefusal(const std::string& reason) { ++refused_[reason]; }
@@ -63,16 +63,13 @@ class SealSessions {
     uint64_t made = 0;  // order of making: the smallest is evicted first
   };
 
-  // Makes room for one more session (evicting as the header says).
-  void MakeRoomFor();
-  // Removes `peer`'s session (if any), keeping the per-identity counts.
-  void Erase(const std::string& peer);
+  // Evicts the oldest session of the identity holding the most (the table is full).
+  void EvictOne();
 
   const std::string worker_id_;
   const size_t max_sessions_;
   std::string ticket_key_;
   std::map<std::string, Entry> by_peer_;
-  std::map<std::string, size_t> per_identity_;  // sessions held, by identity (no zero entries)
   uint64_t made_ = 0;
   std::map<std::string, uint64_t> refused_;
 };

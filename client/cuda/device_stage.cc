@@ -76,8 +76,7 @@ class CudaStallProbe final : public StallProbe {
 
 struct DeviceStage::Impl {
   struct Slot {
-    client::HostBufferPool::Buffer buffer;  // its pinned buffer, slot_bytes, from `buffers`
-    uint8_t* pinned = nullptr;              // buffer.get()
+    client::HostBufferPool::Buffer pinned;  // its pinned buffer, slot_bytes, from `buffers`
     uint8_t* raw = nullptr;      // its device copy
     void* out = nullptr;         // the converted batch (== raw when the format is the identity)
     cuda::Event copy_start, copied, ready, released;
@@ -92,7 +91,6 @@ struct DeviceStage::Impl {
   // model can read them as int64 tensors) the labels and the sample ids.
   uint64_t pixel_bytes = 0, tail_offset = 0, slot_bytes = 0, out_bytes = 0, device_bytes = 0;
   std::shared_ptr<client::HostBufferPool> buffers;  // depth + spare pinned buffers, in one allocation
-  uint32_t spare = 0;
   cuda::DeviceMemory device_memory;
   cuda::Stream copy_stream, convert_stream;
   std::vector<Slot> slots;
@@ -144,12 +142,13 @@ StatusOr<std::shared_ptr<DeviceStage>> DeviceStage::Create(int device, Shape sha
   impl->out_bytes = format.IsIdentity() ? 0 : impl->pixel_bytes * DTypeSize(format.dtype);
   const uint64_t per_slot = AlignUp(impl->slot_bytes) + AlignUp(impl->out_bytes);
   impl->device_bytes = per_slot * depth;
-  impl->spare = spare;
   {
     STOKER_ASSIGN_OR_RETURN(cuda::PinnedMemory pinned, cuda::AllocatePinned(impl->slot_bytes * (depth + spare)));
     auto memory = std::make_shared<cuda::PinnedMemory>(std::move(pinned));
     std::vector<uint8_t*> buffers;
-    for (uint32_t i = 0; i < depth + spare; ++i) buffers.push_back(static_cast<uint8_t*>(memory->get()) + i * impl->slot_bytes);
+    for (uint32_t i = 0; i < depth + spare; ++i) {
+      buffers.push_back(static_cast<uint8_t*>(memory->get()) + i * impl->slot_bytes);
+    }
     impl->buffers = client::HostBufferPool::Create(std::move(buffers), impl->slot_bytes, std::move(memory));
   }
   auto device_memory = cuda::AllocateDevice(impl->device_bytes);
@@ -167,8 +166,7 @@ StatusOr<std::shared_ptr<DeviceStage>> DeviceStage::Create(int device, Shape sha
   auto* base = static_cast<uint8_t*>(impl->device_memory.get());
   for (uint32_t i = 0; i < depth; ++i) {
     Impl::Slot& s = impl->slots[i];
-    s.buffer = impl->buffers->Take();
-    s.pinned = s.buffer.get();
+    s.pinned = impl->buffers->Take();
     s.raw = base + i * per_slot;
     s.out = format.IsIdentity() ? static_cast<void*>(s.raw) : s.raw + AlignUp(impl->slot_bytes);
     STOKER_ASSIGN_OR_RETURN(s.copy_start, cuda::MakeEvent(/*timed=*/true));
@@ -197,10 +195,10 @@ int DeviceStage::device() const { return impl_->device; }
 uint64_t DeviceStage::slot_bytes() const { return impl_->slot_bytes; }
 uint64_t DeviceStage::pinned_bytes() const { return impl_->slot_bytes * impl_->buffers->size(); }
 std::shared_ptr<client::HostBufferPool> DeviceStage::spare_buffers() const {
-  return impl_->spare > 0 ? impl_->buffers : nullptr;
+  return impl_->buffers->size() > impl_->slots.size() ? impl_->buffers : nullptr;
 }
 uint64_t DeviceStage::device_bytes() const { return impl_->device_bytes; }
-const uint8_t* DeviceStage::HostPixels(size_t slot) const { return impl_->slots[slot].pinned; }
+const uint8_t* DeviceStage::HostPixels(size_t slot) const { return impl_->slots[slot].pinned.get(); }
 void* DeviceStage::DeviceRaw(size_t slot) const { return impl_->slots[slot].raw; }
 
 Status DeviceStage::Stage(size_t slot, client::ReceivedBatch& batch, client::StageReport* report) {
@@ -229,17 +227,15 @@ Status DeviceStage::Stage(size_t slot, client::ReceivedBatch& batch, client::Sta
     return InternalError("a batch's payload frames do not add up to its pixel bytes");
   }
   if (batch.opened) {
-    std::swap(s.buffer, batch.opened);
-    batch.opened.reset();
-    s.pinned = s.buffer.get();
+    s.pinned = std::move(batch.opened);  // the slot's old buffer goes back to the pool
   } else {
-    batch.CopyPayloadTo(s.pinned);
+    batch.CopyPayloadTo(s.pinned.get());
   }
-  uint8_t* tail = s.pinned + m.tail_offset;
+  uint8_t* tail = s.pinned.get() + m.tail_offset;
   std::memcpy(tail, batch.labels.data(), batch.labels.size() * sizeof(int64_t));
   std::memcpy(tail + batch.labels.size() * sizeof(int64_t), batch.sample_ids.data(),
               batch.sample_ids.size() * sizeof(uint64_t));
-  batch.staged_pixels = s.pinned;
+  batch.staged_pixels = s.pinned.get();
   batch.payload = zmq::message_t();  // the received copy is no longer needed: host memory stays bounded
   batch.more_payload.clear();
   STOKER_RETURN_IF_ERROR(Transfer(slot));
@@ -256,7 +252,7 @@ Status DeviceStage::Transfer(size_t slot) {
   STOKER_RETURN_IF_ERROR(CudaStatus(cudaStreamWaitEvent(copy, s.released.get(), 0), "cudaStreamWaitEvent(released)"));
   STOKER_RETURN_IF_ERROR(CudaStatus(cudaEventRecord(s.copy_start.get(), copy), "cudaEventRecord(copy_start)"));
   STOKER_RETURN_IF_ERROR(
-      CudaStatus(cudaMemcpyAsync(s.raw, s.pinned, m.slot_bytes, cudaMemcpyHostToDevice, copy), "cudaMemcpyAsync"));
+      CudaStatus(cudaMemcpyAsync(s.raw, s.pinned.get(), m.slot_bytes, cudaMemcpyHostToDevice, copy), "cudaMemcpyAsync"));
   STOKER_RETURN_IF_ERROR(m.Convert(s, copy));
   s.used = true;
   return Status::Ok();

@@ -408,12 +408,8 @@ void IoThread::FinishOpens() {
       }
       continue;
     }
-    if (o->into) {
-      o->payload.clear();  // opened into pinned memory: the received frames go now
-      impl_.HandleWorkerMessage(std::move(o->message), {}, std::move(o->into));
-      continue;
-    }
-    impl_.HandleWorkerMessage(std::move(o->message), std::move(o->payload));
+    if (o->into) o->payload.clear();  // opened into pinned memory: the received frames go now
+    impl_.HandleWorkerMessage(std::move(o->message), std::move(o->payload), std::move(o->into));
   }
 }
 

@@ -34,7 +34,8 @@ struct ReceivedBatch {
   // copies them after `payload`). Without a stager the client joins the frames into `payload` instead.
   std::vector<zmq::message_t> more_payload;
   // A stager's spare pinned buffer that already holds the pixels (a sealed batch opened into it as it arrived):
-  // `payload` is then empty, and Stage takes the buffer into its slot instead of copying.
+  // `payload` is then empty, and Stage takes the buffer into its slot instead of copying (only a stager's own
+  // spares are ever here, so nothing but Stage reads it).
   HostBufferPool::Buffer opened;
   // Set by a stager once it has copied the pixels elsewhere (a pinned slot) and released `payload`.
   const uint8_t* staged_pixels = nullptr;
@@ -42,10 +43,6 @@ struct ReceivedBatch {
 
   // Copies the payload's frames, in order, to `out` (room for every frame's bytes); returns the bytes copied.
   size_t CopyPayloadTo(uint8_t* out) const {
-    if (opened) {
-      std::memcpy(out, opened.get(), pixel_bytes);
-      return pixel_bytes;
-    }
     std::memcpy(out, payload.data(), payload.size());
     size_t copied = payload.size();
     for (const zmq::message_t& f : more_payload) {
@@ -62,8 +59,7 @@ struct ReceivedBatch {
   }
 
   const uint8_t* pixels() const {
-    if (staged_pixels != nullptr) return staged_pixels;
-    return opened ? opened.get() : static_cast<const uint8_t*>(payload.data());
+    return staged_pixels != nullptr ? staged_pixels : static_cast<const uint8_t*>(payload.data());
   }
 };
 
