@@ -19,12 +19,11 @@ std::string Refusal(const std::string& path, const std::string& what) {
 // The high-water mark's durable bytes, 0 without a mark; a mark that cannot be read or is damaged (a crash while
 // it was rewritten) only lowers the check to none, with a warning.
 uint64_t ReadMark(Env& env, const std::string& mark_path) {
-  StatusOr<FileInfo> info = env.Stat(mark_path);
-  if (!info.ok() || !info->exists) return 0;
-  StatusOr<std::string> bytes = ReadWholeFile(env, mark_path);
-  StatusOr<uint64_t> durable =
-      bytes.ok() ? DecodeJournalMark({reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()})
-                 : StatusOr<uint64_t>(bytes.status());
+  auto file = env.OpenForRead(mark_path);
+  if (file.status().code() == StatusCode::kNotFound) return 0;
+  uint8_t bytes[kJournalMarkBytes + 1];  // one more: a longer file is no mark
+  StatusOr<size_t> got = file.ok() ? (*file)->Read(0, sizeof(bytes), bytes) : StatusOr<size_t>(file.status());
+  StatusOr<uint64_t> durable = got.ok() ? DecodeJournalMark({bytes, *got}) : StatusOr<uint64_t>(got.status());
   if (!durable.ok()) {
     STOKER_LOG(kWarning) << "journal mark " << mark_path << " is not usable (" << durable.status().message()
                          << "): the journal's length cannot be checked this time";
@@ -125,13 +124,13 @@ StatusOr<std::unique_ptr<Journal>> Journal::Open(Env& env, const std::string& pa
     // What was replayed may have been read from the page cache of a process killed before its sync: synced now,
     // before the mark counts it.
     STOKER_RETURN_IF_ERROR(journal->file_->Sync());
-    (void)journal->WriteMarkLocked(/*sync=*/false);
+    (void)journal->WriteMarkLocked(journal->good_size_, /*sync=*/false);
   }
   return journal;
 }
 
-Status Journal::WriteMarkLocked(bool sync) {
-  const std::string mark = EncodeJournalMark(good_size_);
+Status Journal::WriteMarkLocked(uint64_t durable_bytes, bool sync) {
+  const std::string mark = EncodeJournalMark(durable_bytes);
   Status written = env_.Overwrite(mark_path_, mark.data(), mark.size(), sync);
   if (!written.ok()) {
     // Only the check at the next start is weaker: the mark stays at an earlier, smaller length.
@@ -184,7 +183,7 @@ Status Journal::WritePendingLocked() {
   ForgetPendingLocked(durable);
   // After the records are synced, so the mark never says more than the file holds; not synced itself: after a
   // crash it may say less (a weaker check, never a false one).
-  (void)WriteMarkLocked(/*sync=*/false);
+  (void)WriteMarkLocked(good_size_, /*sync=*/false);
   return Status::Ok();
 }
 
@@ -217,17 +216,13 @@ Status Journal::CompactLocked(const std::vector<Update>& snapshot) {
   for (const EncodedJournalRecord& r : EncodeJournalGroups(snapshot)) bytes += r.bytes;
   // The compacted file is shorter than the mark: the mark goes to zero (synced) before the rename, so that a crash
   // between the two cannot leave a mark that refuses the new file.
-  const uint64_t before = good_size_;
-  good_size_ = 0;
-  Status cleared = WriteMarkLocked(/*sync=*/true);
-  good_size_ = before;
-  STOKER_RETURN_IF_ERROR(cleared);
+  STOKER_RETURN_IF_ERROR(WriteMarkLocked(0, /*sync=*/true));
   STOKER_RETURN_IF_ERROR(env_.WriteFileAtomically(path_, bytes.data(), bytes.size()));  // fsyncs the directory
   STOKER_ASSIGN_OR_RETURN(file_, env_.OpenForAppend(path_));
   good_size_ = file_->Size();
   needs_magic_ = false;
   next_compaction_size_ = 0;
-  (void)WriteMarkLocked(/*sync=*/false);
+  (void)WriteMarkLocked(good_size_, /*sync=*/false);
   STOKER_LOG(kInfo) << "journal compacted to " << bytes.size() << " bytes (" << snapshot.size() << " updates)";
   return Status::Ok();
 }

@@ -74,8 +74,8 @@ class Journal {
   Status WritePendingLocked() STOKER_REQUIRES(mu_);
   void ForgetPendingLocked(size_t count) STOKER_REQUIRES(mu_);
   Status CompactLocked(const std::vector<Update>& snapshot) STOKER_REQUIRES(mu_);
-  // Rewrites the high-water mark as good_size_ (failures are logged: the mark then stays lower).
-  Status WriteMarkLocked(bool sync) STOKER_REQUIRES(mu_);
+  // Rewrites the high-water mark (failures are logged: the mark then stays lower).
+  Status WriteMarkLocked(uint64_t durable_bytes, bool sync) STOKER_REQUIRES(mu_);
 
   Env& env_;
   const std::string path_;
