@@ -21,7 +21,7 @@
 #include "base/env.h"
 #include "bench/bench_main.h"
 #include "stoker/client.h"
-#include "tools/subprocess.h"
+#include "base/subprocess.h"
 #include "bench/consume_rate.h"
 #include "tools/local_cluster.h"
 
@@ -62,7 +62,7 @@ Rate MeasureRaw(size_t bytes, double seconds) {
   pull.set(zmq::sockopt::linger, 0);
   pull.bind("tcp://127.0.0.1:*");
   std::string endpoint = pull.get(zmq::sockopt::last_endpoint);
-  auto sender = tools::Subprocess::Start({tools::ExecutableDirectory() + "/transport_bench", "--raw-sender", endpoint, "--bytes",
+  auto sender = Subprocess::Start({ExecutableDirectory() + "/transport_bench", "--raw-sender", endpoint, "--bytes",
                                    std::to_string(bytes)});
   if (!sender.ok()) {
     std::fprintf(stderr, "%s\n", sender.status().ToString().c_str());

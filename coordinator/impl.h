@@ -69,6 +69,9 @@ struct CoordinatorOptions {
   // Directories the manifests clients name must lie in, links and ".." resolved (--manifest-dirs). Empty: any
   // regular file the coordinator can read.
   std::vector<std::string> manifest_dirs;
+  // Workers may advertise ipc:// data endpoints (sockets in this host's file system). Set when the coordinator's own
+  // control endpoint is ipc:// (stoker's local mode): then every peer is on this host.
+  bool ipc_data_endpoints = false;
   // What peers can make the coordinator hold, bounded by construction (a request past a cap is refused with
   // RESOURCE_EXHAUSTED and counted): at about 200 bytes per rank, the defaults keep the state under 60 MB.
   uint32_t max_jobs = 64;

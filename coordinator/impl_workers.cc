@@ -13,10 +13,11 @@ namespace stoker::coordinator {
 
 namespace {
 
-// A data endpoint clients can be pointed at: tcp://host:port, short. Anything else would make every client of the
-// job try to connect to whatever a worker wrote.
-Status ValidDataEndpoint(const std::string& endpoint) {
+// A data endpoint clients can be pointed at: tcp://host:port, short (or, where `ipc` allows, ipc:// and an absolute
+// path). Anything else would make every client of the job try to connect to whatever a worker wrote.
+Status ValidDataEndpoint(const std::string& endpoint, bool ipc) {
   if (endpoint.size() > 256) return InvalidArgumentError("data endpoint longer than 256 bytes");
+  if (ipc && endpoint.rfind("ipc:///", 0) == 0) return Status::Ok();
   if (endpoint.rfind("tcp://", 0) != 0) return InvalidArgumentError("data endpoint must be tcp://host:port");
   const size_t colon = endpoint.rfind(':');
   if (colon <= 6 || colon + 1 >= endpoint.size()) return InvalidArgumentError("data endpoint must be tcp://host:port");
@@ -29,7 +30,7 @@ Status ValidDataEndpoint(const std::string& endpoint) {
 }  // namespace
 
 Status CoordinatorImpl::CheckNewWorkerLocked(const RegisterWorkerRequest& request, const Caller& caller) const {
-  STOKER_RETURN_IF_ERROR(ValidDataEndpoint(request.data_endpoint).WithContext("worker " + request.worker_id));
+  STOKER_RETURN_IF_ERROR(ValidDataEndpoint(request.data_endpoint, options_.ipc_data_endpoints).WithContext("worker " + request.worker_id));
   if (!caller.identity.empty() && !request.data_sealed) {
     return InvalidArgumentError("worker " + request.worker_id +
                                 " registers without a sealed data port (clients of this version cannot use it)");

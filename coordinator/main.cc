@@ -11,6 +11,7 @@
 #include "auth/curve.h"
 #include "base/env.h"
 #include "base/flags.h"
+#include "base/lifeline.h"
 #include "base/logging.h"
 #include "coordinator/impl.h"
 #include "auth/data_tickets.h"
@@ -34,6 +35,7 @@ struct Config {
   std::string metrics_address_file;
   uint32_t max_workers = 0;
   KeySources keys;
+  int64_t lifeline_fd = -1;
 };
 
 // "a,b,,c" -> {"a", "b", "c"}.
@@ -101,6 +103,8 @@ StatusOr<Config> ParseFlags(int argc, char** argv) {
                 "workers; clients register ranks and acknowledge what they received.");
   flags.AddString("listen", &c.service.listen, "control endpoint to bind (ZeroMQ ROUTER); port 0 picks a free one");
   flags.AddString("endpoint-file", &c.endpoint_file, "write the bound endpoint to this file once listening");
+  flags.AddInt("lifeline-fd", &c.lifeline_fd,
+               "exit at once when this inherited pipe reaches end-of-file: the process that started this one is gone (stoker's local mode; -1: none)");
   flags.AddString("heartbeat-interval", &heartbeat, "how often workers and clients must report");
   flags.AddString("lease-ttl", &lease_ttl, "a lease (and a worker) not renewed for this long is re-leased");
   flags.AddString("client-timeout", &client_timeout, "a client silent for this long frees its rank");
@@ -161,6 +165,7 @@ StatusOr<Config> ParseFlags(int argc, char** argv) {
   }
   STOKER_ASSIGN_OR_RETURN(c.service.crash, CrashPoint::Parse(crash));
   STOKER_RETURN_IF_ERROR(ParseLists(lists, &c.options));
+  c.options.ipc_data_endpoints = c.service.listen.rfind("ipc://", 0) == 0;  // every peer is on this host
   if (!SetLogLevelFromString(log_level)) return InvalidArgumentError("--log-level: " + log_level);
   return c;
 }
@@ -266,6 +271,12 @@ int main(int argc, char** argv) {
   if (!config.ok()) {
     std::fprintf(stderr, "stoker-coordinator: %s\n", config.status().ToString().c_str());
     return 2;
+  }
+  if (config->lifeline_fd >= 0) {
+    if (Status watched = WatchLifeline(static_cast<int>(config->lifeline_fd)); !watched.ok()) {
+      std::fprintf(stderr, "stoker-coordinator: %s\n", watched.ToString().c_str());
+      return 2;
+    }
   }
   std::signal(SIGTERM, coordinator::OnSignal);
   std::signal(SIGINT, coordinator::OnSignal);

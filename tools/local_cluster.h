@@ -19,7 +19,7 @@
 #include "stoker/status.h"
 #include "stoker/client.h"
 #include "tools/keyring.h"
-#include "tools/subprocess.h"
+#include "base/subprocess.h"
 
 namespace stoker::tools {
 

@@ -10,6 +10,7 @@
 #include "base/admin_server.h"
 #include "base/env.h"
 #include "base/flags.h"
+#include "base/lifeline.h"
 #include "base/logging.h"
 #include "worker/metrics.h"
 #include "worker/worker.h"
@@ -30,6 +31,7 @@ struct Config {
   std::string endpoint_file;
   std::string metrics_listen = ":9401";
   std::string metrics_address_file;
+  int64_t lifeline_fd = -1;
 };
 
 // The keys and what security to give up (--insecure); --plain-data is accepted and ignored.
@@ -71,6 +73,8 @@ StatusOr<Config> ParseFlags(int argc, char** argv) {
   flags.AddString("drain-grace", &drain_grace, "on SIGTERM, time to finish held units before handing them back");
   flags.AddString("worker-id", &o.worker_id, "worker id (default: random w-…)");
   flags.AddString("endpoint-file", &c.endpoint_file, "write the advertised data endpoint here once bound");
+  flags.AddInt("lifeline-fd", &c.lifeline_fd,
+               "exit at once when this inherited pipe reaches end-of-file: the process that started this one is gone (stoker's local mode; -1: none)");
   flags.AddString("metrics-listen", &c.metrics_listen,
                   "HTTP address for /metrics, /healthz, /readyz and /state (host:port; port 0 picks one; empty: "
                   "none)");
@@ -192,6 +196,12 @@ int main(int argc, char** argv) {
   if (!ImposeOpenCvPixelLimit(config->options.jpeg_limits.max_pixels, argv)) {
     STOKER_LOG(kWarning) << "cannot restart with OPENCV_IO_MAX_IMAGE_PIXELS set: PNG and other non-JPEG images are "
                             "bounded only by OpenCV's default (1 GP)";
+  }
+  if (config->lifeline_fd >= 0) {  // after the exec above, which keeps the descriptor
+    if (Status watched = WatchLifeline(static_cast<int>(config->lifeline_fd)); !watched.ok()) {
+      std::fprintf(stderr, "stoker-worker: %s\n", watched.ToString().c_str());
+      return 2;
+    }
   }
   std::signal(SIGTERM, OnTerm);
   std::signal(SIGINT, OnInterrupt);

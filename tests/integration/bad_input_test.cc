@@ -32,7 +32,7 @@ class BadInput : public ClusterTest {};
 // Runs a command to completion; returns its exit code and what it printed.
 std::pair<int, std::string> RunCommand(const std::vector<std::string>& argv, const TempDir& dir, const std::string& name) {
   std::string log = dir.Join(name + ".out");
-  auto p = tools::Subprocess::Start(argv, log);
+  auto p = Subprocess::Start(argv, log);
   if (!p.ok()) return {-1, p.status().ToString()};
   auto code = p->Wait(std::chrono::seconds(60));
   std::ifstream in(log);
@@ -225,7 +225,7 @@ TEST_F(BadInput, UnknownJobHeldRankAndMismatchedSpecAreRefusedClearly) {
   ASSERT_TRUE(holder.ok());
   // Once the holder has logged a batch it certainly holds the rank.
   ASSERT_TRUE(
-      tools::WaitForFile(cluster_->ConsumerLog(*holder), std::chrono::seconds(60), &cluster_->consumer(*holder)).ok())
+      WaitForFile(cluster_->ConsumerLog(*holder), std::chrono::seconds(60), &cluster_->consumer(*holder)).ok())
       << cluster_->ReadLog("consumer-holder.stderr");
   // `stoker consume` of `job`'s `rank` with the client key, run to its end: its exit code and output.
   auto consume = [&](const JobSpec& job, const char* rank, const std::string& tag) {

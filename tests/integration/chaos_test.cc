@@ -10,7 +10,7 @@
 
 #include "tests/support/test_cluster.h"
 #include "tests/support/temp_dir.h"
-#include "tools/subprocess.h"
+#include "base/subprocess.h"
 
 namespace stoker::testing {
 namespace {
@@ -39,7 +39,7 @@ uint64_t FaultsInjected(const std::string& summary) {
 int RunStoker(const TempDir& dir, const std::string& name, std::vector<std::string> args,
               std::chrono::seconds deadline) {
   args.insert(args.begin(), BinaryDirectory() + "/stoker");
-  auto p = tools::Subprocess::Start(args, dir.path() + "/" + name + ".log");
+  auto p = Subprocess::Start(args, dir.path() + "/" + name + ".log");
   if (!p.ok()) {
     ADD_FAILURE() << p.status().ToString();
     return -1;

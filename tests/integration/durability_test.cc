@@ -112,7 +112,7 @@ TEST_F(Durability, AFullJournalVolumePausesTheCoordinatorAndNothingIsLost) {
   JobSpec spec = SpecOver("full", *data, 1, 8, 4);
   auto consumer = cluster.StartConsumer("victim", spec, 0, {"--hold-ms", "50"});
   ASSERT_TRUE(consumer.ok());
-  ASSERT_TRUE(tools::WaitForFile(cluster.ConsumerLog(*consumer), seconds(60), &cluster.consumer(*consumer)).ok());
+  ASSERT_TRUE(WaitForFile(cluster.ConsumerLog(*consumer), seconds(60), &cluster.consumer(*consumer)).ok());
 
   const std::string filler = volume->Fill();
   const std::string metrics = cluster.coordinator_metrics();
@@ -236,7 +236,7 @@ TEST_F(Durability, OversizedFramesAndExtraFramesFromKeyHoldersAreRefused) {
   auto consumer = cluster_->StartConsumer("victim", spec, 0, {"--hold-ms", "30"});
   ASSERT_TRUE(consumer.ok());
   ASSERT_TRUE(
-      tools::WaitForFile(cluster_->ConsumerLog(*consumer), std::chrono::seconds(60), &cluster_->consumer(*consumer)).ok());
+      WaitForFile(cluster_->ConsumerLog(*consumer), std::chrono::seconds(60), &cluster_->consumer(*consumer)).ok());
 
   auto worker_key = ReadKey(cluster_->keyring().worker_key);
   auto client_key = ReadKey(cluster_->keyring().client_key);

@@ -252,7 +252,7 @@ TEST_F(FaultTest, WorkerPartitionedFromTheCoordinatorFencesItself) {
   ASSERT_TRUE(WaitForMetric(cluster.worker_metrics(0), "stoker_worker_leases", 2, kWait).ok());
   (*proxy)->Blackhole();
   ASSERT_TRUE(cluster.StartWorker().ok());
-  ASSERT_TRUE(tools::WaitForFileContent(
+  ASSERT_TRUE(WaitForFileContent(
                   cluster.LogPath("worker-0"),
                   [](const std::string& log) { return log.find("expired unrenewed") != std::string::npos; }, kWait)
                   .ok())

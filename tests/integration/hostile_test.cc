@@ -116,7 +116,7 @@ TEST_F(Hostile, NoOtherKeyCanActForAClientAndItsTrainingGetsEverySample) {
   JobSpec spec = SpecOver("victim", data_, 1, 8, 2);
   auto victim = cluster_->StartConsumer("victim", spec, 0, {"--hold-ms", "40"});
   ASSERT_TRUE(victim.ok());
-  ASSERT_TRUE(tools::WaitForFile(cluster_->ConsumerLog(*victim), seconds(60), &cluster_->consumer(*victim)).ok())
+  ASSERT_TRUE(WaitForFile(cluster_->ConsumerLog(*victim), seconds(60), &cluster_->consumer(*victim)).ok())
       << cluster_->ConsumerOutput(*victim);
   auto state = HttpGet(cluster_->coordinator_metrics(), "/state");
   ASSERT_TRUE(state.ok());
@@ -185,7 +185,7 @@ TEST_F(Hostile, NoOtherKeyCanStealAClientsBatchesFromAWorker) {
   JobSpec spec = SpecOver("victim", data_, 1, 8, 2);
   auto victim = cluster_->StartConsumer("victim", spec, 0, {"--hold-ms", "60"});
   ASSERT_TRUE(victim.ok());
-  ASSERT_TRUE(tools::WaitForFile(cluster_->ConsumerLog(*victim), seconds(60), &cluster_->consumer(*victim)).ok());
+  ASSERT_TRUE(WaitForFile(cluster_->ConsumerLog(*victim), seconds(60), &cluster_->consumer(*victim)).ok());
   auto coordinator_state = HttpGet(cluster_->coordinator_metrics(), "/state");
   auto worker_state = HttpGet(cluster_->worker_metrics(0), "/state");
   ASSERT_TRUE(coordinator_state.ok() && worker_state.ok());
@@ -323,7 +323,7 @@ TEST_F(Hostile, AdmittedKeysCannotGrowTheCoordinatorOrAWorker) {
   const JobSpec victim_spec = SpecOver("victim", data_, 1, 8, 2);
   auto victim = cluster_->StartConsumer("victim", victim_spec, 0, {"--hold-ms", "40"});
   ASSERT_TRUE(victim.ok());
-  ASSERT_TRUE(tools::WaitForFile(cluster_->ConsumerLog(*victim), seconds(60), &cluster_->consumer(*victim)).ok())
+  ASSERT_TRUE(WaitForFile(cluster_->ConsumerLog(*victim), seconds(60), &cluster_->consumer(*victim)).ok())
       << cluster_->ConsumerOutput(*victim);
   zmq::context_t context;
   const std::string ep = cluster_->coordinator_endpoint();

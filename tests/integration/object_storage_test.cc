@@ -49,7 +49,7 @@ void UseCredentials(const std::string& key, const std::string& secret) {
 std::pair<int, std::string> RunStoker(const TempDir& dir, const std::string& name, std::vector<std::string> args) {
   args.insert(args.begin(), BinaryDirectory() + "/stoker");
   const std::string log = dir.Join(name + ".log");
-  auto p = tools::Subprocess::Start(args, log);
+  auto p = Subprocess::Start(args, log);
   if (!p.ok()) return {-1, p.status().ToString()};
   auto code = p->Wait(std::chrono::seconds(120));
   if (!code) p->Kill();
@@ -279,7 +279,7 @@ TEST_F(ObjectStorage, HttpCorruptSamplesAreQuarantinedAndChangedShardsHandedBack
   JobSpec second = SpecOver("web-changed", data, 1, 8, 1);
   auto consumer = cluster.StartConsumer("changed", second, 0);
   ASSERT_TRUE(consumer.ok());
-  auto handed_back = tools::WaitForFileContent(
+  auto handed_back = WaitForFileContent(
       cluster.LogPath("worker-0"),
       [](const std::string& log) { return log.find("changed since `stoker index`") != std::string::npos; },
       std::chrono::seconds(60));

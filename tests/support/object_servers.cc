@@ -13,7 +13,7 @@ namespace stoker::testing {
 namespace {
 
 // Waits until something accepts connections on 127.0.0.1:port, or the process exits, or the deadline passes.
-Status WaitForPort(int port, tools::Subprocess& process, std::chrono::milliseconds timeout) {
+Status WaitForPort(int port, Subprocess& process, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     const int fd = tools::ConnectTcp("127.0.0.1", static_cast<uint16_t>(port));
@@ -62,13 +62,13 @@ StatusOr<std::unique_ptr<S3Server>> S3Server::Start(const std::string& dir, cons
 Status S3Server::Launch(int port) {
   const std::string port_file = dir_ + "/port";
   std::filesystem::remove(port_file);
-  STOKER_ASSIGN_OR_RETURN(process_, tools::Subprocess::Start({"/usr/bin/env", "node", S3ServerDirectory() + "/s3_server.js",
+  STOKER_ASSIGN_OR_RETURN(process_, Subprocess::Start({"/usr/bin/env", "node", S3ServerDirectory() + "/s3_server.js",
                                                        dir_ + "/data", port_file, bucket_, std::to_string(port)},
                                                       dir_ + "/s3_server.log",
                                                       {"STOKER_TEST_S3_KEY=" + key_, "STOKER_TEST_S3_SECRET=" + secret_,
                                                        std::string("STOKER_TEST_S3_UNCHECKED=") +
                                                            (check_signatures_ ? "0" : "1")}));
-  STOKER_ASSIGN_OR_RETURN(std::string bound, tools::WaitForFile(port_file, std::chrono::seconds(30), &process_));
+  STOKER_ASSIGN_OR_RETURN(std::string bound, WaitForFile(port_file, std::chrono::seconds(30), &process_));
   port_ = std::atoi(bound.c_str());
   return port_ > 0 ? Status::Ok() : InternalError("s3 server wrote port '" + bound + "'");
 }
@@ -104,7 +104,7 @@ Status WebServer::Launch() {
        << "/www;\n    location / {\n      if (-f " << d << "/fail-503) { return 503; }\n      if (-f " << d
        << "/fail-500) { return 500; }\n    }\n  }\n}\n";
   conf.close();
-  STOKER_ASSIGN_OR_RETURN(process_, tools::Subprocess::Start({"/usr/sbin/nginx", "-p", d, "-c", d + "/nginx.conf"},
+  STOKER_ASSIGN_OR_RETURN(process_, Subprocess::Start({"/usr/sbin/nginx", "-p", d, "-c", d + "/nginx.conf"},
                                                       d + "/nginx.log"));
   return WaitForPort(port_, process_, std::chrono::seconds(20));
 }

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "stoker/status.h"
-#include "tools/subprocess.h"
+#include "base/subprocess.h"
 
 namespace stoker::testing {
 
@@ -44,7 +44,7 @@ class S3Server {
   std::string dir_, bucket_, key_, secret_;
   bool check_signatures_ = true;
   int port_ = 0;
-  tools::Subprocess process_;
+  Subprocess process_;
 };
 
 class WebServer {
@@ -64,7 +64,7 @@ class WebServer {
   Status Launch();
   std::string dir_;
   int port_ = 0;
-  tools::Subprocess process_;
+  Subprocess process_;
 };
 
 }  // namespace stoker::testing

@@ -32,7 +32,7 @@ inline StatusOr<std::string> AddClientKey(const TempDir& dir, const std::string&
 
 inline std::string BinaryDirectory() {
   const char* dir = std::getenv("STOKER_BIN_DIR");
-  return dir != nullptr ? dir : tools::ExecutableDirectory();
+  return dir != nullptr ? dir : ExecutableDirectory();
 }
 
 inline tools::LocalClusterOptions ClusterIn(const TempDir& dir, std::vector<std::string> coordinator_flags = {}) {

@@ -1,5 +1,5 @@
 // Subprocess (subprocess.h): starting, signalling and reaping child processes, their output in a file.
-#include "tools/subprocess.h"
+#include "base/subprocess.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -17,7 +17,7 @@
 
 extern char** environ;
 
-namespace stoker::tools {
+namespace stoker {
 
 namespace {
 // A pidfd becomes readable when the process exits: waiting on it needs no polling loop (Linux >= 5.3).
@@ -49,7 +49,7 @@ Subprocess& Subprocess::operator=(Subprocess&& other) noexcept {
 }
 
 StatusOr<Subprocess> Subprocess::Start(const std::vector<std::string>& argv, const std::string& log_path,
-                                       const std::vector<std::string>& env) {
+                                       const std::vector<std::string>& env, int pass_fd) {
   if (argv.empty()) return InvalidArgumentError("Subprocess::Start without a program");
   std::string program = argv[0];
   if (program.find('/') == std::string::npos) {  // a bare name: look it up on PATH
@@ -67,11 +67,16 @@ StatusOr<Subprocess> Subprocess::Start(const std::vector<std::string>& argv, con
   }
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  if (!log_path.empty()) {
+  if (log_path == kStderr) {
+    posix_spawn_file_actions_adddup2(&actions, STDERR_FILENO, STDOUT_FILENO);
+  } else if (!log_path.empty()) {
     posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   }
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  int moved = -1;  // dup2 onto itself would keep close-on-exec: a descriptor already numbered kPassedFd moves first
+  if (pass_fd == kPassedFd) pass_fd = moved = ::fcntl(pass_fd, F_DUPFD_CLOEXEC, kPassedFd + 1);
+  if (pass_fd >= 0) posix_spawn_file_actions_adddup2(&actions, pass_fd, kPassedFd);
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -84,6 +89,7 @@ StatusOr<Subprocess> Subprocess::Start(const std::vector<std::string>& argv, con
   Subprocess p;
   int rc = ::posix_spawn(&p.pid_, program.c_str(), &actions, nullptr, args.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
+  if (moved >= 0) ::close(moved);
   if (rc != 0) {
     p.pid_ = -1;
     return UnavailableError("cannot start " + argv[0] + ": " + std::strerror(rc));
@@ -196,4 +202,4 @@ StatusOr<std::string> WaitForFileContent(const std::string& path, const std::fun
   return result;
 }
 
-}  // namespace stoker::tools
+}  // namespace stoker

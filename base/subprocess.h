@@ -15,7 +15,7 @@
 
 #include "stoker/status.h"
 
-namespace stoker::tools {
+namespace stoker {
 
 class Subprocess {
  public:
@@ -26,10 +26,15 @@ class Subprocess {
   Subprocess(const Subprocess&) = delete;
   Subprocess& operator=(const Subprocess&) = delete;
 
-  // argv[0] is the program path. stdout and stderr go to `log_path` (appended), or are inherited if empty.
-  // `env` entries ("NAME=value") are added to this process's environment.
+  // argv[0] is the program path. stdout and stderr go to `log_path` (appended), or are inherited if empty; with
+  // kStderr both go to this process's stderr.
+  static constexpr char kStderr[] = "<stderr>";
+  // `env` entries ("NAME=value") are added to this process's environment. `pass_fd`, if not -1, is open in the
+  // child as kPassedFd (a Lifeline's child end, say); no other descriptor of this process is, unless it lacks
+  // close-on-exec.
+  static constexpr int kPassedFd = 3;
   static StatusOr<Subprocess> Start(const std::vector<std::string>& argv, const std::string& log_path = "",
-                                    const std::vector<std::string>& env = {});
+                                    const std::vector<std::string>& env = {}, int pass_fd = -1);
 
   pid_t pid() const { return pid_; }
   // Readable once the process has exited (-1 if the kernel has no pidfd_open).
@@ -60,4 +65,4 @@ StatusOr<std::string> WaitForFileContent(const std::string& path, const std::fun
 StatusOr<std::string> WaitForFile(const std::string& path, std::chrono::milliseconds timeout,
                                   Subprocess* process = nullptr);
 
-}  // namespace stoker::tools
+}  // namespace stoker
