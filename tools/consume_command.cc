@@ -30,7 +30,9 @@ struct ConsumeOptions {
 
 // The client's own flags: where, which job and rank, how much to prefetch, its keys, and where to log.
 void AddClientFlags(FlagSet& flags, ConsumeOptions* o) {
-  flags.AddString("coordinator", &o->client.coordinator, "coordinator control endpoint");
+  flags.AddString("coordinator", &o->client.coordinator,
+                  "coordinator control endpoint, or 'local': start a coordinator and workers on this machine");
+  client::AddLocalModeFlags(flags, &o->client);
   AddJobSpecFlags(flags, &o->spec);
   flags.AddUint32("rank", &o->client.rank, "rank to claim");
   flags.AddBool("attach", &o->attach, "join an existing job without sending its spec");

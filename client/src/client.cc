@@ -17,6 +17,7 @@
 #include "dataset/checkpoint.h"
 #include "auth/keys.h"
 #include "base/logging.h"
+#include "client/src/local_servers.h"
 #include "wire/frames.h"
 
 namespace stoker {
@@ -83,6 +84,9 @@ Status CheckOptions(const ClientOptions& options) {
     return InvalidArgumentError("ClientOptions.payload_frame_bytes must be 0 (one frame) or at least " +
                                 std::to_string(kMinPayloadFrameBytes) + " bytes");
   }
+  if (options.local_workers != 0 && options.coordinator != kLocalCoordinator) {
+    return InvalidArgumentError("ClientOptions.local_workers is for local mode (coordinator \"local\") only");
+  }
   if (options.spec && options.spec->name != options.job) {
     return InvalidArgumentError("ClientOptions.job '" + options.job + "' differs from spec.name '" +
                                 options.spec->name + "'");
@@ -103,7 +107,12 @@ StatusOr<std::optional<ResumePoint>> ResumePointOf(const ClientOptions& options)
   return std::optional<ResumePoint>(ResumePoint{token.position, token.spec_fingerprint, options.resume_token});
 }
 
-StatusOr<Security> SecurityOf(const ClientOptions& options) {
+StatusOr<Security> SecurityOf(const ClientOptions& options, bool local) {
+  if (local) {  // sockets only this user can open (local_servers.h): nothing to load, nothing to warn of
+    Security none;
+    none.insecure = true;
+    return none;
+  }
   return LoadSecurity(Role::kClient, {.key_file = options.key_file,
                                       .trust_file = options.trust_file,
                                       .insecure = options.insecure,
@@ -126,6 +135,20 @@ StatusOr<std::unique_ptr<client::IoThread>> NewIoThread(const ClientOptions& opt
   } catch (const zmq::error_t& e) {
     return ResourceExhaustedError(std::string("cannot open the coordinator socket: ") + e.what());
   }
+}
+
+// Local mode: this client's own servers (client/src/local_servers.h), its dataset indexed if it is not a manifest;
+// `options` then point at them.
+StatusOr<std::unique_ptr<client::LocalServers>> StartLocal(ClientOptions& options) {
+  STOKER_ASSIGN_OR_RETURN(std::string bin_dir, client::FindServerBinaries(options.local_bin_dir));
+  if (options.spec) {
+    STOKER_ASSIGN_OR_RETURN(options.spec->manifest_path, client::LocalManifest(options.spec->manifest_path, bin_dir));
+  }
+  STOKER_ASSIGN_OR_RETURN(auto servers, client::LocalServers::Start({.workers = options.local_workers,
+                                                                     .bin_dir = bin_dir}));
+  options.coordinator = servers->coordinator_endpoint();
+  options.insecure = true;
+  return servers;
 }
 
 using StagerFactory = std::function<StatusOr<std::shared_ptr<client::BatchStager>>(const JobSpec& spec)>;
@@ -159,12 +182,16 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) 
 
 // One way out: any failure returns, and once the rank is claimed, dropping the claim gives it back (before any I/O
 // thread, staging thread or worker connection exists for it).
-StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options, const StagerFactory& make_stager) {
-  STOKER_RETURN_IF_ERROR(CheckOptions(options));
-  STOKER_ASSIGN_OR_RETURN(std::optional<ResumePoint> resume, ResumePointOf(options));
-  STOKER_ASSIGN_OR_RETURN(Security security, SecurityOf(options));
-  const std::string gpu_uuid = client::GpuUuidForOrdinal(options.gpu);
+StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& asked, const StagerFactory& make_stager) {
+  STOKER_RETURN_IF_ERROR(CheckOptions(asked));
+  STOKER_ASSIGN_OR_RETURN(std::optional<ResumePoint> resume, ResumePointOf(asked));
   auto client = std::unique_ptr<Client>(new Client());
+  ClientOptions options = asked;
+  if (asked.coordinator == kLocalCoordinator) {
+    STOKER_ASSIGN_OR_RETURN(client->local_, StartLocal(options));
+  }
+  STOKER_ASSIGN_OR_RETURN(Security security, SecurityOf(options, client->local_ != nullptr));
+  const std::string gpu_uuid = client::GpuUuidForOrdinal(options.gpu);
   client->rank_ = options.rank;
   STOKER_ASSIGN_OR_RETURN(client->core_, NewCore(options));
   STOKER_ASSIGN_OR_RETURN(client->io_, NewIoThread(options, std::move(security), client->core_));
@@ -181,7 +208,10 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options, 
 
 StatusOr<Client::Description> Client::Describe(const ClientOptions& options) {
   STOKER_RETURN_IF_ERROR(CheckOptions(options));
-  STOKER_ASSIGN_OR_RETURN(Security security, SecurityOf(options));
+  if (options.coordinator == kLocalCoordinator) {
+    return NotFoundError("a local-mode job exists only while a Client of it is connected");
+  }
+  STOKER_ASSIGN_OR_RETURN(Security security, SecurityOf(options, false));
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<ClientCore> core, NewCore(options));
   STOKER_ASSIGN_OR_RETURN(std::unique_ptr<client::IoThread> io, NewIoThread(options, std::move(security), core));
   STOKER_ASSIGN_OR_RETURN(RegisterClientResponse described, io->Describe());
@@ -209,6 +239,7 @@ Client::~Client() {
   if (metrics_member_ != 0) client::ClientProcess::Get().Leave(metrics_member_);
   io_.reset();  // joins the I/O thread, which withdraws credits and deregisters
   if (stage_thread_.joinable()) stage_thread_.join();  // the I/O thread's end set `closing`
+  local_.reset();  // the session has ended: its local servers go
 }
 
 std::string Client::Checkpoint() const {

@@ -22,6 +22,15 @@ void AddClientSecurityFlags(FlagSet& flags, ClientOptions* options) {
                 "otherwise; also $STOKER_ALLOW_READABLE_KEY=1)");
 }
 
+void AddLocalModeFlags(FlagSet& flags, ClientOptions* options) {
+  flags.AddUint32("local-workers", &options->local_workers,
+                  "with --coordinator local: worker processes to start on this machine (0: the cores this process "
+                  "may use, less two)");
+  flags.AddString("local-bin-dir", &options->local_bin_dir,
+                  "with --coordinator local: where stoker-coordinator and stoker-worker are (default: "
+                  "$STOKER_BIN_DIR, ../bin beside the stoker library, $PATH)");
+}
+
 namespace {
 
 StatusOr<std::array<float, 3>> ParseTriple(const std::string& text, const char* flag) {
@@ -49,7 +58,9 @@ StatusOr<std::array<float, 3>> ParseTriple(const std::string& text, const char* 
 
 LoaderFlags::LoaderFlags(FlagSet& flags) {
   ClientOptions& c = options_.client;
-  flags.AddString("coordinator", &c.coordinator, "coordinator control endpoint");
+  flags.AddString("coordinator", &c.coordinator,
+                  "coordinator control endpoint, or 'local': start a coordinator and workers on this machine");
+  AddLocalModeFlags(flags, &c);
   AddJobSpecFlags(flags, &spec_);
   flags.AddUint32("rank", &c.rank, "rank to claim");
   flags.AddBool("attach", &attach_, "join an existing job without sending its spec");

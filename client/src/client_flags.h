@@ -22,7 +22,10 @@ namespace stoker::client {
 // consume`, the Loader's flags), writing into `options`.
 void AddClientSecurityFlags(FlagSet& flags, ClientOptions* options);
 
-// The Loader's options as flags: the client's (--coordinator, --rank, --prefetch, --credits, --client-id,
+// --local-workers and --local-bin-dir: local mode's options (ClientOptions::local_workers), for the same programs.
+void AddLocalModeFlags(FlagSet& flags, ClientOptions* options);
+
+// The Loader's options as flags: the client's (--coordinator, --local-workers, --local-bin-dir, --rank, --prefetch, --credits, --client-id,
 // --resume-token, --attach, --metrics-listen, --connect-timeout), the job spec's (--job, --manifest, --batch-size,
 // ...; see AddJobSpecFlags) and the Loader's (--device, --depth, --dtype, --layout, --mean, --std,
 // --tp-id/size/rank, --agree-id/size/rank, --collective-timeout). Registers them on construction; Finish() after

@@ -12,9 +12,11 @@ namespace stoker::client {
 
 namespace {
 
-// A data endpoint this client will connect to: tcp://host:port, at most 256 bytes (the coordinator checks the same).
-Status ValidWorker(const WorkerInfo& info, bool curve) {
-  if (info.data_endpoint.size() > 256 || info.data_endpoint.rfind("tcp://", 0) != 0) {
+// A data endpoint this client will connect to: tcp://host:port, at most 256 bytes (the coordinator checks the same);
+// ipc:// too when the coordinator itself is reached over ipc:// (local mode: every process is on this host).
+Status ValidWorker(const WorkerInfo& info, bool curve, bool ipc) {
+  const bool tcp = info.data_endpoint.rfind("tcp://", 0) == 0;
+  if (info.data_endpoint.size() > 256 || !(tcp || (ipc && info.data_endpoint.rfind("ipc:///", 0) == 0))) {
     return InvalidArgumentError("worker " + info.worker_id + " lists a data endpoint that is not tcp://, <= 256 bytes");
   }
   if (curve && (info.data_ticket.size() != 64 || info.data_seal_key.size() != 32)) {
@@ -240,7 +242,7 @@ void ClientImpl::UpdateWorkers(const std::vector<WorkerInfo>& list) {
       ++refused;  // every connection is a file descriptor: a list this long would exhaust the process's
       continue;
     }
-    if (Status s = ValidWorker(info, curve_); !s.ok()) {
+    if (Status s = ValidWorker(info, curve_, options_.coordinator.rfind("ipc://", 0) == 0); !s.ok()) {
       STOKER_LOG(kWarning) << s.message();
       ++refused;
       continue;

@@ -32,7 +32,8 @@ Status PlainRank::ConnectClient() {
     if (client_options.payload_frame_bytes == 0) client_options.payload_frame_bytes = kStagedFrameBytes;
     // Sealed batches are opened straight into spare pinned buffers, enough for the batches that wait in the
     // window while `depth` are staged (and one being opened): their decryption is then their one host copy.
-    const uint32_t spare = InsecureAsked({.insecure = o.client.insecure}) ? 0 : o.client.prefetch - o.depth + 1;
+    const bool sealed = !InsecureAsked({.insecure = o.client.insecure}) && o.client.coordinator != kLocalCoordinator;
+    const uint32_t spare = sealed ? o.client.prefetch - o.depth + 1 : 0;
     make_stager = [this, spare](const JobSpec& spec) -> StatusOr<std::shared_ptr<BatchStager>> {
       DeviceStage::Shape shape{spec.batch_size, spec.pipeline.output_height, spec.pipeline.output_width};
       auto stage = DeviceStage::Create(options_.device, shape, options_.depth, options_.output, spare);

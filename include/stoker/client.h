@@ -44,6 +44,7 @@ struct ReceivedBatch;
 class BatchStager;
 class IoThread;
 class LoaderRole;
+class LocalServers;
 }  // namespace client
 
 // One batch of one rank: `size()` samples, uint8 RGB pixels in NHWC order, int64 labels, sample ids and flags.
@@ -139,6 +140,7 @@ class Client {
 
   Client() = default;
   uint32_t rank_ = 0;
+  std::unique_ptr<client::LocalServers> local_;  // local mode only; outlives the session it serves
   std::shared_ptr<client::ClientCore> core_;
   std::unique_ptr<client::IoThread> io_;
   std::thread stage_thread_;  // with a stager only

@@ -68,7 +68,17 @@ struct ClientOptions {
   bool insecure = false;
   bool allow_readable_key = false;
   uint32_t max_workers = 512;  // worker connections held at once: each is a file descriptor
+  // Local mode (coordinator = kLocalCoordinator): Connect() starts a coordinator and `local_workers` worker
+  // processes on this machine, owned by this Client and gone when it is destroyed or its process dies. They talk
+  // over ipc:// sockets in a directory only this user can open, with CURVE off (the keys options are not used).
+  // 0 workers: the cores this process may use, less two. `local_bin_dir`: where stoker-coordinator and stoker-worker
+  // are; empty: $STOKER_BIN_DIR, else ../bin beside the stoker library, else $PATH.
+  uint32_t local_workers = 0;
+  std::string local_bin_dir;
 };
+
+// ClientOptions::coordinator for local mode.
+inline constexpr char kLocalCoordinator[] = "local";
 
 struct ClientStats {
   uint64_t batches_delivered = 0;

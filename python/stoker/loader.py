@@ -78,7 +78,9 @@ def _process_group():
 class Loader:
     """One rank's stream of batches (see this module's text).
 
-    coordinator: the coordinator's control endpoint (tcp://host:port). job: the job's name; the first rank to
+    coordinator: the coordinator's control endpoint (tcp://host:port), or "local": the Loader starts a coordinator
+    and local_workers worker processes on this machine ("auto", the default: the cores this process may use, less
+    two), which end with it, even if its process is killed (local mode; see README). job: the job's name; the first rank to
     connect creates it from manifest, batch_size, ranks, epochs, seed (and the other job flags: pipeline,
     remainder, image_height, ...); ranks that join later send the same spec, or attach=True to send none.
     rank, ranks: this rank and the world size; None: torch.distributed's, else RANK and WORLD_SIZE, else rank 0.
@@ -98,7 +100,7 @@ class Loader:
     def __init__(self, coordinator, job, *, manifest=None, batch_size=None, ranks=None, rank=None, epochs=None,
                  seed=None, device="auto", dtype="float32", layout="nchw", mean=None, std=None, depth=None,
                  timeout=None, claim_timeout=15.0, tensor_parallel=None, agreement=None, framework=None,
-                 delivery_log=None, resume_token=None, **flags):
+                 delivery_log=None, resume_token=None, local_workers=None, **flags):
         self._ptr = None
         self._lock = threading.Lock()  # _ptr, against request_stop and stats from other threads
         self._open_lock = threading.Lock()  # one connection, whichever thread's first use makes it
@@ -119,6 +121,8 @@ class Loader:
                              epochs=epochs, seed=seed, dtype=dtype, layout=layout, mean=mean, std=std, depth=depth)
         self._options.update(_collective("tp", tensor_parallel))
         self._options.update(_collective("agree", agreement))
+        if local_workers is not None:
+            self._options["local_workers"] = 0 if local_workers == "auto" else int(local_workers)
         self._options.update(flags)
         self._resume_token = resume_token
         self._delivery_log_path = delivery_log

@@ -52,6 +52,39 @@ def pinned(cores):
     return (lambda: os.sched_setaffinity(0, cores)) if cores else None
 
 
+def make_dataset(bin_dir, work, images, env=None, index=True):
+    """Generates `images` JPEGs in tar shards of 32 at work/data and, if `index`, indexes them into work/data.stoker:
+    returns the manifest's path (or the data folder's)."""
+    data = os.path.join(work, "data")
+    manifest = os.path.join(work, "data.stoker")
+    cli = os.path.join(bin_dir, "stoker")
+    subprocess.run([cli, "gen-dataset", data, f"--images={images}", "--per-shard=32"], check=True,
+                   stdout=subprocess.DEVNULL, timeout=120, env=env)
+    if not index:
+        return data
+    subprocess.run([cli, "index", data, "-o", manifest], check=True, stdout=subprocess.DEVNULL, timeout=120, env=env)
+    return manifest
+
+
+def check_logs(bin_dir, manifest, work, logs, env=None, **job_flags):
+    """Runs `stoker check` over delivery logs, each a path or a list of log lines (written to files in `work`), with
+    the job's flags (ranks=2, batch_size=8, ...). Returns (exit code, output): 0 when every epoch delivered every
+    planned sample exactly once and every rank the same number of batches."""
+    paths = []
+    for i, entry in enumerate(logs):
+        if isinstance(entry, str):
+            paths.append(entry)
+            continue
+        path = os.path.join(work, f"check-{time.monotonic_ns()}-{i}.log")
+        with open(path, "w") as f:
+            f.write("".join(line + "\n" for line in entry))
+        paths.append(path)
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in job_flags.items()]
+    r = subprocess.run([os.path.join(bin_dir, "stoker"), "check", f"--manifest={manifest}", *flags, *paths],
+                       capture_output=True, text=True, timeout=60, env=env)
+    return r.returncode, r.stdout + r.stderr
+
+
 class Cluster:
     """A coordinator and `workers` workers as separate processes, on loopback ports they pick, with a dataset of
     `images` generated JPEGs (or an existing `manifest`). bin_dir: the stoker binaries; server_env: their environment
@@ -133,14 +166,7 @@ class Cluster:
         return [f"--key-file={os.path.join(self.keys, role + '.key')}", f"--trust-file={os.path.join(self.keys, 'trust')}"]
 
     def _dataset(self, images):
-        data = os.path.join(self.work, "data")
-        manifest = os.path.join(self.work, "data.stoker")
-        cli = os.path.join(self.bin_dir, "stoker")
-        subprocess.run([cli, "gen-dataset", data, f"--images={images}", "--per-shard=32"], check=True,
-                       stdout=subprocess.DEVNULL, timeout=120, env=self.env)
-        subprocess.run([cli, "index", data, "-o", manifest], check=True, stdout=subprocess.DEVNULL, timeout=120,
-                       env=self.env)
-        return manifest
+        return make_dataset(self.bin_dir, self.work, images, self.env)
 
     def _start(self, name, argv, cores=None):
         """Starts a server from bin_dir, its output in NAME.log; pinned to the set `cores` when given."""
@@ -152,22 +178,8 @@ class Cluster:
         return proc
 
     def check(self, logs, **job_flags):
-        """Runs `stoker check` over delivery logs, each a path or a list of log lines, with the job's flags (ranks=2,
-        batch_size=8, ...). Returns (exit code, output): 0 when every epoch delivered every planned sample exactly
-        once and every rank the same number of batches."""
-        paths = []
-        for i, entry in enumerate(logs):
-            if isinstance(entry, str):
-                paths.append(entry)
-                continue
-            path = os.path.join(self.work, f"check-{time.monotonic_ns()}-{i}.log")
-            with open(path, "w") as f:
-                f.write("".join(line + "\n" for line in entry))
-            paths.append(path)
-        flags = [f"--{k.replace('_', '-')}={v}" for k, v in job_flags.items()]
-        r = subprocess.run([os.path.join(self.bin_dir, "stoker"), "check", f"--manifest={self.manifest}", *flags,
-                            *paths], capture_output=True, text=True, timeout=60, env=self.env)
-        return r.returncode, r.stdout + r.stderr
+        """check_logs over this cluster's dataset."""
+        return check_logs(self.bin_dir, self.manifest, self.work, logs, self.env, **job_flags)
 
     def stop(self):
         for p in reversed(self.procs):
