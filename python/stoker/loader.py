@@ -8,6 +8,9 @@ DataLoader would be.
             train_step(images, labels)
     loader.close()
 
+On one machine, ``stoker.Loader("local", "resnet50", manifest="/data/train", batch_size=256, epochs=90)`` starts
+its own coordinator and workers (local mode, below).
+
 As a DataLoader: ``len(loader)`` is this rank's steps per epoch; each ``for`` is one epoch (after a ``break``, or a
 resume, the rest of it); ``state_dict()`` and ``load_state_dict()`` save and restore the position, so Lightning and
 any loop that checkpoints them resume exactly the batches not yet taken; ``loader.sampler.set_epoch(e)`` moves to
@@ -80,9 +83,10 @@ class Loader:
 
     coordinator: the coordinator's control endpoint (tcp://host:port), or "local": the Loader starts a coordinator
     and local_workers worker processes on this machine ("auto", the default: the cores this process may use, less
-    two), which end with it, even if its process is killed (local mode; see README). job: the job's name; the first rank to
-    connect creates it from manifest, batch_size, ranks, epochs, seed (and the other job flags: pipeline,
-    remainder, image_height, ...); ranks that join later send the same spec, or attach=True to send none.
+    two), which end with it, even if its process is killed; manifest may then name a dataset folder, .tar or
+    s3:// prefix, indexed once (local mode; see README). job: the job's name; the first rank to connect creates it
+    from manifest, batch_size, ranks, epochs, seed (and the other job flags: pipeline, remainder, image_height,
+    ...); ranks that join later send the same spec, or attach=True to send none.
     rank, ranks: this rank and the world size; None: torch.distributed's, else RANK and WORLD_SIZE, else rank 0.
     device: a CUDA ordinal, -1 for host batches, "auto" (if CUDA is available: LOCAL_RANK's device under torchrun,
     else PyTorch's current device when the Loader connects; -1 without CUDA). dtype: uint8, float32, float16, bfloat16. layout: nchw, or nhwc (PyTorch's
