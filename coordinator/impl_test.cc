@@ -426,6 +426,20 @@ TEST_F(CoordinatorImplTest, ARegisteredWorkerIdKeepsItsDataPortUntilItIsLost) {
   EXPECT_TRUE(impl_->RegisterWorker({"w-1", "tcp://elsewhere:1", 2, "t"}).ok()) << "lost: a new registration";
 }
 
+TEST_F(CoordinatorImplTest, IpcDataEndpointsAreRefusedUnlessTheCoordinatorServesOneHost) {
+  // Over tcp, an ipc:// endpoint would send every client of the job to a socket on its own host.
+  auto refused = impl_->RegisterWorker({"w-ipc", "ipc:///tmp/any.sock", 2, "t"});
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << refused.status().ToString();
+  EXPECT_EQ(impl_->RegisterWorker({"w-rel", "ipc://relative.sock", 2, "t"}).status().code(),
+            StatusCode::kInvalidArgument);
+  options_.ipc_data_endpoints = true;  // local mode: the coordinator listens on ipc:// itself
+  impl_ = std::make_unique<CoordinatorImpl>(options_, clock_, env_);
+  EXPECT_TRUE(impl_->RegisterWorker({"w-ipc", "ipc:///tmp/any.sock", 2, "t"}).ok());
+  EXPECT_EQ(impl_->RegisterWorker({"w-rel", "ipc://relative.sock", 2, "t"}).status().code(),
+            StatusCode::kInvalidArgument) << "only absolute paths";
+  EXPECT_TRUE(impl_->RegisterWorker({"w-tcp", "tcp://w:1", 2, "t"}).ok());
+}
+
 TEST_F(CoordinatorImplTest, SealedDataPortsGetTheirTicketKeyAndClientsTheirOwnTicketsAndSealKeys) {
   auto coordinator_key = GenerateKeyPair(Role::kCoordinator, "c");
   ASSERT_TRUE(coordinator_key.ok());

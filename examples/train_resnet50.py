@@ -6,7 +6,8 @@ images/s and how long the training loop waited for input: the host's wait in the
 --synthetic trains the same model on one GPU-resident batch instead: the model's demand, to compare against.
 
 Needs a running coordinator and workers (a Kubernetes deployment, or locally `stoker-coordinator` and
-`stoker-worker` processes; bench/resnet_headline.py starts them for you):
+`stoker-worker` processes; bench/resnet_headline.py starts them for you), or --coordinator local, which starts them
+beside the trainer (--local-workers; --manifest may then be an ImageFolder or tar-shard folder):
 
     PYTHONPATH=build/python python3 examples/train_resnet50.py --coordinator tcp://127.0.0.1:7400 \
         --manifest /data/train.stoker --batch-size 256 --epochs 1
@@ -35,7 +36,9 @@ except ImportError:  # run from a source tree: use the build's package
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--coordinator", default=os.environ.get("STOKER_COORDINATOR"), help="control endpoint")
+    p.add_argument("--coordinator", default=os.environ.get("STOKER_COORDINATOR"),
+                   help="control endpoint, or 'local': start a coordinator and workers on this machine")
+    p.add_argument("--local-workers", default="auto", help="with --coordinator local: worker processes (or auto)")
     p.add_argument("--job", default="resnet50", help="stoker job name")
     p.add_argument("--manifest", help="dataset manifest (stoker index); omit with --attach")
     p.add_argument("--attach", action="store_true", help="join a job another process created")
@@ -124,7 +127,8 @@ def main():
                                                           seed=args.seed)
         loader = stoker.Loader(args.coordinator, args.job, batch_size=args.batch_size, rank=rank, device=device,
                                dtype="bfloat16", layout="nhwc", depth=args.depth, prefetch=args.prefetch,
-                               timeout=args.timeout, delivery_log=args.delivery_log, **spec)
+                               timeout=args.timeout, delivery_log=args.delivery_log, **spec,
+                               **(dict(local_workers=args.local_workers) if args.coordinator == "local" else {}))
         if args.resume_state:
             with open(args.resume_state, "rb") as f:
                 loader.load_state_dict(pickle.load(f))

@@ -8,6 +8,7 @@
 
 #include "tools/dataset_index.h"
 #include "base/flags.h"
+#include "base/lifeline.h"
 #include "storage/object_store.h"
 #include "tools/commands.h"
 #include "tools/progress.h"
@@ -81,11 +82,18 @@ int IndexCommand(int argc, char** argv) {
                 "then quarantine a sample whose bytes differ)");
   flags.AddBool("strict", &strict, "fail on any unusable sample instead of recording it for quarantine");
   flags.AddUint32("parallel", &parallel, "remote datasets: shards scanned at once");
+  int64_t lifeline_fd = -1;
+  flags.AddInt("lifeline-fd", &lifeline_fd,
+               "exit at once when this inherited pipe reaches end-of-file: the process that started this one is gone "
+               "(stoker's local mode; -1: none)");
   storage::StorageFlags storage_flags;
   storage_flags.Register(flags);
   std::vector<std::string> positional;
   Status parsed = flags.Parse(argc, argv, 2, &positional);
   if (!parsed.ok()) return Fail("index", parsed);
+  if (lifeline_fd >= 0) {
+    if (Status watched = WatchLifeline(static_cast<int>(lifeline_fd)); !watched.ok()) return Fail("index", watched);
+  }
   const bool remote = !positional.empty() && IsObjectUrl(positional[0]);
   if (positional.empty() || (!remote && positional.size() != 1) || output.empty()) {
     return Fail("index", InvalidArgumentError("expected one dataset PATH (or shard URLs) and -o MANIFEST (see --help)"));

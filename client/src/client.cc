@@ -17,6 +17,7 @@
 #include "dataset/checkpoint.h"
 #include "auth/keys.h"
 #include "base/logging.h"
+#include "client/src/local_manifest.h"
 #include "client/src/local_servers.h"
 #include "wire/frames.h"
 

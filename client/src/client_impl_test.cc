@@ -297,6 +297,18 @@ TEST_F(ClientImplTest, AtMostMaxWorkersAreConnectedAndBadListingsAreRefused) {
   EXPECT_EQ(core_->Stats().connected_workers, 2u);
 }
 
+TEST_F(ClientImplTest, IpcWorkersAreConnectedOnlyThroughAnIpcCoordinator) {
+  // From a tcp:// coordinator an ipc:// listing would point this client at a socket on its own host: refused.
+  Start({WorkerInfo{"w-0", "ipc:///tmp/w-0.sock"}, WorkerInfo{"w-1", "tcp://10.0.0.1:7401"}});
+  EXPECT_EQ(Opened(), (Strings{"w-1 tcp://10.0.0.1:7401"}));
+}
+
+TEST_F(ClientImplTest, AnIpcCoordinatorsIpcWorkersAreConnected) {
+  options_.coordinator = "ipc:///tmp/stoker-local-x/coordinator.sock";  // local mode
+  Start({WorkerInfo{"w-0", "ipc:///tmp/stoker-local-x/w-0.sock"}, WorkerInfo{"w-1", "ipc://relative.sock"}});
+  EXPECT_EQ(Opened(), (Strings{"w-0 ipc:///tmp/stoker-local-x/w-0.sock"}));
+}
+
 TEST_F(ClientImplTest, MembershipFollowsTheHeartbeatReplies) {
   Start({Worker(1), Worker(2)});
   Clear();

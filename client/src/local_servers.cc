@@ -2,27 +2,30 @@
 #include "client/src/local_servers.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <sched.h>
-#include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <functional>
-#include <optional>
 #include <sstream>
 
 #include "base/logging.h"
+#include "client/src/local_manifest.h"
 
 namespace stoker::client {
 namespace {
 
-constexpr auto kStopGrace = std::chrono::seconds(5);
+namespace fs = std::filesystem;
+
+constexpr auto kStopGrace = std::chrono::seconds(3);
+constexpr char kPrefix[] = "stoker-local-";
+constexpr size_t kMaxSocketPath = 100;  // sockaddr_un holds 108 bytes with the terminator; leave room
 
 bool HasServers(const std::string& dir) {
   if (dir.empty()) return false;
@@ -37,40 +40,30 @@ std::string OwnDirectory() {
   Dl_info info{};
   if (::dladdr(reinterpret_cast<const void*>(&OwnDirectory), &info) == 0 || info.dli_fname == nullptr) return "";
   std::error_code error;
-  const std::filesystem::path path = std::filesystem::canonical(info.dli_fname, error);
+  const fs::path path = fs::canonical(info.dli_fname, error);
   return error ? "" : path.parent_path().string();
 }
 
-constexpr char kPrefix[] = "stoker-local-";
-
 // Removes the private directories under `base` that this user's earlier local-mode processes left when they were
-// killed: each names its owner's pid in an "owner" file, and a directory whose owner no longer runs is abandoned.
+// killed. Each owner holds a lock on its directory's "owner" file for as long as it lives (the kernel lets go when
+// it dies, in any PID namespace), so a directory whose lock can be taken is abandoned.
 void SweepAbandoned(const std::string& base) {
   std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator(base, error)) {
-    if (entry.path().filename().string().rfind(kPrefix, 0) != 0) continue;
+  fs::directory_iterator it(base, error), end;
+  for (; !error && it != end; it.increment(error)) {
+    const fs::path dir = it->path();
     struct stat st {};
-    if (::lstat(entry.path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid()) continue;
-    std::ifstream owner(entry.path() / "owner");
-    pid_t pid = 0;
-    if (!(owner >> pid) || pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
-    std::filesystem::remove_all(entry.path(), error);
+    if (dir.filename().string().rfind(kPrefix, 0) != 0 || ::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||
+        st.st_uid != ::getuid()) {
+      continue;
+    }
+    const int owner = ::open((dir / "owner").c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (owner < 0) continue;  // being made, or not ours to judge
+    const bool abandoned = ::flock(owner, LOCK_EX | LOCK_NB) == 0;
+    ::close(owner);
+    std::error_code ignored;
+    if (abandoned) fs::remove_all(dir, ignored);
   }
-}
-
-// A fresh directory only this user can open, under $XDG_RUNTIME_DIR (a per-user tmpfs) or the temporary directory,
-// with this process's pid in its "owner" file.
-StatusOr<std::string> MakePrivateDirectory() {
-  const char* runtime = std::getenv("XDG_RUNTIME_DIR");
-  std::string base = runtime != nullptr && ::access(runtime, W_OK) == 0 ? runtime : "";
-  if (base.empty()) base = std::filesystem::temp_directory_path().string();
-  SweepAbandoned(base);
-  std::string pattern = base + "/" + kPrefix + "XXXXXX";
-  if (::mkdtemp(pattern.data()) == nullptr) {  // mode 0700
-    return UnavailableError("cannot make a private directory under " + base + ": " + std::strerror(errno));
-  }
-  std::ofstream(pattern + "/owner") << ::getpid() << "\n";
-  return pattern;
 }
 
 // The last `lines` lines of a log, for an error message.
@@ -86,64 +79,7 @@ std::string Tail(const std::string& path, size_t lines) {
   return out;
 }
 
-bool IsRemote(const std::string& dataset) {
-  for (const char* scheme : {"s3://", "http://", "https://"}) {
-    if (dataset.rfind(scheme, 0) == 0) return true;
-  }
-  return false;
-}
-
-// Where the manifest of `dataset` is kept: beside it if that directory is writable, else in the user's cache.
-std::string ManifestCachePath(const std::string& dataset) {
-  if (!IsRemote(dataset)) {
-    std::filesystem::path path = std::filesystem::absolute(dataset).lexically_normal();
-    if (!path.has_filename()) path = path.parent_path();  // "train/" -> "train"
-    const std::filesystem::path beside = path.parent_path() / (path.filename().string() + ".stoker");
-    if (::access(path.parent_path().c_str(), W_OK) == 0) return beside.string();
-  }
-  const char* cache = std::getenv("XDG_CACHE_HOME");
-  const char* home = std::getenv("HOME");
-  const std::string root = cache != nullptr ? std::string(cache) : std::string(home != nullptr ? home : "/tmp") + "/.cache";
-  char name[32];
-  std::snprintf(name, sizeof(name), "%016llx.stoker",
-                static_cast<unsigned long long>(std::hash<std::string>{}(std::filesystem::absolute(dataset))));
-  return root + "/stoker/" + name;
-}
-
-// Whether the kept manifest at `cached` still stands for `dataset`: it exists and is not older than a local dataset.
-bool Fresh(const std::string& cached, const std::string& dataset) {
-  std::error_code error;
-  const auto made = std::filesystem::last_write_time(cached, error);
-  if (error) return false;
-  if (IsRemote(dataset)) return true;
-  const auto changed = std::filesystem::last_write_time(dataset, error);
-  return !error && made >= changed;
-}
-
 }  // namespace
-
-StatusOr<std::string> LocalManifest(const std::string& dataset, const std::string& bin_dir) {
-  std::error_code error;
-  const bool local_dataset = std::filesystem::is_directory(dataset, error) ||
-                             (dataset.size() > 4 && dataset.compare(dataset.size() - 4, 4, ".tar") == 0);
-  if (!local_dataset && !IsRemote(dataset)) return dataset;  // a manifest (the coordinator checks it)
-  const std::string cached = ManifestCachePath(dataset);
-  if (Fresh(cached, dataset)) return cached;
-  std::filesystem::create_directories(std::filesystem::path(cached).parent_path(), error);
-  const std::string partial = cached + ".partial-" + std::to_string(::getpid());
-  STOKER_LOG(kInfo) << "local mode: indexing " << dataset << " into " << cached << " (once)";
-  STOKER_ASSIGN_OR_RETURN(Subprocess index, Subprocess::Start({bin_dir + "/stoker", "index", dataset, "-o", partial},
-                                                                Subprocess::kStderr));
-  const std::optional<int> code = index.Wait(std::chrono::hours(24));
-  if (code != 0) {
-    std::filesystem::remove(partial, error);
-    return FailedPreconditionError("local mode: `stoker index " + dataset + "` failed (exit code " +
-                                   std::to_string(code.value_or(-1)) + "; its output is above)");
-  }
-  std::filesystem::rename(partial, cached, error);
-  if (error) return UnavailableError("local mode: cannot keep the manifest at " + cached + ": " + error.message());
-  return cached;
-}
 
 uint32_t LocalWorkersAuto() {
   cpu_set_t set;
@@ -157,84 +93,129 @@ StatusOr<std::string> FindServerBinaries(const std::string& asked) {
     if (HasServers(asked)) return asked;
     return NotFoundError("no executable stoker-coordinator, stoker-worker and stoker in " + asked);
   }
-  std::vector<std::string> looked;
-  if (const char* env = std::getenv("STOKER_BIN_DIR")) looked.push_back(env);
+  std::vector<std::pair<std::string, bool>> looked;  // a directory, and whether it must be OnlyOursToWrite
+  if (const char* env = std::getenv("STOKER_BIN_DIR")) looked.emplace_back(env, false);
   if (const std::string own = OwnDirectory(); !own.empty()) {
-    looked.push_back(own + "/../bin");
-    looked.push_back(own);
+    looked.emplace_back(own + "/../bin", true);  // an install prefix, a build tree (the Python package's bin link)
+    looked.emplace_back(own, true);
   }
-  looked.push_back(STOKER_BUILD_BIN_DIR);
-  looked.push_back(STOKER_INSTALL_BIN_DIR);
   std::stringstream path(std::getenv("PATH") != nullptr ? std::getenv("PATH") : "");
-  for (std::string dir; std::getline(path, dir, ':');) looked.push_back(dir);
+  for (std::string dir; std::getline(path, dir, ':');) looked.emplace_back(dir, false);
   std::string names;
-  for (const std::string& dir : looked) {
-    if (HasServers(dir)) return std::filesystem::weakly_canonical(dir).string();
+  for (const auto& [dir, must_trust] : looked) {
+    std::error_code error;
+    const fs::path resolved = fs::weakly_canonical(dir, error);
+    if (!error && HasServers(resolved) && (!must_trust || OnlyOursToWrite(resolved))) return resolved.string();
     names += (names.empty() ? "" : ", ") + dir;
   }
-  return NotFoundError("local mode needs stoker-coordinator, stoker-worker and stoker; looked in $STOKER_BIN_DIR, beside "
-                       "the stoker library and on $PATH (" + names + "); set $STOKER_BIN_DIR or local_bin_dir");
+  return NotFoundError("local mode needs stoker-coordinator, stoker-worker and stoker; looked in $STOKER_BIN_DIR, "
+                       "beside the stoker library and on $PATH (" + names + "); set $STOKER_BIN_DIR or local_bin_dir");
 }
 
 StatusOr<std::unique_ptr<LocalServers>> LocalServers::Start(const LocalServerOptions& options) {
   STOKER_ASSIGN_OR_RETURN(std::string bin_dir, FindServerBinaries(options.bin_dir));
   auto servers = std::unique_ptr<LocalServers>(new LocalServers());
-  STOKER_ASSIGN_OR_RETURN(servers->dir_, MakePrivateDirectory());
+  STOKER_RETURN_IF_ERROR(servers->MakeDirectory());
   STOKER_ASSIGN_OR_RETURN(servers->lifeline_, Lifeline::Make());
-  STOKER_RETURN_IF_ERROR(servers->StartCoordinator(bin_dir, options.start_timeout));
+  const auto deadline = std::chrono::steady_clock::now() + options.start_timeout;
+  STOKER_RETURN_IF_ERROR(servers->StartCoordinator(bin_dir, deadline));
   const uint32_t workers = options.workers > 0 ? options.workers : LocalWorkersAuto();
-  for (size_t i = 0; i < workers; ++i) STOKER_RETURN_IF_ERROR(servers->StartWorker(bin_dir, i, options.start_timeout));
-  STOKER_LOG(kInfo) << "local mode: a coordinator and " << workers << (workers == 1 ? " worker" : " workers") << " in "
-                    << servers->dir_;
+  for (size_t i = 0; i < workers; ++i) STOKER_RETURN_IF_ERROR(servers->StartWorker(bin_dir, i));
+  for (size_t i = 0; i < workers; ++i) {  // started together, waited for together
+    STOKER_RETURN_IF_ERROR(servers->WaitUntilBound("worker-" + std::to_string(i), servers->workers_[i], deadline));
+  }
+  STOKER_LOG(kInfo) << "local mode: a coordinator and " << workers << (workers == 1 ? " worker" : " workers")
+                    << " in " << servers->dir_;
   return servers;
 }
 
-Status LocalServers::StartCoordinator(const std::string& bin_dir, std::chrono::milliseconds timeout) {
-  coordinator_endpoint_ = "ipc://" + dir_ + "/coordinator.sock";
-  STOKER_ASSIGN_OR_RETURN(coordinator_,
-                          StartServer("coordinator", {bin_dir + "/stoker-coordinator", "--listen=" + coordinator_endpoint_,
-                                                      "--insecure", "--metrics-listen=", "--log-level=warning"},
-                                      timeout));
+// A fresh directory only this user can open, under $XDG_RUNTIME_DIR (a per-user tmpfs) or the temporary directory,
+// with an "owner" file this process holds locked while it lives.
+Status LocalServers::MakeDirectory() {
+  const char* runtime = std::getenv("XDG_RUNTIME_DIR");
+  std::string base = runtime != nullptr && ::access(runtime, W_OK) == 0 ? runtime : "";
+  if (base.empty()) {
+    std::error_code error;
+    base = fs::temp_directory_path(error).string();
+    if (error) return UnavailableError("local mode: no temporary directory (is $TMPDIR a directory?)");
+  }
+  SweepAbandoned(base);
+  std::string pattern = base + "/" + kPrefix + "XXXXXX";
+  if (pattern.size() + std::strlen("/worker-00000.sock") > kMaxSocketPath) {
+    return InvalidArgumentError("local mode: the sockets' directory " + base + " has too long a path for ipc:// "
+                                "sockets; set $XDG_RUNTIME_DIR or $TMPDIR to a shorter one");
+  }
+  if (::mkdtemp(pattern.data()) == nullptr) {  // mode 0700
+    return UnavailableError("local mode: cannot make a private directory under " + base + ": " + std::strerror(errno));
+  }
+  dir_ = pattern;
+  owner_ = ::open((dir_ + "/owner").c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (owner_ < 0 || ::flock(owner_, LOCK_EX | LOCK_NB) != 0) {
+    return UnavailableError("local mode: cannot hold " + dir_ + "/owner: " + std::strerror(errno));
+  }
   return Status::Ok();
 }
 
-Status LocalServers::StartWorker(const std::string& bin_dir, size_t index, std::chrono::milliseconds timeout) {
+Status LocalServers::StartCoordinator(const std::string& bin_dir, std::chrono::steady_clock::time_point deadline) {
+  coordinator_endpoint_ = "ipc://" + dir_ + "/coordinator.sock";
+  STOKER_ASSIGN_OR_RETURN(coordinator_, StartServer("coordinator", {bin_dir + "/stoker-coordinator",
+                                                                    "--listen=" + coordinator_endpoint_, "--insecure",
+                                                                    "--metrics-listen=", "--log-level=warning"}));
+  return WaitUntilBound("coordinator", coordinator_, deadline);
+}
+
+Status LocalServers::StartWorker(const std::string& bin_dir, size_t index) {
   const std::string name = "worker-" + std::to_string(index);
   STOKER_ASSIGN_OR_RETURN(Subprocess worker,
                           StartServer(name, {bin_dir + "/stoker-worker", "--coordinator=" + coordinator_endpoint_,
                                              "--listen=ipc://" + dir_ + "/" + name + ".sock", "--threads=1",
                                              "--worker-id=local-" + std::to_string(index), "--insecure",
-                                             "--metrics-listen=", "--log-level=warning"},
-                                      timeout));
+                                             "--metrics-listen=", "--log-level=warning"}));
   workers_.push_back(std::move(worker));
   return Status::Ok();
 }
 
-StatusOr<Subprocess> LocalServers::StartServer(const std::string& name, std::vector<std::string> argv,
-                                               std::chrono::milliseconds timeout) {
-  const std::string endpoint_file = dir_ + "/" + name + ".endpoint", log = dir_ + "/" + name + ".log";
-  argv.push_back("--endpoint-file=" + endpoint_file);
+StatusOr<Subprocess> LocalServers::StartServer(const std::string& name, std::vector<std::string> argv) {
+  argv.push_back("--endpoint-file=" + dir_ + "/" + name + ".endpoint");
   argv.push_back("--lifeline-fd=" + std::to_string(Subprocess::kPassedFd));
-  STOKER_ASSIGN_OR_RETURN(Subprocess process, Subprocess::Start(argv, log, {}, lifeline_.child_end()));
-  if (auto bound = WaitForFile(endpoint_file, timeout, &process); !bound.ok()) {
-    return UnavailableError("local mode: the " + name + " did not start (" + bound.status().message() +
-                            "); its log ends:" + Tail(log, 12));
-  }
-  return process;
+  return Subprocess::Start(argv, dir_ + "/" + name + ".log", {}, lifeline_.child_end());
 }
 
-void LocalServers::Stop() {
-  lifeline_.Cut();
-  for (Subprocess& w : workers_) {
-    if (!w.Wait(kStopGrace)) w.Kill();
-  }
-  if (!coordinator_.Wait(kStopGrace)) coordinator_.Kill();
+Status LocalServers::WaitUntilBound(const std::string& name, Subprocess& process,
+                                    std::chrono::steady_clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  auto bound = WaitForFile(dir_ + "/" + name + ".endpoint", std::max(left, std::chrono::milliseconds(0)), &process);
+  if (bound.ok()) return Status::Ok();
+  return UnavailableError("local mode: the " + name + " did not start (" + bound.status().message() +
+                          "); its log ends:" + Tail(dir_ + "/" + name + ".log", 12));
+}
+
+std::vector<int> LocalServers::Stop() {
+  lifeline_.Cut();  // every server exits at once; one grace for all, then SIGKILL
+  const auto deadline = std::chrono::steady_clock::now() + kStopGrace;
+  std::vector<int> codes;
+  auto reap = [&](Subprocess& p) {
+    if (p.pid() <= 0) return;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    std::optional<int> code = p.Wait(std::max(left, std::chrono::milliseconds(0)));
+    if (!code) {
+      p.Kill();
+      code = p.Wait(std::chrono::milliseconds(0));
+    }
+    codes.push_back(code.value_or(-1));
+  };
+  for (Subprocess& w : workers_) reap(w);
+  reap(coordinator_);
   workers_.clear();
+  coordinator_ = Subprocess();
   if (!dir_.empty()) {
-    std::error_code error;
-    std::filesystem::remove_all(dir_, error);
+    std::error_code ignored;
+    fs::remove_all(dir_, ignored);
     dir_.clear();
   }
+  if (owner_ >= 0) ::close(owner_);
+  owner_ = -1;
+  return codes;
 }
 
 LocalServers::~LocalServers() { Stop(); }

@@ -14,6 +14,7 @@
 #include <optional>
 #include <sstream>
 
+#include "client/src/local_servers.h"
 #include "stoker/client.h"
 #include "tests/support/checker.h"
 #include "tests/support/fixtures.h"
@@ -109,6 +110,29 @@ TEST(LocalMode, AClientStartsItsOwnServersDeliversEverySampleOnceAndLeavesNothin
   ASSERT_TRUE(verdict.ok()) << verdict.status().ToString();
   ASSERT_TRUE(verdict->ok()) << verdict->Describe();
   EXPECT_EQ(verdict->epochs.size(), 2u);
+}
+
+TEST(LocalMode, ServersExitOnTheirLifelineNotByAKill) {
+  TempDir dir;
+  ScopedEnv runtime("XDG_RUNTIME_DIR", nullptr), tmp("TMPDIR", dir.path().c_str());
+  auto servers = client::LocalServers::Start({.workers = 2, .bin_dir = BinaryDirectory()});
+  ASSERT_TRUE(servers.ok()) << servers.status().ToString();
+  EXPECT_TRUE(std::filesystem::exists((*servers)->dir() + "/owner"));
+  EXPECT_EQ((*servers)->Stop(), (std::vector<int>{0, 0, 0})) << "exit code 137: killed after the grace";
+}
+
+TEST(LocalMode, ADirectoryLeftByAKilledOwnerIsSweptAndALiveOnesIsNot) {
+  TempDir dir;
+  ScopedEnv runtime("XDG_RUNTIME_DIR", nullptr), tmp("TMPDIR", dir.path().c_str());
+  const std::string abandoned = dir.Join("stoker-local-abandoned");
+  std::filesystem::create_directory(abandoned);
+  std::ofstream(abandoned + "/owner") << "12345\n";  // no process holds its lock
+  auto live = client::LocalServers::Start({.workers = 1, .bin_dir = BinaryDirectory()});
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  EXPECT_FALSE(std::filesystem::exists(abandoned));
+  auto second = client::LocalServers::Start({.workers = 1, .bin_dir = BinaryDirectory()});
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_TRUE(std::filesystem::exists((*live)->dir())) << "a live owner's directory was swept";
 }
 
 TEST(LocalMode, NodeLocalWorkersBesideACoordinatorAddressAreRefusedClearly) {
