@@ -120,7 +120,8 @@ def main():
             "synthetic_img_s": synthetic, "local_img_s": local["images_per_second"], "dataloader_img_s": loader,
             "local_vs_synthetic": local["images_per_second"] / synthetic, "dataloader_vs_synthetic": loader / synthetic,
             "local_gpu_stall": local["gpu_input_stall_fraction"],
-            "local_host_wait": local["host_input_wait_fraction"], "device": local["device"]}
+            "local_host_wait": local["host_input_wait_fraction"], "local_trainer_cores": local["trainer_cores"],
+            "device": local["device"]}
         log(f"{arch}: synthetic {synthetic:,.0f} img/s; stoker local {local['images_per_second']:,.0f} "
             f"({local['images_per_second'] / synthetic:.3f}x); DataLoader {loader:,.0f} ({loader / synthetic:.3f}x)")
     with open(os.path.join(args.out, "local_mode.json"), "w") as f:

@@ -167,6 +167,7 @@ def main():
             if steps == args.warmup:  # start the clock with the GPU drained
                 torch.cuda.synchronize()
                 measuring, t0, stall0 = True, time.perf_counter(), loader.stats()["input_stall_seconds"]
+                cpu0 = time.process_time()
                 steps_at_start = steps
             elif measuring:
                 images_seen += args.batch_size
@@ -206,6 +207,7 @@ def main():
         "host_wait_ms": {q: 1000 * float(np.percentile(waits, p)) if waits else 0.0
                          for q, p in (("p50", 50), ("p90", 90), ("p99", 99), ("max", 100))},
         "gpu_input_stall_fraction": (stats["input_stall_seconds"] - stall0) / elapsed,
+        "trainer_cores": (time.process_time() - cpu0) / elapsed,  # this process's threads, beside the stall
         "final_loss": float(loss.item()),
         "loader": stats,
         "device": torch.cuda.get_device_name(device),

@@ -382,12 +382,16 @@ class Loader:
 
     def stats(self):
         """Counters as a dict: batches, wait_seconds, input_stall_seconds, pinned_bytes, dropped_*,
-        samples_quarantined and quarantined_by_reason ({"unsupported_format": 4, ...}), ..."""
+        samples_quarantined and quarantined_by_reason ({"unsupported_format": 4, ...}), ...; and
+        trainer_cpu_seconds, the CPU time of this process's threads (local mode's servers are not among them): beside
+        the stall, whether the trainer itself is short of cores."""
         self._handle()
         with self._lock:
             if not self._ptr:
                 raise StokerError(_capi.FAILED_PRECONDITION, "the Loader is closed")
-            return json.loads(_capi.read_string(_capi.lib().stoker_loader_stats_json, self._ptr))
+            stats = json.loads(_capi.read_string(_capi.lib().stoker_loader_stats_json, self._ptr))
+        stats["trainer_cpu_seconds"] = time.process_time()
+        return stats
 
     @property
     def steps_per_epoch(self):

@@ -118,6 +118,7 @@ class LocalModeTest(unittest.TestCase):
             self.assertEqual([(b.epoch, b.index) for b in loader.batches()], [(epoch, i) for i in range(IMAGES // 8)])
         self.assertEqual(list(loader), [])
         self.assertTrue(loader.finished)
+        self.assertGreater(loader.stats()["trainer_cpu_seconds"], 0)  # beside the stall: the trainer's own CPU
         indexed = os.stat(self.manifest).st_mtime_ns
         loader.close()
         self.assertFalse(any(alive(pid) for pid in servers), "close() returned before its servers ended")
