@@ -145,10 +145,13 @@ StatusOr<std::unique_ptr<client::LocalServers>> StartLocal(ClientOptions& option
   if (options.spec) {
     STOKER_ASSIGN_OR_RETURN(options.spec->manifest_path, client::LocalManifest(options.spec->manifest_path, bin_dir));
   }
-  STOKER_ASSIGN_OR_RETURN(auto servers, client::LocalServers::Start({.workers = options.local_workers,
-                                                                     .bin_dir = bin_dir}));
+  const uint32_t workers = options.local_workers > 0 ? options.local_workers : client::LocalWorkersAuto();
+  STOKER_ASSIGN_OR_RETURN(auto servers, client::LocalServers::Start({.workers = workers, .bin_dir = bin_dir}));
   options.coordinator = servers->coordinator_endpoint();
   options.insecure = true;
+  // A worker busy on one batch of this client's and holding the next keeps its core busy: the window must hold
+  // about two batches per worker (bench/RESULTS.md, 12b), or workers idle however many there are.
+  options.prefetch = std::max(options.prefetch, 2 * workers + 4);
   return servers;
 }
 

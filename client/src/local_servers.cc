@@ -84,7 +84,12 @@ std::string Tail(const std::string& path, size_t lines) {
 uint32_t LocalWorkersAuto() {
   cpu_set_t set;
   CPU_ZERO(&set);
-  const int cores = ::sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+  int cores = ::sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+  // Under torchrun every process of the node starts its own servers: each takes its share of the cores.
+  if (const char* local = std::getenv("LOCAL_WORLD_SIZE")) {
+    const int processes = std::atoi(local);
+    if (processes > 1) cores /= processes;
+  }
   return cores > 3 ? static_cast<uint32_t>(cores - 2) : 1;
 }
 

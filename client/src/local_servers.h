@@ -30,8 +30,9 @@ struct LocalServerOptions {
   std::chrono::milliseconds start_timeout{30000};  // every process must have bound its socket by then
 };
 
-// Local workers when none are asked for: the cores this process may run on, less two for the trainer (its step
-// loop and the client's I/O thread), at least one.
+// Local workers when none are asked for: the cores this process may run on (divided by $LOCAL_WORLD_SIZE, torchrun's
+// processes on this node, which start servers of their own), less two for the trainer (its step loop and the
+// client's I/O thread), at least one.
 uint32_t LocalWorkersAuto();
 
 // The directory holding stoker-coordinator, stoker-worker and stoker: `asked` if not empty, else $STOKER_BIN_DIR, else

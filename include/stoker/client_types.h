@@ -71,8 +71,10 @@ struct ClientOptions {
   // Local mode (coordinator = kLocalCoordinator): Connect() starts a coordinator and `local_workers` worker
   // processes on this machine, owned by this Client and gone when it is destroyed or its process dies. They talk
   // over ipc:// sockets in a directory only this user can open, with CURVE off (the keys options are not used).
-  // 0 workers: the cores this process may use, less two. `local_bin_dir`: where stoker-coordinator and stoker-worker
-  // are; empty: $STOKER_BIN_DIR, else ../bin beside the stoker library, else $PATH.
+  // 0 workers: the cores this process may use (its share under torchrun, $LOCAL_WORLD_SIZE), less two. The prefetch
+  // window is raised to at least two batches per worker and four more, which keeps them all busy. `local_bin_dir`:
+  // where stoker-coordinator and stoker-worker are; empty: $STOKER_BIN_DIR, else ../bin beside the stoker library
+  // (where this user or root owns it), else $PATH.
   uint32_t local_workers = 0;
   std::string local_bin_dir;
 };

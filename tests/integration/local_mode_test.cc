@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <dirent.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -133,6 +134,19 @@ TEST(LocalMode, ADirectoryLeftByAKilledOwnerIsSweptAndALiveOnesIsNot) {
   auto second = client::LocalServers::Start({.workers = 1, .bin_dir = BinaryDirectory()});
   ASSERT_TRUE(second.ok()) << second.status().ToString();
   EXPECT_TRUE(std::filesystem::exists((*live)->dir())) << "a live owner's directory was swept";
+}
+
+TEST(LocalMode, AutoWorkersAreTheCoresLessTwoOfThisProcesssShareUnderTorchrun) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(::sched_getaffinity(0, sizeof(set), &set), 0);
+  const int cores = CPU_COUNT(&set);
+  {
+    ScopedEnv alone("LOCAL_WORLD_SIZE", nullptr);
+    EXPECT_EQ(client::LocalWorkersAuto(), cores > 3 ? static_cast<uint32_t>(cores - 2) : 1u);
+  }
+  ScopedEnv crowded("LOCAL_WORLD_SIZE", "100000");  // more processes than cores: still one worker each
+  EXPECT_EQ(client::LocalWorkersAuto(), 1u);
 }
 
 TEST(LocalMode, NodeLocalWorkersBesideACoordinatorAddressAreRefusedClearly) {
