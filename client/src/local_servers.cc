@@ -154,8 +154,10 @@ Status LocalServers::MakeDirectory() {
     return UnavailableError("local mode: cannot make a private directory under " + base + ": " + std::strerror(errno));
   }
   dir_ = pattern;
-  owner_ = ::open((dir_ + "/owner").c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (owner_ < 0 || ::flock(owner_, LOCK_EX | LOCK_NB) != 0) {
+  // Locked before it takes its name: a sweeper that opens "owner" always finds it held (or its holder gone).
+  const std::string unnamed = dir_ + "/owner.new";
+  owner_ = ::open(unnamed.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (owner_ < 0 || ::flock(owner_, LOCK_EX | LOCK_NB) != 0 || ::rename(unnamed.c_str(), (dir_ + "/owner").c_str())) {
     return UnavailableError("local mode: cannot hold " + dir_ + "/owner: " + std::strerror(errno));
   }
   return Status::Ok();
