@@ -142,6 +142,12 @@ void Subprocess::Kill() {
   exit_code_ = 128 + SIGKILL;
 }
 
+void Subprocess::Abandon() {
+  if (pidfd_ >= 0) ::close(pidfd_);
+  pidfd_ = -1;
+  pid_ = -1;
+}
+
 std::string ExecutableDirectory() {
   char path[4096];
   ssize_t n = ::readlink("/proc/self/exe", path, sizeof(path) - 1);

@@ -46,6 +46,9 @@ class Subprocess {
   std::optional<int> Wait(std::chrono::milliseconds timeout);
   // SIGKILL and reap.
   void Kill();
+  // Forgets the process without signalling it: for a copy of this object in a child forked without exec, which must
+  // not kill its parent's children.
+  void Abandon();
 
  private:
   pid_t pid_ = -1;

@@ -62,6 +62,14 @@ bool Fresh(const std::string& kept, const std::string& dataset) {
   return changed && made >= *changed;
 }
 
+// Whether a manifest may be made in `dir`: it is this user's, writable, and no one else's to write but this user's
+// own group (user-private groups, umask 002, leave a user's folders group-writable).
+bool OursToKeepIn(const fs::path& dir) {
+  struct stat st {};
+  return ::stat(dir.c_str(), &st) == 0 && st.st_uid == ::getuid() && ::access(dir.c_str(), W_OK) == 0 &&
+         (st.st_mode & S_IWOTH) == 0 && ((st.st_mode & S_IWGRP) == 0 || st.st_gid == ::getgid());
+}
+
 // Where the manifest of `dataset` is kept (local_manifest.h); empty if nowhere can be found.
 std::string KeptPath(const std::string& dataset) {
   std::error_code error;
@@ -70,7 +78,7 @@ std::string KeptPath(const std::string& dataset) {
   if (!IsRemote(dataset)) {
     if (!absolute.has_filename()) absolute = absolute.parent_path();  // "train/" -> "train"
     const fs::path beside = absolute.parent_path() / (absolute.filename().string() + ".stoker");
-    if (OnlyOursToWrite(absolute.parent_path()) || Fresh(beside, dataset)) return beside.string();
+    if (OursToKeepIn(absolute.parent_path()) || Fresh(beside, dataset)) return beside.string();
   }
   const char* cache = std::getenv("XDG_CACHE_HOME");
   const std::string root = cache != nullptr && cache[0] == '/' ? cache : HomeDirectory() + "/.cache";

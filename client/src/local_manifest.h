@@ -1,7 +1,8 @@
 // LocalManifest: local mode's dataset. `manifest=` may name a dataset instead of a manifest (a folder, a .tar shard,
 // an s3://, http:// or https:// prefix); it is indexed once, by `stoker index`, and the manifest kept:
-//   - beside a local dataset (".../train/" -> ".../train.stoker") when that directory is this user's and no one
-//     else's to write, or when a manifest of this user's (or root's) is already there;
+//   - beside a local dataset (".../train/" -> ".../train.stoker") when the folder holding it is this user's and no
+//     one else's to write (but this user's own group), or when a manifest of this user's (or root's) is already
+//     there;
 //   - else in $XDG_CACHE_HOME/stoker (~/.cache/stoker), named by a hash of the absolute path or URL.
 // A kept manifest is made again when a local dataset's folder, or one of the folders directly in it (ImageFolder's
 // classes), was modified after it. Processes indexing the same dataset at once (the ranks of one node) take turns

@@ -120,6 +120,7 @@ StatusOr<std::string> FindServerBinaries(const std::string& asked) {
 StatusOr<std::unique_ptr<LocalServers>> LocalServers::Start(const LocalServerOptions& options) {
   STOKER_ASSIGN_OR_RETURN(std::string bin_dir, FindServerBinaries(options.bin_dir));
   auto servers = std::unique_ptr<LocalServers>(new LocalServers());
+  servers->owner_pid_ = ::getpid();
   STOKER_RETURN_IF_ERROR(servers->MakeDirectory());
   STOKER_ASSIGN_OR_RETURN(servers->lifeline_, Lifeline::Make());
   const auto deadline = std::chrono::steady_clock::now() + options.start_timeout;
@@ -138,7 +139,11 @@ StatusOr<std::unique_ptr<LocalServers>> LocalServers::Start(const LocalServerOpt
 // with an "owner" file this process holds locked while it lives.
 Status LocalServers::MakeDirectory() {
   const char* runtime = std::getenv("XDG_RUNTIME_DIR");
-  std::string base = runtime != nullptr && ::access(runtime, W_OK) == 0 ? runtime : "";
+  struct stat st {};
+  std::string base = runtime != nullptr && ::stat(runtime, &st) == 0 && st.st_uid == ::getuid() &&
+                             ::access(runtime, W_OK) == 0
+                         ? runtime
+                         : "";
   if (base.empty()) {
     std::error_code error;
     base = fs::temp_directory_path(error).string();
@@ -198,6 +203,15 @@ Status LocalServers::WaitUntilBound(const std::string& name, Subprocess& process
 }
 
 std::vector<int> LocalServers::Stop() {
+  if (::getpid() != owner_pid_) {  // a copy in a child forked without exec: the servers are its parent's
+    for (Subprocess& w : workers_) w.Abandon();
+    coordinator_.Abandon();
+    if (owner_ >= 0) ::close(owner_);
+    owner_ = -1;
+    dir_.clear();
+    lifeline_.Cut();  // this copy's write end only
+    return {};
+  }
   lifeline_.Cut();  // every server exits at once; one grace for all, then SIGKILL
   const auto deadline = std::chrono::steady_clock::now() + kStopGrace;
   std::vector<int> codes;

@@ -71,6 +71,7 @@ class LocalServers {
 
   std::string dir_;
   int owner_ = -1;  // <dir>/owner, locked while this object lives (SweepAbandoned)
+  pid_t owner_pid_ = -1;  // the process that started the servers; a forked copy of this object only lets go
   Lifeline lifeline_;
   Subprocess coordinator_;
   std::vector<Subprocess> workers_;

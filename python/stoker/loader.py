@@ -82,8 +82,8 @@ class Loader:
     """One rank's stream of batches (see this module's text).
 
     coordinator: the coordinator's control endpoint (tcp://host:port), or "local": the Loader starts a coordinator
-    and local_workers worker processes on this machine ("auto", the default: the cores this process may use, less
-    two), which end with it, even if its process is killed; manifest may then name a dataset folder, .tar or
+    and local_workers worker processes on this machine ("auto", the default: the cores this process may use, its
+    share under torchrun, less two), which end with it, even if its process is killed; manifest may then name a dataset folder, .tar or
     s3:// prefix, indexed once (local mode; see README). job: the job's name; the first rank to connect creates it
     from manifest, batch_size, ranks, epochs, seed (and the other job flags: pipeline, remainder, image_height,
     ...); ranks that join later send the same spec, or attach=True to send none.

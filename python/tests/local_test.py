@@ -206,6 +206,19 @@ class LocalModeTest(unittest.TestCase):
         self.assertEqual(code, 0, out)
         self.assertEqual(out.count("ok "), 2, out)
 
+    def test_a_forked_child_closing_its_copy_leaves_the_parents_servers_alone(self):
+        with self.open(epochs=1) as loader:
+            self.assertIsNotNone(loader.next())
+            servers = server_children()
+            child = os.fork()
+            if child == 0:  # as a framework's forked helper that tidies up at exit
+                loader.close()
+                os._exit(0)
+            os.waitpid(child, 0)
+            self.assertEqual(server_children(), servers)
+            self.assertEqual(len(private_folders() - self.folders_before), 1, "the child removed the servers' folder")
+            self.assertEqual(sum(1 for _ in loader.batches()), IMAGES // 8 - 1)
+
     def test_bad_input_is_a_clear_error_and_leaves_no_process(self):
         with self.assertRaises(stoker.StokerError) as e:
             stoker.Loader("tcp://127.0.0.1:1", **self.options()).open()
