@@ -151,7 +151,7 @@ StatusOr<std::unique_ptr<client::LocalServers>> StartLocal(ClientOptions& option
   options.insecure = true;
   // A worker busy on one batch of this client's and holding the next keeps its core busy: the window must hold
   // about two batches per worker (bench/RESULTS.md, 12b), or workers idle however many there are.
-  options.prefetch = std::max(options.prefetch, std::min(2 * std::min(workers, 2046u) + 4, 4096u));
+  options.prefetch = std::max(options.prefetch, 2 * std::min(workers, 2046u) + 4);  // at most 4,096 (max_window)
   return servers;
 }
 

@@ -16,6 +16,7 @@ a dataset folder it indexes once. Proves, on the host path:
 import json
 import os
 import pickle
+import select
 import shutil
 import signal
 import subprocess
@@ -152,8 +153,15 @@ class LocalModeTest(unittest.TestCase):
             trainer.send_signal(signal.SIGKILL)
             trainer.communicate(timeout=30)
         deadline = time.monotonic() + 20
-        while any(alive(pid) for pid in servers) and time.monotonic() < deadline:
-            time.sleep(0.05)  # they exit on their own once the lifeline closes; nothing here to wait on but that
+        for pid in servers:  # a pidfd becomes readable when its process exits, child of ours or not
+            try:
+                fd = os.pidfd_open(pid)
+            except ProcessLookupError:
+                continue
+            try:
+                select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            finally:
+                os.close(fd)
         self.assertEqual([pid for pid in servers if alive(pid)], [], "servers outlived their SIGKILLed trainer")
         # The killed trainer could not remove its private folder: the next local-mode start removes it.
         self.assertEqual(len(private_folders() - self.folders_before), 1)
