@@ -285,7 +285,7 @@ std::vector<TrustedKey> Security::Trusted(Role role) const {
 
 bool InsecureAsked(const KeySources& sources) { return sources.insecure || EnvIsTrue("STOKER_INSECURE"); }
 
-StatusOr<Security> LoadSecurity(Role role, const KeySources& sources) {
+StatusOr<Security> LoadSecurity(Role role, const KeySources& sources, std::optional<Role> or_role) {
   Security security;
   if (InsecureAsked(sources)) {
     STOKER_LOG(kWarning) << "CURVE is off (--insecure): any peer that reaches this process's ports is trusted, and "
@@ -302,7 +302,7 @@ StatusOr<Security> LoadSecurity(Role role, const KeySources& sources) {
                                    "on a network you trust");
   }
   STOKER_ASSIGN_OR_RETURN(security.own, ParseKeyPair(key->first, key->second));
-  if (security.own.role != role) {
+  if (security.own.role != role && security.own.role != or_role) {
     return FailedPreconditionError(key->second + " is a " + RoleName(security.own.role) + " key; this process is a " +
                                    RoleName(role));
   }

@@ -97,7 +97,8 @@ struct Security {
 
 // Loads what `sources` name for a process of `role`. Without a key and without `insecure`: FailedPrecondition
 // saying how to make keys (`stoker keygen`) or how to turn CURVE off. `insecure` logs a warning once.
-StatusOr<Security> LoadSecurity(Role role, const KeySources& sources);
+// `or_role`: a key of that role is accepted too (a node-local worker may run with its client's key).
+StatusOr<Security> LoadSecurity(Role role, const KeySources& sources, std::optional<Role> or_role = std::nullopt);
 
 // A peer identity as the authenticated "<role>:<name>"; nullopt for anything else (no key: CURVE off).
 struct PeerIdentity {

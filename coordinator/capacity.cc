@@ -32,9 +32,11 @@ std::optional<CapacityEstimator::Growth> CapacityEstimator::GrowthOver(const Ser
 }
 
 void CapacityEstimator::Worker(const std::string& worker_id, uint32_t threads, double busy_seconds, uint64_t samples,
-                               TimePoint now) {
+                               TimePoint now, bool local, const std::string& local_job) {
   Series& s = workers_[worker_id];
   s.threads = std::max<uint32_t>(1, threads);
+  s.local = local;
+  s.job = local_job;
   Record(s, {now, busy_seconds, 0, static_cast<double>(samples)});
 }
 
@@ -53,13 +55,41 @@ void CapacityEstimator::Prune(TimePoint now) {
   std::erase_if(clients_, [&](const auto& entry) { return stale(entry.second); });
 }
 
+std::map<std::string, double> CapacityEstimator::LocalSupply(TimePoint now) const {
+  std::map<std::string, double> by_job;
+  for (const auto& [id, s] : workers_) {
+    const std::optional<Growth> g = s.local ? GrowthOver(s, now) : std::nullopt;
+    if (!g) continue;
+    // At full busy if it was busy enough to say, else what it made.
+    by_job[s.job] += g->a >= 0.5 && g->samples > 0 ? g->samples / g->a * s.threads : g->samples / g->seconds;
+  }
+  return by_job;
+}
+
+namespace {
+
+// What node-local workers take off the pool's work: each job's supply, at most its demand with the headroom (what
+// they could make beyond it is no use to other jobs).
+double LocalUsed(const std::map<std::string, double>& supply, const CapacityAdvice& advice) {
+  double used = 0;
+  for (const auto& [job, rate] : supply) {
+    auto in = advice.jobs.find(job);
+    if (in != advice.jobs.end()) used += std::min(rate, in->second.demand * kHeadroom);
+  }
+  return used;
+}
+
+}  // namespace
+
 CapacityAdvice CapacityEstimator::Advise(size_t workers, TimePoint now, const std::set<std::string>& window_bound,
                                          const Caps& caps) const {
   CapacityAdvice advice;
   double capacity_sum = 0, busy_sum = 0, thread_seconds = 0;
   size_t capacity_n = 0;
+  const std::map<std::string, double> local_by_job = LocalSupply(now);
+  for (const auto& [job, rate] : local_by_job) advice.local_supply = std::max(advice.local_supply, 0.0) + rate;
   for (const auto& [id, s] : workers_) {
-    const std::optional<Growth> g = GrowthOver(s, now);
+    const std::optional<Growth> g = s.local ? std::nullopt : GrowthOver(s, now);  // the pool's own figures
     if (!g) continue;
     const double busy = g->a, made = g->samples;
     busy_sum += busy;
@@ -122,10 +152,11 @@ CapacityAdvice CapacityEstimator::Advise(size_t workers, TimePoint now, const st
     advice.recommended = static_cast<uint32_t>(workers);
     return advice;
   }
-  double needed = std::ceil(advice.demand * kHeadroom / advice.per_worker);
+  const double local = LocalUsed(local_by_job, advice);
+  double needed = std::ceil(std::max(0.0, advice.demand * kHeadroom - local) / advice.per_worker);
   if (waiting_with_idle_workers) needed = std::max(needed, static_cast<double>(workers));
   double most = static_cast<double>(std::max<size_t>(2 * workers, workers + 1));
-  advice.recommended = static_cast<uint32_t>(std::clamp(needed, 1.0, most));
+  advice.recommended = static_cast<uint32_t>(std::clamp(needed, local > 0 ? 0.0 : 1.0, most));
   return advice;
 }
 

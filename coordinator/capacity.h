@@ -14,7 +14,11 @@
 //                For one rank it is samples / (step - stall).
 //   per worker = mean over workers of samples / busy seconds x threads: what one worker makes when fully busy
 //   worker busy = busy seconds / (seconds x threads) over all workers: how much of the pool's time was used
-//   recommended = ceil(demand x 1.1 / per worker), kept within [1, max(2 x workers, workers + 1)] so that one estimate
+//   local      = what the node-local workers (beside one client each) make at full busy, or what they made when too
+//                idle to say, each job's at most its demand x 1.1: supply the pool need not make. They count in
+//                neither per worker nor worker busy.
+//   recommended = ceil((demand x 1.1 - local) / per worker) pool workers, kept within [1, max(2 x workers,
+//                workers + 1)] (from 0 when local workers cover the demand) so that one estimate
 //                never asks for more than a doubling (a training loop that does no work of its own has unbounded
 //                demand) — and never below the workers running while a job waits for input that they are not busy
 //                making (more workers would idle too). The 10 % (kHeadroom) keeps the pool from running flat out:
@@ -57,6 +61,7 @@ struct CapacityAdvice {
   double demand = -1;          // samples/s the clients would take; < 0: unknown
   double per_worker = -1;      // samples/s one worker makes at full busy; < 0: unknown
   double worker_busy = -1;     // fraction of the pool's thread time spent making batches; < 0: unknown
+  double local_supply = -1;    // samples/s the node-local workers make at full busy; < 0: none reporting
   uint32_t recommended = 0;
   std::map<std::string, JobInput> jobs;
 };
@@ -70,7 +75,9 @@ inline constexpr double kHeadroom = 1.1;
 
 class CapacityEstimator {
  public:
-  void Worker(const std::string& worker_id, uint32_t threads, double busy_seconds, uint64_t samples, TimePoint now);
+  // `local`: a node-local worker, serving `local_job` (its supply is counted apart from the pool's).
+  void Worker(const std::string& worker_id, uint32_t threads, double busy_seconds, uint64_t samples, TimePoint now,
+              bool local = false, const std::string& local_job = "");
   void Client(const std::string& job, uint32_t rank, const std::string& client_id, double step_seconds,
               double stall_seconds, uint64_t samples, TimePoint now);
   void ForgetWorker(const std::string& worker_id);
@@ -95,7 +102,8 @@ class CapacityEstimator {
   };
   struct Series {
     uint32_t threads = 1;
-    std::string job;
+    bool local = false;
+    std::string job;  // a client's, or the job a local worker serves
     std::deque<Sample> samples;
   };
   // What a series' counters grew by over the window, and in how many seconds.
@@ -104,6 +112,8 @@ class CapacityEstimator {
     double a = 0, b = 0, samples = 0;
   };
   static void Record(Series& series, const Sample& sample);
+  // What the node-local workers make (samples/s), by the job they serve.
+  std::map<std::string, double> LocalSupply(TimePoint now) const;
   // None when the series is too short or too old to say.
   static std::optional<Growth> GrowthOver(const Series& series, TimePoint now);
 

@@ -116,5 +116,44 @@ TEST_F(CapacityTest, SilentReportersDropOut) {
   EXPECT_LT(estimator_.Advise(2, clock_.Now()).demand, 0);
 }
 
+// Node-local workers make part of a job's demand beside its client: the pool is sized for the rest, and their
+// rate counts in neither the pool's per-worker rate nor its busy ratio.
+TEST_F(CapacityTest, LocalWorkersSupplyIsDemandThePoolNeedNotMeet) {
+  for (int tick = 0; tick < 40; ++tick) {
+    clock_.Advance(Millis(250));
+    t_ += 0.25;
+    // Two pool workers at 400/s per busy second, fully busy; two local workers of 4 threads at 100/s per thread,
+    // fully busy (400/s each at full busy); one rank taking 1,800/s unstalled.
+    for (int w = 0; w < 2; ++w) {
+      estimator_.Worker("p" + std::to_string(w), 1, t_, static_cast<uint64_t>(t_ * 400), clock_.Now());
+      estimator_.Worker("l" + std::to_string(w), 4, t_ * 4, static_cast<uint64_t>(t_ * 400), clock_.Now(), true,
+                        "job");
+    }
+    estimator_.Client("job", 0, "c0", t_, 0, static_cast<uint64_t>(t_ * 1800), clock_.Now());
+  }
+  auto advice = estimator_.Advise(2, clock_.Now());
+  EXPECT_NEAR(advice.per_worker, 400, 5);     // the pool's own
+  EXPECT_NEAR(advice.worker_busy, 1.0, 0.02);
+  EXPECT_NEAR(advice.local_supply, 800, 10);  // 2 x 100/s x 4 threads
+  // (1,800 x 1.1 - 800) / 400 = 2.95: 3 pool workers, where 5 would be asked for without the local ones.
+  EXPECT_EQ(advice.recommended, 3u);
+}
+
+TEST_F(CapacityTest, LocalWorkersCoveringTheirJobLeaveThePoolNothingForIt) {
+  for (int tick = 0; tick < 40; ++tick) {
+    clock_.Advance(Millis(250));
+    t_ += 0.25;
+    estimator_.Worker("p0", 1, t_ * 0.5, static_cast<uint64_t>(t_ * 0.5 * 400), clock_.Now());
+    // Local workers able to make 2,000/s serve "job", which takes 300/s: what they could make beyond 330/s is no
+    // use to "other", which takes 200/s from the pool.
+    estimator_.Worker("l0", 10, t_ * 1.5, static_cast<uint64_t>(t_ * 300), clock_.Now(), true, "job");
+    estimator_.Client("job", 0, "c0", t_, 0, static_cast<uint64_t>(t_ * 300), clock_.Now());
+    estimator_.Client("other", 0, "c1", t_, 0, static_cast<uint64_t>(t_ * 200), clock_.Now());
+  }
+  auto advice = estimator_.Advise(1, clock_.Now());
+  EXPECT_NEAR(advice.local_supply, 2000, 20);
+  EXPECT_EQ(advice.recommended, 1u);  // ceil((500 x 1.1 - 330) / 400) = 1: "other"'s demand
+}
+
 }  // namespace
 }  // namespace stoker::coordinator

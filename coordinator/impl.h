@@ -138,6 +138,7 @@ struct JobStats {
 
 struct CoordinatorStats {
   uint64_t leases_granted = 0;
+  uint64_t leases_granted_local = 0;  // of them, to node-local workers
   uint64_t units_committed = 0;
   uint64_t lease_requests_parked = 0;
   uint64_t quarantined_samples = 0;  // distinct (epoch, sample) reports
@@ -158,6 +159,7 @@ struct CoordinatorStats {
   size_t units_sent = 0;
   size_t units_pending = 0;
   size_t workers_draining = 0;
+  size_t workers_local = 0;  // node-local workers (beside one client each), not the pool's
   std::vector<JobStats> job_stats;
   CapacityAdvice advice;
   bool reconciling = false;
@@ -190,7 +192,8 @@ class CoordinatorImpl {
   Status UnitDone(const UnitDoneRequest& request, const Caller& caller = {});
   StatusOr<RegisterClientResponse> RegisterClient(const RegisterClientRequest& request, const Caller& caller = {});
   StatusOr<ClientHeartbeatResponse> ClientHeartbeat(const ClientHeartbeatRequest& request, const Caller& caller = {});
-  StatusOr<JobSpec> GetJob(const std::string& job);
+  // A client key (a node-local worker's) gets only the spec of a job with a rank held under that key.
+  StatusOr<JobSpec> GetJob(const std::string& job, const Caller& caller = {});
   Status Deregister(const DeregisterRequest& request, const Caller& caller = {});
   // Whether `worker_id` is registered under `caller`'s identity (the service caches replies only for them).
   bool IsRegisteredWorker(const std::string& worker_id, const Caller& caller) const;
@@ -222,6 +225,7 @@ class CoordinatorImpl {
     TimePoint sent_at;
     uint32_t batches = 0;  // batches the worker makes for it (its unit less what the client already had)
     std::string team;      // its job's (JobTeamLocked): whose cap (TeamPolicy::max_workers) its unsent batches count to
+    bool local = false;    // leased to a node-local worker: the client's own cores, outside the team's share and cap
   };
   struct ParkedRequest {
     RequestHandle handle = 0;
@@ -239,6 +243,7 @@ class CoordinatorImpl {
     std::set<uint64_t> pending;              // units handed back, re-leased before next_unit
     uint64_t next_attempt = 1;
     std::vector<ParkedRequest> parked;  // a vector, not a deque: an empty one costs nothing (4,096 ranks x 64 jobs)
+    std::string local_group;  // the session's node-local workers' group (from its registration and heartbeats)
   };
   struct JobRuntime {
     Plan plan;
@@ -272,7 +277,17 @@ class CoordinatorImpl {
     uint64_t joined = 0;      // the order it joined in: clients are given the list oldest first ...
     bool delivered = false;   // ... after the workers a client has taken a unit from (WorkerListLocked)
     bool move_refused = false;  // a registration of its id at another data port was refused (logged once)
+    // Node-local (RegisterWorker.localGroup): listed to, and leasing for, the sessions of this group only. Never
+    // in /state, a log or the journal.
+    std::string local_group;
+    uint64_t leases_granted = 0;  // since it registered
+    std::string local_job;        // a node-local worker: the job it last leased for (its supply's, CapacityEstimator)
   };
+  // Whether worker `w` may lease rank `rank` of `job`: any pool worker; a node-local one only for a live session of
+  // its group, and when it authenticated with a client key, only for a rank held under that key.
+  Status MayServeLocked(const WorkerRuntime& w, const std::string& worker_id, const JobRuntime& job,
+                        uint32_t rank) const STOKER_REQUIRES(mu_);
+  bool IsLocalLocked(const std::string& worker_id) const STOKER_REQUIRES(mu_);
 
   // The durable view of a rank: its last client, window and positions (received and consumed, clamped to the
   // plan so a damaged record can never lease past the job's end).
@@ -355,8 +370,10 @@ class CoordinatorImpl {
   uint64_t UnsentByTeamLocked(const std::string& team) const STOKER_REQUIRES(mu_);
   void AnswerParkedEmptyLocked(RankRuntime& r, bool job_done) STOKER_REQUIRES(mu_);
   void ExpireParkedLocked(RankRuntime& r, TimePoint now) STOKER_REQUIRES(mu_);
-  // Every registered worker, with `client_identity`'s ticket for each plain data port.
-  std::vector<WorkerInfo> WorkerListLocked(const std::string& client_identity) const STOKER_REQUIRES(mu_);
+  // Every registered pool worker, with `client_identity`'s ticket for each sealed data port, and the node-local
+  // workers of `local_group` (none when it is empty).
+  std::vector<WorkerInfo> WorkerListLocked(const std::string& client_identity, const std::string& local_group) const
+      STOKER_REQUIRES(mu_);
   void RemoveWorkerLocked(const std::string& worker_id, uint64_t* counter) STOKER_REQUIRES(mu_);
   bool AdoptLocked(const LeaseRef& ref, const std::string& worker_id, TimePoint now) STOKER_REQUIRES(mu_);
   Status CheckRegistrationLocked(const RegisterClientRequest& request, const JobRuntime& job,

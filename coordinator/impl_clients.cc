@@ -105,6 +105,9 @@ StatusOr<CoordinatorImpl::JobRuntime*> CoordinatorImpl::CreateJobLocked(const Jo
 // version 2 checkpoint may resume the job on another one), a rank or window that cannot be.
 Status CoordinatorImpl::CheckRegistrationLocked(const RegisterClientRequest& request, const JobRuntime& job,
                                                 bool shape_may_change) const {
+  if (!request.local_group.empty() && (request.local_group.size() < 16 || request.local_group.size() > 64)) {
+    return InvalidArgumentError("a local group is 16 to 64 bytes");
+  }
   const JobSpec& spec = job.record->spec;
   JobSpec shape = spec;
   if (request.spec.has_value()) {
@@ -268,13 +271,14 @@ StatusOr<RegisterClientResponse> CoordinatorImpl::RegisterOnJobLocked(const Regi
                       << " of job " << request.job;
   }
   r.last_heard = clock_.Now();
+  r.local_group = request.local_group;
   RegisterClientResponse response;
   response.spec = job->record->spec;
   response.steps_per_epoch = job->plan.steps_per_epoch();
   response.samples_per_epoch = job->plan.num_samples();
   response.start_batch = job->record->ranks[request.rank].start_batch;
   response.heartbeat_interval_ms = static_cast<uint32_t>(ToMillis(options_.heartbeat_interval));
-  response.workers = WorkerListLocked(caller.identity);
+  response.workers = WorkerListLocked(caller.identity, r.local_group);
   response.membership_version = membership_version_;
   ServeParkedLocked(request.job, *job, request.rank);
   return response;
@@ -291,6 +295,10 @@ StatusOr<ClientHeartbeatResponse> CoordinatorImpl::ClientHeartbeat(const ClientH
   }
   RankRuntime& r = job->ranks[request.rank];
   const RankView view = ViewLocked(*job, request.rank);
+  bool request_list = false;
+  if (!request.local_group.empty() && (request.local_group.size() < 16 || request.local_group.size() > 64)) {
+    return InvalidArgumentError("a local group is 16 to 64 bytes");
+  }
   if (view.client_id != request.client_id) {
     return AbortedError("client " + request.client_id + " does not hold rank " + std::to_string(request.rank) +
                         " of job '" + request.job + "' (another client took it): register again");
@@ -312,6 +320,10 @@ StatusOr<ClientHeartbeatResponse> CoordinatorImpl::ClientHeartbeat(const ClientH
     return InvalidArgumentError("inconsistent ack from " + request.client_id);
   }
   r.last_heard = clock_.Now();
+  if (r.local_group != request.local_group) {  // a coordinator that restarted learns it again
+    r.local_group = request.local_group;
+    request_list = true;
+  }
   capacity_.Client(request.job, request.rank, request.client_id, request.step_seconds, request.stall_seconds,
                    request.samples_delivered, r.last_heard);
   const bool consumed_advanced = request.consumed > view.consumed;
@@ -333,9 +345,9 @@ StatusOr<ClientHeartbeatResponse> CoordinatorImpl::ClientHeartbeat(const ClientH
 
   ClientHeartbeatResponse response;
   response.membership_version = membership_version_;
-  if (request.membership_version != membership_version_) {
+  if (request.membership_version != membership_version_ || request_list) {
     response.workers_changed = true;
-    response.workers = WorkerListLocked(caller.identity);
+    response.workers = WorkerListLocked(caller.identity, r.local_group);
   }
   for (const auto& [unit, lease] : r.active) response.leases.push_back({request.job, request.rank, unit, lease.attempt});
   return response;

@@ -58,7 +58,7 @@ void CoordinatorImpl::HoldLocked(RankRuntime& r, uint64_t unit, ActiveLease leas
   DropLocked(r, unit);
   if (!lease.sent) {
     unsent_by_worker_[lease.worker_id] += lease.batches;
-    unsent_by_team_[lease.team] += lease.batches;
+    if (!lease.local) unsent_by_team_[lease.team] += lease.batches;
   }
   r.active[unit] = std::move(lease);
 }
@@ -74,7 +74,7 @@ void CoordinatorImpl::MarkSentLocked(ActiveLease& lease, TimePoint now) {
     if (it->second == 0) unsent.erase(it);
   };
   take(unsent_by_worker_, lease.worker_id);
-  take(unsent_by_team_, lease.team);
+  if (!lease.local) take(unsent_by_team_, lease.team);
 }
 
 void CoordinatorImpl::DropLocked(RankRuntime& r, uint64_t unit) {
@@ -121,6 +121,15 @@ LeaseGrant CoordinatorImpl::GrantLocked(const std::string& job_name, JobRuntime&
   const uint32_t batches = range.count - static_cast<uint32_t>(g.skip.size());
   const uint64_t samples = uint64_t{batches} * job.plan.batch_size();
   const std::string team = JobTeamLocked(job);
+  job.samples_leased += samples;
+  ++stats_.leases_granted;
+  if (auto w = workers_.find(worker_id); w != workers_.end()) ++w->second.leases_granted;
+  if (IsLocalLocked(worker_id)) {  // the client's own cores: no share, cap or guarantee of the pool spent
+    ++stats_.leases_granted_local;
+    HoldLocked(r, unit, ActiveLease{g.attempt, worker_id, clock_.Now() + options_.lease_ttl, false, {}, batches, team,
+                                    true});
+    return g;
+  }
   shares_.Charge(team, job_name, samples);
   auto allowance = team_allowance_.find(team);
   if (allowance != team_allowance_.end()) allowance->second.samples -= static_cast<double>(samples);
@@ -130,10 +139,8 @@ LeaseGrant CoordinatorImpl::GrantLocked(const std::string& job_name, JobRuntime&
     const double second = shares_.PolicyOf(team).min_workers * std::max(0.0, per_worker_rate_);
     guarantee->second.samples = std::max(-second, guarantee->second.samples) - static_cast<double>(samples);
   }
-  job.samples_leased += samples;
   HoldLocked(r, unit,
              ActiveLease{g.attempt, worker_id, clock_.Now() + options_.lease_ttl, false, {}, batches, team});
-  ++stats_.leases_granted;
   return g;
 }
 
@@ -154,7 +161,8 @@ std::vector<LeaseGrant> CoordinatorImpl::TryLeaseLocked(const std::string& job_n
   const Plan& plan = job.plan;
   const RankView view = ViewLocked(job, rank);
   const uint64_t limit = view.consumed + view.window;  // every leased batch must lie below this
-  uint32_t budget = std::min(max_batches, TeamRoomLocked(JobTeamLocked(job), job));
+  uint32_t budget =
+      IsLocalLocked(worker_id) ? max_batches : std::min(max_batches, TeamRoomLocked(JobTeamLocked(job), job));
   // Units handed back come first: they are the oldest, and the client is waiting for them.
   for (auto it = r.pending.begin(); it != r.pending.end() && budget > 0;) {
     const uint64_t unit = *it;
@@ -196,6 +204,8 @@ StatusOr<std::optional<LeaseResponse>> CoordinatorImpl::RequestLease(RequestHand
     return InvalidArgumentError("job '" + request.job + "' has " + std::to_string(job->ranks.size()) +
                                 " ranks; rank " + std::to_string(request.rank) + " does not exist");
   }
+  STOKER_RETURN_IF_ERROR(MayServeLocked(*w, request.worker_id, *job, request.rank));
+  if (!w->local_group.empty()) w->local_job = request.job;
   RankRuntime& r = job->ranks[request.rank];
   LeaseResponse response;
   response.job_done = ViewLocked(*job, request.rank).received >= job->plan.total_batches();
@@ -220,13 +230,14 @@ void CoordinatorImpl::ServeParkedLocked(const std::string& job_name, JobRuntime&
                                         const std::string* only_worker) {
   RankRuntime& r = job.ranks[rank];
   if (r.parked.empty()) return;
-  // The least-loaded worker first (fewest leased, unsent batches), then the oldest request; one that cannot be
-  // served (its queue is full, or its budget is smaller than the next unit) must not block the ones behind it.
+  // The rank's node-local workers first (its own cores, and no network between), then the least-loaded worker
+  // (fewest leased, unsent batches), then the oldest request; one that cannot be served (its queue is full, or its
+  // budget is smaller than the next unit) must not block the ones behind it.
   std::vector<size_t> order(r.parked.size());
-  std::vector<uint32_t> load(r.parked.size());
+  std::vector<std::pair<bool, uint32_t>> load(r.parked.size());  // (pool worker, unsent)
   for (size_t i = 0; i < order.size(); ++i) {
     order[i] = i;
-    load[i] = UnsentLocked(r.parked[i].worker_id);
+    load[i] = {!IsLocalLocked(r.parked[i].worker_id), UnsentLocked(r.parked[i].worker_id)};
   }
   std::stable_sort(order.begin(), order.end(), [&load](size_t a, size_t b) { return load[a] < load[b]; });
   std::vector<bool> answered(r.parked.size(), false);
@@ -255,46 +266,6 @@ void CoordinatorImpl::ServeParkedLocked(const std::string& job_name, JobRuntime&
     ++kept;
   }
   r.parked.resize(kept);
-}
-
-std::string CoordinatorImpl::TeamOfRecord(const JobRuntime& job) {
-  for (const RankRecord& r : job.record->ranks) {
-    if (!r.holder.empty()) return FairShare::TeamOf(r.holder);
-  }
-  return "";
-}
-
-const std::string& CoordinatorImpl::JobTeamLocked(JobRuntime& job) {
-  if (!job.team.has_value()) job.team = TeamOfRecord(job);
-  return *job.team;
-}
-
-uint32_t CoordinatorImpl::TeamRoomLocked(const std::string& team, const JobRuntime& job) {
-  const uint32_t max_workers = shares_.PolicyOf(team).max_workers;
-  if (max_workers == 0) return UINT32_MAX;
-  if (per_worker_rate_ > 0) {
-    auto it = team_allowance_.try_emplace(team, TeamAllowance{0, clock_.Now()}).first;
-    return it->second.Accrue(max_workers * per_worker_rate_, clock_.Now()) >= 0 ? UINT32_MAX : 0;
-  }
-  const uint64_t cap = uint64_t{max_workers} * job.plan.batches_per_unit();
-  const uint64_t used = UnsentByTeamLocked(team);
-  return static_cast<uint32_t>(std::min<uint64_t>(UINT32_MAX, cap > used ? cap - used : 0));
-}
-
-bool CoordinatorImpl::BelowMinimumLocked(const std::string& team, const JobRuntime& job) {
-  const uint32_t min_workers = shares_.PolicyOf(team).min_workers;
-  if (min_workers == 0) return false;
-  if (per_worker_rate_ > 0) {
-    const double rate = min_workers * per_worker_rate_;
-    auto it = team_guarantee_.try_emplace(team, TeamAllowance{rate, clock_.Now()}).first;  // a second's worth owed
-    return it->second.Accrue(rate, clock_.Now()) > 0;
-  }
-  return UnsentByTeamLocked(team) < uint64_t{min_workers} * job.plan.batches_per_unit();
-}
-
-uint64_t CoordinatorImpl::UnsentByTeamLocked(const std::string& team) const {
-  auto held = unsent_by_team_.find(team);
-  return held == unsent_by_team_.end() ? 0 : held->second;
 }
 
 void CoordinatorImpl::ServeAllJobsLocked() {

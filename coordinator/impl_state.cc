@@ -36,7 +36,10 @@ CoordinatorStats CoordinatorImpl::Stats() const {
   s.jobs = jobs_.size();
   s.live_clients = 0;
   s.units_leased = s.units_sent = s.units_pending = 0;
-  for (const auto& [id, w] : workers_) s.workers_draining += w.draining;
+  for (const auto& [id, w] : workers_) {
+    s.workers_draining += w.draining;
+    s.workers_local += !w.local_group.empty() && !w.draining;
+  }
   for (const auto& [name, job] : jobs_) {
     JobStats js;
     js.name = name;
@@ -86,7 +89,10 @@ CoordinatorStats CoordinatorImpl::Stats() const {
   if (!caps.max_workers.empty()) {
     for (const auto& [name, job] : jobs_) caps.team_of[name] = TeamOfRecord(job);
   }
-  s.advice = capacity_.Advise(workers_.size() - s.workers_draining, clock_.Now(), window_bound, caps);
+  // The advice is for the pool: node-local workers count as supply it need not make, not as pool workers.
+  size_t pool = 0;
+  for (const auto& [id, w] : workers_) pool += w.local_group.empty() && !w.draining;
+  s.advice = capacity_.Advise(pool, clock_.Now(), window_bound, caps);
   s.reconciling = reconciling_;
   return s;
 }
@@ -130,6 +136,8 @@ void CoordinatorImpl::WriteWorkersLocked(JsonWriter& j, TimePoint now) const {
         .Key("draining").Value(w.draining)
         .Key("last_heard_ms_ago").Value(static_cast<int64_t>(ToMillis(now - w.last_heard)))
         .Key("leases").Value(static_cast<uint64_t>(leases_by_worker[id]))
+        .Key("leases_granted").Value(w.leases_granted)
+        .Key("local").Value(!w.local_group.empty())
         .EndObject();
   }
   j.EndArray();

@@ -304,12 +304,8 @@ TEST_F(CoordinatorImplTest, RestartReplaysTheJournalAdoptsHeldLeasesAndRedoesThe
     ASSERT_EQ(held.size(), 2u);
     ASSERT_TRUE((*journal)->Sync().ok());
   }  // the coordinator dies here
-  std::vector<Update> updates;
-  auto journal = Journal::Open(env, path, JournalOptions{}, [&](const Update& u) { updates.push_back(u); }, &replay);
-  ASSERT_TRUE(journal.ok());
-  impl_ = std::make_unique<CoordinatorImpl>(options_, clock_, env_, journal->get());
-  for (const Update& u : updates) impl_->Restore(u);
-  impl_->FinishRestore();
+  std::unique_ptr<Journal> journal = RestartFrom(path);
+  ASSERT_NE(journal, nullptr);
   EXPECT_TRUE(impl_->reconciling());
   // The known worker is accepted without registering again, and keeps its leases.
   auto hb = impl_->WorkerHeartbeat({"w-1", {{"job", 0, held[0].unit, held[0].attempt},

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "coordinator/impl.h"
+#include "coordinator/journal.h"
 #include "dataset/manifest.h"
 #include "tests/support/temp_dir.h"
 
@@ -52,6 +53,19 @@ class CoordinatorImplTest : public ::testing::Test {
   Status Ack(const std::string& client, uint32_t rank, uint64_t consumed, uint64_t watermark,
              std::vector<uint64_t> above = {}) {
     return impl_->ClientHeartbeat({client, "job", rank, consumed, watermark, std::move(above), 0}).status();
+  }
+  // The coordinator restarted from the journal at `path`: a new Impl given every record it replays, restored. The
+  // journal it goes on appending to must outlive it.
+  std::unique_ptr<Journal> RestartFrom(const std::string& path) {
+    std::vector<Update> updates;
+    JournalReplay replay;
+    auto journal = Journal::Open(env_, path, JournalOptions{}, [&](const Update& u) { updates.push_back(u); }, &replay);
+    EXPECT_TRUE(journal.ok()) << journal.status().ToString();
+    if (!journal.ok()) return nullptr;
+    impl_ = std::make_unique<CoordinatorImpl>(options_, clock_, env_, journal->get());
+    for (const Update& u : updates) impl_->Restore(u);
+    impl_->FinishRestore();
+    return std::move(*journal);
   }
   Status Sent(const std::string& worker, const LeaseGrant& g) {
     return impl_->UnitDone({worker, "job", g.rank, g.unit, g.attempt, UnitOutcome::kSent, g.batch_count, {}});

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "auth/data_tickets.h"
+#include "auth/keys.h"
 #include "base/logging.h"
 
 namespace stoker::coordinator {
@@ -29,9 +30,37 @@ Status ValidDataEndpoint(const std::string& endpoint, bool ipc) {
 
 }  // namespace
 
+// Node-local workers one key may have registered at once (a node's cores, for every training process on it).
+constexpr size_t kMaxLocalWorkersPerKey = 1024;
+
+// A node-local worker's registration: an ipc:// socket, unsealed (its trust is the socket's permissions), a group of
+// the secret's size. Only such a worker may register under a client key.
+Status CheckLocalWorker(const RegisterWorkerRequest& request, const Caller& caller) {
+  const std::optional<PeerIdentity> who = ParseIdentity(caller.identity);
+  if (request.local_group.empty()) {
+    if (who && who->role == Role::kClient) {
+      return PermissionDeniedError("a client key registers node-local workers only (stoker-worker --local-dir)");
+    }
+    return Status::Ok();
+  }
+  if (request.local_group.size() < 16 || request.local_group.size() > 64) {
+    return InvalidArgumentError("worker " + request.worker_id + ": a local group is 16 to 64 bytes");
+  }
+  if (request.data_endpoint.rfind("ipc:///", 0) != 0) {
+    return InvalidArgumentError("worker " + request.worker_id + " is node-local but its data endpoint is not ipc://");
+  }
+  if (request.data_sealed || !request.data_public_key.empty()) {
+    return InvalidArgumentError("worker " + request.worker_id + " is node-local: its ipc:// data port is unsealed");
+  }
+  return Status::Ok();
+}
+
 Status CoordinatorImpl::CheckNewWorkerLocked(const RegisterWorkerRequest& request, const Caller& caller) const {
-  STOKER_RETURN_IF_ERROR(ValidDataEndpoint(request.data_endpoint, options_.ipc_data_endpoints).WithContext("worker " + request.worker_id));
-  if (!caller.identity.empty() && !request.data_sealed) {
+  STOKER_RETURN_IF_ERROR(CheckLocalWorker(request, caller));
+  const bool local = !request.local_group.empty();
+  STOKER_RETURN_IF_ERROR(ValidDataEndpoint(request.data_endpoint, options_.ipc_data_endpoints || local)
+                             .WithContext("worker " + request.worker_id));
+  if (!caller.identity.empty() && !request.data_sealed && !local) {
     return InvalidArgumentError("worker " + request.worker_id +
                                 " registers without a sealed data port (clients of this version cannot use it)");
   }
@@ -49,11 +78,20 @@ Status CoordinatorImpl::CheckNewWorkerLocked(const RegisterWorkerRequest& reques
     // lists, with its own endpoint). A worker elsewhere is another worker, under another id, or this one once the
     // coordinator has counted it lost (silent for the lease TTL). A restarted worker on the same port is the same.
     if (w.data_endpoint != request.data_endpoint || w.data_sealed != request.data_sealed ||
-        w.data_public_key != request.data_public_key) {
+        w.data_public_key != request.data_public_key || w.local_group != request.local_group) {
       return AlreadyExistsError("worker id " + request.worker_id + " is registered at another data port and not "
                                 "lost; a worker elsewhere registers under another id");
     }
     return Status::Ok();
+  }
+  if (!request.local_group.empty()) {  // one client key must not fill the registry with workers nobody else can use
+    const size_t held = std::count_if(workers_.begin(), workers_.end(), [&](const auto& entry) {
+      return !entry.second.local_group.empty() && entry.second.identity == caller.identity;
+    });
+    if (held >= kMaxLocalWorkersPerKey) {
+      return ResourceExhaustedError("the key " + caller.identity + " has " + std::to_string(held) +
+                                    " node-local workers registered, the most one key may have");
+    }
   }
   if (workers_.size() >= options_.max_registered_workers) {
     return ResourceExhaustedError("the coordinator has " + std::to_string(workers_.size()) +
@@ -81,8 +119,12 @@ StatusOr<RegisterWorkerResponse> CoordinatorImpl::RegisterWorker(const RegisterW
   // A registered id's data port, sealing and key are the ones it registered with (CheckNewWorkerLocked).
   if (inserted || w.threads != threads) {
     ++membership_version_;
-    ApplyLocked(WorkerJoined{request.worker_id, request.data_endpoint, threads, request.data_public_key,
-                             caller.identity, request.data_sealed});
+    // A node-local worker is not journaled: its group is a secret the journal does not keep, and after a restart it
+    // registers again (with it) rather than come back as a pool worker whose ipc:// socket nobody can reach.
+    if (request.local_group.empty()) {
+      ApplyLocked(WorkerJoined{request.worker_id, request.data_endpoint, threads, request.data_public_key,
+                               caller.identity, request.data_sealed});
+    }
   }
   w.data_sealed = request.data_sealed;
   w.data_endpoint = request.data_endpoint;
@@ -90,10 +132,11 @@ StatusOr<RegisterWorkerResponse> CoordinatorImpl::RegisterWorker(const RegisterW
   w.version = request.version.substr(0, 64);
   w.data_public_key = request.data_public_key;
   w.identity = caller.identity;
+  w.local_group = request.local_group;
   w.last_heard = clock_.Now();
   if (inserted) {
     STOKER_LOG(kInfo) << "worker " << request.worker_id << " joined at " << request.data_endpoint << " ("
-                      << w.threads << " threads)";
+                      << w.threads << " threads" << (w.local_group.empty() ? "" : ", node-local") << ")";
   }
   RegisterWorkerResponse response{static_cast<uint32_t>(ToMillis(options_.heartbeat_interval)),
                                   static_cast<uint32_t>(ToMillis(options_.lease_ttl))};
@@ -107,6 +150,11 @@ StatusOr<CoordinatorImpl::WorkerRuntime*> CoordinatorImpl::CallingWorkerLocked(c
                                                                                 const Caller& caller) {
   auto it = workers_.find(worker_id);
   if (it == workers_.end()) {
+    const std::optional<PeerIdentity> who = ParseIdentity(caller.identity);
+    if (who && who->role == Role::kClient) {
+      return PermissionDeniedError("a client key makes worker requests only for the node-local workers it "
+                                   "registered; " + worker_id + " is not one");
+    }
     return FailedPreconditionError("worker " + worker_id + " is not registered (coordinator restarted or it timed "
                                    "out): register again");
   }
@@ -130,7 +178,8 @@ StatusOr<WorkerHeartbeatResponse> CoordinatorImpl::WorkerHeartbeat(const WorkerH
   w->last_heard = now;
   if (request.draining && !w->draining) STOKER_LOG(kInfo) << "worker " << request.worker_id << " is draining";
   w->draining = request.draining;
-  capacity_.Worker(request.worker_id, w->threads, request.busy_seconds, request.samples_made, now);
+  capacity_.Worker(request.worker_id, w->threads, request.busy_seconds, request.samples_made, now,
+                   !w->local_group.empty(), w->local_job);
   WorkerHeartbeatResponse response;
   for (const LeaseRef& ref : request.leases) {
     JobRuntime* job = FindJobLocked(ref.job);
@@ -174,11 +223,12 @@ bool CoordinatorImpl::AdoptLocked(const LeaseRef& ref, const std::string& worker
 
 void CoordinatorImpl::RemoveWorkerLocked(const std::string& worker_id, uint64_t* counter) {
   // Forget the worker first, so the parked requests served below can never be its own.
+  const bool journaled = !IsLocalLocked(worker_id);
   workers_.erase(worker_id);
   parked_at_.erase(worker_id);
   capacity_.ForgetWorker(worker_id);
   ++membership_version_;
-  ApplyLocked(WorkerLeft{worker_id});
+  if (journaled) ApplyLocked(WorkerLeft{worker_id});
   for (auto& [name, job] : jobs_) {
     for (uint32_t rank = 0; rank < job.ranks.size(); ++rank) {
       RankRuntime& r = job.ranks[rank];
@@ -196,10 +246,16 @@ void CoordinatorImpl::RemoveWorkerLocked(const std::string& worker_id, uint64_t*
 // A client connects to the first ClientOptions::max_workers workers of this list. Workers that have delivered come
 // first, then the rest in the order they joined: a key holder registering many made-up workers (whatever their ids)
 // cannot push the working ones off the end of a client's list.
-std::vector<WorkerInfo> CoordinatorImpl::WorkerListLocked(const std::string& client_identity) const {
+std::vector<WorkerInfo> CoordinatorImpl::WorkerListLocked(const std::string& client_identity,
+                                                          const std::string& local_group) const {
   std::vector<const std::pair<const std::string, WorkerRuntime>*> order;
   order.reserve(workers_.size());
-  for (const auto& entry : workers_) order.push_back(&entry);
+  for (const auto& entry : workers_) {
+    // Another node's local workers are no use to this client (their sockets are on that node) and none of its
+    // business; a session without a group is listed none.
+    if (!entry.second.local_group.empty() && (local_group.empty() || entry.second.local_group != local_group)) continue;
+    order.push_back(&entry);
+  }
   std::sort(order.begin(), order.end(), [](const auto* a, const auto* b) {
     if (a->second.delivered != b->second.delivered) return a->second.delivered;
     return a->second.joined < b->second.joined;
@@ -209,7 +265,7 @@ std::vector<WorkerInfo> CoordinatorImpl::WorkerListLocked(const std::string& cli
     const std::string& id = entry->first;
     const WorkerRuntime& w = entry->second;
     std::string ticket, seal_key;
-    if (w.data_sealed && !options_.data_ticket_master.empty() && !client_identity.empty()) {
+    if (w.data_sealed && w.local_group.empty() && !options_.data_ticket_master.empty() && !client_identity.empty()) {
       const std::string worker_key = WorkerTicketKey(options_.data_ticket_master, id);
       ticket = DataTicket(worker_key, client_identity);
       seal_key = DataSealKey(worker_key, client_identity);
@@ -219,10 +275,35 @@ std::vector<WorkerInfo> CoordinatorImpl::WorkerListLocked(const std::string& cli
   return list;
 }
 
-StatusOr<JobSpec> CoordinatorImpl::GetJob(const std::string& name) {
+bool CoordinatorImpl::IsLocalLocked(const std::string& worker_id) const {
+  auto it = workers_.find(worker_id);
+  return it != workers_.end() && !it->second.local_group.empty();
+}
+
+Status CoordinatorImpl::MayServeLocked(const WorkerRuntime& w, const std::string& worker_id, const JobRuntime& job,
+                                       uint32_t rank) const {
+  if (w.local_group.empty()) return Status::Ok();
+  const RankRuntime& r = job.ranks[rank];
+  if (!r.session_live || r.local_group != w.local_group) {
+    return PermissionDeniedError("worker " + worker_id + " is node-local to another client: it serves only its own");
+  }
+  const std::optional<PeerIdentity> who = ParseIdentity(w.identity);
+  if (who && who->role == Role::kClient && ViewLocked(job, rank).holder != w.identity) {
+    return PermissionDeniedError("worker " + worker_id + " registered under a client key serves only that key's ranks");
+  }
+  return Status::Ok();
+}
+
+StatusOr<JobSpec> CoordinatorImpl::GetJob(const std::string& name, const Caller& caller) {
   MutexLock lock(mu_);
   const JobRecord* record = state_.FindJob(name);
   if (record == nullptr) return NotFoundError("unknown job '" + name + "'");
+  const std::optional<PeerIdentity> who = ParseIdentity(caller.identity);
+  if (who && who->role == Role::kClient &&
+      std::none_of(record->ranks.begin(), record->ranks.end(),
+                   [&](const RankRecord& r) { return r.holder == caller.identity; })) {
+    return PermissionDeniedError("a client key gets only the spec of a job it holds a rank of");
+  }
   return record->spec;
 }
 

@@ -90,9 +90,13 @@ void CollectLeasing(const CoordinatorStats& s, uint32_t max_workers, MetricFamil
     releases.Add({{"reason", reason}}, static_cast<double>(n));
   }
   out.push_back(releases.Build());
-  out.push_back(FamilyBuilder("stoker_coordinator_workers", "Registered workers by state.", MetricType::Gauge)
-                    .Add({{"state", "active"}}, static_cast<double>(s.workers - s.workers_draining))
+  out.push_back(FamilyBuilder("stoker_coordinator_workers",
+                              "Registered workers by state: the pool's active and draining ones, and node-local "
+                              "ones (beside one client each).",
+                              MetricType::Gauge)
+                    .Add({{"state", "active"}}, static_cast<double>(s.workers - s.workers_draining - s.workers_local))
                     .Add({{"state", "draining"}}, static_cast<double>(s.workers_draining))
+                    .Add({{"state", "local"}}, static_cast<double>(s.workers_local))
                     .Build());
   out.push_back(FamilyBuilder("stoker_coordinator_clients", "Client sessions holding a rank.", MetricType::Gauge)
                     .Add({{"state", "live"}}, static_cast<double>(s.live_clients))
@@ -120,6 +124,13 @@ void CollectLeasing(const CoordinatorStats& s, uint32_t max_workers, MetricFamil
   }
   Single(out, "stoker_coordinator_leases_granted_total", "Leases granted.", MetricType::Counter,
          static_cast<double>(s.leases_granted));
+  Single(out, "stoker_coordinator_local_leases_granted_total", "Leases granted to node-local workers.",
+         MetricType::Counter, static_cast<double>(s.leases_granted_local));
+  if (s.advice.local_supply > 0) {
+    Single(out, "stoker_coordinator_local_capacity_samples_per_second",
+           "Samples per second the node-local workers make at full busy: demand the pool need not meet.",
+           MetricType::Gauge, s.advice.local_supply);
+  }
   Single(out, "stoker_coordinator_units_committed_total", "Units whose batches were all acked.", MetricType::Counter,
          static_cast<double>(s.units_committed));
   Single(out, "stoker_coordinator_quarantined_samples_total",

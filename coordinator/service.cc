@@ -169,7 +169,9 @@ void CoordinatorService::EndJournalOutage(TimePoint now) {
 
 namespace {
 
-// The role a method belongs to: a worker key makes worker requests only, a client key client requests only.
+// The role a method belongs to: a worker key makes worker requests only, a client key client requests and those of
+// the node-local workers it registered (the Impl holds those to its own ranks: CheckNewWorkerLocked, MayServeLocked,
+// GetJob).
 std::optional<Role> RoleFor(const RequestBody& body) {
   if (std::holds_alternative<RegisterClientRequest>(body) || std::holds_alternative<ClientHeartbeatRequest>(body)) {
     return Role::kClient;
@@ -183,7 +185,7 @@ Status CheckRole(const Caller& caller, const RequestBody& body) {
   std::optional<PeerIdentity> who = ParseIdentity(caller.identity);
   std::optional<Role> needed = RoleFor(body);
   if (!who) return PermissionDeniedError("an unknown identity");
-  if (needed && who->role != *needed) {
+  if (needed && who->role != *needed && !(*needed == Role::kWorker && who->role == Role::kClient)) {
     return PermissionDeniedError(std::string("a ") + RoleName(who->role) + " key cannot make a " + MethodName(body) +
                                  " request");
   }
@@ -261,7 +263,7 @@ StatusOr<ReplyBody> CoordinatorService::Dispatch(const std::string& peer, const 
         if constexpr (std::is_same_v<T, UnitDoneRequest>) return none(impl_.UnitDone(r, caller));
         if constexpr (std::is_same_v<T, RegisterClientRequest>) return body(impl_.RegisterClient(r, caller));
         if constexpr (std::is_same_v<T, ClientHeartbeatRequest>) return body(impl_.ClientHeartbeat(r, caller));
-        if constexpr (std::is_same_v<T, GetJobRequest>) return body(impl_.GetJob(r.job));
+        if constexpr (std::is_same_v<T, GetJobRequest>) return body(impl_.GetJob(r.job, caller));
         if constexpr (std::is_same_v<T, DeregisterRequest>) return none(impl_.Deregister(r, caller));
         if constexpr (std::is_same_v<T, LeaseRequest>) {
           const RequestHandle handle = next_handle_++;

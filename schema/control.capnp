@@ -82,6 +82,11 @@ struct RegisterWorker {
   dataSealed @4 :Bool;          # the data port authenticates clients by data ticket (ZeroMQ PLAIN) and seals every
                                 # batch (auth/data_tickets.h, auth/seal.h); required with CURVE on. dataPublicKey
                                 # is then empty (it is left from data ports that were CURVE servers)
+  localGroup @5 :Text;          # non-empty: a node-local worker (stoker-worker --local-dir). It serves only the
+                                # client sessions registered with the same group, a secret (16-64 bytes) that a
+                                # training process and the workers beside it share through a file; its dataEndpoint
+                                # is then an ipc:// socket on their host, unsealed (dataSealed false). It may
+                                # authenticate with a client key: it then serves only ranks held under that key
 }
 
 struct RegisterWorkerReply {
@@ -184,6 +189,8 @@ struct RegisterClient {
   probe @9 :Bool;               # only describe the job as this registration's shape would have it (steps per
                                 # epoch, samples): claims nothing and creates nothing (NOT_FOUND for a job that
                                 # does not exist). What a framework's len() asks before it gives the checkpoint back.
+  localGroup @10 :Text;         # the group of node-local workers beside this client (RegisterWorker.localGroup):
+                                # they are listed to this session only and leased its units first. Empty: none
 }
 
 struct WorkerInfo {
@@ -219,6 +226,7 @@ struct ClientHeartbeat {
   stepSeconds @6 :Float64;      # time between consecutive batches handed to the application
   stallSeconds @7 :Float64;     # part of that the consumer sat idle waiting for input
   samplesDelivered @8 :UInt64;
+  localGroup @9 :Text;          # as in RegisterClient: a coordinator that restarted learns it again from here
 }
 
 struct ClientHeartbeatReply {

@@ -63,7 +63,7 @@ constexpr auto kRequests = std::tuple(
     fields::Member(fields::List<RegisterWorkerRequest>(
                        STOKER_FIELD(data_endpoint, DataEndpoint), STOKER_FIELD(threads, Threads),
                        STOKER_FIELD(version, Version), STOKER_FIELD(data_public_key, DataPublicKey),
-                       STOKER_FIELD(data_sealed, DataSealed)),
+                       STOKER_FIELD(data_sealed, DataSealed), STOKER_FIELD(local_group, LocalGroup)),
                    STOKER_CAPNP_ACCESSORS(RegisterWorker)),
     fields::Member(fields::List<WorkerHeartbeatRequest>(
                        fields::Each(kLeaseRef, STOKER_FIELD(leases, Leases)), STOKER_FIELD(draining, Draining),
@@ -81,7 +81,7 @@ constexpr auto kRequests = std::tuple(
                    STOKER_CAPNP_ACCESSORS(UnitDone)),
     fields::Member(fields::List<RegisterClientRequest>(STOKER_FIELD(job, Job), STOKER_FIELD(rank, Rank),
                                                        STOKER_FIELD(window, Window), STOKER_FIELD(probe, Probe),
-                                                       SpecAndResume()),
+                                                       STOKER_FIELD(local_group, LocalGroup), SpecAndResume()),
                    STOKER_CAPNP_ACCESSORS(RegisterClient)),
     fields::Member(fields::List<ClientHeartbeatRequest>(
                        STOKER_FIELD(job, Job), STOKER_FIELD(rank, Rank), STOKER_FIELD(consumed, Consumed),
@@ -90,7 +90,7 @@ constexpr auto kRequests = std::tuple(
                        STOKER_FIELD(membership_version, MembershipVersion),
                        fields::Telemetry(STOKER_FIELD(step_seconds, StepSeconds)),
                        fields::Telemetry(STOKER_FIELD(stall_seconds, StallSeconds)),
-                       STOKER_FIELD(samples_delivered, SamplesDelivered)),
+                       STOKER_FIELD(samples_delivered, SamplesDelivered), STOKER_FIELD(local_group, LocalGroup)),
                    STOKER_CAPNP_ACCESSORS(ClientHeartbeat)),
     fields::Member(fields::List<GetJobRequest>(STOKER_FIELD(job, Job)), STOKER_CAPNP_ACCESSORS(GetJob)),
     fields::Member(fields::List<DeregisterRequest>(STOKER_FIELD(job, Job), STOKER_FIELD(rank, Rank)),

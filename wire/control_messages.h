@@ -61,6 +61,7 @@ struct RegisterWorkerRequest {
   std::string version;
   std::string data_public_key;  // z85; empty without CURVE
   bool data_sealed = false;     // the data port checks data tickets and seals batches (auth/seal.h)
+  std::string local_group;      // non-empty: node-local to the clients of this group (schema/control.capnp)
 };
 struct RegisterWorkerResponse {
   uint32_t heartbeat_interval_ms = 0;
@@ -118,6 +119,7 @@ struct RegisterClientRequest {
   uint32_t window = 0;
   std::optional<ResumePoint> resume;
   bool probe = false;  // only describe: claims nothing (Client::Describe)
+  std::string local_group;  // the node-local workers' group beside this client; empty: none
 };
 struct RegisterClientResponse {
   JobSpec spec;
@@ -140,6 +142,7 @@ struct ClientHeartbeatRequest {
   double step_seconds = 0;   // telemetry, cumulative
   double stall_seconds = 0;
   uint64_t samples_delivered = 0;
+  std::string local_group;  // as in RegisterClientRequest
 };
 struct ClientHeartbeatResponse {
   uint64_t membership_version = 0;

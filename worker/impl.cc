@@ -41,7 +41,8 @@ void WorkerImpl::Register(const std::string& advertised_endpoint, bool data_seal
 }
 
 void WorkerImpl::SendRegister() {
-  Send(RegisterWorkerRequest{id_, advertised_, threads_, GetBuildInfo().version, "", data_sealed_});
+  Send(RegisterWorkerRequest{id_, advertised_, threads_, GetBuildInfo().version, "", data_sealed_,
+                            options_.local_group});
 }
 
 void WorkerImpl::SendHeartbeat() {
@@ -361,8 +362,11 @@ void WorkerImpl::DropSilentStreams(TimePoint now) {
   }
 }
 
-WorkerImpl::StreamKey WorkerImpl::StreamOf(const UnitWork& work) {
-  return {work.lease.job, work.lease.rank, work.lease.client_id, work.lease.client_identity};
+WorkerImpl::StreamKey WorkerImpl::StreamOf(const UnitWork& work) const {
+  // A node-local worker's port is unsealed: its clients have no authenticated identity there (the socket's directory
+  // is the trust), so its streams are keyed without one.
+  return {work.lease.job, work.lease.rank, work.lease.client_id,
+          options_.local_group.empty() ? work.lease.client_identity : std::string()};
 }
 
 // Batches leased for this stream's client and not yet sent: what its credit is spent on.

@@ -176,7 +176,7 @@ class WorkerImpl {
   void DropStream(const StreamKey& key);
   void DropStreamsBeyondPlan(const std::string& name);
   void DropSilentStreams(TimePoint now);
-  static StreamKey StreamOf(const UnitWork& work);
+  StreamKey StreamOf(const UnitWork& work) const;
   uint32_t InHand(const StreamKey& key) const;
 
   void RequestLeases();

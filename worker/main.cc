@@ -11,7 +11,9 @@
 #include "base/env.h"
 #include "base/flags.h"
 #include "base/lifeline.h"
+#include "base/local_group.h"
 #include "base/logging.h"
+#include "wire/frames.h"
 #include "worker/metrics.h"
 #include "worker/worker.h"
 
@@ -50,6 +52,23 @@ void AddSecurityFlags(FlagSet& flags, KeySources& keys, bool& plain_data) {
                 "warning");
 }
 
+// The keys; and for a node-local worker (--local-dir) its group, id and socket, and a client's key accepted.
+Status ResolveLocalAndKeys(WorkerOptions& o, const KeySources& keys) {
+  if (o.local_dir.empty()) {
+    STOKER_ASSIGN_OR_RETURN(o.security, LoadSecurity(Role::kWorker, keys));
+    return Status::Ok();
+  }
+  STOKER_ASSIGN_OR_RETURN(o.local_group, ReadOrMakeLocalGroup(o.local_dir));
+  if (o.worker_id.empty()) o.worker_id = NewPeerId("w");
+  if (o.worker_id.find('/') != std::string::npos) return InvalidArgumentError("--worker-id: no '/' in an id");
+  if (!IpcEndpointIn(o.listen, o.local_dir)) o.listen = "ipc://" + o.local_dir + "/" + o.worker_id + ".sock";
+  if (!o.advertise_endpoint.empty() || !o.advertise_host.empty()) {
+    return InvalidArgumentError("--local-dir: a node-local worker advertises its ipc:// socket, not --advertise");
+  }
+  STOKER_ASSIGN_OR_RETURN(o.security, LoadSecurity(Role::kWorker, keys, Role::kClient));
+  return Status::Ok();
+}
+
 // The flags into a Config; Cancelled after --help.
 StatusOr<Config> ParseFlags(int argc, char** argv) {
   Config c;
@@ -72,6 +91,11 @@ StatusOr<Config> ParseFlags(int argc, char** argv) {
   flags.AddString("manifest-root", &o.manifest_root, "dataset root to use instead of the manifests' own");
   flags.AddString("drain-grace", &drain_grace, "on SIGTERM, time to finish held units before handing them back");
   flags.AddString("worker-id", &o.worker_id, "worker id (default: random w-…)");
+  flags.AddString("local-dir", &o.local_dir,
+                  "node-local worker for the training process sharing this directory (absolute; its file `group` "
+                  "is made if absent): binds ipc://DIR/<worker-id>.sock unless --listen names an ipc:// socket in "
+                  "DIR, sends batches unsealed over it, and is listed to that process only, which it serves first; "
+                  "may run with the client's key (it then serves only that key's ranks)");
   flags.AddString("endpoint-file", &c.endpoint_file, "write the advertised data endpoint here once bound");
   flags.AddInt("lifeline-fd", &c.lifeline_fd,
                "exit at once when this inherited pipe reaches end-of-file: the process that started this one is gone (stoker's local mode; -1: none)");
@@ -122,7 +146,7 @@ StatusOr<Config> ParseFlags(int argc, char** argv) {
   if (!delay.ok()) return delay.status().WithContext("--inject-sample-delay");
   o.inject_sample_delay = Millis(*delay);
   if (!SetLogLevelFromString(log_level)) return InvalidArgumentError("--log-level: " + log_level);
-  STOKER_ASSIGN_OR_RETURN(o.security, LoadSecurity(Role::kWorker, keys));
+  STOKER_RETURN_IF_ERROR(ResolveLocalAndKeys(o, keys));
   STOKER_ASSIGN_OR_RETURN(o.storage, storage.Resolve([](const char* name) { return std::getenv(name); }));
   return c;
 }

@@ -40,6 +40,11 @@ struct WorkerOptions {
   Duration inject_sample_delay = Duration(0);
   // Fault injection (tests): send every batch under the wrong sample ids, as a compromised worker would.
   bool inject_wrong_samples = false;
+  // Node-local (--local-dir): the directory this worker shares with the training process beside it, and the group
+  // read from it (base/local_group.h). Its data port is then an ipc:// socket there, unsealed, and the coordinator
+  // lists it to that process's sessions only. Empty: a pool worker.
+  std::string local_dir;
+  std::string local_group;
   // CURVE (auth/keys.h): the worker's key toward the coordinator and the coordinator's key; the data port admits
   // clients by data ticket and seals their batches (worker/data_port.h). security.insecure: none of it.
   Security security;

@@ -16,6 +16,7 @@
 #include "client/src/received_batch.h"
 #include "dataset/checkpoint.h"
 #include "auth/keys.h"
+#include "base/local_group.h"
 #include "base/logging.h"
 #include "client/src/local_manifest.h"
 #include "client/src/local_servers.h"
@@ -85,8 +86,12 @@ Status CheckOptions(const ClientOptions& options) {
     return InvalidArgumentError("ClientOptions.payload_frame_bytes must be 0 (one frame) or at least " +
                                 std::to_string(kMinPayloadFrameBytes) + " bytes");
   }
-  if (options.local_workers != 0 && options.coordinator != kLocalCoordinator) {
-    return InvalidArgumentError("ClientOptions.local_workers is for local mode (coordinator \"local\") only");
+  if (!options.local_dir.empty() && (options.coordinator == kLocalCoordinator || options.local_workers != 0)) {
+    return InvalidArgumentError("ClientOptions.local_dir names node-local workers someone else started: not with "
+                                "local mode or local_workers, which start their own");
+  }
+  if (!options.local_dir.empty() && options.local_dir.front() != '/') {
+    return InvalidArgumentError("ClientOptions.local_dir must be an absolute path");
   }
   if (options.spec && options.spec->name != options.job) {
     return InvalidArgumentError("ClientOptions.job '" + options.job + "' differs from spec.name '" +
@@ -120,6 +125,33 @@ StatusOr<Security> SecurityOf(const ClientOptions& options, bool local) {
                                       .allow_readable_key = options.allow_readable_key});
 }
 
+// Node-local workers beside a cluster's pool (ClientOptions::local_workers with a coordinator of its own): started
+// in a private directory, local to this client; `options.local_dir` then names it.
+StatusOr<std::unique_ptr<client::LocalServers>> StartNodeLocal(ClientOptions& options) {
+  std::vector<std::string> security;
+  if (!options.key_file.empty()) security.push_back("--key-file=" + options.key_file);
+  if (!options.trust_file.empty()) security.push_back("--trust-file=" + options.trust_file);
+  if (options.insecure) security.push_back("--insecure");
+  if (options.allow_readable_key) security.push_back("--allow-readable-key");
+  STOKER_ASSIGN_OR_RETURN(auto servers, client::LocalServers::Start({.workers = options.local_workers,
+                                                                     .bin_dir = options.local_bin_dir,
+                                                                     .coordinator = options.coordinator,
+                                                                     .worker_flags = std::move(security)}));
+  options.local_dir = servers->dir();
+  // As in local mode, two batches per local worker keep them busy; the pool's workers need their room besides.
+  options.prefetch = std::min(options.prefetch + 2 * std::min(options.local_workers, 2046u),
+                              std::max(options.prefetch, 4096u));  // the coordinator's largest window
+  return servers;
+}
+
+// The group of the node-local workers in `options.local_dir`; empty without one.
+StatusOr<std::string> LocalGroupOf(const ClientOptions& options) {
+  if (options.local_dir.empty() || options.coordinator == kLocalCoordinator) return std::string();
+  auto group = ReadOrMakeLocalGroup(options.local_dir);
+  if (!group.ok()) return group.status().WithContext("ClientOptions.local_dir");
+  return group;
+}
+
 // The shared state, with the doorbell its I/O thread waits on.
 StatusOr<std::shared_ptr<ClientCore>> NewCore(const ClientOptions& options) {
   const int doorbell = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -130,9 +162,10 @@ StatusOr<std::shared_ptr<ClientCore>> NewCore(const ClientOptions& options) {
 }
 
 StatusOr<std::unique_ptr<client::IoThread>> NewIoThread(const ClientOptions& options, Security security,
-                                                        std::shared_ptr<ClientCore> core) {
+                                                        std::shared_ptr<ClientCore> core,
+                                                        std::string local_group = "") {
   try {  // the coordinator socket: out of descriptors (EMFILE) is an error for the caller, never std::terminate
-    return std::make_unique<client::IoThread>(options, std::move(security), std::move(core));
+    return std::make_unique<client::IoThread>(options, std::move(security), std::move(core), std::move(local_group));
   } catch (const zmq::error_t& e) {
     return ResourceExhaustedError(std::string("cannot open the coordinator socket: ") + e.what());
   }
@@ -193,12 +226,16 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& asked, co
   ClientOptions options = asked;
   if (asked.coordinator == kLocalCoordinator) {
     STOKER_ASSIGN_OR_RETURN(client->local_, StartLocal(options));
+  } else if (asked.local_workers > 0) {
+    STOKER_ASSIGN_OR_RETURN(client->local_, StartNodeLocal(options));
   }
-  STOKER_ASSIGN_OR_RETURN(Security security, SecurityOf(options, client->local_ != nullptr));
+  STOKER_ASSIGN_OR_RETURN(std::string local_group, LocalGroupOf(options));
+  STOKER_ASSIGN_OR_RETURN(Security security, SecurityOf(options, asked.coordinator == kLocalCoordinator));
   const std::string gpu_uuid = client::GpuUuidForOrdinal(options.gpu);
   client->rank_ = options.rank;
   STOKER_ASSIGN_OR_RETURN(client->core_, NewCore(options));
-  STOKER_ASSIGN_OR_RETURN(client->io_, NewIoThread(options, std::move(security), client->core_));
+  STOKER_ASSIGN_OR_RETURN(client->io_,
+                          NewIoThread(options, std::move(security), client->core_, std::move(local_group)));
   STOKER_ASSIGN_OR_RETURN(client::RankClaim claim, client->io_->Register(resume));
   STOKER_ASSIGN_OR_RETURN(ClientCore::Session session,
                           SessionOf(options, claim.registered(), gpu_uuid, make_stager));

@@ -24,8 +24,12 @@ void AddClientSecurityFlags(FlagSet& flags, ClientOptions* options) {
 
 void AddLocalModeFlags(FlagSet& flags, ClientOptions* options) {
   flags.AddUint32("local-workers", &options->local_workers,
-                  "with --coordinator local: worker processes to start on this machine (0: the cores this process "
-                  "may use, less two)");
+                  "worker processes to start on this machine: with --coordinator local all of them (0: the cores "
+                  "this process may use, less two); with a cluster's coordinator, node-local workers beside the "
+                  "pool, which serve this client first (0: none)");
+  flags.AddString("local-dir", &options->local_dir,
+                  "with a cluster's coordinator: use the node-local workers in this directory (stoker-worker "
+                  "--local-dir, e.g. a sidecar sharing an emptyDir) instead of starting any");
   flags.AddString("local-bin-dir", &options->local_bin_dir,
                   "with --coordinator local: where stoker-coordinator and stoker-worker are (default: "
                   "$STOKER_BIN_DIR, ../bin beside the stoker library, $PATH)");

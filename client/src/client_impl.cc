@@ -6,6 +6,7 @@
 #include <set>
 #include <utility>
 
+#include "base/local_group.h"
 #include "base/logging.h"
 
 namespace stoker::client {
@@ -13,8 +14,10 @@ namespace stoker::client {
 namespace {
 
 // A data endpoint this client will connect to: tcp://host:port, at most 256 bytes (the coordinator checks the same);
-// ipc:// too when the coordinator itself is reached over ipc:// (local mode: every process is on this host).
-Status ValidWorker(const WorkerInfo& info, bool curve, bool ipc) {
+// ipc:// too when the coordinator itself is reached over ipc:// (local mode: every process is on this host), and a
+// node-local worker's socket in this client's local directory, which has no ticket (its trust is the directory's).
+Status ValidWorker(const WorkerInfo& info, bool curve, bool ipc, bool node_local) {
+  if (node_local) return Status::Ok();
   const bool tcp = info.data_endpoint.rfind("tcp://", 0) == 0;
   if (info.data_endpoint.size() > 256 || !(tcp || (ipc && info.data_endpoint.rfind("ipc:///", 0) == 0))) {
     return InvalidArgumentError("worker " + info.worker_id + " lists a data endpoint that is not tcp://, <= 256 bytes");
@@ -28,8 +31,17 @@ Status ValidWorker(const WorkerInfo& info, bool curve, bool ipc) {
 
 }  // namespace
 
-ClientImpl::ClientImpl(const ClientOptions& options, ClientCore& core, bool curve)
-    : options_(options), core_(core), clock_(core.clock()), curve_(curve), tracker_(clock_, kRequestTimeout) {}
+bool ClientImpl::IsNodeLocal(const WorkerInfo& info) const {
+  return !local_group_.empty() && IpcEndpointIn(info.data_endpoint, options_.local_dir);
+}
+
+ClientImpl::ClientImpl(const ClientOptions& options, ClientCore& core, bool curve, std::string local_group)
+    : options_(options),
+      core_(core),
+      clock_(core.clock()),
+      curve_(curve),
+      local_group_(std::move(local_group)),
+      tracker_(clock_, kRequestTimeout) {}
 
 ClientImpl::Outbox ClientImpl::TakeOutbox() { return std::exchange(outbox_, Outbox{}); }
 
@@ -43,7 +55,7 @@ uint64_t ClientImpl::Send(RequestBody body) {
 
 void ClientImpl::Register(const std::optional<ResumePoint>& resume, bool probe) {
   claim_request_ = RegisterClientRequest{core_.client_id(), options_.job, options_.rank, options_.spec,
-                                         options_.prefetch, resume, probe};
+                                         options_.prefetch, resume, probe, local_group_};
   claim_result_.reset();
   claim_deadline_ = clock_.Now() + options_.claim_timeout;
   StartClaim();
@@ -121,6 +133,8 @@ void ClientImpl::Start(const RegisterClientResponse& registered) {
                                3,
                                options_.payload_frame_bytes,
                                /*sealed=*/curve_};
+  expected_unsealed_ = expected_;
+  expected_unsealed_.sealed = false;  // a node-local worker's ipc:// connection
   if (options_.payload_frame_bytes > 0) {
     max_payload_frames_ = static_cast<size_t>(std::max<uint64_t>(1, spec.BatchBytes() / 4096));
   }
@@ -170,6 +184,7 @@ void ClientImpl::SendHeartbeat() {
   hb.job = options_.job;
   hb.rank = options_.rank;
   hb.membership_version = membership_version_;
+  hb.local_group = local_group_;
   const uint64_t number = core_.TakeAck(hb);
   heartbeat_numbers_[Send(std::move(hb))] = number;
 }
@@ -242,7 +257,8 @@ void ClientImpl::UpdateWorkers(const std::vector<WorkerInfo>& list) {
       ++refused;  // every connection is a file descriptor: a list this long would exhaust the process's
       continue;
     }
-    if (Status s = ValidWorker(info, curve_, options_.coordinator.rfind("ipc://", 0) == 0); !s.ok()) {
+    if (Status s = ValidWorker(info, curve_, options_.coordinator.rfind("ipc://", 0) == 0, IsNodeLocal(info));
+        !s.ok()) {
       STOKER_LOG(kWarning) << s.message();
       ++refused;
       continue;

@@ -47,7 +47,9 @@ class ClientImpl {
   };
 
   // `curve`: this client speaks CURVE, so a listed worker must name a key or a ticket for its data port.
-  ClientImpl(const ClientOptions& options, ClientCore& core, bool curve);
+  // `local_group`: the group of the node-local workers in options.local_dir (base/local_group.h), sent with the
+  // registration and heartbeats; their ipc:// sockets there are then accepted, unsealed. Empty: none.
+  ClientImpl(const ClientOptions& options, ClientCore& core, bool curve, std::string local_group = "");
 
   // ---- claiming the rank (before Start) -----------------------------------------------------------------------
   // Sends the registration. Unanswered, it goes again every 2 s (at once after UNAVAILABLE) until the connect
@@ -56,6 +58,10 @@ class ClientImpl {
   void Register(const std::optional<ResumePoint>& resume, bool probe = false);
   // Empty while the claim is undecided; then the coordinator's answer, or DeadlineExceeded.
   const std::optional<StatusOr<RegisterClientResponse>>& claim() const { return claim_result_; }
+
+  // Whether `info` is one of this client's node-local workers: an ipc:// socket in its local directory, this
+  // client having a local group. Connected to unsealed.
+  bool IsNodeLocal(const WorkerInfo& info) const;
 
   // ---- the session (the core is started) ----------------------------------------------------------------------
   // The rank is ours: connect to the listed workers, credit them, and from now on heartbeat.
@@ -80,6 +86,8 @@ class ClientImpl {
   bool IsPending(uint64_t request_id) const { return tracker_.IsPending(request_id); }
   // What every batch must agree with (set by Start), and the most payload frames one may come in.
   const BatchExpectation& expectation() const { return expected_; }
+  // The same for an unsealed connection (a node-local worker's, IsNodeLocal).
+  const BatchExpectation& unsealed_expectation() const { return expected_unsealed_; }
   size_t max_payload_frames() const { return max_payload_frames_; }
   bool session_lost() const { return session_lost_; }
   size_t connections() const { return connections_.size(); }
@@ -116,6 +124,7 @@ class ClientImpl {
   ClientCore& core_;
   const Clock& clock_;  // the core's
   const bool curve_;
+  const std::string local_group_;
   RequestTracker tracker_;
   Outbox outbox_;
 
@@ -130,6 +139,7 @@ class ClientImpl {
 
   bool started_ = false;
   BatchExpectation expected_;
+  BatchExpectation expected_unsealed_;
   // The most payload frames one batch may come in: 1, or with payload_frame_bytes one per 4 KiB of a batch (a
   // worker may cut finer than asked).
   size_t max_payload_frames_ = 1;

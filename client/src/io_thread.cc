@@ -73,12 +73,13 @@ zmq::context_t& ProcessContext() {
   return *context;
 }
 
-IoThread::IoThread(const ClientOptions& options, Security security, std::shared_ptr<ClientCore> core)
+IoThread::IoThread(const ClientOptions& options, Security security, std::shared_ptr<ClientCore> core,
+                   std::string local_group)
     : options_(options),
       security_(std::move(security)),
       core_(std::move(core)),
       clock_(core_->clock()),
-      impl_(options, *core_, /*curve=*/!security_.insecure),
+      impl_(options, *core_, /*curve=*/!security_.insecure, std::move(local_group)),
       control_(ProcessContext(), zmq::socket_type::dealer) {
   ConfigureControlSocket(control_);
 }
@@ -250,7 +251,7 @@ Status IoThread::OpenWorker(const WorkerInfo& info) {
     o.receive_hwm = 0;  // the coordinator's window, not a message count, bounds what can arrive
     ConfigureSocket(*w.socket, o);
     w.socket->set(zmq::sockopt::affinity, NextIoAffinity());
-    if (!security_.insecure) {
+    if (!security_.insecure && !impl_.IsNodeLocal(info)) {  // a node-local worker's socket: trusted as its directory
       // The data port takes this client's ticket; the connection is then sealed with keys from its seal key. The
       // connection's routing id is ours and random, so the worker keeps its session (and the keys) when ZeroMQ
       // reconnects after a reset, instead of meeting a stranger that must offer again.
@@ -289,7 +290,8 @@ void IoThread::DrainWorker(const std::string& id, WorkerConnection& w) {
     std::vector<size_t> sizes;
     sizes.reserve(payload.size());
     for (const zmq::message_t& f : payload) sizes.push_back(f.size());
-    StatusOr<WorkerMessage> message = DecodeWorkerMessage(std::move(header), sizes, impl_.expectation());
+    StatusOr<WorkerMessage> message = DecodeWorkerMessage(
+        std::move(header), sizes, w.seal ? impl_.expectation() : impl_.unsealed_expectation());
     const std::span<const uint8_t> header_span(reinterpret_cast<const uint8_t*>(header_bytes.data()),
                                                header_bytes.size());
     if (w.seal && !Unseal(id, w, message, header_span, payload, trailer ? &*trailer : nullptr)) continue;

@@ -40,7 +40,9 @@ class IoThread {
  public:
   // `security`: the client's CURVE key and the coordinator's public key (insecure: no CURVE). Throws
   // zmq::error_t if the coordinator's socket cannot be made (out of descriptors).
-  IoThread(const ClientOptions& options, Security security, std::shared_ptr<ClientCore> core);
+  // `local_group`: ClientImpl's (the node-local workers' group in options.local_dir; empty: none).
+  IoThread(const ClientOptions& options, Security security, std::shared_ptr<ClientCore> core,
+           std::string local_group = "");
   ~IoThread();
   IoThread(const IoThread&) = delete;
   IoThread& operator=(const IoThread&) = delete;

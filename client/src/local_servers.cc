@@ -15,6 +15,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/local_group.h"
 #include "base/logging.h"
 #include "client/src/local_manifest.h"
 
@@ -124,14 +125,24 @@ StatusOr<std::unique_ptr<LocalServers>> LocalServers::Start(const LocalServerOpt
   STOKER_RETURN_IF_ERROR(servers->MakeDirectory());
   STOKER_ASSIGN_OR_RETURN(servers->lifeline_, Lifeline::Make());
   const auto deadline = std::chrono::steady_clock::now() + options.start_timeout;
-  STOKER_RETURN_IF_ERROR(servers->StartCoordinator(bin_dir, deadline));
+  if (options.coordinator.empty()) {
+    STOKER_RETURN_IF_ERROR(servers->StartCoordinator(bin_dir, deadline));
+  } else {
+    servers->coordinator_endpoint_ = options.coordinator;
+    STOKER_RETURN_IF_ERROR(ReadOrMakeLocalGroup(servers->dir_).status());  // before any worker reads it
+  }
   const uint32_t workers = options.workers > 0 ? options.workers : LocalWorkersAuto();
-  for (size_t i = 0; i < workers; ++i) STOKER_RETURN_IF_ERROR(servers->StartWorker(bin_dir, i));
+  for (size_t i = 0; i < workers; ++i) STOKER_RETURN_IF_ERROR(servers->StartWorker(bin_dir, i, options));
   for (size_t i = 0; i < workers; ++i) {  // started together, waited for together
     STOKER_RETURN_IF_ERROR(servers->WaitUntilBound("worker-" + std::to_string(i), servers->workers_[i], deadline));
   }
-  STOKER_LOG(kInfo) << "local mode: a coordinator and " << workers << (workers == 1 ? " worker" : " workers")
-                    << " in " << servers->dir_;
+  if (options.coordinator.empty()) {
+    STOKER_LOG(kInfo) << "local mode: a coordinator and " << workers << (workers == 1 ? " worker" : " workers")
+                      << " in " << servers->dir_;
+  } else {
+    STOKER_LOG(kInfo) << workers << " node-local " << (workers == 1 ? "worker" : "workers") << " in "
+                      << servers->dir_ << ", beside the pool of " << options.coordinator;
+  }
   return servers;
 }
 
@@ -176,13 +187,18 @@ Status LocalServers::StartCoordinator(const std::string& bin_dir, std::chrono::s
   return WaitUntilBound("coordinator", coordinator_, deadline);
 }
 
-Status LocalServers::StartWorker(const std::string& bin_dir, size_t index) {
+Status LocalServers::StartWorker(const std::string& bin_dir, size_t index, const LocalServerOptions& options) {
   const std::string name = "worker-" + std::to_string(index);
-  STOKER_ASSIGN_OR_RETURN(Subprocess worker,
-                          StartServer(name, {bin_dir + "/stoker-worker", "--coordinator=" + coordinator_endpoint_,
-                                             "--listen=ipc://" + dir_ + "/" + name + ".sock", "--threads=1",
-                                             "--worker-id=local-" + std::to_string(index), "--insecure",
-                                             "--metrics-listen=", "--log-level=warning"}));
+  std::vector<std::string> argv = {bin_dir + "/stoker-worker", "--coordinator=" + coordinator_endpoint_,
+                                   "--listen=ipc://" + dir_ + "/" + name + ".sock", "--threads=1",
+                                   "--metrics-listen=", "--log-level=warning"};
+  if (options.coordinator.empty()) {
+    argv.insert(argv.end(), {"--worker-id=local-" + std::to_string(index), "--insecure"});
+  } else {  // among the pool's workers: an id of its own (random), local to this directory's group
+    argv.push_back("--local-dir=" + dir_);
+    argv.insert(argv.end(), options.worker_flags.begin(), options.worker_flags.end());
+  }
+  STOKER_ASSIGN_OR_RETURN(Subprocess worker, StartServer(name, std::move(argv)));
   workers_.push_back(std::move(worker));
   return Status::Ok();
 }

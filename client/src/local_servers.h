@@ -1,5 +1,6 @@
 // LocalServers: stoker's local mode. A Client whose coordinator is "local" starts its own coordinator and worker
-// processes on this machine and owns them: they end when the Client closes, and when its process dies however it
+// processes on this machine and owns them (a Client with node-local workers beside a cluster's pool, its workers
+// only: they register with that coordinator as local to the directory's group, base/local_group.h): they end when the Client closes, and when its process dies however it
 // dies (each holds a Lifeline to it, so a SIGKILLed trainer leaves nothing behind).
 //
 // Everything lives in a private directory (mode 0700, under $XDG_RUNTIME_DIR or the temporary directory): the
@@ -28,6 +29,10 @@ struct LocalServerOptions {
   uint32_t workers = 0;                      // worker processes (one decode thread each); 0: LocalWorkersAuto()
   std::string bin_dir;                       // where stoker-coordinator and stoker-worker are (FindServerBinaries)
   std::chrono::milliseconds start_timeout{30000};  // every process must have bound its socket by then
+  // Empty: local mode (a coordinator of its own). Else node-local workers only, registered with this coordinator as
+  // local to the directory's group (stoker-worker --local-dir), with `worker_flags` (their keys) added.
+  std::string coordinator;
+  std::vector<std::string> worker_flags;
 };
 
 // Local workers when none are asked for: the cores this process may run on (divided by $LOCAL_WORLD_SIZE, torchrun's
@@ -48,7 +53,7 @@ class LocalServers {
   LocalServers(const LocalServers&) = delete;
   LocalServers& operator=(const LocalServers&) = delete;
 
-  // The coordinator's control endpoint (ipc://<dir>/coordinator.sock).
+  // The coordinator's control endpoint (ipc://<dir>/coordinator.sock); the cluster's with node-local workers.
   const std::string& coordinator_endpoint() const { return coordinator_endpoint_; }
   const std::string& dir() const { return dir_; }
   size_t worker_count() const { return workers_.size(); }
@@ -63,7 +68,7 @@ class LocalServers {
   LocalServers() = default;
   Status MakeDirectory();
   Status StartCoordinator(const std::string& bin_dir, std::chrono::steady_clock::time_point deadline);
-  Status StartWorker(const std::string& bin_dir, size_t index);
+  Status StartWorker(const std::string& bin_dir, size_t index, const LocalServerOptions& options);
   // Starts `argv` logging to <dir>/<name>.log, publishing <dir>/<name>.endpoint, holding the lifeline.
   StatusOr<Subprocess> StartServer(const std::string& name, std::vector<std::string> argv);
   // Waits for <dir>/<name>.endpoint; the error carries the log's tail.

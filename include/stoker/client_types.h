@@ -75,8 +75,17 @@ struct ClientOptions {
   // window is raised to at least two batches per worker and four more, which keeps them all busy. `local_bin_dir`:
   // where stoker-coordinator and stoker-worker are; empty: $STOKER_BIN_DIR, else ../bin beside the stoker library
   // (where this user or root owns it), else $PATH.
+  //
+  // Node-local workers beside a remote pool (any other coordinator): `local_workers` > 0 starts that many worker
+  // processes on this machine the same way, registered with the coordinator as local to this client: it lists them
+  // to this client only and leases this client's units to them first, and the pool makes the rest. Their batches
+  // come over ipc:// sockets in the private directory, unsealed; they authenticate to the coordinator with this
+  // client's key (the key options above), which lets them serve this key's ranks and nothing else. `local_dir`
+  // instead: use the node-local workers someone else runs in that directory (`stoker-worker --local-dir`, a
+  // Kubernetes sidecar sharing an emptyDir with the trainer), starting none.
   uint32_t local_workers = 0;
   std::string local_bin_dir;
+  std::string local_dir;
 };
 
 // ClientOptions::coordinator for local mode.

@@ -84,7 +84,9 @@ class Loader:
     coordinator: the coordinator's control endpoint (tcp://host:port), or "local": the Loader starts a coordinator
     and local_workers worker processes on this machine ("auto", the default: the cores this process may use, its
     share under torchrun, less two), which end with it, even if its process is killed; manifest may then name a dataset folder, .tar or
-    s3:// prefix, indexed once (local mode; see README). job: the job's name; the first rank to connect creates it
+    s3:// prefix, indexed once (local mode; see README). With a cluster's coordinator, local_workers=N starts N
+    node-local workers beside the pool, which serve this rank first over a Unix socket and use its key;
+    local_dir="/path" uses the node-local workers someone else runs there (a sidecar). job: the job's name; the first rank to connect creates it
     from manifest, batch_size, ranks, epochs, seed (and the other job flags: pipeline, remainder, image_height,
     ...); ranks that join later send the same spec, or attach=True to send none.
     rank, ranks: this rank and the world size; None: torch.distributed's, else RANK and WORLD_SIZE, else rank 0.
@@ -126,6 +128,8 @@ class Loader:
         self._options.update(_collective("tp", tensor_parallel))
         self._options.update(_collective("agree", agreement))
         if local_workers is not None:
+            if local_workers == "auto" and coordinator != "local":
+                raise ValueError("local_workers='auto' is for local mode; beside a cluster's pool give a number")
             self._options["local_workers"] = 0 if local_workers == "auto" else int(local_workers)
         self._options.update(flags)
         self._resume_token = resume_token

@@ -228,10 +228,13 @@ class LocalModeTest(unittest.TestCase):
             self.assertEqual(sum(1 for _ in loader.batches()), IMAGES // 8 - 1)
 
     def test_bad_input_is_a_clear_error_and_leaves_no_process(self):
-        with self.assertRaises(stoker.StokerError) as e:
-            stoker.Loader("tcp://127.0.0.1:1", **self.options()).open()
-        self.assertEqual(e.exception.code, _capi.INVALID_ARGUMENT)
+        with self.assertRaises(ValueError) as e:  # beside a cluster's pool, node-local workers are counted
+            stoker.Loader("tcp://127.0.0.1:1", **self.options(local_workers="auto"))
         self.assertIn("local mode", str(e.exception))
+        with self.assertRaises(stoker.StokerError) as e:  # local mode starts its own: not someone else's
+            self.open(local_dir=self.work).open()
+        self.assertEqual(e.exception.code, _capi.INVALID_ARGUMENT)
+        self.assertIn("local_dir", str(e.exception))
         with self.assertRaises(stoker.StokerError) as e:
             self.open(local_bin_dir=self.work).open()
         self.assertEqual(e.exception.code, _capi.NOT_FOUND)

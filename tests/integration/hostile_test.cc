@@ -157,6 +157,16 @@ TEST_F(Hostile, NoOtherKeyCanActForAClientAndItsTrainingGetsEverySample) {
   EXPECT_EQ(client_registers_a_worker.code(), StatusCode::kPermissionDenied) << client_registers_a_worker.ToString();
   Status client_leases = Ask(mallory, LeaseRequest{"w-mallory", "victim", 0, 4, 0});
   EXPECT_EQ(client_leases.code(), StatusCode::kPermissionDenied) << client_leases.ToString();
+  // A client key may run node-local workers, for its own ranks only: one registered under a guessed group gets
+  // neither the victim's units nor its job's spec.
+  RegisterWorkerRequest local{"w-mallory-local", "ipc:///tmp/mallory.sock", 1, "0", "", false};
+  local.local_group = std::string(32, 'a');
+  Status local_registered = Ask(mallory, local);
+  EXPECT_TRUE(local_registered.ok()) << local_registered.ToString();
+  Status local_leases = Ask(mallory, LeaseRequest{"w-mallory-local", "victim", 0, 4, 0});
+  EXPECT_EQ(local_leases.code(), StatusCode::kPermissionDenied) << local_leases.ToString();
+  Status local_reads_the_spec = Ask(mallory, GetJobRequest{"w-mallory-local", "victim"});
+  EXPECT_EQ(local_reads_the_spec.code(), StatusCode::kPermissionDenied) << local_reads_the_spec.ToString();
   zmq::socket_t keyless = Dealer(context, ep, std::nullopt);
   zmq::socket_t stranger = Dealer(context, ep, keys.stranger, keys.coordinator.public_z85);
   for (zmq::socket_t* s : {&keyless, &stranger}) {

@@ -4,71 +4,24 @@
 // (python/tests/local_test.py) add a dataset folder indexed once, resume in a new process and SIGKILL of the trainer.
 #include <gtest/gtest.h>
 
-#include <dirent.h>
 #include <sched.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <optional>
-#include <sstream>
 
 #include "client/src/local_servers.h"
 #include "stoker/client.h"
 #include "tests/support/checker.h"
+#include "tests/support/client_batches.h"
 #include "tests/support/fixtures.h"
+#include "tests/support/local_processes.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_cluster.h"
 
 namespace stoker::testing {
 namespace {
-
-// {pid: program} of this process's children that are stoker servers and still run (zombies left out).
-std::map<int, std::string> ServerChildren() {
-  std::map<int, std::string> found;
-  DIR* proc = ::opendir("/proc");
-  if (proc == nullptr) return found;
-  while (dirent* entry = ::readdir(proc)) {
-    const std::string pid = entry->d_name;
-    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat("/proc/" + pid + "/stat");
-    std::string line;
-    std::getline(stat, line);
-    const size_t close = line.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream fields(line.substr(close + 1));
-    std::string state;
-    int parent = 0;
-    fields >> state >> parent;
-    std::error_code error;
-    const std::string program = std::filesystem::read_symlink("/proc/" + pid + "/exe", error).filename().string();
-    if (parent == ::getpid() && state != "Z" && (program == "stoker-coordinator" || program == "stoker-worker")) {
-      found[std::stoi(pid)] = program;
-    }
-  }
-  ::closedir(proc);
-  return found;
-}
-
-// Sets (or, with nullptr, unsets) an environment variable for a scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value != nullptr) ::setenv(name, value, 1);
-    else ::unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_) ::setenv(name_.c_str(), old_->c_str(), 1);
-    else ::unsetenv(name_.c_str());
-  }
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
 
 TEST(LocalMode, AClientStartsItsOwnServersDeliversEverySampleOnceAndLeavesNothingBehind) {
   TempDir dir;
@@ -90,18 +43,8 @@ TEST(LocalMode, AClientStartsItsOwnServersDeliversEverySampleOnceAndLeavesNothin
     ASSERT_TRUE(client.ok()) << client.status().ToString();
     std::map<int, std::string> servers = ServerChildren();
     ASSERT_EQ(servers.size(), 3u);
-    while (true) {
-      auto next = (*client)->Next(std::chrono::seconds(60));
-      ASSERT_TRUE(next.ok()) << next.status().ToString();
-      if (next->kind == DeliveryKind::kEndOfJob) break;
-      if (next->kind != DeliveryKind::kBatch) continue;
-      const Batch& b = next->batch;
-      tools::LoggedBatch logged;
-      logged.batch = {b.epoch(), 0, b.index(), {b.sample_ids().begin(), b.sample_ids().end()},
-                      {b.flags().begin(), b.flags().end()}};
-      logged.worker_id = b.worker_id();
-      delivered.push_back(std::move(logged));
-    }
+    Status taken = TakeAll(**client, &delivered);
+    ASSERT_TRUE(taken.ok()) << taken.ToString();
   }  // the Client goes, and its servers with it
   EXPECT_TRUE(ServerChildren().empty());
   for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
@@ -147,17 +90,6 @@ TEST(LocalMode, AutoWorkersAreTheCoresLessTwoOfThisProcesssShareUnderTorchrun) {
   }
   ScopedEnv crowded("LOCAL_WORLD_SIZE", "100000");  // more processes than cores: still one worker each
   EXPECT_EQ(client::LocalWorkersAuto(), 1u);
-}
-
-TEST(LocalMode, NodeLocalWorkersBesideACoordinatorAddressAreRefusedClearly) {
-  ClientOptions options;
-  options.coordinator = "tcp://127.0.0.1:1";
-  options.local_workers = 2;
-  options.job = "local";
-  auto client = Client::Connect(options);
-  ASSERT_FALSE(client.ok());
-  EXPECT_EQ(client.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(client.status().message().find("local mode"), std::string::npos) << client.status().ToString();
 }
 
 }  // namespace
