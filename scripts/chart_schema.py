@@ -134,6 +134,15 @@ OVERRIDES = {
     "exampleJob.gpusPerRank": {"type": "integer", "minimum": 0},
     "exampleJob.metricsPort": PORT,
     "exampleJob.backoffLimit": {"type": "integer", "minimum": 0},
+    "exampleJob.localWorkers.threads": {"type": "integer", "minimum": 1},
+    "exampleJob.localWorkers.resources": ANY_OBJECT,
+    # A socket is mountPath/<pod name>.sock, at most 107 bytes; a pod name is at most 63.
+    "exampleJob.localWorkers.mountPath": {"type": "string", "pattern": "^(/[A-Za-z0-9._-]+)+$", "maxLength": 38},
+    "exampleJob.localWorkers.metricsPort": {"type": "integer", "minimum": 0, "maximum": 65535},
+    "exampleJob.localWorkers.drainGraceSeconds": {"type": "integer", "minimum": 1, "maximum": 25},
+    "exampleJob.localWorkers.logLevel": LOG_LEVEL,
+    "exampleJob.localWorkers.extraArgs": STRING_LIST,
+    "exampleJob.localWorkers.extraEnv": OBJECT_LIST,
     "nameOverride": {**NAME, "pattern": "^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$"},
     "fullnameOverride": {**NAME, "pattern": "^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$"},
 }

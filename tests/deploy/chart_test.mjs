@@ -114,12 +114,14 @@ async function common(docs, name) {
       spec.securityContext.runAsUser > 0, `${who} does not run as a numeric non-root user`);
     check(spec.securityContext?.seccompProfile?.type === 'RuntimeDefault', `${who} has no RuntimeDefault seccomp`);
     check(spec.automountServiceAccountToken === false, `${who} mounts a service account token`);
-    for (const c of spec.containers) {
+    // Init containers too: the example Job's node-local worker is a native sidecar running stoker-worker.
+    for (const c of [...spec.containers, ...(spec.initContainers || [])]) {
       const sc = c.securityContext || {};
       check(sc.allowPrivilegeEscalation === false && sc.readOnlyRootFilesystem === true &&
         JSON.stringify(sc.capabilities?.drop) === '["ALL"]', `${who}/${c.name} security context is not restricted`);
       const label = w.metadata.labels['app.kubernetes.io/component'];
-      const component = w.kind === 'Job' ? (label === 'index' ? 'index' : 'trainer') : label;
+      const component = c.name === 'local-worker' ? 'worker' :
+        w.kind === 'Job' ? (label === 'index' ? 'index' : 'trainer') : label;
       for (const e of c.env || []) {
         if (e.name.startsWith('STOKER_')) {
           check(flags[component].has(e.name), `${who}/${c.name} sets ${e.name}, which the binary does not read`);
@@ -242,6 +244,66 @@ function checkKeyHook(docs, name) {
     `${name}: the key hook writes keys to disk (its /tmp is not in memory)`);
 }
 
+// The example Job's node-local worker (exampleJob.localWorkers): a native sidecar (an init container with
+// restartPolicy Always) running the pool's worker image as a node-local worker for the directory it shares with the
+// trainer (one in-memory emptyDir, mounted at one path in both, named to both by STOKER_LOCAL_DIR); the trainer's
+// client key and trust file exactly as the trainer mounts them (never the workers' key); the dataset volume,
+// mount and object-storage settings exactly as the worker Deployment has them; the trainer's user; a CPU request of
+// one core per thread. Returns the sidecar and the trainer.
+function checkLocalWorkers(docs, name, worker) {
+  const job = one(docs, 'Job', 'example-job');
+  const spec = job && podSpec(job);
+  const trainer = spec?.containers.find((c) => c.name === 'trainer');
+  const side = (spec?.initContainers || []).find((c) => c.name === 'local-worker');
+  check(side && spec.initContainers.length === 1, `${name}: the example Job has no local-worker init container`);
+  if (!side || !trainer) return {};
+  check(side.restartPolicy === 'Always', `${name}: the local worker is not a native sidecar (restartPolicy Always)`);
+  const pool = podSpec(worker).containers[0];
+  check(side.image === pool.image && side.imagePullPolicy === pool.imagePullPolicy && !side.command,
+    `${name}: the local worker does not run the worker image's stoker-worker (${side.image}, ${side.command})`);
+  const [senv, tenv, wenv] = [envOf(side), envOf(trainer), envOf(pool)];
+  const dir = senv.STOKER_LOCAL_DIR;
+  check(/^\/./.test(dir ?? '') && tenv.STOKER_LOCAL_DIR === dir,
+    `${name}: the local worker's STOKER_LOCAL_DIR ${dir} is not the trainer's ${tenv.STOKER_LOCAL_DIR}`);
+  const mountAt = (c) => (c.volumeMounts || []).filter((m) => m.mountPath === dir);
+  const [sm, tm] = [mountAt(side), mountAt(trainer)];
+  check(sm.length === 1 && tm.length === 1 && sm[0].name === tm[0].name && !sm[0].readOnly && !tm[0].readOnly &&
+    !sm[0].subPath && !tm[0].subPath, `${name}: the local dir is not one writable volume both containers mount there`);
+  const shared = spec.volumes.find((v) => v.name === sm[0]?.name);
+  check(shared?.emptyDir?.medium === 'Memory', `${name}: the local dir is not an in-memory emptyDir`);
+  check(senv.STOKER_COORDINATOR === wenv.STOKER_COORDINATOR && tenv.STOKER_COORDINATOR === wenv.STOKER_COORDINATOR,
+    `${name}: the local worker dials ${senv.STOKER_COORDINATOR}`);
+  check(senv.STOKER_WORKER_ID?.fieldRef?.fieldPath === 'metadata.name', `${name}: the local worker is not named by its pod`);
+  for (const k of ['STOKER_LISTEN', 'STOKER_ADVERTISE', 'STOKER_ADVERTISE_HOST']) {
+    check(senv[k] === undefined, `${name}: the local worker sets ${k} (it binds and advertises its ipc:// socket)`);
+  }
+  const security = (c, env) => [env.STOKER_KEY_FILE, env.STOKER_TRUST_FILE, env.STOKER_INSECURE,
+    (c.volumeMounts || []).filter((m) => ['stoker-key', 'stoker-trust'].includes(m.name))];
+  check(isDeepStrictEqual(security(side, senv), security(trainer, tenv)),
+    `${name}: the local worker's key and trust differ from the trainer's`);
+  const keyVolume = (s) => s.volumes.find((v) => v.name === 'stoker-key')?.secret?.secretName;
+  check(!keyVolume(spec) || keyVolume(spec) !== keyVolume(podSpec(worker)), `${name}: the example Job mounts the workers' key`);
+  const keySecret = ofKind(docs, 'Secret').find((s) => s.metadata.name === keyVolume(spec));
+  check(!keySecret || Buffer.from(keySecret.data.key, 'base64').toString().includes('role = client\n'),
+    `${name}: the local worker's key is not a client key`);
+  const datasetMounts = (c) => (c.volumeMounts || []).filter((m) => m.name === 'dataset');
+  check(isDeepStrictEqual(datasetMounts(side), datasetMounts(pool)) &&
+    isDeepStrictEqual(spec.volumes.find((v) => v.name === 'dataset'), podSpec(worker).volumes.find((v) => v.name === 'dataset')),
+  `${name}: the local worker does not mount the dataset as the pool's workers do`);
+  check(datasetMounts(trainer).length === 0, `${name}: the trainer mounts the dataset`);
+  const dataEnv = (env) => Object.fromEntries(Object.entries(env)
+    .filter(([k]) => /^(AWS_|STOKER_S3_|STOKER_STORAGE_|STOKER_READ_AHEAD_BYTES$|STOKER_MANIFEST_ROOT$)/.test(k)));
+  check(isDeepStrictEqual(dataEnv(senv), dataEnv(wenv)), `${name}: the local worker reads storage unlike the pool: ${
+    JSON.stringify(dataEnv(senv))} vs ${JSON.stringify(dataEnv(wenv))}`);
+  const uid = (c) => c.securityContext?.runAsUser ?? spec.securityContext?.runAsUser;
+  check(Number.isInteger(uid(side)) && uid(side) === uid(trainer) &&
+    isDeepStrictEqual(side.securityContext, trainer.securityContext), `${name}: the local worker and trainer differ in user`);
+  check(Number(side.resources?.requests?.cpu) === Number(senv.STOKER_THREADS) && side.resources?.limits?.memory,
+    `${name}: the local worker's CPU request is not its ${senv.STOKER_THREADS} threads, or it has no memory limit`);
+  const ports = [...(trainer.ports || []), ...(side.ports || [])].map((p) => p.containerPort);
+  check(new Set(ports).size === ports.length, `${name}: the trainer and the local worker share a port: ${ports}`);
+  return { side, trainer };
+}
 
 const MONITORING_KINDS = ['ServiceMonitor', 'PodMonitor', 'PrometheusRule'];
 const cases = [
@@ -325,6 +387,8 @@ const cases = [
       'monitoring: the example Job has no port named as the PodMonitor scrapes');
     check(trainer?.resources.limits['nvidia.com/gpu'] === 1, 'monitoring: the example Job requests no GPU');
     check(job?.spec.completionMode === 'Indexed' && job.spec.completions === 2, 'monitoring: not one pod per rank');
+    check(!podSpec(job).initContainers && envOf(trainer).STOKER_LOCAL_DIR === undefined &&
+      !podSpec(job).volumes.some((v) => v.name === 'dataset'), 'monitoring: local workers without localWorkers.enabled');
     const rule = one(docs, 'PrometheusRule');
     const rules = YAML.parse(readFileSync(path.join(chart, 'files/rules.yaml'), 'utf8'));
     check(isDeepStrictEqual(rule?.spec, rules), 'monitoring: the PrometheusRule differs from files/rules.yaml');
@@ -375,6 +439,38 @@ const cases = [
     check(envOf(podSpec(worker).containers[0]).AWS_SECRET_ACCESS_KEY?.secretKeyRef?.name === 'my-s3',
       'existing Secret: the workers do not read it');
     check(!one(docs, 'Job', 'index'), 'existing Secret: an index Job without exampleJob.index.url');
+  }],
+  ['local workers', ['ci/local-workers-values.yaml'], [], (docs, { worker }) => {
+    const { side } = checkLocalWorkers(docs, 'local workers', worker);
+    const env = side ? envOf(side) : {};
+    check(env.STOKER_THREADS === '4' && side?.resources.requests.cpu === '4', 'local workers: not 4 threads on 4 cores');
+    check(env.STOKER_LOCAL_DIR === '/run/stoker-local', `local workers: the local dir is ${env.STOKER_LOCAL_DIR}`);
+    check(env.STOKER_METRICS_LISTEN === ':9403' && side?.livenessProbe?.httpGet?.path === '/healthz' &&
+      side.readinessProbe?.httpGet?.path === '/readyz' &&
+      side.ports?.some((p) => p.name === side.livenessProbe.httpGet.port && p.containerPort === 9403),
+    'local workers: the sidecar is not probed on its metrics port');
+    check(env.STOKER_KEY_FILE === '/etc/stoker/key/key', 'local workers: the sidecar has no CURVE key');
+  }],
+  ['local workers with generated keys', ['ci/local-workers-values.yaml'], [], (docs, { worker }) => {
+    checkLocalWorkers(docs, 'local workers with generated keys', worker);
+    const job = one(docs, 'Job', 'example-job');
+    check(podSpec(job).volumes.find((v) => v.name === 'stoker-key')?.secret.secretName === hookWrites(docs)?.secrets.client,
+      'local workers with generated keys: the sidecar does not mount the client key the hook makes');
+  }, []],
+  ['local workers without CURVE', ['ci/local-workers-values.yaml'], ['--set', 'security.curve=false'], (docs, { worker }) => {
+    const { side } = checkLocalWorkers(docs, 'local workers without CURVE', worker);
+    check(side && envOf(side).STOKER_INSECURE === 'true' && !side.volumeMounts.some((m) => m.name === 'stoker-key'),
+      'local workers without CURVE: the sidecar is not --insecure, or mounts a key');
+  }, []],
+  ['local workers on object storage', ['ci/local-workers-values.yaml'], ['--set',
+    'objectStorage.endpoint=https://minio.storage:9000', '--set', 'objectStorage.credentials.existingSecret=my-s3',
+    '--set', 'dataset.manifestRoot=/data', '--set', 'exampleJob.localWorkers.metricsPort=0'], (docs, { worker }) => {
+    const { side } = checkLocalWorkers(docs, 'local workers on object storage', worker);
+    const env = side ? envOf(side) : {};
+    check(env.STOKER_S3_ENDPOINT === 'https://minio.storage:9000' && env.AWS_SECRET_ACCESS_KEY?.secretKeyRef?.name === 'my-s3' &&
+      env.STOKER_MANIFEST_ROOT === '/data', 'local workers on object storage: the sidecar gets no endpoint or credentials');
+    check(env.STOKER_METRICS_LISTEN === '' && !side?.ports && !side?.livenessProbe && !side?.readinessProbe,
+      'local workers without metrics: the sidecar still serves or probes /metrics');
   }],
   ['hpa', ['ci/hpa-values.yaml'], [], (docs, { worker, coordinator }) => {
     const hpa = one(docs, 'HorizontalPodAutoscaler');
@@ -432,6 +528,19 @@ const refused = [
     /security.keys.coordinator is not a coordinator key file/],
   ['a trust file without the coordinator', ['--set-file', `security.trust=${keyDir}/bad-trust`],
     /lists no coordinator key/],
+  ['local workers without a fixed user', ['--set', 'exampleJob.enabled=true', '--set',
+    'exampleJob.localWorkers.enabled=true', '--set', 'podSecurityContext.runAsUser=null'], /localWorkers needs a fixed user/],
+  ['local workers on the trainer\'s metrics port', ['--set', 'exampleJob.enabled=true', '--set',
+    'exampleJob.localWorkers.enabled=true', '--set', 'exampleJob.localWorkers.metricsPort=9402'], /the trainer's metrics port/],
+  ['a local dir too long for a socket path', ['--set',
+    'exampleJob.localWorkers.mountPath=/run/a-directory-name-too-long-for-socket-paths'], /localWorkers\/mountPath/],
+  ['a relative local dir', ['--set', 'exampleJob.localWorkers.mountPath=run/stoker'], /localWorkers\/mountPath/],
+  ['a local worker with no threads', ['--set', 'exampleJob.localWorkers.threads=0'], /localWorkers\/threads/],
+  ['a local worker draining past the pod\'s grace', ['--set', 'exampleJob.localWorkers.drainGraceSeconds=30'],
+    /localWorkers\/drainGraceSeconds/],
+  ['a local worker CPU request above its limit', ['--set', 'exampleJob.enabled=true', '--set',
+    'exampleJob.localWorkers.enabled=true', '--set', 'exampleJob.localWorkers.resources.limits.cpu=1'],
+  /exampleJob.localWorkers.resources: requests.cpu \(2\) is above limits.cpu \(1\)/],
   ['a key file without its secret', ['--set-file', `security.keys.worker=${keyDir}/bad.key`],
     /security.keys.worker has no secret key line/],
 ];

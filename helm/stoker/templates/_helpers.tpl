@@ -98,13 +98,29 @@ the whole render with the reason. */}}
 {{- if and $a.keda.enabled (gt (int $a.keda.minReplicas) (int $a.keda.maxReplicas)) }}
 {{- fail "worker.autoscaling.keda: minReplicas is greater than maxReplicas" }}
 {{- end }}
-{{- $r := .Values.worker.resources | default dict }}
+{{- include "stoker.validateCPU" (dict "path" "worker.resources" "resources" .Values.worker.resources) }}
+{{- $l := .Values.exampleJob.localWorkers }}
+{{- if and .Values.exampleJob.enabled $l.enabled }}
+{{- include "stoker.validateCPU" (dict "path" "exampleJob.localWorkers.resources" "resources" $l.resources) }}
+{{- if eq (int $l.metricsPort) (int .Values.exampleJob.metricsPort) }}
+{{- fail (printf "exampleJob.localWorkers.metricsPort (%d) is the trainer's metrics port: the two containers share the pod's network, give the sidecar another (or 0 for none)" (int $l.metricsPort)) }}
+{{- end }}
+{{- if not (or .Values.podSecurityContext.runAsUser .Values.containerSecurityContext.runAsUser) }}
+{{- fail "exampleJob.localWorkers needs a fixed user: the node-local worker and the trainer share the group file in their emptyDir, which each refuses unless it is owned by its own UID, so set podSecurityContext.runAsUser (both containers then run as that user)" }}
+{{- end }}
+{{- end }}
+{{- include "stoker.validateSecurity" . }}
+{{- end }}
+
+{{/* A container's CPU request must not be above its limit (the API server refuses it). Call with
+(dict "path" "worker.resources" "resources" .Values.worker.resources). */}}
+{{- define "stoker.validateCPU" -}}
+{{- $r := .resources | default dict }}
 {{- $req := (($r.requests | default dict).cpu) }}
 {{- $lim := (($r.limits | default dict).cpu) }}
 {{- if and $req $lim (gt (int (include "stoker.milliCPU" $req)) (int (include "stoker.milliCPU" $lim))) }}
-{{- fail (printf "worker.resources: requests.cpu (%v) is above limits.cpu (%v), which the API server refuses: raise both (values are merged, so setting only requests keeps the default limit)" $req $lim) }}
+{{- fail (printf "%s: requests.cpu (%v) is above limits.cpu (%v), which the API server refuses: raise both (values are merged, so setting only requests keeps the default limit)" .path $req $lim) }}
 {{- end }}
-{{- include "stoker.validateSecurity" . }}
 {{- end }}
 
 {{/* A CPU quantity ("4", 4, 2.5, "500m") in millicores, for comparing requests with limits. */}}
@@ -119,11 +135,12 @@ the whole render with the reason. */}}
 {{- end }}
 
 {{/* Probes on the metrics port: /healthz (the process's loops turn) and /readyz (coordinator: journal replayed;
-worker: registered). Call with (dict "probe" .Values.worker.readinessProbe "path" "/readyz"). */}}
+worker: registered). Call with (dict "probe" .Values.worker.readinessProbe "path" "/readyz"), and "port" for a
+metrics port not named `metrics`. */}}
 {{- define "stoker.httpProbe" -}}
 httpGet:
   path: {{ .path }}
-  port: metrics
+  port: {{ .port | default "metrics" }}
 {{- toYaml .probe | nindent 0 }}
 timeoutSeconds: 2
 {{- end }}
@@ -256,6 +273,35 @@ addressing as values, the credentials from the Secret — never a value in the p
       name: {{ . }}
       key: AWS_SESSION_TOKEN
       optional: true
+{{- end }}
+{{- end }}
+
+{{/* What a worker needs to read the dataset, for the worker Deployment and the example Job's node-local workers:
+the manifest root, the object-storage settings and credentials (stoker.objectStorageEnv), the dataset volume and
+its read-only mount. Call each with the root context. */}}
+{{- define "stoker.workerDatasetEnv" -}}
+{{- with .Values.dataset.manifestRoot -}}
+- name: STOKER_MANIFEST_ROOT
+  value: {{ . | quote }}
+{{ end -}}
+# Datasets on object storage: read by range; the read-ahead counts toward the memory limit.
+- name: STOKER_READ_AHEAD_BYTES
+  value: {{ .Values.objectStorage.readAheadBytes | int64 | quote }}
+{{- include "stoker.objectStorageEnv" . }}
+{{- end }}
+
+{{- define "stoker.datasetMounts" -}}
+{{- if .Values.dataset.volume -}}
+- name: dataset
+  mountPath: {{ .Values.dataset.mountPath }}
+  readOnly: true
+{{- end }}
+{{- end }}
+
+{{- define "stoker.datasetVolumes" -}}
+{{- if .Values.dataset.volume -}}
+- name: dataset
+  {{- toYaml .Values.dataset.volume | nindent 2 }}
 {{- end }}
 {{- end }}
 
