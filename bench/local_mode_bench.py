@@ -67,15 +67,16 @@ def dataloader_run(args):
                     return
 
 
-def train(args, arch, extra, name):
-    """examples/train_resnet50.py with `extra`; returns its summary."""
+def train(args, arch, extra, name, env=None, cores=None):
+    """examples/train_resnet50.py with `extra` (in `env`, pinned to `cores` when given); returns its summary."""
     out = os.path.join(args.out, f"{name}-{arch}.json")
     cmd = [sys.executable, os.path.join(args.examples, "train_resnet50.py"), "--arch", arch, "--batch-size", "256",
            "--seconds", str(args.seconds), "--json", out, "--print-every", "50", *extra]
-    env = dict(os.environ, PYTHONPATH=os.path.join(args.bundle, "python"),
-               STOKER_BIN_DIR=os.path.join(args.bundle, "bin"))
+    env = env or dict(os.environ, PYTHONPATH=os.path.join(args.bundle, "python"),
+                      STOKER_BIN_DIR=os.path.join(args.bundle, "bin"))
     log(f"{name} {arch}: {' '.join(cmd[2:])}")
-    r = subprocess.run(cmd, env=env, timeout=args.seconds + 600)
+    r = subprocess.run(cmd, env=env, timeout=args.seconds + 600,
+                       preexec_fn=(lambda: os.sched_setaffinity(0, cores)) if cores else None)
     if r.returncode != 0:
         raise SystemExit(f"{name} {arch} failed ({r.returncode})")
     with open(out) as f:

@@ -68,15 +68,22 @@ std::map<std::string, double> CapacityEstimator::LocalSupply(TimePoint now) cons
 
 namespace {
 
-// What node-local workers take off the pool's work: each job's supply, at most its demand with the headroom (what
-// they could make beyond it is no use to other jobs).
-double LocalUsed(const std::map<std::string, double>& supply, const CapacityAdvice& advice) {
-  double used = 0;
-  for (const auto& [job, rate] : supply) {
+// What the pool must make (samples/s, with the headroom): each team's demand less what its node-local workers make
+// (each job's supply counted up to its own demand: beyond it, it is no use to other jobs), at most its cap (local
+// leases are outside the cap).
+template <typename TeamOf, typename CapOf>
+double PoolDemand(const std::map<std::string, double>& local_supply, const CapacityAdvice& advice,
+                  const std::map<std::string, double>& team_demand, const TeamOf& team_of, const CapOf& cap_of) {
+  std::map<std::string, double> local;
+  for (const auto& [job, rate] : local_supply) {
     auto in = advice.jobs.find(job);
-    if (in != advice.jobs.end()) used += std::min(rate, in->second.demand * kHeadroom);
+    if (in != advice.jobs.end()) local[team_of(job)] += std::min(rate, in->second.demand * kHeadroom);
   }
-  return used;
+  double pool = 0;
+  for (const auto& [team, demand] : team_demand) {
+    pool += std::min(std::max(0.0, demand * kHeadroom - local[team]), cap_of(team) * kHeadroom);
+  }
+  return pool;
 }
 
 }  // namespace
@@ -152,11 +159,11 @@ CapacityAdvice CapacityEstimator::Advise(size_t workers, TimePoint now, const st
     advice.recommended = static_cast<uint32_t>(workers);
     return advice;
   }
-  const double local = LocalUsed(local_by_job, advice);
-  double needed = std::ceil(std::max(0.0, advice.demand * kHeadroom - local) / advice.per_worker);
+  double needed =
+      std::ceil(PoolDemand(local_by_job, advice, team_demand, team_of, cap_of) / advice.per_worker);
   if (waiting_with_idle_workers) needed = std::max(needed, static_cast<double>(workers));
   double most = static_cast<double>(std::max<size_t>(2 * workers, workers + 1));
-  advice.recommended = static_cast<uint32_t>(std::clamp(needed, local > 0 ? 0.0 : 1.0, most));
+  advice.recommended = static_cast<uint32_t>(std::clamp(needed, 1.0, most));
   return advice;
 }
 

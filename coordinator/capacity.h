@@ -17,8 +17,8 @@
 //   local      = what the node-local workers (beside one client each) make at full busy, or what they made when too
 //                idle to say, each job's at most its demand x 1.1: supply the pool need not make. They count in
 //                neither per worker nor worker busy.
-//   recommended = ceil((demand x 1.1 - local) / per worker) pool workers, kept within [1, max(2 x workers,
-//                workers + 1)] (from 0 when local workers cover the demand) so that one estimate
+//   recommended = ceil(sum over teams of min(demand x 1.1 - its local, cap x 1.1) / per worker) pool workers, kept
+//                within [1, max(2 x workers, workers + 1)] so that one estimate
 //                never asks for more than a doubling (a training loop that does no work of its own has unbounded
 //                demand) — and never below the workers running while a job waits for input that they are not busy
 //                making (more workers would idle too). The 10 % (kHeadroom) keeps the pool from running flat out:

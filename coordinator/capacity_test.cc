@@ -155,5 +155,26 @@ TEST_F(CapacityTest, LocalWorkersCoveringTheirJobLeaveThePoolNothingForIt) {
   EXPECT_EQ(advice.recommended, 1u);  // ceil((500 x 1.1 - 330) / 400) = 1: "other"'s demand
 }
 
+// A capped team's node-local supply takes off its own demand, not the others': its pool share stays within its
+// cap, and another team's demand still counts whole (a capped team with local workers once took the pool's advice
+// to zero).
+TEST_F(CapacityTest, LocalSupplyOfACappedTeamLeavesTheOtherTeamsDemand) {
+  for (int tick = 0; tick < 40; ++tick) {
+    clock_.Advance(Millis(250));
+    t_ += 0.25;
+    for (int w = 0; w < 4; ++w) {
+      estimator_.Worker("p" + std::to_string(w), 1, t_, static_cast<uint64_t>(t_ * 400), clock_.Now());
+    }
+    estimator_.Worker("l0", 5, t_ * 5, static_cast<uint64_t>(t_ * 2500), clock_.Now(), true, "a-job");
+    estimator_.Client("a-job", 0, "c0", t_, 0, static_cast<uint64_t>(t_ * 3000), clock_.Now());
+    estimator_.Client("b-job", 0, "c1", t_, 0, static_cast<uint64_t>(t_ * 800), clock_.Now());
+  }
+  const CapacityEstimator::Caps caps{{{"a", 2}}, {{"a-job", "a"}, {"b-job", "b"}}};
+  auto advice = estimator_.Advise(4, clock_.Now(), {}, caps);
+  EXPECT_NEAR(advice.local_supply, 2500, 30);
+  // a: min(3,000 x 1.1 - 2,500, 2 x 400 x 1.1) = 800; b: 880. (800 + 880) / 400 = 4.2: 5 pool workers.
+  EXPECT_EQ(advice.recommended, 5u);
+}
+
 }  // namespace
 }  // namespace stoker::coordinator

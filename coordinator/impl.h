@@ -288,6 +288,8 @@ class CoordinatorImpl {
   Status MayServeLocked(const WorkerRuntime& w, const std::string& worker_id, const JobRuntime& job,
                         uint32_t rank) const STOKER_REQUIRES(mu_);
   bool IsLocalLocked(const std::string& worker_id) const STOKER_REQUIRES(mu_);
+  // Ranks with a live session held under `identity`.
+  size_t LiveRanksHeldLocked(const std::string& identity) const STOKER_REQUIRES(mu_);
 
   // The durable view of a rank: its last client, window and positions (received and consumed, clamped to the
   // plan so a damaged record can never lease past the job's end).

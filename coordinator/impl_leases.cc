@@ -205,9 +205,13 @@ StatusOr<std::optional<LeaseResponse>> CoordinatorImpl::RequestLease(RequestHand
                                 " ranks; rank " + std::to_string(request.rank) + " does not exist");
   }
   STOKER_RETURN_IF_ERROR(MayServeLocked(*w, request.worker_id, *job, request.rank));
-  if (!w->local_group.empty()) w->local_job = request.job;
   RankRuntime& r = job->ranks[request.rank];
   LeaseResponse response;
+  if (!w->local_group.empty()) {
+    // Its client's session not live (between a coordinator's restart and the client's next heartbeat): nothing yet.
+    if (!r.session_live) return std::optional(response);
+    w->local_job = request.job;
+  }
   response.job_done = ViewLocked(*job, request.rank).received >= job->plan.total_batches();
   if (w->draining || response.job_done || request.max_batches == 0) return std::optional(response);
   ServeParkedLocked(request.job, *job, request.rank);  // less-loaded workers waiting for this rank go first

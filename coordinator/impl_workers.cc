@@ -30,8 +30,9 @@ Status ValidDataEndpoint(const std::string& endpoint, bool ipc) {
 
 }  // namespace
 
-// Node-local workers one key may have registered at once (a node's cores, for every training process on it).
-constexpr size_t kMaxLocalWorkersPerKey = 1024;
+// Node-local workers a client key may have registered at once: this many, and as many again for each live rank
+// held under it (a node's cores for each training process; the first before its client has registered).
+constexpr size_t kLocalWorkersPerRank = 64;
 
 // A node-local worker's registration: an ipc:// socket, unsealed (its trust is the socket's permissions), a group of
 // the secret's size. Only such a worker may register under a client key.
@@ -84,18 +85,25 @@ Status CoordinatorImpl::CheckNewWorkerLocked(const RegisterWorkerRequest& reques
     }
     return Status::Ok();
   }
-  if (!request.local_group.empty()) {  // one client key must not fill the registry with workers nobody else can use
+  // Node-local workers have a registry of their own size (a trainer key that fills it never keeps the pool's
+  // workers out), and a client key at most kLocalWorkersPerRank per live rank it holds, and that many more.
+  const size_t registered = std::count_if(workers_.begin(), workers_.end(), [&](const auto& entry) {
+    return entry.second.local_group.empty() != local;
+  });
+  if (registered >= options_.max_registered_workers) {
+    return ResourceExhaustedError("the coordinator has " + std::to_string(registered) + (local ? " node-local" : "") +
+                                  " workers registered, its limit (--max-registered-workers)");
+  }
+  const std::optional<PeerIdentity> who = ParseIdentity(caller.identity);
+  if (local && who && who->role == Role::kClient) {
     const size_t held = std::count_if(workers_.begin(), workers_.end(), [&](const auto& entry) {
       return !entry.second.local_group.empty() && entry.second.identity == caller.identity;
     });
-    if (held >= kMaxLocalWorkersPerKey) {
+    if (held >= kLocalWorkersPerRank * (1 + LiveRanksHeldLocked(caller.identity))) {
       return ResourceExhaustedError("the key " + caller.identity + " has " + std::to_string(held) +
-                                    " node-local workers registered, the most one key may have");
+                                    " node-local workers registered: at most " +
+                                    std::to_string(kLocalWorkersPerRank) + " per rank it holds, and as many more");
     }
-  }
-  if (workers_.size() >= options_.max_registered_workers) {
-    return ResourceExhaustedError("the coordinator has " + std::to_string(workers_.size()) +
-                                  " workers registered, its limit (--max-registered-workers)");
   }
   return Status::Ok();
 }
@@ -149,12 +157,7 @@ StatusOr<RegisterWorkerResponse> CoordinatorImpl::RegisterWorker(const RegisterW
 StatusOr<CoordinatorImpl::WorkerRuntime*> CoordinatorImpl::CallingWorkerLocked(const std::string& worker_id,
                                                                                 const Caller& caller) {
   auto it = workers_.find(worker_id);
-  if (it == workers_.end()) {
-    const std::optional<PeerIdentity> who = ParseIdentity(caller.identity);
-    if (who && who->role == Role::kClient) {
-      return PermissionDeniedError("a client key makes worker requests only for the node-local workers it "
-                                   "registered; " + worker_id + " is not one");
-    }
+  if (it == workers_.end()) {  // whatever the key: a node-local worker with its client's key registers again too
     return FailedPreconditionError("worker " + worker_id + " is not registered (coordinator restarted or it timed "
                                    "out): register again");
   }
@@ -204,6 +207,9 @@ StatusOr<WorkerHeartbeatResponse> CoordinatorImpl::WorkerHeartbeat(const WorkerH
 // After a restart: a lease handed out before it, still being worked on. Keep it rather than redo it.
 bool CoordinatorImpl::AdoptLocked(const LeaseRef& ref, const std::string& worker_id, TimePoint now) {
   JobRuntime* job = FindJobLocked(ref.job);
+  // A node-local worker's leases are not adopted: it was not journaled, and a key that registered one now could
+  // name any job's units (its units go back and are leased again, to it first if its client is back).
+  if (IsLocalLocked(worker_id)) return false;
   if (!reconciling_ || job == nullptr || ref.rank >= job->ranks.size() || ref.unit >= job->plan.total_units()) {
     return false;
   }
@@ -275,6 +281,16 @@ std::vector<WorkerInfo> CoordinatorImpl::WorkerListLocked(const std::string& cli
   return list;
 }
 
+size_t CoordinatorImpl::LiveRanksHeldLocked(const std::string& identity) const {
+  size_t held = 0;
+  for (const auto& [name, job] : jobs_) {
+    for (uint32_t rank = 0; rank < job.ranks.size(); ++rank) {
+      held += job.ranks[rank].session_live && ViewLocked(job, rank).holder == identity;
+    }
+  }
+  return held;
+}
+
 bool CoordinatorImpl::IsLocalLocked(const std::string& worker_id) const {
   auto it = workers_.find(worker_id);
   return it != workers_.end() && !it->second.local_group.empty();
@@ -284,7 +300,7 @@ Status CoordinatorImpl::MayServeLocked(const WorkerRuntime& w, const std::string
                                        uint32_t rank) const {
   if (w.local_group.empty()) return Status::Ok();
   const RankRuntime& r = job.ranks[rank];
-  if (!r.session_live || r.local_group != w.local_group) {
+  if (r.session_live && r.local_group != w.local_group) {
     return PermissionDeniedError("worker " + worker_id + " is node-local to another client: it serves only its own");
   }
   const std::optional<PeerIdentity> who = ParseIdentity(w.identity);

@@ -124,27 +124,62 @@ TEST_F(LocalWorkersTest, AHeartbeatBringsTheGroupBack) {
 }
 
 // A restarted coordinator does not bring a node-local worker back from its journal (its group is not there: it would
-// come back as a pool worker whose ipc:// socket nobody can reach): the worker registers again, with its group.
-TEST_F(LocalWorkersTest, NotJournaledSoARestartHasItRegisterAgain) {
+// come back as a pool worker whose ipc:// socket nobody can reach): the worker, under its client's key, is told to
+// register again (FAILED_PRECONDITION: a refusal would leave it idle for good), and what it held is not adopted.
+TEST_F(LocalWorkersTest, NotJournaledSoARestartHasItRegisterAgainAndAdoptsNothing) {
+  const Caller alice{"client:alice"};
   PosixEnv env;
   JournalReplay replay;
   const std::string path = dir_.Join("journal");
+  std::vector<LeaseGrant> held;
   {
     auto journal = Journal::Open(env, path, JournalOptions{}, [](const Update&) {}, &replay);
     ASSERT_TRUE(journal.ok());
     impl_ = std::make_unique<CoordinatorImpl>(options_, clock_, env_, journal->get());
-    RegisterIn("c0", 0, kGroup);
+    RegisterIn("c0", 0, kGroup, alice);
     AddWorker("pool");
-    ASSERT_TRUE(AddLocal("local-a", kGroup).ok());
+    ASSERT_TRUE(AddLocal("local-a", kGroup, alice).ok());
+    auto leased = impl_->RequestLease(1, {"local-a", "job", 0, 1, 0}, alice);
+    ASSERT_TRUE(leased.ok() && leased->has_value());
+    held = (*leased)->leases;
+    ASSERT_EQ(held.size(), 1u);
     ASSERT_TRUE((*journal)->Sync().ok());
   }
   std::unique_ptr<Journal> journal = RestartFrom(path);
   ASSERT_NE(journal, nullptr);
   EXPECT_TRUE(impl_->WorkerHeartbeat({"pool", {}, false}).ok());
-  EXPECT_EQ(impl_->WorkerHeartbeat({"local-a", {}, false}).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(impl_->WorkerHeartbeat({"local-a", {}, false}, alice).status().code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(impl_->Stats().workers, 1u);
-  ASSERT_TRUE(AddLocal("local-a", kGroup).ok());
+  ASSERT_TRUE(AddLocal("local-a", kGroup, alice).ok());
   EXPECT_EQ(impl_->Stats().workers_local, 1u);
+  auto hb = impl_->WorkerHeartbeat({"local-a", {{"job", 0, held[0].unit, held[0].attempt}}, false}, alice);
+  ASSERT_TRUE(hb.ok()) << hb.status().ToString();
+  EXPECT_EQ(hb->revoked.size(), 1u);
+  EXPECT_EQ(impl_->Stats().leases_adopted, 0u);
+  // Until its client's heartbeat says the session goes on, it is given nothing, and not refused.
+  auto waiting = impl_->RequestLease(2, {"local-a", "job", 0, 1, 0}, alice);
+  ASSERT_TRUE(waiting.ok()) << waiting.status().ToString();
+  ASSERT_TRUE(waiting->has_value());
+  EXPECT_TRUE((*waiting)->leases.empty());
+}
+
+// Node-local workers have places of their own (filling them keeps no pool worker out), and a client key has at most
+// 64 for each live rank it holds, and 64 more.
+TEST_F(LocalWorkersTest, PlacesOfTheirOwnAndAPerKeyLimit) {
+  options_.max_registered_workers = 2;
+  impl_ = std::make_unique<CoordinatorImpl>(options_, clock_, env_);
+  ASSERT_TRUE(AddLocal("l1", kGroup).ok());
+  ASSERT_TRUE(AddLocal("l2", kGroup).ok());
+  EXPECT_EQ(AddLocal("l3", kGroup).code(), StatusCode::kResourceExhausted);
+  AddWorker("p1");
+  AddWorker("p2");
+  options_.max_registered_workers = 1000;
+  impl_ = std::make_unique<CoordinatorImpl>(options_, clock_, env_);
+  const Caller mallory{"client:mallory"};
+  for (int i = 0; i < 64; ++i) ASSERT_TRUE(AddLocal("m" + std::to_string(i), kGroup, mallory).ok()) << i;
+  EXPECT_EQ(AddLocal("m64", kGroup, mallory).code(), StatusCode::kResourceExhausted);
+  RegisterIn("c-m", 0, kGroup, mallory);  // a live rank held: 64 more
+  EXPECT_TRUE(AddLocal("m64", kGroup, mallory).ok());
 }
 
 // Node-local leases are the client's own cores: they spend none of its team's cap on the pool.

@@ -85,7 +85,8 @@ void AddCapFlags(FlagSet& flags, CoordinatorOptions& o) {
                   "jobs one team (the name of its client key) may hold at once, so that no team takes every slot "
                   "(0: half of --max-jobs)");
   flags.AddUint32("max-ranks-per-job", &o.max_ranks_per_job, "ranks a job may have");
-  flags.AddUint32("max-registered-workers", &o.max_registered_workers, "workers registered at once");
+  flags.AddUint32("max-registered-workers", &o.max_registered_workers,
+                  "workers registered at once (the pool's; node-local workers have as many places again)");
   flags.AddUint32("max-window", &o.max_window, "batches a client's prefetch window may hold");
   flags.AddUint32("max-quarantine-reports", &o.max_quarantine_reports,
                   "quarantine reports ((epoch, sample) pairs) kept over all jobs; more are counted, not kept");

@@ -38,7 +38,9 @@ def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--coordinator", default=os.environ.get("STOKER_COORDINATOR"),
                    help="control endpoint, or 'local': start a coordinator and workers on this machine")
-    p.add_argument("--local-workers", default="auto", help="with --coordinator local: worker processes (or auto)")
+    p.add_argument("--local-workers", default="auto",
+                   help="with --coordinator local: worker processes (or auto); with a cluster's coordinator: "
+                        "node-local workers beside its pool (auto: none)")
     p.add_argument("--job", default="resnet50", help="stoker job name")
     p.add_argument("--manifest", help="dataset manifest (stoker index); omit with --attach")
     p.add_argument("--attach", action="store_true", help="join a job another process created")
@@ -71,6 +73,13 @@ def parse_args():
     p.add_argument("--save-state", help="write rank 0's loader state here (pickle) when the run stops")
     p.add_argument("--delivery-log", help="each rank's delivery log ({rank}: the rank), for `stoker check`")
     return p.parse_args()
+
+
+def local_workers(args):
+    """The Loader's local_workers: local mode's count, or node-local workers beside a cluster's pool (none: auto)."""
+    if args.coordinator == "local":
+        return dict(local_workers=args.local_workers)
+    return {} if args.local_workers in ("auto", "0") else dict(local_workers=int(args.local_workers))
 
 
 class SyntheticLoader:
@@ -128,7 +137,7 @@ def main():
         loader = stoker.Loader(args.coordinator, args.job, batch_size=args.batch_size, rank=rank, device=device,
                                dtype="bfloat16", layout="nhwc", depth=args.depth, prefetch=args.prefetch,
                                timeout=args.timeout, delivery_log=args.delivery_log, **spec,
-                               **(dict(local_workers=args.local_workers) if args.coordinator == "local" else {}))
+                               **local_workers(args))
         if args.resume_state:
             with open(args.resume_state, "rb") as f:
                 loader.load_state_dict(pickle.load(f))

@@ -31,7 +31,7 @@ mkdir -p .bundle/examples .bundle/tests
 cp examples/*.py .bundle/examples/
 cp python/tests/*.py .bundle/tests/
 cp bench/gpu_machine.sh bench/resnet_headline.py bench/thread_cpu.py bench/lightning_bench.py bench/scale_bench.py \
-  bench/elastic_bench.py bench/local_mode_bench.py .bundle/
+  bench/elastic_bench.py bench/local_mode_bench.py bench/hybrid_bench.py .bundle/
 # An earlier build's client benchmarks and servers, for gpu_machine.sh's `before` section: STOKER_BUNDLE_BEFORE names
 # its build directory (configured like build-bundle), built with those targets.
 if [ -n "${STOKER_BUNDLE_BEFORE:-}" ]; then

@@ -5,9 +5,12 @@
 #include "worker/worker.h"
 
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <future>
 #include <opencv2/core.hpp>
 #include <thread>
@@ -74,6 +77,12 @@ class Worker::Adapter {
   StatusOr<std::string> Bind() {
     STOKER_RETURN_IF_ERROR(SecureSockets());
     STOKER_ASSIGN_OR_RETURN(std::string bound, data_port_.Bind(options_.listen));
+    // A node-local worker's socket is unsealed: only this user may connect, whatever the directory's mode (a pod's
+    // emptyDir is 0777) or the umask.
+    if (!options_.local_group.empty() && ::chmod(bound.substr(std::strlen("ipc://")).c_str(), 0600) != 0) {
+      return FailedPreconditionError("cannot make the node-local socket " + bound + " this user's only: " +
+                                     std::strerror(errno));
+    }
     advertised_ = options_.advertise_endpoint.empty() ? AdvertisedEndpoint(bound, options_.advertise_host)
                                                       : options_.advertise_endpoint;
     try {

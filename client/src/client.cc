@@ -128,15 +128,15 @@ StatusOr<Security> SecurityOf(const ClientOptions& options, bool local) {
 // Node-local workers beside a cluster's pool (ClientOptions::local_workers with a coordinator of its own): started
 // in a private directory, local to this client; `options.local_dir` then names it.
 StatusOr<std::unique_ptr<client::LocalServers>> StartNodeLocal(ClientOptions& options) {
-  std::vector<std::string> security;
-  if (!options.key_file.empty()) security.push_back("--key-file=" + options.key_file);
-  if (!options.trust_file.empty()) security.push_back("--trust-file=" + options.trust_file);
-  if (options.insecure) security.push_back("--insecure");
-  if (options.allow_readable_key) security.push_back("--allow-readable-key");
+  std::vector<std::string> security;  // this client's key sources, as its own environment would give them
+  if (!options.key_file.empty()) security.push_back("STOKER_KEY_FILE=" + options.key_file);
+  if (!options.trust_file.empty()) security.push_back("STOKER_TRUST_FILE=" + options.trust_file);
+  if (options.insecure) security.push_back("STOKER_INSECURE=1");
+  if (options.allow_readable_key) security.push_back("STOKER_ALLOW_READABLE_KEY=1");
   STOKER_ASSIGN_OR_RETURN(auto servers, client::LocalServers::Start({.workers = options.local_workers,
                                                                      .bin_dir = options.local_bin_dir,
                                                                      .coordinator = options.coordinator,
-                                                                     .worker_flags = std::move(security)}));
+                                                                     .worker_env = std::move(security)}));
   options.local_dir = servers->dir();
   // As in local mode, two batches per local worker keep them busy; the pool's workers need their room besides.
   options.prefetch = std::min(options.prefetch + 2 * std::min(options.local_workers, 2046u),
@@ -224,13 +224,14 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& asked, co
   STOKER_ASSIGN_OR_RETURN(std::optional<ResumePoint> resume, ResumePointOf(asked));
   auto client = std::unique_ptr<Client>(new Client());
   ClientOptions options = asked;
+  // The keys first: node-local workers are not started for a client whose own key is refused.
+  STOKER_ASSIGN_OR_RETURN(Security security, SecurityOf(options, asked.coordinator == kLocalCoordinator));
   if (asked.coordinator == kLocalCoordinator) {
     STOKER_ASSIGN_OR_RETURN(client->local_, StartLocal(options));
   } else if (asked.local_workers > 0) {
     STOKER_ASSIGN_OR_RETURN(client->local_, StartNodeLocal(options));
   }
   STOKER_ASSIGN_OR_RETURN(std::string local_group, LocalGroupOf(options));
-  STOKER_ASSIGN_OR_RETURN(Security security, SecurityOf(options, asked.coordinator == kLocalCoordinator));
   const std::string gpu_uuid = client::GpuUuidForOrdinal(options.gpu);
   client->rank_ = options.rank;
   STOKER_ASSIGN_OR_RETURN(client->core_, NewCore(options));

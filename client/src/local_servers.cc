@@ -192,21 +192,21 @@ Status LocalServers::StartWorker(const std::string& bin_dir, size_t index, const
   std::vector<std::string> argv = {bin_dir + "/stoker-worker", "--coordinator=" + coordinator_endpoint_,
                                    "--listen=ipc://" + dir_ + "/" + name + ".sock", "--threads=1",
                                    "--metrics-listen=", "--log-level=warning"};
-  if (options.coordinator.empty()) {
-    argv.insert(argv.end(), {"--worker-id=local-" + std::to_string(index), "--insecure"});
+  if (options.coordinator.empty()) {  // (a $STOKER_LOCAL_DIR this process has is not theirs)
+    argv.insert(argv.end(), {"--worker-id=local-" + std::to_string(index), "--insecure", "--local-dir="});
   } else {  // among the pool's workers: an id of its own (random), local to this directory's group
     argv.push_back("--local-dir=" + dir_);
-    argv.insert(argv.end(), options.worker_flags.begin(), options.worker_flags.end());
   }
-  STOKER_ASSIGN_OR_RETURN(Subprocess worker, StartServer(name, std::move(argv)));
+  STOKER_ASSIGN_OR_RETURN(Subprocess worker, StartServer(name, std::move(argv), options.worker_env));
   workers_.push_back(std::move(worker));
   return Status::Ok();
 }
 
-StatusOr<Subprocess> LocalServers::StartServer(const std::string& name, std::vector<std::string> argv) {
+StatusOr<Subprocess> LocalServers::StartServer(const std::string& name, std::vector<std::string> argv,
+                                               const std::vector<std::string>& env) {
   argv.push_back("--endpoint-file=" + dir_ + "/" + name + ".endpoint");
   argv.push_back("--lifeline-fd=" + std::to_string(Subprocess::kPassedFd));
-  return Subprocess::Start(argv, dir_ + "/" + name + ".log", {}, lifeline_.child_end());
+  return Subprocess::Start(argv, dir_ + "/" + name + ".log", env, lifeline_.child_end());
 }
 
 Status LocalServers::WaitUntilBound(const std::string& name, Subprocess& process,

@@ -30,9 +30,10 @@ struct LocalServerOptions {
   std::string bin_dir;                       // where stoker-coordinator and stoker-worker are (FindServerBinaries)
   std::chrono::milliseconds start_timeout{30000};  // every process must have bound its socket by then
   // Empty: local mode (a coordinator of its own). Else node-local workers only, registered with this coordinator as
-  // local to the directory's group (stoker-worker --local-dir), with `worker_flags` (their keys) added.
+  // local to the directory's group (stoker-worker --local-dir), with `worker_env` ("NAME=value": their keys' files,
+  // through the environment rather than a command line others can read) added to their environment.
   std::string coordinator;
-  std::vector<std::string> worker_flags;
+  std::vector<std::string> worker_env;
 };
 
 // Local workers when none are asked for: the cores this process may run on (divided by $LOCAL_WORLD_SIZE, torchrun's
@@ -69,8 +70,10 @@ class LocalServers {
   Status MakeDirectory();
   Status StartCoordinator(const std::string& bin_dir, std::chrono::steady_clock::time_point deadline);
   Status StartWorker(const std::string& bin_dir, size_t index, const LocalServerOptions& options);
-  // Starts `argv` logging to <dir>/<name>.log, publishing <dir>/<name>.endpoint, holding the lifeline.
-  StatusOr<Subprocess> StartServer(const std::string& name, std::vector<std::string> argv);
+  // Starts `argv` (with `env` added) logging to <dir>/<name>.log, publishing <dir>/<name>.endpoint, holding the
+  // lifeline.
+  StatusOr<Subprocess> StartServer(const std::string& name, std::vector<std::string> argv,
+                                   const std::vector<std::string>& env = {});
   // Waits for <dir>/<name>.endpoint; the error carries the log's tail.
   Status WaitUntilBound(const std::string& name, Subprocess& process, std::chrono::steady_clock::time_point deadline);
 

@@ -77,24 +77,34 @@ class HybridTest : public ::testing::Test {
 
 TEST_F(HybridTest, LocalWorkersAreLeasedFirstAndEverySampleArrivesOnce) {
   options_.spec = SpecOver("hybrid", data_, /*ranks=*/1, /*batch=*/8, /*epochs=*/8);  // 96 batches
+  const std::string metrics = cluster_->coordinator_metrics();
+  auto leases = [&](const char* series) {
+    auto value = ScrapeMetric(metrics, series);
+    EXPECT_TRUE(value.ok()) << value.status().ToString();
+    return value.ok() ? *value : 0.0;
+  };
+  double local_from = 0, all_from = 0;
   {
     auto client = Client::Connect(options_);
     ASSERT_TRUE(client.ok()) << client.status().ToString();
     ASSERT_EQ(LocalWorkerPids().size(), 2u);
-    // A trainer slower than its two local workers: they are idle, parked, whenever room opens, so they take
-    // every unit but some of the first window's (all four workers ask at once for it); the pool, as idle, would
-    // take half without the preference.
-    Consume(**client, std::chrono::milliseconds(20));
+    // A trainer slower than its two local workers: they are idle, parked, whenever room opens, so they take every
+    // unit once the first window (for which all four workers ask at once) is out; the pool, as idle, would take
+    // half without the preference.
+    Consume(**client, std::chrono::milliseconds(40), [&](size_t n) {
+      if (n != 16) return;
+      local_from = leases("stoker_coordinator_local_leases_granted_total");
+      all_from = leases("stoker_coordinator_leases_granted_total");
+    });
   }
   EXPECT_TRUE(LocalWorkerPids().empty()) << "the Client's local workers outlived it";
   for (const auto& entry : std::filesystem::directory_iterator(dir_.path())) {
     EXPECT_NE(entry.path().filename().string().rfind("stoker-local-", 0), 0u) << entry.path() << " was left behind";
   }
   ExpectExact(8);
-  auto local = ScrapeMetric(cluster_->coordinator_metrics(), "stoker_coordinator_local_leases_granted_total");
-  auto all = ScrapeMetric(cluster_->coordinator_metrics(), "stoker_coordinator_leases_granted_total");
-  ASSERT_TRUE(local.ok() && all.ok());
-  EXPECT_GE(*local, 0.75 * *all) << *local << " of " << *all << " leases went to the node-local workers";
+  const double local = leases("stoker_coordinator_local_leases_granted_total") - local_from;
+  const double all = leases("stoker_coordinator_leases_granted_total") - all_from;
+  EXPECT_GE(local, 0.8 * all) << local << " of the " << all << " leases after the 16th batch went to the local workers";
   // The pool's batches came sealed over TCP and the local ones unsealed over ipc://: both kinds were taken.
   std::set<std::string> senders;
   for (const tools::LoggedBatch& b : delivered_) senders.insert(b.worker_id);
