@@ -5,6 +5,7 @@
 // local worker killed mid-epoch and the pool scaled to zero and back lose nothing.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <functional>
@@ -129,6 +130,34 @@ TEST_F(HybridTest, ALocalWorkerKilledAndThePoolScaledToZeroAndBackLoseNothing) {
   ExpectExact(4);
   client->reset();
   EXPECT_TRUE(LocalWorkerPids().empty());
+}
+
+// The sidecar shape (helm's exampleJob.localWorkers): a stoker-worker someone else started with --local-dir and
+// the client's key, and a Client that names the directory (local_dir) and starts none. Its batches come from the
+// sidecar over the 0600 socket it made there, and from the pool.
+TEST_F(HybridTest, ASidecarsWorkerInANamedDirectoryServesTheClientThatNamesIt) {
+  const std::string shared = dir_.Join("shared");
+  ASSERT_TRUE(std::filesystem::create_directory(shared));
+  std::filesystem::permissions(shared, std::filesystem::perms::all);  // an emptyDir's 0777: the socket's mode holds
+  ASSERT_TRUE(cluster_->StartWorker(2, {"--local-dir=" + shared, "--worker-id=sidecar-0",
+                                        "--key-file=" + cluster_->keyring().client_key})
+                  .ok());
+  struct stat st {};
+  ASSERT_EQ(::stat((shared + "/sidecar-0.sock").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  options_.local_workers = 0;
+  options_.local_dir = shared;
+  options_.spec = SpecOver("hybrid", data_, /*ranks=*/1, /*batch=*/8, /*epochs=*/2);
+  {
+    auto client = Client::Connect(options_);
+    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    EXPECT_TRUE(LocalWorkerPids().empty());  // it started none
+    Consume(**client, std::chrono::milliseconds(20));
+  }
+  ExpectExact(2);
+  std::set<std::string> senders;
+  for (const tools::LoggedBatch& b : delivered_) senders.insert(b.worker_id);
+  EXPECT_EQ(senders.count("sidecar-0"), 1u) << "the sidecar's worker sent nothing";
 }
 
 }  // namespace
