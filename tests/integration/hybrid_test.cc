@@ -19,6 +19,7 @@
 #include "tests/support/fixtures.h"
 #include "tests/support/http_client.h"
 #include "tests/support/local_processes.h"
+#include "tests/support/sanitizers.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_cluster.h"
 
@@ -92,7 +93,7 @@ TEST_F(HybridTest, LocalWorkersAreLeasedFirstAndEverySampleArrivesOnce) {
     // A trainer slower than its two local workers: they are idle, parked, whenever room opens, so they take every
     // unit once the first window (for which all four workers ask at once) is out; the pool, as idle, would take
     // half without the preference.
-    Consume(**client, std::chrono::milliseconds(40), [&](size_t n) {
+    Consume(**client, std::chrono::milliseconds(50), [&](size_t n) {
       if (n != 16) return;
       local_from = leases("stoker_coordinator_local_leases_granted_total");
       all_from = leases("stoker_coordinator_leases_granted_total");
@@ -105,7 +106,13 @@ TEST_F(HybridTest, LocalWorkersAreLeasedFirstAndEverySampleArrivesOnce) {
   ExpectExact(8);
   const double local = leases("stoker_coordinator_local_leases_granted_total") - local_from;
   const double all = leases("stoker_coordinator_leases_granted_total") - all_from;
-  EXPECT_GE(local, 0.8 * all) << local << " of the " << all << " leases after the 16th batch went to the local workers";
+  // Under a sanitizer a worker's turn (decode, send, report, ask again) can outlast a 50 ms step on a busy machine
+  // (ASan: 37 of 66), so the pool takes what both local workers are too slow to ask for: the rule is then left to
+  // LocalWorkersTest.ServedBeforeThePoolWhenRoomOpens, on a fake clock.
+  if (!kAddressSanitizer && !kThreadSanitizer) {
+    EXPECT_GE(local, 0.8 * all) << local << " of the " << all << " leases after the 16th batch went to the local "
+                                << "workers";
+  }
   // The pool's batches came sealed over TCP and the local ones unsealed over ipc://: both kinds were taken.
   std::set<std::string> senders;
   for (const tools::LoggedBatch& b : delivered_) senders.insert(b.worker_id);
