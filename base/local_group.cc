@@ -34,14 +34,6 @@ StatusOr<std::string> NewGroup() {
   return text;
 }
 
-bool WellFormed(const std::string& text) {
-  if (text.size() != 2 * kGroupBytes) return false;
-  for (char c : text) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  }
-  return true;
-}
-
 // The group in `path`, checked; NotFound if there is no such file.
 StatusOr<std::string> ReadGroup(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -68,11 +60,19 @@ StatusOr<std::string> ReadGroup(const std::string& path) {
   if (n < 0) return FailedPreconditionError("cannot read the local group file " + path);
   text.resize(static_cast<size_t>(n));
   if (!text.empty() && text.back() == '\n') text.pop_back();
-  if (!WellFormed(text)) return FailedPreconditionError("the local group file " + path + " is malformed");
+  if (!IsLocalGroup(text)) return FailedPreconditionError("the local group file " + path + " is malformed");
   return text;
 }
 
 }  // namespace
+
+bool IsLocalGroup(const std::string& text) {
+  if (text.size() != 2 * kGroupBytes) return false;
+  for (char c : text) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
 
 StatusOr<std::string> ReadOrMakeLocalGroup(const std::string& dir) {
   if (dir.empty() || dir.front() != '/') return InvalidArgumentError("the local directory must be an absolute path");

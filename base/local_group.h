@@ -23,6 +23,9 @@ namespace stoker {
 // The group file's name inside the shared directory.
 inline constexpr const char* kLocalGroupFile = "group";
 
+// Whether `text` has a group's form (32 lowercase hex digits): what a group file holds, and all a peer may send as one.
+bool IsLocalGroup(const std::string& text);
+
 // The group of `dir` (an absolute path to an existing directory): read, or made if absent.
 StatusOr<std::string> ReadOrMakeLocalGroup(const std::string& dir);
 

@@ -358,6 +358,13 @@ class CoordinatorImpl {
   // One team per job, whatever keys its other ranks use, for its order, its charges and its cap. Cached in the job.
   const std::string& JobTeamLocked(JobRuntime& job) STOKER_REQUIRES(mu_);
   static std::string TeamOfRecord(const JobRuntime& job);
+  // A peer's local group (RegisterWorker, RegisterClient, ClientHeartbeat): empty, or of the form a group file holds.
+  static Status CheckLocalGroup(const std::string& group);
+  // Whether an authenticated identity is a client key's (which may run node-local workers for its own ranks only).
+  static bool IsClientKey(const std::string& identity);
+  // A node-local worker's registration: an ipc:// socket, unsealed (its trust is the socket's permissions), a
+  // well-formed group; a client key registers no other kind.
+  static Status CheckLocalWorker(const RegisterWorkerRequest& request, const Caller& caller);
   // Batches `team` may still be leased for `job` under its cap (TeamPolicy::max_workers), UINT32_MAX without one.
   // Once the pool's rate per worker is known, the cap is a rate: samples accrue to the team at max_workers x that
   // rate (at most a second's worth banked) and each grant spends them; a team in debt waits. Before, it is a count:

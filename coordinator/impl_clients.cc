@@ -105,9 +105,7 @@ StatusOr<CoordinatorImpl::JobRuntime*> CoordinatorImpl::CreateJobLocked(const Jo
 // version 2 checkpoint may resume the job on another one), a rank or window that cannot be.
 Status CoordinatorImpl::CheckRegistrationLocked(const RegisterClientRequest& request, const JobRuntime& job,
                                                 bool shape_may_change) const {
-  if (!request.local_group.empty() && (request.local_group.size() < 16 || request.local_group.size() > 64)) {
-    return InvalidArgumentError("a local group is 16 to 64 bytes");
-  }
+  STOKER_RETURN_IF_ERROR(CheckLocalGroup(request.local_group));
   const JobSpec& spec = job.record->spec;
   JobSpec shape = spec;
   if (request.spec.has_value()) {
@@ -296,9 +294,7 @@ StatusOr<ClientHeartbeatResponse> CoordinatorImpl::ClientHeartbeat(const ClientH
   RankRuntime& r = job->ranks[request.rank];
   const RankView view = ViewLocked(*job, request.rank);
   bool request_list = false;
-  if (!request.local_group.empty() && (request.local_group.size() < 16 || request.local_group.size() > 64)) {
-    return InvalidArgumentError("a local group is 16 to 64 bytes");
-  }
+  STOKER_RETURN_IF_ERROR(CheckLocalGroup(request.local_group));
   if (view.client_id != request.client_id) {
     return AbortedError("client " + request.client_id + " does not hold rank " + std::to_string(request.rank) +
                         " of job '" + request.job + "' (another client took it): register again");

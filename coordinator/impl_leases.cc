@@ -123,8 +123,9 @@ LeaseGrant CoordinatorImpl::GrantLocked(const std::string& job_name, JobRuntime&
   const std::string team = JobTeamLocked(job);
   job.samples_leased += samples;
   ++stats_.leases_granted;
-  if (auto w = workers_.find(worker_id); w != workers_.end()) ++w->second.leases_granted;
-  if (IsLocalLocked(worker_id)) {  // the client's own cores: no share, cap or guarantee of the pool spent
+  auto w = workers_.find(worker_id);
+  if (w != workers_.end()) ++w->second.leases_granted;
+  if (w != workers_.end() && !w->second.local_group.empty()) {  // the client's own cores: no share, cap or guarantee
     ++stats_.leases_granted_local;
     HoldLocked(r, unit, ActiveLease{g.attempt, worker_id, clock_.Now() + options_.lease_ttl, false, {}, batches, team,
                                     true});

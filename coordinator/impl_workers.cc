@@ -8,6 +8,7 @@
 
 #include "auth/data_tickets.h"
 #include "auth/keys.h"
+#include "base/local_group.h"
 #include "base/logging.h"
 
 namespace stoker::coordinator {
@@ -28,25 +29,20 @@ Status ValidDataEndpoint(const std::string& endpoint, bool ipc) {
   return Status::Ok();
 }
 
-}  // namespace
-
 // Node-local workers a client key may have registered at once: this many, and as many again for each live rank
 // held under it (a node's cores for each training process; the first before its client has registered).
 constexpr size_t kLocalWorkersPerRank = 64;
 
-// A node-local worker's registration: an ipc:// socket, unsealed (its trust is the socket's permissions), a group of
-// the secret's size. Only such a worker may register under a client key.
-Status CheckLocalWorker(const RegisterWorkerRequest& request, const Caller& caller) {
-  const std::optional<PeerIdentity> who = ParseIdentity(caller.identity);
+}  // namespace
+
+Status CoordinatorImpl::CheckLocalWorker(const RegisterWorkerRequest& request, const Caller& caller) {
   if (request.local_group.empty()) {
-    if (who && who->role == Role::kClient) {
+    if (IsClientKey(caller.identity)) {
       return PermissionDeniedError("a client key registers node-local workers only (stoker-worker --local-dir)");
     }
     return Status::Ok();
   }
-  if (request.local_group.size() < 16 || request.local_group.size() > 64) {
-    return InvalidArgumentError("worker " + request.worker_id + ": a local group is 16 to 64 bytes");
-  }
+  STOKER_RETURN_IF_ERROR(CheckLocalGroup(request.local_group).WithContext("worker " + request.worker_id));
   if (request.data_endpoint.rfind("ipc:///", 0) != 0) {
     return InvalidArgumentError("worker " + request.worker_id + " is node-local but its data endpoint is not ipc://");
   }
@@ -94,8 +90,7 @@ Status CoordinatorImpl::CheckNewWorkerLocked(const RegisterWorkerRequest& reques
     return ResourceExhaustedError("the coordinator has " + std::to_string(registered) + (local ? " node-local" : "") +
                                   " workers registered, its limit (--max-registered-workers)");
   }
-  const std::optional<PeerIdentity> who = ParseIdentity(caller.identity);
-  if (local && who && who->role == Role::kClient) {
+  if (local && IsClientKey(caller.identity)) {
     const size_t held = std::count_if(workers_.begin(), workers_.end(), [&](const auto& entry) {
       return !entry.second.local_group.empty() && entry.second.identity == caller.identity;
     });
@@ -281,6 +276,16 @@ std::vector<WorkerInfo> CoordinatorImpl::WorkerListLocked(const std::string& cli
   return list;
 }
 
+Status CoordinatorImpl::CheckLocalGroup(const std::string& group) {
+  if (group.empty() || IsLocalGroup(group)) return Status::Ok();
+  return InvalidArgumentError("a local group is 32 lowercase hex digits (base/local_group.h)");
+}
+
+bool CoordinatorImpl::IsClientKey(const std::string& identity) {
+  const std::optional<PeerIdentity> who = ParseIdentity(identity);
+  return who && who->role == Role::kClient;
+}
+
 size_t CoordinatorImpl::LiveRanksHeldLocked(const std::string& identity) const {
   size_t held = 0;
   for (const auto& [name, job] : jobs_) {
@@ -303,8 +308,7 @@ Status CoordinatorImpl::MayServeLocked(const WorkerRuntime& w, const std::string
   if (r.session_live && r.local_group != w.local_group) {
     return PermissionDeniedError("worker " + worker_id + " is node-local to another client: it serves only its own");
   }
-  const std::optional<PeerIdentity> who = ParseIdentity(w.identity);
-  if (who && who->role == Role::kClient && ViewLocked(job, rank).holder != w.identity) {
+  if (IsClientKey(w.identity) && ViewLocked(job, rank).holder != w.identity) {
     return PermissionDeniedError("worker " + worker_id + " registered under a client key serves only that key's ranks");
   }
   return Status::Ok();
@@ -314,8 +318,7 @@ StatusOr<JobSpec> CoordinatorImpl::GetJob(const std::string& name, const Caller&
   MutexLock lock(mu_);
   const JobRecord* record = state_.FindJob(name);
   if (record == nullptr) return NotFoundError("unknown job '" + name + "'");
-  const std::optional<PeerIdentity> who = ParseIdentity(caller.identity);
-  if (who && who->role == Role::kClient &&
+  if (IsClientKey(caller.identity) &&
       std::none_of(record->ranks.begin(), record->ranks.end(),
                    [&](const RankRecord& r) { return r.holder == caller.identity; })) {
     return PermissionDeniedError("a client key gets only the spec of a job it holds a rank of");

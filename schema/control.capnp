@@ -83,7 +83,7 @@ struct RegisterWorker {
                                 # batch (auth/data_tickets.h, auth/seal.h); required with CURVE on. dataPublicKey
                                 # is then empty (it is left from data ports that were CURVE servers)
   localGroup @5 :Text;          # non-empty: a node-local worker (stoker-worker --local-dir). It serves only the
-                                # client sessions registered with the same group, a secret (16-64 bytes) that a
+                                # client sessions registered with the same group, a secret (32 hex digits) that a
                                 # training process and the workers beside it share through a file; its dataEndpoint
                                 # is then an ipc:// socket on their host, unsealed (dataSealed false). It may
                                 # authenticate with a client key: it then serves only ranks held under that key
