@@ -15,7 +15,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "base/local_group.h"
 #include "base/logging.h"
 #include "client/src/local_manifest.h"
 
@@ -128,8 +127,7 @@ StatusOr<std::unique_ptr<LocalServers>> LocalServers::Start(const LocalServerOpt
   if (options.coordinator.empty()) {
     STOKER_RETURN_IF_ERROR(servers->StartCoordinator(bin_dir, deadline));
   } else {
-    servers->coordinator_endpoint_ = options.coordinator;
-    STOKER_RETURN_IF_ERROR(ReadOrMakeLocalGroup(servers->dir_).status());  // before any worker reads it
+    servers->coordinator_endpoint_ = options.coordinator;  // (the workers make the group file, whoever is first)
   }
   const uint32_t workers = options.workers > 0 ? options.workers : LocalWorkersAuto();
   for (size_t i = 0; i < workers; ++i) STOKER_RETURN_IF_ERROR(servers->StartWorker(bin_dir, i, options));
