@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 namespace stoker::coordinator {
 namespace {
 
@@ -11,9 +13,7 @@ class CapacityTest : public ::testing::Test {
   // Feeds `seconds` of heartbeats (one per 250 ms) from workers making `rate` samples/s per busy thread-second
   // at `busy` occupancy, and from clients delivering `client_rate` samples/s whose steps are `stall` stalled.
   void Run(int seconds, int workers, double rate, double busy, int clients, double client_rate, double stall) {
-    for (int tick = 0; tick < seconds * 4; ++tick) {
-      clock_.Advance(Millis(250));
-      t_ += 0.25;
+    Heartbeats(seconds, [&] {
       for (int w = 0; w < workers; ++w) {
         estimator_.Worker("w" + std::to_string(w), 1, t_ * busy, static_cast<uint64_t>(t_ * busy * rate),
                           clock_.Now());
@@ -22,6 +22,14 @@ class CapacityTest : public ::testing::Test {
         estimator_.Client("job", c, "c" + std::to_string(c), t_, t_ * stall,
                           static_cast<uint64_t>(t_ * client_rate), clock_.Now());
       }
+    });
+  }
+  // `seconds` of heartbeats, one per 250 ms: `report` sends each tick's, t_ being the seconds so far.
+  void Heartbeats(int seconds, const std::function<void()>& report) {
+    for (int tick = 0; tick < seconds * 4; ++tick) {
+      clock_.Advance(Millis(250));
+      t_ += 0.25;
+      report();
     }
   }
   FakeClock clock_;
@@ -119,9 +127,7 @@ TEST_F(CapacityTest, SilentReportersDropOut) {
 // Node-local workers make part of a job's demand beside its client: the pool is sized for the rest, and their
 // rate counts in neither the pool's per-worker rate nor its busy ratio.
 TEST_F(CapacityTest, LocalWorkersSupplyIsDemandThePoolNeedNotMeet) {
-  for (int tick = 0; tick < 40; ++tick) {
-    clock_.Advance(Millis(250));
-    t_ += 0.25;
+  Heartbeats(10, [&] {
     // Two pool workers at 400/s per busy second, fully busy; two local workers of 4 threads at 100/s per thread,
     // fully busy (400/s each at full busy); one rank taking 1,800/s unstalled.
     for (int w = 0; w < 2; ++w) {
@@ -130,7 +136,7 @@ TEST_F(CapacityTest, LocalWorkersSupplyIsDemandThePoolNeedNotMeet) {
                         "job");
     }
     estimator_.Client("job", 0, "c0", t_, 0, static_cast<uint64_t>(t_ * 1800), clock_.Now());
-  }
+  });
   auto advice = estimator_.Advise(2, clock_.Now());
   EXPECT_NEAR(advice.per_worker, 400, 5);     // the pool's own
   EXPECT_NEAR(advice.worker_busy, 1.0, 0.02);
@@ -140,16 +146,14 @@ TEST_F(CapacityTest, LocalWorkersSupplyIsDemandThePoolNeedNotMeet) {
 }
 
 TEST_F(CapacityTest, LocalWorkersCoveringTheirJobLeaveThePoolNothingForIt) {
-  for (int tick = 0; tick < 40; ++tick) {
-    clock_.Advance(Millis(250));
-    t_ += 0.25;
+  Heartbeats(10, [&] {
     estimator_.Worker("p0", 1, t_ * 0.5, static_cast<uint64_t>(t_ * 0.5 * 400), clock_.Now());
     // Local workers able to make 2,000/s serve "job", which takes 300/s: what they could make beyond 330/s is no
     // use to "other", which takes 200/s from the pool.
     estimator_.Worker("l0", 10, t_ * 1.5, static_cast<uint64_t>(t_ * 300), clock_.Now(), true, "job");
     estimator_.Client("job", 0, "c0", t_, 0, static_cast<uint64_t>(t_ * 300), clock_.Now());
     estimator_.Client("other", 0, "c1", t_, 0, static_cast<uint64_t>(t_ * 200), clock_.Now());
-  }
+  });
   auto advice = estimator_.Advise(1, clock_.Now());
   EXPECT_NEAR(advice.local_supply, 2000, 20);
   EXPECT_EQ(advice.recommended, 1u);  // ceil((500 x 1.1 - 330) / 400) = 1: "other"'s demand
@@ -159,16 +163,14 @@ TEST_F(CapacityTest, LocalWorkersCoveringTheirJobLeaveThePoolNothingForIt) {
 // cap, and another team's demand still counts whole (a capped team with local workers once took the pool's advice
 // to zero).
 TEST_F(CapacityTest, LocalSupplyOfACappedTeamLeavesTheOtherTeamsDemand) {
-  for (int tick = 0; tick < 40; ++tick) {
-    clock_.Advance(Millis(250));
-    t_ += 0.25;
+  Heartbeats(10, [&] {
     for (int w = 0; w < 4; ++w) {
       estimator_.Worker("p" + std::to_string(w), 1, t_, static_cast<uint64_t>(t_ * 400), clock_.Now());
     }
     estimator_.Worker("l0", 5, t_ * 5, static_cast<uint64_t>(t_ * 2500), clock_.Now(), true, "a-job");
     estimator_.Client("a-job", 0, "c0", t_, 0, static_cast<uint64_t>(t_ * 3000), clock_.Now());
     estimator_.Client("b-job", 0, "c1", t_, 0, static_cast<uint64_t>(t_ * 800), clock_.Now());
-  }
+  });
   const CapacityEstimator::Caps caps{{{"a", 2}}, {{"a-job", "a"}, {"b-job", "b"}}};
   auto advice = estimator_.Advise(4, clock_.Now(), {}, caps);
   EXPECT_NEAR(advice.local_supply, 2500, 30);
