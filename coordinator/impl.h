@@ -116,6 +116,7 @@ struct ReleaseCounts {
   uint64_t drain = 0;
   uint64_t session_reset = 0;
   uint64_t not_adopted = 0;  // after a restart: units leased before it that no worker reported
+  uint64_t reported = 0;     // leased to a worker a client of the job reported (ClientHeartbeat.rejectedWorkers)
 };
 
 // One job's units by state (all epochs, all ranks) and where its slowest rank is.
@@ -151,6 +152,7 @@ struct CoordinatorStats {
   uint64_t sessions_resumed = 0;     // a client's session continued (after a restart or a pause)
   uint64_t jobs_removed = 0;         // jobs forgotten after their retention without clients
   uint64_t shape_changes = 0;        // jobs re-planned for another shape by a checkpoint
+  uint64_t workers_reported = 0;     // (job, worker) pairs a client reported: the job leases that worker no more
   size_t jobs = 0;
   ReleaseCounts releases;
   size_t workers = 0;
@@ -264,6 +266,9 @@ class CoordinatorImpl {
     // Leases whose unit committed (every batch acked) before their worker's UnitDone arrived: (rank, unit) ->
     // (worker, attempt), so the holder's quarantine report still counts. At most kMaxUnreportedCommits.
     std::map<std::pair<uint32_t, uint64_t>, std::pair<std::string, uint64_t>> unreported_commits;
+    // Workers a client of this job reported for batches that were not the plan's: registered ones only, dropped
+    // when they leave, so never more than the registry holds. Not journaled: a client reports in every heartbeat.
+    std::set<std::string> reported_workers;
   };
   struct WorkerRuntime {
     std::string data_endpoint;
@@ -288,6 +293,9 @@ class CoordinatorImpl {
   Status MayServeLocked(const WorkerRuntime& w, const std::string& worker_id, const JobRuntime& job,
                         uint32_t rank) const STOKER_REQUIRES(mu_);
   bool IsLocalLocked(const std::string& worker_id) const STOKER_REQUIRES(mu_);
+  // A client of `job` reported `worker_id`: the job leases it nothing more, and its leases of the job go back.
+  void ReportWorkerLocked(const std::string& job_name, JobRuntime& job, const std::string& worker_id,
+                          const std::string& reporter) STOKER_REQUIRES(mu_);
   // Ranks with a live session held under `identity`.
   size_t LiveRanksHeldLocked(const std::string& identity) const STOKER_REQUIRES(mu_);
 

@@ -315,6 +315,12 @@ StatusOr<ClientHeartbeatResponse> CoordinatorImpl::ClientHeartbeat(const ClientH
       request.consumed > request.received_watermark) {
     return InvalidArgumentError("inconsistent ack from " + request.client_id);
   }
+  if (request.rejected_workers.size() > kMaxRejectedWorkers) {
+    return InvalidArgumentError("a heartbeat reports at most " + std::to_string(kMaxRejectedWorkers) + " workers");
+  }
+  for (const std::string& worker_id : request.rejected_workers) {
+    ReportWorkerLocked(request.job, *job, worker_id, request.client_id);
+  }
   r.last_heard = clock_.Now();
   if (r.local_group != request.local_group) {  // a coordinator that restarted learns it again
     r.local_group = request.local_group;

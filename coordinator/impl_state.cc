@@ -186,7 +186,9 @@ void CoordinatorImpl::WriteJobsLocked(JsonWriter& j, const CoordinatorStats& sta
         .Key("sent").Value(js.units_sent)
         .Key("committed").Value(js.units_committed)
         .EndObject()
-        .Key("ranks").BeginArray();
+        .Key("reported_workers").BeginArray();
+    for (const std::string& id : job.reported_workers) j.Value(id);
+    j.EndArray().Key("ranks").BeginArray();
     for (uint32_t rank = 0; rank < job.ranks.size(); ++rank) {
       const RankRuntime& r = job.ranks[rank];
       const RankView view = ViewLocked(job, rank);

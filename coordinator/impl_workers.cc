@@ -231,6 +231,7 @@ void CoordinatorImpl::RemoveWorkerLocked(const std::string& worker_id, uint64_t*
   ++membership_version_;
   if (journaled) ApplyLocked(WorkerLeft{worker_id});
   for (auto& [name, job] : jobs_) {
+    job.reported_workers.erase(worker_id);
     for (uint32_t rank = 0; rank < job.ranks.size(); ++rank) {
       RankRuntime& r = job.ranks[rank];
       std::vector<uint64_t> lost;
@@ -301,8 +302,39 @@ bool CoordinatorImpl::IsLocalLocked(const std::string& worker_id) const {
   return it != workers_.end() && !it->second.local_group.empty();
 }
 
+// The client's own check found the batch a lie (coordinator/impl.h): its identity is the session's, so a key can
+// only keep workers from the jobs it holds ranks of. Its units already leased to the worker go back at once, sent or
+// not (the client dropped what came), and its parked requests for the job are answered empty.
+void CoordinatorImpl::ReportWorkerLocked(const std::string& job_name, JobRuntime& job, const std::string& worker_id,
+                                         const std::string& reporter) {
+  if (workers_.count(worker_id) == 0 || !job.reported_workers.insert(worker_id).second) return;
+  ++stats_.workers_reported;
+  STOKER_LOG(kWarning) << "client " << reporter << " of job " << job_name << " reported worker " << worker_id
+                       << " for batches that are not the plan's: the job leases it nothing more";
+  for (RankRuntime& r : job.ranks) {
+    std::vector<uint64_t> held;
+    for (const auto& [unit, lease] : r.active) {
+      if (lease.worker_id == worker_id) held.push_back(unit);
+    }
+    for (uint64_t unit : held) ReleaseLocked(r, unit, &stats_.releases.reported);
+    for (auto it = r.parked.begin(); it != r.parked.end();) {
+      if (it->worker_id != worker_id) {
+        ++it;
+        continue;
+      }
+      deferred_.push_back({it->handle, LeaseResponse{}});
+      it = r.parked.erase(it);
+    }
+  }
+  ServeAllJobsLocked();
+}
+
 Status CoordinatorImpl::MayServeLocked(const WorkerRuntime& w, const std::string& worker_id, const JobRuntime& job,
                                        uint32_t rank) const {
+  if (job.reported_workers.count(worker_id) != 0) {
+    return PermissionDeniedError("worker " + worker_id + " was reported by a client of this job for batches that "
+                                 "were not the plan's: it serves this job no more");
+  }
   if (w.local_group.empty()) return Status::Ok();
   const RankRuntime& r = job.ranks[rank];
   if (r.session_live && r.local_group != w.local_group) {

@@ -86,10 +86,17 @@ void CollectLeasing(const CoordinatorStats& s, uint32_t max_workers, MetricFamil
   for (auto [reason, n] : {std::pair{"worker_lost", r.worker_lost}, std::pair{"lease_expired", r.lease_expired},
                            std::pair{"unacked", r.unacked}, std::pair{"undeliverable", r.undeliverable},
                            std::pair{"abandoned", r.abandoned}, std::pair{"drain", r.drain},
-                           std::pair{"session_reset", r.session_reset}, std::pair{"not_adopted", r.not_adopted}}) {
+                           std::pair{"session_reset", r.session_reset}, std::pair{"not_adopted", r.not_adopted},
+                           std::pair{"reported", r.reported}}) {
     releases.Add({{"reason", reason}}, static_cast<double>(n));
   }
   out.push_back(releases.Build());
+  out.push_back(FamilyBuilder("stoker_coordinator_workers_reported_total",
+                              "Workers a job's client reported for batches that were not the plan's (each job "
+                              "and worker once): the job leases that worker nothing more.",
+                              MetricType::Counter)
+                    .Add({}, static_cast<double>(s.workers_reported))
+                    .Build());
   out.push_back(FamilyBuilder("stoker_coordinator_workers",
                               "Registered workers by state: the pool's active and draining ones, and node-local "
                               "ones (beside one client each).",

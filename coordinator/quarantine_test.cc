@@ -125,5 +125,41 @@ TEST_F(QuarantineTest, LeasesStillCarryTheJobsSpecFingerprint) {
   EXPECT_EQ(grant_.spec_fingerprint, SpecFingerprint(*spec));
 }
 
+// Issue 29: a lying worker's units came back to it after each ack timeout (69 of 74 batches took 90 s). A client
+// of the job reports it in its heartbeats: its leases of the job go back at once, sent or not, its parked request
+// is answered empty, and the job leases it nothing more (another job still may). A made-up id costs nothing.
+TEST_F(QuarantineTest, AWorkerAClientReportsGetsNothingMoreOfItsJob) {
+  LeaseUnitZero();
+  ASSERT_TRUE(Sent("w-1", grant_).ok());
+  const LeaseGrant sent = grant_;
+  const size_t more = Lease("w-1", 0, 100).size();  // whatever else the window allows
+  auto parked = impl_->RequestLease(9, {"w-1", "job", 0, 5, 60000});
+  ASSERT_TRUE(parked.ok() && !parked->has_value()) << "the window is full: the request waits";
+
+  ClientHeartbeatRequest hb{"c-a", "job", 0, 0, 0, {}, 0};
+  hb.rejected_workers = {"w-1", "w-made-up"};
+  ASSERT_TRUE(impl_->ClientHeartbeat(hb).ok());
+  ASSERT_TRUE(impl_->ClientHeartbeat(hb).ok()) << "reported again in every heartbeat: counted once";
+  CoordinatorStats stats = impl_->Stats();
+  EXPECT_EQ(stats.workers_reported, 1u);
+  EXPECT_EQ(stats.releases.reported, 1 + more);
+  std::vector<DeferredLeaseReply> answered = impl_->TakeDeferredReplies();
+  ASSERT_EQ(answered.size(), 1u);
+  EXPECT_EQ(answered[0].handle, 9u);
+  EXPECT_TRUE(answered[0].response.leases.empty());
+
+  auto refused = impl_->RequestLease(1, {"w-1", "job", 1, 1, 0});
+  EXPECT_EQ(refused.status().code(), StatusCode::kPermissionDenied) << "for any rank of the job";
+  std::vector<LeaseGrant> redo = Lease("w-2", 0, 1);
+  ASSERT_EQ(redo.size(), 1u);
+  EXPECT_EQ(redo[0].unit, sent.unit) << "the reported worker's sent unit is made again first";
+  EXPECT_GT(redo[0].attempt, sent.attempt);
+  EXPECT_NE(impl_->StateJson().find("\"reported_workers\": [\"w-1\"]"), std::string::npos) << impl_->StateJson();
+
+  hb.rejected_workers.assign(kMaxRejectedWorkers + 1, "w-2");
+  EXPECT_EQ(impl_->ClientHeartbeat(hb).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(impl_->Stats().workers_reported, 1u);
+}
+
 }  // namespace
 }  // namespace stoker::coordinator

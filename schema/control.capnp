@@ -227,6 +227,9 @@ struct ClientHeartbeat {
   stallSeconds @7 :Float64;     # part of that the consumer sat idle waiting for input
   samplesDelivered @8 :UInt64;
   localGroup @9 :Text;          # as in RegisterClient: a coordinator that restarted learns it again from here
+  # Workers whose batches this client refused as not the plan's (another sample id or padding flag at a batch's
+  # place): the coordinator leases this job nothing more from them. Every one so far, at most 64; sent each time.
+  rejectedWorkers @10 :List(Text);
 }
 
 struct ClientHeartbeatReply {

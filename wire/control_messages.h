@@ -131,6 +131,9 @@ struct RegisterClientResponse {
   uint64_t membership_version = 0;
 };
 
+// The most worker ids a client reports as having sent batches that were not the plan's (ClientHeartbeat).
+constexpr size_t kMaxRejectedWorkers = 64;
+
 struct ClientHeartbeatRequest {
   std::string client_id;
   std::string job;
@@ -143,6 +146,7 @@ struct ClientHeartbeatRequest {
   double stall_seconds = 0;
   uint64_t samples_delivered = 0;
   std::string local_group;  // as in RegisterClientRequest
+  std::vector<std::string> rejected_workers;  // worker ids whose batches were not the plan's (kMaxRejectedWorkers)
 };
 struct ClientHeartbeatResponse {
   uint64_t membership_version = 0;

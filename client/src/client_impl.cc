@@ -172,6 +172,10 @@ void ClientImpl::Tick() {
   for (const auto& [id, connection] : connections_) {
     if (now - connection.credited >= kCreditRefresh) GiveCredit(id, credits_);
   }
+  if (now >= next_rotation_) {
+    next_rotation_ = now + kRotationRound;
+    RotateWorkers(now);
+  }
   for (const RequestTracker::Pending& p : tracker_.TakeExpired()) {
     if (std::holds_alternative<RegisterClientRequest>(p.body)) registering_ = false;
     heartbeat_numbers_.erase(p.id);
@@ -185,6 +189,7 @@ void ClientImpl::SendHeartbeat() {
   hb.rank = options_.rank;
   hb.membership_version = membership_version_;
   hb.local_group = local_group_;
+  hb.rejected_workers = reported_;
   const uint64_t number = core_.TakeAck(hb);
   heartbeat_numbers_[Send(std::move(hb))] = number;
 }
@@ -235,6 +240,7 @@ void ClientImpl::LoseSession(const Status& why) {
   for (const auto& [id, connection] : connections_) GiveCredit(id, 0);
   for (const auto& [id, connection] : connections_) outbox_.closes.push_back(id);
   connections_.clear();
+  listed_.clear();
   session_lost_ = true;
   core_.Fail(why);
 }
@@ -247,44 +253,115 @@ uint64_t ClientImpl::Leave() {
 // ---- the workers -----------------------------------------------------------------------------------------------
 
 void ClientImpl::UpdateWorkers(const std::vector<WorkerInfo>& list) {
-  std::set<std::string> present;
+  listed_.clear();
   uint32_t refused = 0;
   for (const WorkerInfo& info : list) {
-    present.insert(info.worker_id);
-    auto it = connections_.find(info.worker_id);
-    if (it != connections_.end() && it->second.endpoint == info.data_endpoint) continue;
-    if (it == connections_.end() && connections_.size() >= options_.max_workers) {
-      ++refused;  // every connection is a file descriptor: a list this long would exhaust the process's
-      continue;
-    }
+    if (IsRejected(info.worker_id)) continue;
     if (Status s = ValidWorker(info, curve_, options_.coordinator.rfind("ipc://", 0) == 0, IsNodeLocal(info));
         !s.ok()) {
       STOKER_LOG(kWarning) << s.message();
       ++refused;
       continue;
     }
-    connections_[info.worker_id] = Connection{info.data_endpoint, clock_.Now()};
-    outbox_.opens.push_back(info);
-    GiveCredit(info.worker_id, credits_);
+    listed_.push_back(info);
   }
-  if (refused > 0) {
-    STOKER_LOG(kWarning) << "not connected to " << refused << " of " << list.size() << " listed workers (at most "
-                         << options_.max_workers << ", ClientOptions.max_workers)";
-  }
+  std::map<std::string, const WorkerInfo*> present;
+  for (const WorkerInfo& info : listed_) present[info.worker_id] = &info;
   for (auto it = connections_.begin(); it != connections_.end();) {
-    if (present.count(it->first) != 0) {
-      ++it;
-    } else {
+    auto listed = present.find(it->first);
+    if (listed == present.end()) {
       outbox_.closes.push_back(it->first);
       it = connections_.erase(it);
+      continue;
     }
+    if (listed->second->data_endpoint != it->second.endpoint) {  // moved: its connection is opened again there
+      it->second = Connection{listed->second->data_endpoint, clock_.Now(), clock_.Now(), false};
+      outbox_.opens.push_back(*listed->second);
+      GiveCredit(it->first, credits_);
+    }
+    ++it;
   }
-  NoteWorkers();
+  std::erase_if(passed_over_, [&](const std::string& id) { return present.count(id) == 0; });
+  OpenListed();
+  if (refused > 0 || listed_.size() > options_.max_workers) {
+    STOKER_LOG(kWarning) << "connected to " << connections_.size() << " of " << list.size() << " listed workers ("
+                         << refused << " refused; at most " << options_.max_workers
+                         << " at once, ClientOptions.max_workers, and " << kMaxOpensPerRound << " new a second)";
+  }
 }
+
+// Opens listed workers not yet connected nor passed over, in the list's order (the coordinator puts those that
+// have delivered first): at most kMaxOpensPerRound, up to max_workers in all.
+void ClientImpl::OpenListed() {
+  uint32_t opened = 0;
+  for (const WorkerInfo& info : listed_) {
+    if (opened >= kMaxOpensPerRound || connections_.size() >= options_.max_workers) break;
+    if (connections_.count(info.worker_id) != 0 || passed_over_.count(info.worker_id) != 0) continue;
+    connections_[info.worker_id] = Connection{info.data_endpoint, clock_.Now(), clock_.Now(), false};
+    outbox_.opens.push_back(info);
+    GiveCredit(info.worker_id, credits_);
+    ++opened;
+  }
+  if (opened > 0) NoteWorkers();
+}
+
+// With every place taken and listed workers left over, connections that have delivered nothing for kRotation make
+// room for them (at most kMaxOpensPerRound a round): made-up workers listed first cannot keep a client from the
+// ones that work. Those passed over come back after every other listed worker has had its turn.
+void ClientImpl::RotateWorkers(TimePoint now) {
+  if (session_lost_) return;
+  if (connections_.size() < options_.max_workers) {
+    OpenListed();  // room left by workers that went, or opens past the last round's cap
+    return;
+  }
+  size_t waiting = 0;
+  for (const WorkerInfo& info : listed_) waiting += connections_.count(info.worker_id) == 0;
+  if (waiting == 0) return;
+  if (std::all_of(listed_.begin(), listed_.end(), [&](const WorkerInfo& info) {
+        return connections_.count(info.worker_id) != 0 || passed_over_.count(info.worker_id) != 0;
+      })) {
+    passed_over_.clear();  // every listed worker has had a turn: the next round starts over
+  }
+  uint32_t closed = 0;
+  for (auto it = connections_.begin(); it != connections_.end() && closed < std::min<size_t>(waiting, kMaxOpensPerRound);) {
+    if (it->second.delivered || now - it->second.opened < kRotation) {
+      ++it;
+      continue;
+    }
+    GiveCredit(it->first, 0);
+    outbox_.closes.push_back(it->first);
+    passed_over_.insert(it->first);
+    it = connections_.erase(it);
+    ++closed;
+  }
+  OpenListed();
+}
+
+// A worker whose batch was not the plan's (signed by its own session when sealed): its connection goes for good,
+// and every heartbeat reports it, so the coordinator leases this job nothing more from it.
+void ClientImpl::RejectWorker(const std::string& worker_id) {
+  if (worker_id.empty() || IsRejected(worker_id)) return;
+  STOKER_LOG(kWarning) << "worker " << worker_id << " sent a batch whose samples are not the plan's: "
+                       << "disconnected from it and reported to the coordinator";
+  rejected_.insert(worker_id);
+  reported_.push_back(worker_id);
+  if (reported_.size() > kMaxRejectedWorkers) reported_.erase(reported_.begin());
+  if (connections_.count(worker_id) != 0) {
+    GiveCredit(worker_id, 0);
+    outbox_.closes.push_back(worker_id);
+    connections_.erase(worker_id);
+  }
+  std::erase_if(listed_, [&](const WorkerInfo& info) { return info.worker_id == worker_id; });
+  NoteWorkers();
+  OpenListed();
+}
+
+bool ClientImpl::IsRejected(const std::string& worker_id) const { return rejected_.count(worker_id) != 0; }
 
 void ClientImpl::OpenFailed(const std::string& worker_id, const Status& why) {
   STOKER_LOG(kWarning) << why.message();
   connections_.erase(worker_id);
+  passed_over_.insert(worker_id);  // tried again once every other listed worker has had its turn
   NoteWorkers();
 }
 
@@ -301,8 +378,8 @@ void ClientImpl::GiveCredit(const std::string& worker_id, uint32_t credits) {
   if (it != connections_.end()) it->second.credited = clock_.Now();
 }
 
-void ClientImpl::HandleWorkerMessage(StatusOr<WorkerMessage> message, std::vector<zmq::message_t> payload,
-                                     HostBufferPool::Buffer opened) {
+void ClientImpl::HandleWorkerMessage(const std::string& worker_id, StatusOr<WorkerMessage> message,
+                                     std::vector<zmq::message_t> payload, HostBufferPool::Buffer opened) {
   if (!message.ok()) {
     STOKER_LOG(kDebug) << "dropped a batch: " << message.status().message();
     core_.CountBadFrame();
@@ -319,10 +396,12 @@ void ClientImpl::HandleWorkerMessage(StatusOr<WorkerMessage> message, std::vecto
   first_worker_error_.reset();
   BatchHeader& header = std::get<BatchHeader>(*message);
   if (!PlannedSamples(header)) {
-    STOKER_LOG(kDebug) << "dropped a batch whose samples are not the plan's";
     core_.CountWrongSamples();
+    RejectWorker(worker_id);
     return;
   }
+  auto connection = connections_.find(worker_id);
+  if (connection != connections_.end()) connection->second.delivered = true;
   std::unique_ptr<ReceivedBatch> batch = MakeReceivedBatch(std::move(header), expected_.steps_per_epoch,
                                                            std::move(payload), /*join_frames=*/!core_.stages());
   batch->opened = std::move(opened);

@@ -2,9 +2,12 @@
 // on the client's Clock — claiming its rank (the registration, sent again while the coordinator does not answer,
 // and asked for again while a live session holds the rank), heartbeats that carry the acks (promptly when something
 // changed, coalesced to one per 2 ms, and every heartbeat interval regardless), the session's loss and re-claiming
-// it, which workers to hold a connection to (the coordinator's list, at most ClientOptions::max_workers), their
-// credits (refreshed every second, withdrawn on leaving), and what arrives from workers: a batch must carry its
-// plan's sample ids and padding flags, and workers that keep saying they cannot serve the job end it after a grace.
+// it, which workers to hold a connection to (the coordinator's list in its order, at most ClientOptions::max_workers
+// and 64 new ones a second; when the list is longer, connections that delivered nothing for 10 s make room for the
+// rest in turn), their credits (refreshed every second, withdrawn on leaving), and what arrives from workers: a
+// batch must carry its plan's sample ids and padding flags (a worker that sends one that does not is disconnected
+// for good and reported in every heartbeat), and workers that keep saying they cannot serve the job end it after
+// a grace.
 //
 // Its adapter (client/src/io_thread.cc) owns the sockets. It decodes what arrives (replies, worker frames against
 // expectation()), hands it over, calls Tick() as time passes, and after each call carries out what the Impl wants
@@ -20,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -71,8 +75,9 @@ class ClientImpl {
   // A worker's message as the adapter decoded it against expectation() (an error: the frames were refused), with
   // the payload frames that came after its header; or, for a sealed batch opened into a stager's spare buffer,
   // no frames and that buffer.
-  void HandleWorkerMessage(StatusOr<WorkerMessage> message, std::vector<zmq::message_t> payload,
-                           HostBufferPool::Buffer opened = HostBufferPool::Buffer());
+  // `worker_id`: whose connection it came on. A batch that is not the plan's rejects that worker for good.
+  void HandleWorkerMessage(const std::string& worker_id, StatusOr<WorkerMessage> message,
+                           std::vector<zmq::message_t> payload, HostBufferPool::Buffer opened = HostBufferPool::Buffer());
   // The adapter could not open the connection Outbox::opens asked for (out of descriptors, a bad address).
   void OpenFailed(const std::string& worker_id, const Status& why);
   // Heartbeats and acks, credit refreshes, requests past their deadline; before Start, the claim's retries.
@@ -96,6 +101,8 @@ class ClientImpl {
   struct Connection {
     std::string endpoint;
     TimePoint credited;
+    TimePoint opened;
+    bool delivered = false;  // a batch of the plan came from it
   };
 
   uint64_t Send(RequestBody body);
@@ -108,6 +115,10 @@ class ClientImpl {
   void HeartbeatReplied(const RequestTracker::Pending& request, const DecodedReply& reply);
   void LoseSession(const Status& why);
   void UpdateWorkers(const std::vector<WorkerInfo>& list);
+  void OpenListed();
+  void RotateWorkers(TimePoint now);
+  void RejectWorker(const std::string& worker_id);
+  bool IsRejected(const std::string& worker_id) const;
   void NoteWorkers();
   void GiveCredit(const std::string& worker_id, uint32_t credits);
   bool PlannedSamples(const BatchHeader& header);
@@ -119,6 +130,9 @@ class ClientImpl {
   static constexpr Duration kAckCoalescing = Millis(2);
   static constexpr Duration kCreditRefresh = Millis(1000);
   static constexpr Duration kWorkerErrorGrace = Millis(15000);
+  static constexpr uint32_t kMaxOpensPerRound = 64;     // new worker connections per list update or round
+  static constexpr Duration kRotationRound = Millis(1000);
+  static constexpr Duration kRotation = Millis(10000);  // a connection with nothing delivered may then make room
 
   const ClientOptions options_;
   ClientCore& core_;
@@ -153,6 +167,11 @@ class ClientImpl {
   std::optional<TimePoint> first_worker_error_;     // since the last accepted batch
   std::map<uint64_t, uint64_t> heartbeat_numbers_;  // heartbeat request id -> its number (ClientCore::TakeAck)
   std::map<std::string, Connection> connections_;   // by worker id
+  std::vector<WorkerInfo> listed_;  // the coordinator's latest list: the usable entries, in its order
+  std::set<std::string> passed_over_;  // closed for delivering nothing: opened again after the other listed ones
+  std::set<std::string> rejected_;     // sent batches that were not the plan's: never connected again
+  std::vector<std::string> reported_;  // the latest kMaxRejectedWorkers of those, in every heartbeat
+  TimePoint next_rotation_;
   std::vector<PlannedSample> planned_;              // scratch: the plan's samples of the batch being checked
 };
 

@@ -131,7 +131,7 @@ class ClientImplTest : public ::testing::Test {
   void Arrive(StatusOr<WorkerMessage> message) {
     std::vector<zmq::message_t> payload;
     payload.emplace_back(spec_.BatchBytes());
-    impl().HandleWorkerMessage(std::move(message), std::move(payload));
+    impl().HandleWorkerMessage(arriving_from_, std::move(message), std::move(payload));
   }
   void Arrive(BatchHeader header) { Arrive(WorkerMessage(std::move(header))); }
   void Arrive(const DataError& error) { Arrive(WorkerMessage(error)); }
@@ -160,6 +160,7 @@ class ClientImplTest : public ::testing::Test {
   std::unique_ptr<ClientImpl> impl_;
   std::optional<Plan> plan_;
   RequestTracker::Pending claimed_;  // the registration Start answered
+  std::string arriving_from_ = "w-1";  // the connection Arrive's messages come on
   ClientImpl::Outbox outbox_;
 };
 
@@ -407,6 +408,75 @@ TEST_F(ClientImplTest, BatchesThatAreNotThePlansAreDropped) {
   EXPECT_EQ(s.batches_received, 0u);
   Arrive(Header(0));
   EXPECT_EQ(core_->Stats().batches_received, 1u);
+}
+
+// Issue 29: a lying worker's bad batches each cost a unit's ack timeout, and its units kept coming back to it. Now
+// its first batch that is not the plan's disconnects it for good, and every heartbeat reports it.
+TEST_F(ClientImplTest, AWorkerWhoseBatchIsNotThePlansIsDisconnectedForGoodAndReported) {
+  Start({Worker(1), Worker(2)});
+  impl().Tick();
+  AnswerHeartbeat();
+  Clear();
+  BatchHeader other = Header(0);
+  other.sample_ids[1] = other.sample_ids[0];
+  Arrive(std::move(other));
+  EXPECT_EQ(Credited(0), (Strings{"w-1"}));
+  EXPECT_EQ(outbox_.closes, (Strings{"w-1"}));
+  EXPECT_EQ(impl().connections(), 1u);
+  Pass(Millis(250));
+  EXPECT_EQ(std::get<ClientHeartbeatRequest>(Take<ClientHeartbeatRequest>().body).rejected_workers,
+            (Strings{"w-1"}));
+
+  ClientHeartbeatResponse listed;  // listed again, as a coordinator that restarted would
+  listed.membership_version = 2;
+  listed.workers_changed = true;
+  listed.workers = {Worker(1), Worker(2), Worker(3)};
+  Clear();
+  Pass(Millis(250));
+  Reply(Take<ClientHeartbeatRequest>(), listed);
+  EXPECT_EQ(Opened(), (Strings{"w-3 tcp://10.0.0.3:7401"}));
+  Pass(Millis(250));
+  EXPECT_EQ(std::get<ClientHeartbeatRequest>(Take<ClientHeartbeatRequest>().body).rejected_workers,
+            (Strings{"w-1"}));
+}
+
+// Issue 29: 512 made-up workers listed ahead of the real ones held every place a client had. With the list longer
+// than max_workers, a connection that delivered nothing for 10 s makes room for the next listed worker; one that
+// delivered stays, and the ones passed over come back once every listed worker has had its turn.
+TEST_F(ClientImplTest, ConnectionsThatDeliverNothingMakeRoomForTheRestOfALongList) {
+  options_.max_workers = 2;
+  Start({Worker(1), Worker(2), Worker(3), Worker(4)});
+  EXPECT_EQ(Opened(), (Strings{"w-1 tcp://10.0.0.1:7401", "w-2 tcp://10.0.0.2:7401"}));
+  impl().Tick();
+  AnswerHeartbeat();
+  arriving_from_ = "w-2";
+  Arrive(Header(0));
+  Clear();
+  Pass(Millis(9999));
+  EXPECT_TRUE(Opened().empty()) << "a connection has 10 s to deliver";
+  Pass(Millis(1001));
+  EXPECT_EQ(Opened(), (Strings{"w-3 tcp://10.0.0.3:7401"}));
+  EXPECT_EQ(outbox_.closes, (Strings{"w-1"}));
+  Clear();
+  Pass(Millis(10000));
+  EXPECT_EQ(Opened(), (Strings{"w-4 tcp://10.0.0.4:7401"}));
+  EXPECT_EQ(outbox_.closes, (Strings{"w-3"}));
+  Clear();
+  Pass(Millis(10000));
+  EXPECT_EQ(Opened(), (Strings{"w-1 tcp://10.0.0.1:7401"})) << "every listed worker had a turn: round again";
+  EXPECT_EQ(outbox_.closes, (Strings{"w-4"}));
+  EXPECT_EQ(impl().connections(), 2u);
+}
+
+TEST_F(ClientImplTest, AtMost64NewConnectionsAreOpenedASecond) {
+  std::vector<WorkerInfo> many;
+  for (int i = 0; i < 100; ++i) many.push_back(Worker(i, "tcp://10.0.1." + std::to_string(i) + ":7401"));
+  Start(many);
+  EXPECT_EQ(Opened().size(), 64u);
+  Clear();
+  Pass(Millis(1000));
+  EXPECT_EQ(Opened().size(), 36u);
+  EXPECT_EQ(impl().connections(), 100u);
 }
 
 TEST_F(ClientImplTest, WorkersThatCannotServeEndTheStreamAfterTheGrace) {

@@ -295,7 +295,7 @@ void IoThread::DrainWorker(const std::string& id, WorkerConnection& w) {
     const std::span<const uint8_t> header_span(reinterpret_cast<const uint8_t*>(header_bytes.data()),
                                                header_bytes.size());
     if (w.seal && !Unseal(id, w, message, header_span, payload, trailer ? &*trailer : nullptr)) continue;
-    impl_.HandleWorkerMessage(std::move(message), std::move(payload));
+    impl_.HandleWorkerMessage(id, std::move(message), std::move(payload));
   }
 }
 
@@ -350,7 +350,7 @@ bool IoThread::Unseal(const std::string& worker_id, WorkerConnection& w, StatusO
     return false;
   }
   if (into) {
-    impl_.HandleWorkerMessage(std::move(message), {}, std::move(into));
+    impl_.HandleWorkerMessage(worker_id, std::move(message), {}, std::move(into));
     return false;
   }
   return true;
@@ -411,7 +411,7 @@ void IoThread::FinishOpens() {
       continue;
     }
     if (o->into) o->payload.clear();  // opened into pinned memory: the received frames go now
-    impl_.HandleWorkerMessage(std::move(o->message), std::move(o->payload), std::move(o->into));
+    impl_.HandleWorkerMessage(o->worker_id, std::move(o->message), std::move(o->payload), std::move(o->into));
   }
 }
 

@@ -46,7 +46,8 @@ void ControlFrames(const std::string& dir) {
       LeaseRequest{"w-1", "job", 1, 4, 1000},
       UnitDoneRequest{"w-1", "job", 0, 3, 7, UnitOutcome::kSent, 1, {{17, "decode_error", "bad"}}},
       RegisterClientRequest{"c-1", "job", 0, Spec(), 8, ResumePoint{5, 99}},
-      ClientHeartbeatRequest{"c-1", "job", 0, 4, 6, {8, 9}, 2},
+      ClientHeartbeatRequest{.client_id = "c-1", .job = "job", .consumed = 4, .received_watermark = 6,
+                             .received_above = {8, 9}, .membership_version = 2, .rejected_workers = {"w-2"}},
       GetJobRequest{"w-1", "job"},
       DeregisterRequest{"c-1", "job", 0}};
   for (size_t i = 0; i < requests.size(); ++i) Write(dir, "request-" + std::to_string(i), Bytes(EncodeRequest(i + 1, requests[i])));
