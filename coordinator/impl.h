@@ -80,6 +80,9 @@ struct CoordinatorOptions {
   uint32_t max_jobs_per_team = 0;
   uint32_t max_ranks_per_job = 4096;
   uint32_t max_registered_workers = 1024;
+  // New worker ids one key may register a second, with 4 seconds' worth at once (a pool scaling up): more are
+  // RESOURCE_EXHAUSTED, which a worker asks again after a second. 0: no limit.
+  uint32_t worker_registrations_per_second = 32;
   uint32_t max_window = 4096;  // a client's prefetch window, in batches
   // Quarantine reports held over all jobs ((epoch, sample) pairs, each detail cut to 256 bytes):
   // about 300 bytes each, 80 MB at the default. Past it reports are counted, not kept.
@@ -293,6 +296,8 @@ class CoordinatorImpl {
   Status MayServeLocked(const WorkerRuntime& w, const std::string& worker_id, const JobRuntime& job,
                         uint32_t rank) const STOKER_REQUIRES(mu_);
   bool IsLocalLocked(const std::string& worker_id) const STOKER_REQUIRES(mu_);
+  // Spends one of `identity`'s new-worker registrations; RESOURCE_EXHAUSTED when none is left.
+  Status SpendRegistrationLocked(const std::string& identity) STOKER_REQUIRES(mu_);
   // A client of `job` reported `worker_id`: the job leases it nothing more, and its leases of the job go back.
   void ReportWorkerLocked(const std::string& job_name, JobRuntime& job, const std::string& worker_id,
                           const std::string& reporter) STOKER_REQUIRES(mu_);
@@ -459,6 +464,14 @@ class CoordinatorImpl {
   TimePoint next_rate_refresh_ STOKER_GUARDED_BY(mu_);
   uint64_t membership_version_ STOKER_GUARDED_BY(mu_) = 1;
   uint64_t workers_joined_ STOKER_GUARDED_BY(mu_) = 0;  // WorkerRuntime::joined of the latest to join
+  // New worker ids each key may still register (CoordinatorOptions::worker_registrations_per_second), by
+  // authenticated identity: as many entries as the trust file has keys.
+  struct RegistrationBudget {
+    double left = 0;
+    TimePoint at;
+    bool refused = false;  // the latest was refused (logged once until one passes)
+  };
+  std::unordered_map<std::string, RegistrationBudget> registration_budget_ STOKER_GUARDED_BY(mu_);
   bool reconciling_ STOKER_GUARDED_BY(mu_) = false;
   TimePoint reconcile_until_ STOKER_GUARDED_BY(mu_);
   std::vector<DeferredLeaseReply> deferred_ STOKER_GUARDED_BY(mu_);

@@ -35,6 +35,7 @@ class CoordinatorImplTest : public ::testing::Test {
     options_.client_timeout = Millis(10000);
     // The window's own rules, apart from the workers' queues (scheduling_test.cc tests those).
     options_.worker_queue_batches = 1000;
+    options_.worker_registrations_per_second = 0;  // registration_test.cc tests the pace
     impl_ = std::make_unique<CoordinatorImpl>(options_, clock_, env_);
   }
 

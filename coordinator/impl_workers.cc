@@ -103,6 +103,33 @@ Status CoordinatorImpl::CheckNewWorkerLocked(const RegisterWorkerRequest& reques
   return Status::Ok();
 }
 
+// A token bucket per key: a stolen key registering made-up workers gets them at the pool's own pace, never a
+// registry's worth at once. A registration of an id already registered (a heartbeat's worker coming back, a retry)
+// spends nothing.
+Status CoordinatorImpl::SpendRegistrationLocked(const std::string& identity) {
+  const double rate = options_.worker_registrations_per_second;
+  if (rate == 0) return Status::Ok();
+  const TimePoint now = clock_.Now();
+  auto [it, fresh] = registration_budget_.try_emplace(identity);
+  RegistrationBudget& b = it->second;
+  const double burst = 4 * rate;
+  b.left = fresh ? burst : std::min(burst, b.left + rate * std::chrono::duration<double>(now - b.at).count());
+  b.at = now;
+  if (b.left >= 1) {
+    b.left -= 1;
+    b.refused = false;
+    return Status::Ok();
+  }
+  if (!std::exchange(b.refused, true)) {
+    STOKER_LOG(kWarning) << "the key " << (identity.empty() ? std::string("(none: --insecure)") : identity)
+                         << " registers new workers faster than " << options_.worker_registrations_per_second
+                         << " a second (--max-worker-registrations-per-second): they are asked to try again";
+  }
+  return ResourceExhaustedError("this key registers new workers faster than " +
+                                std::to_string(options_.worker_registrations_per_second) +
+                                " a second (--max-worker-registrations-per-second): ask again later");
+}
+
 StatusOr<RegisterWorkerResponse> CoordinatorImpl::RegisterWorker(const RegisterWorkerRequest& request,
                                                                  const Caller& caller) {
   MutexLock lock(mu_);
@@ -115,6 +142,7 @@ StatusOr<RegisterWorkerResponse> CoordinatorImpl::RegisterWorker(const RegisterW
     }
     return allowed;
   }
+  if (workers_.count(request.worker_id) == 0) STOKER_RETURN_IF_ERROR(SpendRegistrationLocked(caller.identity));
   auto [it, inserted] = workers_.try_emplace(request.worker_id);
   WorkerRuntime& w = it->second;
   if (w.joined == 0) w.joined = ++workers_joined_;

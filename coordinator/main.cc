@@ -87,6 +87,9 @@ void AddCapFlags(FlagSet& flags, CoordinatorOptions& o) {
   flags.AddUint32("max-ranks-per-job", &o.max_ranks_per_job, "ranks a job may have");
   flags.AddUint32("max-registered-workers", &o.max_registered_workers,
                   "workers registered at once (the pool's; node-local workers have as many places again)");
+  flags.AddUint32("max-worker-registrations-per-second", &o.worker_registrations_per_second,
+                  "new worker ids one key may register a second, 4 seconds' worth at once; more are asked to try "
+                  "again (0: no limit)");
   flags.AddUint32("max-window", &o.max_window, "batches a client's prefetch window may hold");
   flags.AddUint32("max-quarantine-reports", &o.max_quarantine_reports,
                   "quarantine reports ((epoch, sample) pairs) kept over all jobs; more are counted, not kept");
