@@ -318,9 +318,6 @@ StatusOr<ClientHeartbeatResponse> CoordinatorImpl::ClientHeartbeat(const ClientH
   if (request.rejected_workers.size() > kMaxRejectedWorkers) {
     return InvalidArgumentError("a heartbeat reports at most " + std::to_string(kMaxRejectedWorkers) + " workers");
   }
-  for (const std::string& worker_id : request.rejected_workers) {
-    ReportWorkerLocked(request.job, *job, worker_id, request.client_id);
-  }
   r.last_heard = clock_.Now();
   if (r.local_group != request.local_group) {  // a coordinator that restarted learns it again
     r.local_group = request.local_group;
@@ -342,6 +339,10 @@ StatusOr<ClientHeartbeatResponse> CoordinatorImpl::ClientHeartbeat(const ClientH
   std::vector<uint64_t> units;
   for (const auto& [unit, lease] : r.active) units.push_back(unit);
   for (uint64_t unit : units) CommitIfCompleteLocked(*job, request.rank, unit);
+  // After the ack: the reported workers' units are leased again with what the client already holds skipped.
+  for (const std::string& worker_id : request.rejected_workers) {
+    ReportWorkerLocked(request.job, *job, worker_id, request.client_id);
+  }
   if (consumed_advanced) ServeParkedLocked(request.job, *job, request.rank);
   if (watermark >= total) AnswerParkedEmptyLocked(r, true);
 

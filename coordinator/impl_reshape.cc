@@ -147,12 +147,14 @@ Status CoordinatorImpl::ReshapeLocked(JobRuntime*& job, const JobSpec& shape, co
   }
   const JobSpec old = job->record->spec;
   auto quarantined = std::move(job->quarantined);
+  auto reported = std::move(job->reported_workers);  // a liar stays one whatever the shape
   const size_t reports = job->quarantine_reports;
   const std::optional<std::string> created_by = job->created_by;
   ApplyLocked(JobReshaped{spec, floor, job->record->shape_changes + 1});
   job = &AddJobRuntimeLocked(spec, num_samples);
   job->created_by = created_by;  // its team's job slot, as before
   job->quarantined = std::move(quarantined);
+  job->reported_workers = std::move(reported);
   job->quarantine_reports = reports;
   quarantine_reports_ += reports;
   for (RankRuntime& r : job->ranks) r.next_attempt = floor;

@@ -233,7 +233,8 @@ bool CoordinatorImpl::AdoptLocked(const LeaseRef& ref, const std::string& worker
   // A node-local worker's leases are not adopted: it was not journaled, and a key that registered one now could
   // name any job's units (its units go back and are leased again, to it first if its client is back).
   if (IsLocalLocked(worker_id)) return false;
-  if (!reconciling_ || job == nullptr || ref.rank >= job->ranks.size() || ref.unit >= job->plan.total_units()) {
+  if (!reconciling_ || job == nullptr || ref.rank >= job->ranks.size() || ref.unit >= job->plan.total_units() ||
+      job->reported_workers.count(worker_id) != 0) {
     return false;
   }
   RankRuntime& r = job->ranks[ref.rank];

@@ -92,8 +92,9 @@ void CollectLeasing(const CoordinatorStats& s, uint32_t max_workers, MetricFamil
   }
   out.push_back(releases.Build());
   out.push_back(FamilyBuilder("stoker_coordinator_workers_reported_total",
-                              "Workers a job's client reported for batches that were not the plan's (each job "
-                              "and worker once): the job leases that worker nothing more.",
+                              "Workers a job's client reported for batches that were not the plan's (each time "
+                              "a job's client names a registered worker the job had not excluded): the job leases "
+                              "that worker nothing more.",
                               MetricType::Counter)
                     .Add({}, static_cast<double>(s.workers_reported))
                     .Build());

@@ -127,7 +127,7 @@ TEST_F(QuarantineTest, LeasesStillCarryTheJobsSpecFingerprint) {
 
 // Issue 29: a lying worker's units came back to it after each ack timeout (69 of 74 batches took 90 s). A client
 // of the job reports it in its heartbeats: its leases of the job go back at once, sent or not, its parked request
-// is answered empty, and the job leases it nothing more (another job still may). A made-up id costs nothing.
+// is answered empty, and the job leases it nothing more. A made-up id costs nothing.
 TEST_F(QuarantineTest, AWorkerAClientReportsGetsNothingMoreOfItsJob) {
   LeaseUnitZero();
   ASSERT_TRUE(Sent("w-1", grant_).ok());

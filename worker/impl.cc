@@ -135,6 +135,7 @@ void WorkerImpl::LeaseReplied(const RequestTracker::Pending& request, const Deco
   if (!reply.status.ok()) {
     STOKER_LOG(kWarning) << "lease for " << lease.job << " rank " << lease.rank
                          << " refused: " << reply.status.ToString();
+    HoldStream(request.id, kRefusedLeaseHold);  // asked again no sooner: a refusal is not answered in a loop
     LeaseAnswered(request.id, {});
     if (reply.status.code() == StatusCode::kNotFound) FailJob(lease.job, reply.status);
     return;

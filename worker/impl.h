@@ -181,6 +181,8 @@ class WorkerImpl {
 
   void RequestLeases();
   void LeaseAnswered(uint64_t request_id, const LeaseResponse& response);
+  // The stream lease request `request_id` was for asks for no lease before `hold` has passed.
+  void HoldStream(uint64_t request_id, Duration hold);
   void StartUnit(const LeaseGrant& grant);
   void QueueBuilds(const std::shared_ptr<const JobContext>& job, const UnitKey& key, UnitWork& work);
   void Fence(UnitIt it);
@@ -226,6 +228,7 @@ class WorkerImpl {
   CreditRefusals credit_refusals_;
   // Units handed back because storage could not serve a read (403, 404, a changed object, retries exhausted).
   static constexpr Duration kStorageHold = Millis(1000);
+  static constexpr Duration kRefusedLeaseHold = Millis(5000);  // a lease refused (a reported worker, another group's)
   uint64_t storage_hand_backs_ = 0;
   std::string last_storage_failure_;
   TimePoint last_storage_log_;

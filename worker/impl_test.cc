@@ -583,5 +583,22 @@ TEST_F(WorkerImplTest, AFailedRecheckKeepsTheJobAndTheStreamCapHolds) {
   EXPECT_GE(impl_->credit_refusals().busy, 1u);
 }
 
+// Issue 29: a worker a client reported is refused its job's leases (PERMISSION_DENIED) while the job's other
+// clients still credit it; it asked again at once, in a loop of refusals and warnings. Now it waits 5 s.
+TEST_F(WorkerImplTest, ARefusedLeaseIsAskedForAgainOnlyAfterAPause) {
+  Ready(4);
+  impl_->Tick();
+  Reply(Take<LeaseRequest>(), std::monostate{}, PermissionDeniedError("worker w-1 was reported"));
+  for (int i = 0; i < 5; ++i) {  // the client keeps crediting it, every second
+    clock_.Advance(i < 4 ? Millis(1000) : Millis(999));
+    impl_->HandleCredit("peer-c", "", Credit{"job", 0, "c-1", 4, 0});
+    impl_->Tick();
+  }
+  EXPECT_EQ(Count<LeaseRequest>(), 0u);
+  clock_.Advance(Millis(1));
+  impl_->Tick();
+  EXPECT_EQ(Count<LeaseRequest>(), 1u);
+}
+
 }  // namespace
 }  // namespace stoker::worker

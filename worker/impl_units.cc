@@ -35,6 +35,13 @@ void WorkerImpl::LeaseAnswered(uint64_t request_id, const LeaseResponse& respons
   lease_requests_.erase(rit);
 }
 
+void WorkerImpl::HoldStream(uint64_t request_id, Duration hold) {
+  auto rit = lease_requests_.find(request_id);
+  if (rit == lease_requests_.end()) return;
+  auto sit = streams_.find(rit->second);
+  if (sit != streams_.end()) sit->second.hold_until = clock_.Now() + hold;
+}
+
 void WorkerImpl::StartUnit(const LeaseGrant& grant) {
   UnitKey key{grant.job, grant.rank, grant.unit};
   UnitWork work;

@@ -146,9 +146,10 @@ void ClientCore::ForgetAttempts() {
   window_->ForgetAttempts();
 }
 
-void ClientCore::CountWrongSamples() {
+bool ClientCore::CountWrongSamples(uint64_t unit, uint64_t attempt) {
   MutexLock lock(mu_);
   ++stats_.dropped_wrong_samples;
+  return window_.has_value() && window_->IsCurrentAttempt(unit, attempt);
 }
 
 void ClientCore::CountSealRefused(bool replayed) {

@@ -99,7 +99,9 @@ class ClientCore {
   // A sealed batch that did not open (replayed: its counters were taken before).
   void CountSealRefused(bool replayed);
   // A batch whose sample ids or padding are not the plan's: counted, never delivered.
-  void CountWrongSamples();
+  // Counts a batch whose samples are not the plan's. True when it came under the attempt the coordinator lists for
+  // its unit now: a live lease's batch, so the lie is its sender's, not an old plan's batch sent late.
+  bool CountWrongSamples(uint64_t unit, uint64_t attempt);
   void CountWorkerError();
   // The workers this client holds connections to ("id endpoint" each), for Stats() and /state.
   void NoteWorkers(std::vector<std::string> endpoints);

@@ -134,7 +134,7 @@ TEST_F(ClientCoreTest, RefusedBatchesAreCountedByReasonAndNeverHandedOut) {
   EXPECT_EQ(Arrive(4), PrefetchWindow::Outcome::kOutOfWindow);
   EXPECT_EQ(Arrive(1, /*attempt=*/7), PrefetchWindow::Outcome::kUnconfirmed);  // an attempt nobody listed
   core_->CountBadFrame();
-  core_->CountWrongSamples();
+  EXPECT_FALSE(core_->CountWrongSamples(1, 7)) << "not an attempt the coordinator lists";
   core_->NoteLeases({{"j", 0, 1, 1}}, HeartbeatSent(*core_));  // the coordinator says unit 1 is attempt 1
   ClientStats s = core_->Stats();
   EXPECT_EQ(s.batches_received, 1u);

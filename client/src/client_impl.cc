@@ -139,6 +139,8 @@ void ClientImpl::Start(const RegisterClientResponse& registered) {
     max_payload_frames_ = static_cast<size_t>(std::max<uint64_t>(1, spec.BatchBytes() / 4096));
   }
   next_heartbeat_ = last_ack_ = clock_.Now();
+  last_delivery_ = next_turns_ = clock_.Now();  // a session's first kRotation is its workers' to deliver in
+  next_rotation_ = clock_.Now() + kRotationRound;
   UpdateWorkers(registered.workers);
 }
 
@@ -275,7 +277,7 @@ void ClientImpl::UpdateWorkers(const std::vector<WorkerInfo>& list) {
       continue;
     }
     if (listed->second->data_endpoint != it->second.endpoint) {  // moved: its connection is opened again there
-      it->second = Connection{listed->second->data_endpoint, clock_.Now(), clock_.Now(), false};
+      it->second = Connection{listed->second->data_endpoint, clock_.Now(), clock_.Now(), IsNodeLocal(*listed->second)};
       outbox_.opens.push_back(*listed->second);
       GiveCredit(it->first, credits_);
     }
@@ -297,7 +299,7 @@ void ClientImpl::OpenListed() {
   for (const WorkerInfo& info : listed_) {
     if (opened >= kMaxOpensPerRound || connections_.size() >= options_.max_workers) break;
     if (connections_.count(info.worker_id) != 0 || passed_over_.count(info.worker_id) != 0) continue;
-    connections_[info.worker_id] = Connection{info.data_endpoint, clock_.Now(), clock_.Now(), false};
+    connections_[info.worker_id] = Connection{info.data_endpoint, clock_.Now(), clock_.Now(), IsNodeLocal(info)};
     outbox_.opens.push_back(info);
     GiveCredit(info.worker_id, credits_);
     ++opened;
@@ -305,34 +307,41 @@ void ClientImpl::OpenListed() {
   if (opened > 0) NoteWorkers();
 }
 
-// With every place taken and listed workers left over, connections that have delivered nothing for kRotation make
-// room for them (at most kMaxOpensPerRound a round): made-up workers listed first cannot keep a client from the
-// ones that work. Those passed over come back after every other listed worker has had its turn.
+// Every round (a second): listed workers not yet connected are opened where there is room. While the client is
+// starving (no worker delivered for kRotation) with every place taken and listed workers left over, connections
+// open that long make room for them, at most kMaxOpensPerRound a round: made-up workers listed first cannot keep a
+// client from the ones that work, and a client that is fed never churns its connections.
+// Node-local workers keep their place. Once every listed worker has been connected or passed over (or failed to
+// open), the next kRotation starts the turns over.
 void ClientImpl::RotateWorkers(TimePoint now) {
   if (session_lost_) return;
-  if (connections_.size() < options_.max_workers) {
-    OpenListed();  // room left by workers that went, or opens past the last round's cap
-    return;
-  }
-  size_t waiting = 0;
-  for (const WorkerInfo& info : listed_) waiting += connections_.count(info.worker_id) == 0;
-  if (waiting == 0) return;
-  if (std::all_of(listed_.begin(), listed_.end(), [&](const WorkerInfo& info) {
-        return connections_.count(info.worker_id) != 0 || passed_over_.count(info.worker_id) != 0;
-      })) {
-    passed_over_.clear();  // every listed worker has had a turn: the next round starts over
-  }
-  uint32_t closed = 0;
-  for (auto it = connections_.begin(); it != connections_.end() && closed < std::min<size_t>(waiting, kMaxOpensPerRound);) {
-    if (it->second.delivered || now - it->second.opened < kRotation) {
-      ++it;
-      continue;
+  auto waiting = [&] {
+    size_t n = 0;
+    for (const WorkerInfo& info : listed_) {
+      n += connections_.count(info.worker_id) == 0 && passed_over_.count(info.worker_id) == 0;
     }
-    GiveCredit(it->first, 0);
-    outbox_.closes.push_back(it->first);
-    passed_over_.insert(it->first);
-    it = connections_.erase(it);
-    ++closed;
+    return n;
+  };
+  if (waiting() == 0 && !passed_over_.empty() && now >= next_turns_) {
+    passed_over_.clear();
+    next_turns_ = now + kRotation;
+  }
+  const size_t left = waiting();
+  if (connections_.size() >= options_.max_workers && left > 0 && now - last_delivery_ >= kRotation) {
+    uint32_t closed = 0;
+    for (auto it = connections_.begin(); it != connections_.end() && closed < std::min<size_t>(left, kMaxOpensPerRound);) {
+      const Connection& c = it->second;
+      if (c.local || now - c.opened < kRotation) {
+        ++it;
+        continue;
+      }
+      GiveCredit(it->first, 0);
+      outbox_.closes.push_back(it->first);
+      passed_over_.insert(it->first);
+      it = connections_.erase(it);
+      ++closed;
+    }
+    if (closed > 0) next_turns_ = now + kRotation;
   }
   OpenListed();
 }
@@ -343,7 +352,7 @@ void ClientImpl::RejectWorker(const std::string& worker_id) {
   if (worker_id.empty() || IsRejected(worker_id)) return;
   STOKER_LOG(kWarning) << "worker " << worker_id << " sent a batch whose samples are not the plan's: "
                        << "disconnected from it and reported to the coordinator";
-  rejected_.insert(worker_id);
+  if (rejected_.size() < kMaxRejected) rejected_.insert(worker_id);
   reported_.push_back(worker_id);
   if (reported_.size() > kMaxRejectedWorkers) reported_.erase(reported_.begin());
   if (connections_.count(worker_id) != 0) {
@@ -361,7 +370,8 @@ bool ClientImpl::IsRejected(const std::string& worker_id) const { return rejecte
 void ClientImpl::OpenFailed(const std::string& worker_id, const Status& why) {
   STOKER_LOG(kWarning) << why.message();
   connections_.erase(worker_id);
-  passed_over_.insert(worker_id);  // tried again once every other listed worker has had its turn
+  passed_over_.insert(worker_id);  // tried again in the next turns, no sooner than kRotation from now
+  next_turns_ = clock_.Now() + kRotation;
   NoteWorkers();
 }
 
@@ -396,12 +406,12 @@ void ClientImpl::HandleWorkerMessage(const std::string& worker_id, StatusOr<Work
   first_worker_error_.reset();
   BatchHeader& header = std::get<BatchHeader>(*message);
   if (!PlannedSamples(header)) {
-    core_.CountWrongSamples();
-    RejectWorker(worker_id);
+    // Only a live lease's batch is the sender's lie; another (an old plan's, sent before its lease was revoked, or
+    // one whose lease this client has not heard of yet) is only dropped.
+    if (core_.CountWrongSamples(header.unit, header.attempt)) RejectWorker(worker_id);
     return;
   }
-  auto connection = connections_.find(worker_id);
-  if (connection != connections_.end()) connection->second.delivered = true;
+  last_delivery_ = clock_.Now();
   std::unique_ptr<ReceivedBatch> batch = MakeReceivedBatch(std::move(header), expected_.steps_per_epoch,
                                                            std::move(payload), /*join_frames=*/!core_.stages());
   batch->opened = std::move(opened);

@@ -102,7 +102,7 @@ class ClientImpl {
     std::string endpoint;
     TimePoint credited;
     TimePoint opened;
-    bool delivered = false;  // a batch of the plan came from it
+    bool local = false;  // a node-local worker's: never passed over
   };
 
   uint64_t Send(RequestBody body);
@@ -133,6 +133,7 @@ class ClientImpl {
   static constexpr uint32_t kMaxOpensPerRound = 64;     // new worker connections per list update or round
   static constexpr Duration kRotationRound = Millis(1000);
   static constexpr Duration kRotation = Millis(10000);  // a connection with nothing delivered may then make room
+  static constexpr size_t kMaxRejected = 4096;          // workers remembered as liars (more are still disconnected)
 
   const ClientOptions options_;
   ClientCore& core_;
@@ -172,6 +173,8 @@ class ClientImpl {
   std::set<std::string> rejected_;     // sent batches that were not the plan's: never connected again
   std::vector<std::string> reported_;  // the latest kMaxRejectedWorkers of those, in every heartbeat
   TimePoint next_rotation_;
+  TimePoint next_turns_;     // passed-over workers get their turn again no sooner than this
+  TimePoint last_delivery_;  // when a batch of the plan last came from any worker (or the session started)
   std::vector<PlannedSample> planned_;              // scratch: the plan's samples of the batch being checked
 };
 

@@ -441,31 +441,52 @@ TEST_F(ClientImplTest, AWorkerWhoseBatchIsNotThePlansIsDisconnectedForGoodAndRep
 }
 
 // Issue 29: 512 made-up workers listed ahead of the real ones held every place a client had. With the list longer
-// than max_workers, a connection that delivered nothing for 10 s makes room for the next listed worker; one that
-// delivered stays, and the ones passed over come back once every listed worker has had its turn.
-TEST_F(ClientImplTest, ConnectionsThatDeliverNothingMakeRoomForTheRestOfALongList) {
+// than max_workers, while no batch comes for 10 s, connections open that long make room for the next listed
+// workers, and those passed over get their turn again once every listed worker has had one.
+TEST_F(ClientImplTest, WhileStarvedConnectionsMakeRoomForTheRestOfALongList) {
   options_.max_workers = 2;
   Start({Worker(1), Worker(2), Worker(3), Worker(4)});
   EXPECT_EQ(Opened(), (Strings{"w-1 tcp://10.0.0.1:7401", "w-2 tcp://10.0.0.2:7401"}));
-  impl().Tick();
-  AnswerHeartbeat();
-  arriving_from_ = "w-2";
-  Arrive(Header(0));
   Clear();
   Pass(Millis(9999));
-  EXPECT_TRUE(Opened().empty()) << "a connection has 10 s to deliver";
+  EXPECT_TRUE(Opened().empty()) << "a session's workers have 10 s to deliver";
   Pass(Millis(1001));
-  EXPECT_EQ(Opened(), (Strings{"w-3 tcp://10.0.0.3:7401"}));
-  EXPECT_EQ(outbox_.closes, (Strings{"w-1"}));
+  EXPECT_EQ(Opened(), (Strings{"w-3 tcp://10.0.0.3:7401", "w-4 tcp://10.0.0.4:7401"}));
+  EXPECT_EQ(outbox_.closes, (Strings{"w-1", "w-2"}));
+  EXPECT_EQ(Credited(0), (Strings{"w-1", "w-2"}));
   Clear();
-  Pass(Millis(10000));
-  EXPECT_EQ(Opened(), (Strings{"w-4 tcp://10.0.0.4:7401"}));
-  EXPECT_EQ(outbox_.closes, (Strings{"w-3"}));
-  Clear();
-  Pass(Millis(10000));
-  EXPECT_EQ(Opened(), (Strings{"w-1 tcp://10.0.0.1:7401"})) << "every listed worker had a turn: round again";
-  EXPECT_EQ(outbox_.closes, (Strings{"w-4"}));
+  Pass(Millis(9000));
+  EXPECT_TRUE(Opened().empty());
+  Pass(Millis(1000));
+  EXPECT_EQ(Opened(), (Strings{"w-1 tcp://10.0.0.1:7401", "w-2 tcp://10.0.0.2:7401"})) << "every one had a turn";
+  EXPECT_EQ(outbox_.closes, (Strings{"w-3", "w-4"}));
   EXPECT_EQ(impl().connections(), 2u);
+}
+
+// A client that is fed keeps its connections, however long the list (a pool larger than max_workers).
+TEST_F(ClientImplTest, AFedClientKeepsItsConnections) {
+  options_.max_workers = 2;
+  Start({Worker(1), Worker(2), Worker(3)});
+  impl().Tick();
+  AnswerHeartbeat();
+  Clear();
+  for (uint64_t g = 0; g < 6; ++g) {
+    Pass(Millis(5000));
+    Arrive(Header(g));
+  }
+  EXPECT_TRUE(Opened().empty());
+  EXPECT_TRUE(outbox_.closes.empty());
+}
+
+// A worker whose connection could not be opened (out of descriptors) is tried again, no sooner than 10 s later.
+TEST_F(ClientImplTest, AWorkerThatCouldNotBeOpenedIsTriedAgainLater) {
+  Start({Worker(1), Worker(2)});
+  impl().OpenFailed("w-2", UnavailableError("cannot connect to worker w-2: Too many open files"));
+  Clear();
+  Pass(Millis(9999));
+  EXPECT_TRUE(Opened().empty());
+  Pass(Millis(1001));
+  EXPECT_EQ(Opened(), (Strings{"w-2 tcp://10.0.0.2:7401"}));
 }
 
 TEST_F(ClientImplTest, AtMost64NewConnectionsAreOpenedASecond) {
@@ -474,7 +495,9 @@ TEST_F(ClientImplTest, AtMost64NewConnectionsAreOpenedASecond) {
   Start(many);
   EXPECT_EQ(Opened().size(), 64u);
   Clear();
-  Pass(Millis(1000));
+  Pass(Millis(1));
+  EXPECT_TRUE(Opened().empty());
+  Pass(Millis(999));
   EXPECT_EQ(Opened().size(), 36u);
   EXPECT_EQ(impl().connections(), 100u);
 }

@@ -68,6 +68,11 @@ class PrefetchWindow {
   Confirmed NoteLeases(const std::vector<LeaseRef>& leases, const Plan& plan, uint64_t heartbeat);
   // A new coordinator session: its attempt numbers are the ones that count.
   void ForgetAttempts() { attempts_.clear(); }
+  // Whether `attempt` is the one the coordinator lists for `unit` now.
+  bool IsCurrentAttempt(uint64_t unit, uint64_t attempt) const {
+    auto it = attempts_.find(unit);
+    return it != attempts_.end() && it->second == attempt;
+  }
   bool has_unconfirmed() const { return unconfirmed_ > 0; }
 
   uint32_t size() const { return size_; }

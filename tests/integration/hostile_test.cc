@@ -290,12 +290,18 @@ TEST_F(Hostile, MadeUpWorkersListedFirstCannotStarveAClient) {
       std::this_thread::sleep_for(milliseconds(200));  // the heartbeat interval, not a wait for anything
     }
   });
+  struct StopAtExit {  // also when an assertion below returns early
+    std::atomic<bool>& done;
+    std::thread& alive;
+    ~StopAtExit() {
+      done.store(true);
+      alive.join();
+    }
+  } stop{done, alive};
   ASSERT_TRUE(cluster_->StartWorker().ok());
   JobSpec spec = SpecOver("starve", data_, 1, 8, 1);
   ASSERT_TRUE(cluster_->StartConsumer("victim", spec, 0, {"--max-worker-connections", "2"}).ok());
   ExpectExactDelivery(*cluster_, spec, data_, 1);
-  done.store(true);
-  alive.join();
 }
 
 // What a peer can grow is capped: ranks per job, jobs, registered workers, endpoint length; a keyless peer
