@@ -55,4 +55,26 @@ bool VerifyDataTicket(const std::string& worker_key, const std::string& client_i
   return ticket.size() == expected.size() && sodium_memcmp(ticket.data(), expected.data(), expected.size()) == 0;
 }
 
+std::string NewSessionSecret() {
+  static const int initialised = sodium_init();  // as libsodium's documentation asks, once, before its first use
+  STOKER_CHECK(initialised >= 0, "libsodium failed to initialise");
+  std::string secret(32, '\0');
+  randombytes_buf(secret.data(), secret.size());
+  return secret;
+}
+
+std::string SessionCheck(const std::string& secret) {
+  std::string out(crypto_generichash_BYTES, '\0');
+  const std::string message = "stoker rank session v1\n" + secret;
+  crypto_generichash(reinterpret_cast<unsigned char*>(out.data()), out.size(),
+                     reinterpret_cast<const unsigned char*>(message.data()), message.size(), nullptr, 0);
+  return out;
+}
+
+bool SessionMatches(const std::string& check, const std::string& secret) {
+  if (check.empty()) return true;
+  const std::string expected = SessionCheck(secret);
+  return check.size() == expected.size() && sodium_memcmp(check.data(), expected.data(), expected.size()) == 0;
+}
+
 }  // namespace stoker

@@ -32,4 +32,14 @@ std::string DataSealKey(const std::string& worker_key, const std::string& client
 // Whether `ticket` is `client_identity`'s under `worker_key` (compared in constant time).
 bool VerifyDataTicket(const std::string& worker_key, const std::string& client_identity, const std::string& ticket);
 
+// Rank sessions. A client process draws a secret (NewSessionSecret: 32 random bytes) and sends it, over CURVE, with
+// its registration, its heartbeats and its deregistration; the coordinator keeps and journals only SessionCheck of
+// it (BLAKE2b-256) and compares in constant time. So a process holding the same client key, which can read the
+// victim's client id in /state, still cannot ack for its session, take it over or end it.
+std::string NewSessionSecret();
+std::string SessionCheck(const std::string& secret);
+// Whether `secret` is the one `check` was made from; true when `check` is empty (a session from before sessions
+// were bound, replayed from an older journal).
+bool SessionMatches(const std::string& check, const std::string& secret);
+
 }  // namespace stoker

@@ -26,5 +26,25 @@ TEST(DataTickets, ATicketIsItsIdentitysAtItsWorkerAndNoOneElses) {
   EXPECT_NE(*DataTicketMasterKey(*other), *master) << "another coordinator key, other tickets";
 }
 
+// A known answer: BLAKE2b-256 (libsodium's crypto_generichash, unkeyed) of the label and bytes 0..31, as Python's
+// hashlib.blake2b(b"stoker rank session v1\n" + bytes(range(32)), digest_size=32) gives it.
+TEST(RankSessions, ASessionsCheckIsItsSecretsBlake2bAndNoOtherSecretMatches) {
+  std::string secret;
+  for (int i = 0; i < 32; ++i) secret.push_back(static_cast<char>(i));
+  const std::string check = SessionCheck(secret);
+  std::string hex;
+  for (unsigned char c : check) hex += "0123456789abcdef"[c >> 4], hex += "0123456789abcdef"[c & 15];
+  EXPECT_EQ(hex, "24c857127a1530d3aed224e2397eb773a99400a7aff75da1d2d17d3074dbe694");
+  EXPECT_TRUE(SessionMatches(check, secret));
+  EXPECT_FALSE(SessionMatches(check, ""));
+  EXPECT_FALSE(SessionMatches(check, secret.substr(0, 31)));
+  EXPECT_FALSE(SessionMatches(check.substr(0, 31), secret)) << "a damaged check matches nothing";
+  EXPECT_TRUE(SessionMatches("", "anything")) << "an unbound session (an older journal's)";
+  const std::string a = NewSessionSecret(), b = NewSessionSecret();
+  EXPECT_EQ(a.size(), 32u);
+  EXPECT_NE(a, b);
+  EXPECT_FALSE(SessionMatches(SessionCheck(a), b));
+}
+
 }  // namespace
 }  // namespace stoker

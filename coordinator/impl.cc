@@ -32,7 +32,7 @@ CoordinatorImpl::RankView CoordinatorImpl::ViewLocked(const JobRuntime& job, uin
   // A plan with an origin delivers nothing before its start: a rank that never had a session begins there.
   const uint64_t start = job.plan.StartBatch();
   const uint64_t received = std::clamp(r.received, start, job.plan.total_batches());
-  return RankView{r.client_id, r.holder, r.window, received, std::clamp(r.consumed, start, received)};
+  return RankView{r.client_id, r.holder, r.session_check, r.window, received, std::clamp(r.consumed, start, received)};
 }
 
 CoordinatorImpl::JobRuntime* CoordinatorImpl::FindJobLocked(const std::string& name) {

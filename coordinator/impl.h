@@ -309,6 +309,7 @@ class CoordinatorImpl {
   struct RankView {
     const std::string& client_id;
     const std::string& holder;  // the identity that took the rank
+    const std::string& session_check;  // SessionCheck of its session's secret (empty: not bound)
     uint32_t window;
     uint64_t received;
     uint64_t consumed;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "auth/data_tickets.h"
 #include "dataset/checkpoint.h"
 #include "base/logging.h"
 #include "dataset/manifest.h"
@@ -145,7 +146,8 @@ Status CoordinatorImpl::CheckClaimLocked(const RegisterClientRequest& request, c
                                          const Caller& caller) const {
   const RankRuntime& r = job.ranks[request.rank];
   const RankView view = ViewLocked(job, request.rank);
-  const bool same = view.client_id == request.client_id && view.holder == caller.identity;
+  const bool same = view.client_id == request.client_id && view.holder == caller.identity &&
+                    SessionMatches(view.session_check, request.session);
   if (r.session_live && (!same || request.resume.has_value())) {
     return AlreadyExistsError("rank " + std::to_string(request.rank) + " of job '" + request.job +
                               "' is held by a live client (" + view.client_id + ", last heard " +
@@ -163,7 +165,8 @@ void CoordinatorImpl::StartSessionLocked(const RegisterClientRequest& request, J
   const RankView before = ViewLocked(job, request.rank);
   const uint64_t total = job.plan.total_batches();
   const uint64_t start = resume_at.has_value() ? *resume_at : std::min(before.consumed, total);
-  ApplyLocked(RankSessionStarted{request.job, request.rank, request.client_id, start, request.window, caller.identity});
+  ApplyLocked(RankSessionStarted{request.job, request.rank, request.client_id, start, request.window, caller.identity,
+                                 SessionCheck(request.session)});
   stats_.releases.session_reset += r.active.size() + r.pending.size();
   AnswerParkedEmptyLocked(r, false);
   while (!r.active.empty()) DropLocked(r, r.active.begin()->first);
@@ -258,8 +261,10 @@ StatusOr<RegisterClientResponse> CoordinatorImpl::RegisterOnJobLocked(const Regi
   const RankView view = ViewLocked(*job, request.rank);
   // A retry of this client's registration, or the client coming back after a coordinator restart or a pause: its
   // session goes on where it was. (The same id with another window is a new process reusing the id: a new session.)
+  // Only with the session's secret: another process of the same key knows the id (/state lists it), not that.
   const bool continues = view.client_id == request.client_id && view.holder == caller.identity &&
-                         !request.resume.has_value() && view.window == request.window;
+                         SessionMatches(view.session_check, request.session) && !request.resume.has_value() &&
+                         view.window == request.window;
   if (!continues) {
     StartSessionLocked(request, *job, caller, resume_at);
   } else if (!r.session_live) {
@@ -302,6 +307,10 @@ StatusOr<ClientHeartbeatResponse> CoordinatorImpl::ClientHeartbeat(const ClientH
   if (view.holder != caller.identity) {
     return PermissionDeniedError("rank " + std::to_string(request.rank) + " of job '" + request.job +
                                  "' is held under another key");
+  }
+  if (!SessionMatches(view.session_check, request.session)) {
+    return AbortedError("rank " + std::to_string(request.rank) + " of job '" + request.job +
+                        "' is held by another session of client " + request.client_id + ": register again");
   }
   if (!r.session_live) {
     // Its last holder, heard again after the coordinator restarted or after a pause: the session goes on.

@@ -400,9 +400,9 @@ Status CoordinatorImpl::Deregister(const DeregisterRequest& request, const Calle
     RankRuntime& r = job->ranks[request.rank];
     const RankView view = ViewLocked(*job, request.rank);
     if (r.session_live && view.client_id == request.sender_id) {
-      if (view.holder != caller.identity) {
+      if (view.holder != caller.identity || !SessionMatches(view.session_check, request.session)) {
         return PermissionDeniedError("rank " + std::to_string(request.rank) + " of job '" + request.job +
-                                     "' is held under another key");
+                                     "' is held under another key or by another session");
       }
       r.session_live = false;
       AnswerParkedEmptyLocked(r, false);

@@ -54,6 +54,7 @@ void CoordinatorState::Apply(const Update& update) {
           RankRecord& r = Rank(u.job, u.rank);
           r.client_id = u.client_id;
           r.holder = u.holder;
+          r.session_check = u.session_check;
           ++r.session;
           r.start_batch = u.start_batch;
           r.window = u.window;
@@ -97,7 +98,7 @@ std::vector<Update> CoordinatorState::Snapshot() const {
       const RankRecord& r = job.ranks[rank];
       if (r.session == 0 && r.attempts_reserved == 0) continue;
       if (r.session > 0) {
-        out.push_back(RankSessionStarted{name, rank, r.client_id, r.start_batch, r.window, r.holder});
+        out.push_back(RankSessionStarted{name, rank, r.client_id, r.start_batch, r.window, r.holder, r.session_check});
       }
       out.push_back(RankProgress{name, rank, r.received, r.consumed});
       out.push_back(AttemptsReserved{name, rank, r.attempts_reserved});

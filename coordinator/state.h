@@ -29,6 +29,7 @@ struct RankSessionStarted {
   uint64_t start_batch = 0;
   uint32_t window = 0;
   std::string holder;  // the authenticated identity that took the rank (empty without CURVE)
+  std::string session_check;  // SessionCheck of the client's secret (auth/data_tickets.h); empty: not bound
 };
 
 // The client's acknowledged position: batches below `received` are delivered to its process, batches below
@@ -82,6 +83,7 @@ using Update = std::variant<JobCreated, RankSessionStarted, RankProgress, Attemp
 struct RankRecord {
   std::string client_id;     // last client to claim the rank
   std::string holder;        // the identity it authenticated as: only it may ack, continue or release the rank
+  std::string session_check;  // ... and only with the session's secret, whose hash this is (empty: any)
   uint64_t session = 0;      // how many sessions the rank has had
   uint64_t start_batch = 0;
   uint32_t window = 0;

@@ -174,7 +174,8 @@ struct RegisterClient {
   # Claim one rank of a job. With a spec, creates the job if it does not exist, or checks the spec matches it.
   # Without one, the job must exist (NOT_FOUND otherwise). A rank held by another live client: ALREADY_EXISTS,
   # resume or not (a restarted training process takes its rank back once the crashed one's session has timed out).
-  # Registering again with the same senderId and identity is a retry of the same process: the session continues.
+  # Registering again with the same senderId, identity, window and session secret is a retry of the same process:
+  # the session continues.
   job @0 :Text;
   rank @1 :UInt32;
   spec @2 :Job.JobSpec;
@@ -191,6 +192,9 @@ struct RegisterClient {
                                 # does not exist). What a framework's len() asks before it gives the checkpoint back.
   localGroup @10 :Text;         # the group of node-local workers beside this client (RegisterWorker.localGroup):
                                 # they are listed to this session only and leased its units first. Empty: none
+  session @11 :Data;            # a secret the client drew (32 random bytes, one per process): only a registration
+                                # carrying it continues the rank's session, and its heartbeats and deregistration
+                                # must carry it too. The coordinator keeps (and journals) only its hash.
 }
 
 struct WorkerInfo {
@@ -230,6 +234,7 @@ struct ClientHeartbeat {
   # Workers whose batches this client refused as not the plan's (another sample id or padding flag at a batch's
   # place): the coordinator leases this job nothing more from them. Every one so far, at most 64; sent each time.
   rejectedWorkers @10 :List(Text);
+  session @11 :Data;            # the secret its registration carried (RegisterClient.session)
 }
 
 struct ClientHeartbeatReply {
@@ -247,4 +252,5 @@ struct Deregister {
   # A worker leaving (after draining) or a client closing. Held leases are re-leased; a client's rank is freed.
   job @0 :Text;                 # clients: the job and rank they held
   rank @1 :UInt32;
+  session @2 :Data;             # clients: their registration's secret (RegisterClient.session)
 }

@@ -55,6 +55,7 @@ struct RankSession {
   startBatch @3 :UInt64;
   window @4 :UInt32;
   holder @5 :Text;                # the authenticated identity that took it ("client:<name>"; empty without CURVE)
+  sessionCheck @6 :Data;          # BLAKE2b of the session's secret (RegisterClient.session); empty: not bound
 }
 
 struct RankProgress {

@@ -81,7 +81,8 @@ constexpr auto kRequests = std::tuple(
                    STOKER_CAPNP_ACCESSORS(UnitDone)),
     fields::Member(fields::List<RegisterClientRequest>(STOKER_FIELD(job, Job), STOKER_FIELD(rank, Rank),
                                                        STOKER_FIELD(window, Window), STOKER_FIELD(probe, Probe),
-                                                       STOKER_FIELD(local_group, LocalGroup), SpecAndResume()),
+                                                       STOKER_FIELD(local_group, LocalGroup),
+                                                       fields::Bytes(STOKER_FIELD(session, Session)), SpecAndResume()),
                    STOKER_CAPNP_ACCESSORS(RegisterClient)),
     fields::Member(fields::List<ClientHeartbeatRequest>(
                        STOKER_FIELD(job, Job), STOKER_FIELD(rank, Rank), STOKER_FIELD(consumed, Consumed),
@@ -91,10 +92,12 @@ constexpr auto kRequests = std::tuple(
                        fields::Telemetry(STOKER_FIELD(step_seconds, StepSeconds)),
                        fields::Telemetry(STOKER_FIELD(stall_seconds, StallSeconds)),
                        STOKER_FIELD(samples_delivered, SamplesDelivered), STOKER_FIELD(local_group, LocalGroup),
-                       STOKER_FIELD(rejected_workers, RejectedWorkers)),
+                       STOKER_FIELD(rejected_workers, RejectedWorkers),
+                       fields::Bytes(STOKER_FIELD(session, Session))),
                    STOKER_CAPNP_ACCESSORS(ClientHeartbeat)),
     fields::Member(fields::List<GetJobRequest>(STOKER_FIELD(job, Job)), STOKER_CAPNP_ACCESSORS(GetJob)),
-    fields::Member(fields::List<DeregisterRequest>(STOKER_FIELD(job, Job), STOKER_FIELD(rank, Rank)),
+    fields::Member(fields::List<DeregisterRequest>(STOKER_FIELD(job, Job), STOKER_FIELD(rank, Rank),
+                                                   fields::Bytes(STOKER_FIELD(session, Session))),
                    STOKER_CAPNP_ACCESSORS(Deregister)));
 
 // The member of each request that the envelope's senderId carries: its worker, client or tool id.

@@ -120,6 +120,7 @@ struct RegisterClientRequest {
   std::optional<ResumePoint> resume;
   bool probe = false;  // only describe: claims nothing (Client::Describe)
   std::string local_group;  // the node-local workers' group beside this client; empty: none
+  std::string session;      // the client's secret for this rank's session (32 random bytes)
 };
 struct RegisterClientResponse {
   JobSpec spec;
@@ -147,6 +148,7 @@ struct ClientHeartbeatRequest {
   uint64_t samples_delivered = 0;
   std::string local_group;  // as in RegisterClientRequest
   std::vector<std::string> rejected_workers;  // worker ids whose batches were not the plan's (kMaxRejectedWorkers)
+  std::string session;                        // RegisterClientRequest::session
 };
 struct ClientHeartbeatResponse {
   uint64_t membership_version = 0;
@@ -159,6 +161,7 @@ struct DeregisterRequest {
   std::string sender_id;  // "w-…" or "c-…"
   std::string job;
   uint32_t rank = 0;
+  std::string session;  // a client's: RegisterClientRequest::session
 };
 
 struct GetJobRequest {

@@ -6,6 +6,7 @@
 #include <set>
 #include <utility>
 
+#include "auth/data_tickets.h"
 #include "base/local_group.h"
 #include "base/logging.h"
 
@@ -41,6 +42,7 @@ ClientImpl::ClientImpl(const ClientOptions& options, ClientCore& core, bool curv
       clock_(core.clock()),
       curve_(curve),
       local_group_(std::move(local_group)),
+      session_(NewSessionSecret()),
       tracker_(clock_, kRequestTimeout) {}
 
 ClientImpl::Outbox ClientImpl::TakeOutbox() { return std::exchange(outbox_, Outbox{}); }
@@ -55,7 +57,7 @@ uint64_t ClientImpl::Send(RequestBody body) {
 
 void ClientImpl::Register(const std::optional<ResumePoint>& resume, bool probe) {
   claim_request_ = RegisterClientRequest{core_.client_id(), options_.job, options_.rank, options_.spec,
-                                         options_.prefetch, resume, probe, local_group_};
+                                         options_.prefetch, resume, probe, local_group_, session_};
   claim_result_.reset();
   claim_deadline_ = clock_.Now() + options_.claim_timeout;
   StartClaim();
@@ -192,6 +194,7 @@ void ClientImpl::SendHeartbeat() {
   hb.membership_version = membership_version_;
   hb.local_group = local_group_;
   hb.rejected_workers = reported_;
+  hb.session = session_;
   const uint64_t number = core_.TakeAck(hb);
   heartbeat_numbers_[Send(std::move(hb))] = number;
 }
@@ -249,7 +252,7 @@ void ClientImpl::LoseSession(const Status& why) {
 
 uint64_t ClientImpl::Leave() {
   for (const auto& [id, connection] : connections_) GiveCredit(id, 0);
-  return Send(DeregisterRequest{core_.client_id(), options_.job, options_.rank});
+  return Send(DeregisterRequest{core_.client_id(), options_.job, options_.rank, session_});
 }
 
 // ---- the workers -----------------------------------------------------------------------------------------------

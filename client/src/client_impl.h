@@ -140,6 +140,7 @@ class ClientImpl {
   const Clock& clock_;  // the core's
   const bool curve_;
   const std::string local_group_;
+  const std::string session_;  // this process's secret for its rank's session (auth/data_tickets.h)
   RequestTracker tracker_;
   Outbox outbox_;
 

@@ -39,7 +39,8 @@ struct ClientOptions {
   // for again this long before Connect() fails with ALREADY_EXISTS. 0: fail at once.
   std::chrono::milliseconds claim_timeout{0};
   std::string client_id;                 // default: random "c-…". Must be unique per process: a registration
-                                         // under a live client's id continues that client's session
+                                         // under a live client's id is refused while that client's session lives
+                                         // (a session continues only in the process that started it)
   std::string resume_token;              // from Checkpoint(): start exactly after the last batch consumed then.
                                          // The rank must be free: a crashed process's session ends after the
                                          // coordinator's client timeout (see claim_timeout)

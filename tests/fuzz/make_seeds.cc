@@ -47,9 +47,10 @@ void ControlFrames(const std::string& dir) {
       UnitDoneRequest{"w-1", "job", 0, 3, 7, UnitOutcome::kSent, 1, {{17, "decode_error", "bad"}}},
       RegisterClientRequest{"c-1", "job", 0, Spec(), 8, ResumePoint{5, 99}},
       ClientHeartbeatRequest{.client_id = "c-1", .job = "job", .consumed = 4, .received_watermark = 6,
-                             .received_above = {8, 9}, .membership_version = 2, .rejected_workers = {"w-2"}},
+                             .received_above = {8, 9}, .membership_version = 2, .rejected_workers = {"w-2"},
+                             .session = std::string(32, 's')},
       GetJobRequest{"w-1", "job"},
-      DeregisterRequest{"c-1", "job", 0}};
+      DeregisterRequest{"c-1", "job", 0, std::string(32, 's')}};
   for (size_t i = 0; i < requests.size(); ++i) Write(dir, "request-" + std::to_string(i), Bytes(EncodeRequest(i + 1, requests[i])));
   const std::vector<ReplyBody> replies = {
       RegisterWorkerResponse{250, 1500, std::string(32, 't')},
@@ -95,7 +96,7 @@ void Journals(const std::string& dir) {
   reshaped.origin_epoch = 0;
   reshaped.origin_offset = 48;
   const std::vector<Update> updates = {JobCreated{Spec(), 96},
-                                       RankSessionStarted{"job", 0, "c-1", 0, 8, "client:a"},
+                                       RankSessionStarted{"job", 0, "c-1", 0, 8, "client:a", std::string(32, 'h')},
                                        RankProgress{"job", 0, 6, 4},
                                        AttemptsReserved{"job", 0, 1024},
                                        WorkerJoined{"w-1", "tcp://10.0.0.1:7401", 2, "", "worker:w", true},

@@ -184,6 +184,40 @@ TEST_F(Hostile, NoOtherKeyCanActForAClientAndItsTrainingGetsEverySample) {
   ExpectExactDelivery(*cluster_, spec, data_, 1);
 }
 
+// Issue 29: every trainer of a team holds the same client key, and a forged ack from another process of that key
+// ended the victim's job (96 samples lost). A rank's session is now bound to a secret its client drew: with the
+// victim's key, its client id and window (both in /state), the forger can neither ack, continue the session nor
+// end it, and the victim gets every sample exactly once.
+TEST_F(Hostile, AnotherProcessOfTheSameKeyCannotActForAClient) {
+  Keys keys = MakeKeysWithMallory(dir_);
+  ASSERT_NO_FATAL_FAILURE(Start(96, 32, /*workers=*/1));
+  JobSpec spec = SpecOver("victim", data_, 1, 8, 2);
+  auto victim = cluster_->StartConsumer("victim", spec, 0, {"--hold-ms", "40"});
+  ASSERT_TRUE(victim.ok());
+  ASSERT_TRUE(WaitForFile(cluster_->ConsumerLog(*victim), seconds(60), &cluster_->consumer(*victim)).ok())
+      << cluster_->ConsumerOutput(*victim);
+  auto state = HttpGet(cluster_->coordinator_metrics(), "/state");
+  ASSERT_TRUE(state.ok());
+  const std::string victim_id = JsonField(state->body, "client");
+  ASSERT_EQ(victim_id.rfind("c-", 0), 0u) << state->body;
+  const size_t window_at = state->body.find("\"window\": ");
+  ASSERT_NE(window_at, std::string::npos) << state->body;
+  const uint32_t window = static_cast<uint32_t>(std::stoul(state->body.substr(window_at + 10)));
+
+  zmq::context_t context;
+  zmq::socket_t same_key = Dealer(context, cluster_->coordinator_endpoint(), keys.client, keys.coordinator.public_z85);
+  const uint64_t everything = 24;  // 96 samples / 8 per batch x 2 epochs
+  Status ack = Ask(same_key, ClientHeartbeatRequest{victim_id, "victim", 0, everything, everything, {}, 0});
+  EXPECT_EQ(ack.code(), StatusCode::kAborted) << ack.ToString();
+  RegisterClientRequest again{victim_id, "victim", 0, std::nullopt, window};
+  again.session = std::string(32, 's');
+  Status take = Ask(same_key, again);
+  EXPECT_EQ(take.code(), StatusCode::kAlreadyExists) << take.ToString();
+  Status leave = Ask(same_key, DeregisterRequest{victim_id, "victim", 0});
+  EXPECT_EQ(leave.code(), StatusCode::kPermissionDenied) << leave.ToString();
+  ExpectExactDelivery(*cluster_, spec, data_, 1);
+}
+
 // A credit on a worker's data port naming the victim's client id used to re-point its stream to the sender. Now
 // the data port admits a client only with the ticket the coordinator issued to its identity, and a connection's
 // credits count only with a tag under keys derived from that identity's seal key. Mallory, a trusted client of its
