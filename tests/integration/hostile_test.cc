@@ -35,7 +35,12 @@
 namespace stoker::testing {
 namespace {
 
-class Hostile : public ClusterTest {};
+class Hostile : public ClusterTest {
+ protected:
+  // Starts the victim: a consumer of rank 0 of `spec` taking 40 ms a batch. Once it has its first batch, the
+  // coordinator's /state then, and the victim's client id there (what any peer reading /state learns).
+  void StartVictim(const JobSpec& spec, std::string* state, std::string* victim_id);
+};
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
@@ -110,20 +115,26 @@ Keys MakeKeysWithMallory(const TempDir& dir) {
           *mallory, *GenerateKeyPair(Role::kClient, "stranger")};
 }
 
+void Hostile::StartVictim(const JobSpec& spec, std::string* state, std::string* victim_id) {
+  auto victim = cluster_->StartConsumer("victim", spec, 0, {"--hold-ms", "40"});
+  ASSERT_TRUE(victim.ok());
+  ASSERT_TRUE(WaitForFile(cluster_->ConsumerLog(*victim), std::chrono::seconds(60), &cluster_->consumer(*victim)).ok())
+      << cluster_->ConsumerOutput(*victim);
+  auto got = HttpGet(cluster_->coordinator_metrics(), "/state");
+  ASSERT_TRUE(got.ok());
+  *state = got->body;
+  *victim_id = JsonField(*state, "client");
+  ASSERT_EQ(victim_id->rfind("c-", 0), 0u) << *state;
+}
+
 // Forge acks, deregister the victim, take its rank, resume over it: each from another trusted client key, from a
 // worker key and from no key at all. Before CURVE one forged heartbeat acked the whole job as consumed.
 TEST_F(Hostile, NoOtherKeyCanActForAClientAndItsTrainingGetsEverySample) {
   Keys keys = MakeKeysWithMallory(dir_);
   ASSERT_NO_FATAL_FAILURE(Start(96, 32, /*workers=*/1, {"--client-timeout", "30s"}));
   JobSpec spec = SpecOver("victim", data_, 1, 8, 2);
-  auto victim = cluster_->StartConsumer("victim", spec, 0, {"--hold-ms", "40"});
-  ASSERT_TRUE(victim.ok());
-  ASSERT_TRUE(WaitForFile(cluster_->ConsumerLog(*victim), seconds(60), &cluster_->consumer(*victim)).ok())
-      << cluster_->ConsumerOutput(*victim);
-  auto state = HttpGet(cluster_->coordinator_metrics(), "/state");
-  ASSERT_TRUE(state.ok());
-  const std::string victim_id = JsonField(state->body, "client");
-  ASSERT_EQ(victim_id.rfind("c-", 0), 0u) << state->body;
+  std::string state, victim_id;
+  ASSERT_NO_FATAL_FAILURE(StartVictim(spec, &state, &victim_id));
 
   zmq::context_t context;
   const std::string ep = cluster_->coordinator_endpoint();
@@ -192,17 +203,11 @@ TEST_F(Hostile, AnotherProcessOfTheSameKeyCannotActForAClient) {
   Keys keys = MakeKeysWithMallory(dir_);
   ASSERT_NO_FATAL_FAILURE(Start(96, 32, /*workers=*/1));
   JobSpec spec = SpecOver("victim", data_, 1, 8, 2);
-  auto victim = cluster_->StartConsumer("victim", spec, 0, {"--hold-ms", "40"});
-  ASSERT_TRUE(victim.ok());
-  ASSERT_TRUE(WaitForFile(cluster_->ConsumerLog(*victim), seconds(60), &cluster_->consumer(*victim)).ok())
-      << cluster_->ConsumerOutput(*victim);
-  auto state = HttpGet(cluster_->coordinator_metrics(), "/state");
-  ASSERT_TRUE(state.ok());
-  const std::string victim_id = JsonField(state->body, "client");
-  ASSERT_EQ(victim_id.rfind("c-", 0), 0u) << state->body;
-  const size_t window_at = state->body.find("\"window\": ");
-  ASSERT_NE(window_at, std::string::npos) << state->body;
-  const uint32_t window = static_cast<uint32_t>(std::stoul(state->body.substr(window_at + 10)));
+  std::string state, victim_id;
+  ASSERT_NO_FATAL_FAILURE(StartVictim(spec, &state, &victim_id));
+  const size_t window_at = state.find("\"window\": ");
+  ASSERT_NE(window_at, std::string::npos) << state;
+  const uint32_t window = static_cast<uint32_t>(std::stoul(state.substr(window_at + 10)));
 
   zmq::context_t context;
   zmq::socket_t same_key = Dealer(context, cluster_->coordinator_endpoint(), keys.client, keys.coordinator.public_z85);
