@@ -55,15 +55,25 @@ bool VerifyDataTicket(const std::string& worker_key, const std::string& client_i
   return ticket.size() == expected.size() && sodium_memcmp(ticket.data(), expected.data(), expected.size()) == 0;
 }
 
-std::string NewSessionSecret() {
-  static const int initialised = sodium_init();  // as libsodium's documentation asks, once, before its first use
+namespace {
+
+// As libsodium's documentation asks: sodium_init() once, before its first use.
+void EnsureSodium() {
+  static const int initialised = sodium_init();
   STOKER_CHECK(initialised >= 0, "libsodium failed to initialise");
-  std::string secret(32, '\0');
+}
+
+}  // namespace
+
+std::string NewSessionSecret() {
+  EnsureSodium();
+  std::string secret(kSessionSecretBytes, '\0');
   randombytes_buf(secret.data(), secret.size());
   return secret;
 }
 
 std::string SessionCheck(const std::string& secret) {
+  EnsureSodium();
   std::string out(crypto_generichash_BYTES, '\0');
   const std::string message = "stoker rank session v1\n" + secret;
   crypto_generichash(reinterpret_cast<unsigned char*>(out.data()), out.size(),

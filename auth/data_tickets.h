@@ -36,10 +36,11 @@ bool VerifyDataTicket(const std::string& worker_key, const std::string& client_i
 // its registration, its heartbeats and its deregistration; the coordinator keeps and journals only SessionCheck of
 // it (BLAKE2b-256) and compares in constant time. So a process holding the same client key, which can read the
 // victim's client id in /state, still cannot ack for its session, take it over or end it.
+constexpr size_t kSessionSecretBytes = 32;
 std::string NewSessionSecret();
 std::string SessionCheck(const std::string& secret);
-// Whether `secret` is the one `check` was made from; true when `check` is empty (a session from before sessions
-// were bound, replayed from an older journal).
+// Whether `secret` is the one `check` was made from; true when `check` is empty (a session its client started
+// without a secret, or one replayed from a journal older than sessions).
 bool SessionMatches(const std::string& check, const std::string& secret);
 
 }  // namespace stoker

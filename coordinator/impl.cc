@@ -120,6 +120,7 @@ void CoordinatorImpl::FinishRestore() {
       r.next_attempt = std::max<uint64_t>(1, job.record->ranks[rank].attempts_reserved);
       r.next_unit = received < job.plan.total_batches() ? job.plan.UnitOf(received) : job.plan.total_units();
       r.session_live = false;  // until its client's next heartbeat
+      r.restored = job.record->ranks[rank].session > 0;
       r.last_heard = now;
     }
   }

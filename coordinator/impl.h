@@ -153,6 +153,7 @@ struct CoordinatorStats {
   uint64_t quarantine_refused_over_cap = 0;
   uint64_t leases_adopted = 0;       // after a restart: leases workers still held, kept
   uint64_t sessions_resumed = 0;     // a client's session continued (after a restart or a pause)
+  uint64_t sessions_unbound = 0;     // sessions started without a secret (older clients): bound to their key only
   uint64_t jobs_removed = 0;         // jobs forgotten after their retention without clients
   uint64_t shape_changes = 0;        // jobs re-planned for another shape by a checkpoint
   uint64_t workers_reported = 0;     // (job, worker) pairs a client reported: the job leases that worker no more
@@ -249,6 +250,8 @@ class CoordinatorImpl {
     uint64_t next_attempt = 1;
     std::vector<ParkedRequest> parked;  // a vector, not a deque: an empty one costs nothing (4,096 ranks x 64 jobs)
     std::string local_group;  // the session's node-local workers' group (from its registration and heartbeats)
+    // Replayed from the journal, its client not heard since: for a client timeout only its secret may claim it.
+    bool restored = false;
   };
   struct JobRuntime {
     Plan plan;

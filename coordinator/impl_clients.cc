@@ -148,7 +148,10 @@ Status CoordinatorImpl::CheckClaimLocked(const RegisterClientRequest& request, c
   const RankView view = ViewLocked(job, request.rank);
   const bool same = view.client_id == request.client_id && view.holder == caller.identity &&
                     SessionMatches(view.session_check, request.session);
-  if (r.session_live && (!same || request.resume.has_value())) {
+  // A session replayed after a restart is its client's until it has been silent for the client timeout, as a live
+  // one is: another process of the same key could otherwise take the rank before its client's next heartbeat.
+  const bool held = r.session_live || (r.restored && clock_.Now() - r.last_heard <= options_.client_timeout);
+  if (held && (!same || request.resume.has_value())) {
     return AlreadyExistsError("rank " + std::to_string(request.rank) + " of job '" + request.job +
                               "' is held by a live client (" + view.client_id + ", last heard " +
                               SecondsAgo(clock_.Now() - r.last_heard) +
@@ -165,8 +168,14 @@ void CoordinatorImpl::StartSessionLocked(const RegisterClientRequest& request, J
   const RankView before = ViewLocked(job, request.rank);
   const uint64_t total = job.plan.total_batches();
   const uint64_t start = resume_at.has_value() ? *resume_at : std::min(before.consumed, total);
+  // Without a secret (a client older than this coordinator), the session is bound to its key only.
+  if (request.session.empty()) {
+    ++stats_.sessions_unbound;
+    STOKER_LOG(kWarning) << "client " << request.client_id << " took rank " << request.rank << " of job " << request.job
+                         << " without a session secret (an older client): other processes of its key can act for it";
+  }
   ApplyLocked(RankSessionStarted{request.job, request.rank, request.client_id, start, request.window, caller.identity,
-                                 SessionCheck(request.session)});
+                                 request.session.empty() ? std::string() : SessionCheck(request.session)});
   stats_.releases.session_reset += r.active.size() + r.pending.size();
   AnswerParkedEmptyLocked(r, false);
   while (!r.active.empty()) DropLocked(r, r.active.begin()->first);
@@ -175,6 +184,7 @@ void CoordinatorImpl::StartSessionLocked(const RegisterClientRequest& request, J
   r.next_unit = start < total ? job.plan.UnitOf(start) : job.plan.total_units();
   r.next_attempt = std::max(r.next_attempt, job.record->ranks[request.rank].attempts_reserved);
   r.session_live = true;
+  r.restored = false;
   job.team.reset();  // the rank's holder may be another team's key now
   STOKER_LOG(kInfo) << "client " << request.client_id << " holds rank " << request.rank << " of job " << request.job
                     << " from batch " << start;
@@ -256,6 +266,10 @@ StatusOr<RegisterClientResponse> CoordinatorImpl::RegisterOnJobLocked(const Regi
   if (token.has_value()) {  // may re-plan the job for the request's shape
     STOKER_ASSIGN_OR_RETURN(resume_at, ResumeStartLocked(request, *token, job));
   }
+  if (!request.session.empty() && request.session.size() != kSessionSecretBytes) {
+    return InvalidArgumentError("a session's secret is " + std::to_string(kSessionSecretBytes) +
+                                " random bytes (auth/data_tickets.h)");
+  }
   STOKER_RETURN_IF_ERROR(CheckClaimLocked(request, *job, caller));
   RankRuntime& r = job->ranks[request.rank];
   const RankView view = ViewLocked(*job, request.rank);
@@ -269,6 +283,7 @@ StatusOr<RegisterClientResponse> CoordinatorImpl::RegisterOnJobLocked(const Regi
     StartSessionLocked(request, *job, caller, resume_at);
   } else if (!r.session_live) {
     r.session_live = true;
+    r.restored = false;
     ++stats_.sessions_resumed;
     STOKER_LOG(kInfo) << "client " << request.client_id << " resumed its session of rank " << request.rank
                       << " of job " << request.job;
@@ -315,6 +330,7 @@ StatusOr<ClientHeartbeatResponse> CoordinatorImpl::ClientHeartbeat(const ClientH
   if (!r.session_live) {
     // Its last holder, heard again after the coordinator restarted or after a pause: the session goes on.
     r.session_live = true;
+    r.restored = false;
     ++stats_.sessions_resumed;
     STOKER_LOG(kInfo) << "client " << request.client_id << " is back on rank " << request.rank << " of job "
                       << request.job;

@@ -26,19 +26,33 @@ class SessionTest : public CoordinatorImplTest {
 TEST_F(SessionTest, OnlyTheSessionsSecretAcksContinuesOrEndsIt) {
   ASSERT_TRUE(Claim(mine_).ok());
   EXPECT_TRUE(Heartbeat(mine_).ok());
-  EXPECT_EQ(Heartbeat(theirs_, 10).code(), StatusCode::kAborted) << "a forged ack from the same key";
+  Status forged = Heartbeat(theirs_, 10);
+  EXPECT_EQ(forged.code(), StatusCode::kAborted) << "a forged ack from the same key";
+  EXPECT_NE(forged.message().find("another session"), std::string::npos) << forged.ToString();
   EXPECT_EQ(Heartbeat("", 10).code(), StatusCode::kAborted);
-  EXPECT_EQ(impl_->Stats().job_stats.at(0).units_committed, 0u);
+  EXPECT_EQ(impl_->StateJson().find("\"consumed\": 10"), std::string::npos) << "the forged ack moved the rank";
   EXPECT_EQ(Claim(theirs_).status().code(), StatusCode::kAlreadyExists) << "the same id and window, not the secret";
-  EXPECT_TRUE(Claim(mine_).ok()) << "a retry of the client's own registration continues its session";
+  EXPECT_EQ(Claim(std::string(31, 'x')).status().code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(Heartbeat(mine_, 2).ok());
+  auto again = Claim(mine_);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->start_batch, 0u) << "a retry of the client's own registration continues its session";
   EXPECT_EQ(impl_->Deregister({"c-a", "job", 0, theirs_}, Caller{"client:team"}).code(),
             StatusCode::kPermissionDenied);
-  EXPECT_TRUE(Heartbeat(mine_).ok()) << "still the client's";
+  EXPECT_TRUE(Heartbeat(mine_, 2).ok()) << "still the client's";
   EXPECT_TRUE(impl_->Deregister({"c-a", "job", 0, mine_}, Caller{"client:team"}).ok());
-  // Released: another process may take the rank, and the first one's secret is then worth nothing.
-  ASSERT_TRUE(Claim(theirs_).ok());
-  EXPECT_EQ(Heartbeat(mine_).code(), StatusCode::kAborted);
-  EXPECT_TRUE(Heartbeat(theirs_).ok());
+  // Released: another process may take the rank at once, and the first one's secret is then worth nothing.
+  auto taken = Claim(theirs_);
+  ASSERT_TRUE(taken.ok());
+  EXPECT_EQ(taken->start_batch, 2u) << "a new session, where the last one consumed to";
+  EXPECT_EQ(Heartbeat(mine_, 2).code(), StatusCode::kAborted);
+  EXPECT_TRUE(Heartbeat(theirs_, 2).ok());
+}
+
+TEST_F(SessionTest, AClientWithoutASecretIsBoundToItsKeyOnlyAndCounted) {
+  ASSERT_TRUE(Claim("").ok());
+  EXPECT_EQ(impl_->Stats().sessions_unbound, 1u);
+  EXPECT_TRUE(Heartbeat(theirs_).ok()) << "unbound: any process of its key, as before sessions";
 }
 
 TEST_F(SessionTest, ASessionIsBoundAcrossARestartAndAnOlderJournalsIsNot) {
@@ -52,8 +66,18 @@ TEST_F(SessionTest, ASessionIsBoundAcrossARestartAndAnOlderJournalsIsNot) {
   }
   std::unique_ptr<Journal> journal = RestartFrom(path);
   ASSERT_NE(journal, nullptr);
+  EXPECT_EQ(Claim(theirs_).status().code(), StatusCode::kAlreadyExists)
+      << "replayed, not heard yet: for a client timeout only its secret claims it";
   EXPECT_EQ(Heartbeat(theirs_).code(), StatusCode::kAborted) << "the journal keeps the secret's check";
   EXPECT_TRUE(Heartbeat(mine_).ok());
+  ASSERT_TRUE(journal->Sync().ok());
+  impl_.reset();
+  journal = RestartFrom(path);
+  ASSERT_NE(journal, nullptr);
+  clock_.Advance(options_.client_timeout + Millis(1));
+  EXPECT_TRUE(Claim(theirs_).ok()) << "its client silent for the client timeout: the rank is free";
+  impl_.reset();
+  journal.reset();
 
   impl_ = std::make_unique<CoordinatorImpl>(options_, clock_, env_);  // a record of a version before sessions
   impl_->Restore(JobCreated{spec_, 100});

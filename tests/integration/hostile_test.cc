@@ -214,12 +214,14 @@ TEST_F(Hostile, AnotherProcessOfTheSameKeyCannotActForAClient) {
   const uint64_t everything = 24;  // 96 samples / 8 per batch x 2 epochs
   Status ack = Ask(same_key, ClientHeartbeatRequest{victim_id, "victim", 0, everything, everything, {}, 0});
   EXPECT_EQ(ack.code(), StatusCode::kAborted) << ack.ToString();
+  EXPECT_NE(ack.message().find("another session"), std::string::npos) << ack.ToString();
   RegisterClientRequest again{victim_id, "victim", 0, std::nullopt, window};
   again.session = std::string(32, 's');
   Status take = Ask(same_key, again);
   EXPECT_EQ(take.code(), StatusCode::kAlreadyExists) << take.ToString();
   Status leave = Ask(same_key, DeregisterRequest{victim_id, "victim", 0});
   EXPECT_EQ(leave.code(), StatusCode::kPermissionDenied) << leave.ToString();
+  EXPECT_NE(leave.message().find("another session"), std::string::npos) << leave.ToString();
   ExpectExactDelivery(*cluster_, spec, data_, 1);
 }
 
