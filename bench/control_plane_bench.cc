@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <zmq.hpp>
 
+#include "auth/data_tickets.h"
 #include "bench/consume_rate.h"
 #include "wire/control_codec.h"
 #include "auth/curve.h"
@@ -94,7 +95,9 @@ class Driver {
   // Registration: every client and every worker, answered before the timed run.
   void Register() {
     for (const Pair& p : sim_) {
-      Send(cs_, RegisterClientRequest{p.client, p.job->name, p.rank, *p.job, 16, std::nullopt});
+      RegisterClientRequest claim{p.client, p.job->name, p.rank, *p.job, 16, std::nullopt};
+      claim.session = p.session;
+      Send(cs_, claim);
       Send(ws_, RegisterWorkerRequest{p.worker, "tcp://simulated:1", 1, "bench", "", sealed_});
     }
     ReceiveAll(cs_, sim_.size());
@@ -119,6 +122,7 @@ class Driver {
     const Plan* plan;
     uint32_t rank;
     uint64_t consumed = 0;
+    std::string session = NewSessionSecret();  // as a real client's: every heartbeat is checked against it
   };
 
   uint64_t Send(zmq::socket_t& s, const RequestBody& body) {
@@ -202,7 +206,9 @@ class Driver {
     acks_due_.erase(due);
     if (end > p.consumed) {
       p.consumed = end;
-      Send(cs_, ClientHeartbeatRequest{p.client, p.job->name, p.rank, end, end, {}, membership_});
+      ClientHeartbeatRequest ack{p.client, p.job->name, p.rank, end, end, {}, membership_};
+      ack.session = p.session;
+      Send(cs_, ack);
       counters_.acks.fetch_add(1, std::memory_order_relaxed);
     }
     return true;
