@@ -72,7 +72,9 @@ LoaderFlags::LoaderFlags(FlagSet& flags) {
   flags.AddUint32("credits", &c.credits_per_worker, "batches one worker may prepare for this rank at a time");
   flags.AddUint32("max-worker-connections", &c.max_workers,
                   "worker connections held at once (each is a file descriptor)");
-  flags.AddString("client-id", &c.client_id, "client id (default: random c-...)");
+  flags.AddString("client-id", &c.client_id,
+                  "client id (default: random c-...); one per process: a live client's id is refused to another "
+                  "process until that client leaves or its session times out");
   flags.AddString("resume-token", &c.resume_token, "a checkpoint token to resume from");
   flags.AddString("metrics-listen", &c.metrics_listen, "serve /metrics etc. on this host:port (default: none)");
   flags.AddString("connect-timeout", &connect_timeout_, "how long to retry an unreachable coordinator");
