@@ -32,6 +32,10 @@ PULL_POLICY = {"type": "string", "enum": ["Always", "IfNotPresent", "Never"]}
 LOG_LEVEL = {"type": "string", "enum": ["debug", "info", "warning", "error"]}
 DIGEST = {"type": "string", "pattern": r"^(sha256:[0-9a-f]{64})?$"}
 NAME = {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 63}
+# A team with a client key of its own: the key's name (client:<team>), and part of a Secret's name and a label value,
+# so a DNS subdomain of at most 63 characters (a subset of what key names allow).
+TEAM_NAME = {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+             "maxLength": 63}
 PROBE = {"type": "object", "additionalProperties": False,
          "properties": {"periodSeconds": {"type": "integer", "minimum": 1},
                         "failureThreshold": {"type": "integer", "minimum": 1},
@@ -116,7 +120,10 @@ OVERRIDES = {
     "networkPolicy.clientNamespaces": {"type": "array", "items": NAME},
     "networkPolicy.metricsNamespaces": {"type": "array", "items": NAME},
     "networkPolicy.metricsFrom": OBJECT_LIST,
+    "security.teams": {"type": "array", "items": TEAM_NAME, "uniqueItems": True},
     # No pattern on the key files: helm would print the value (a secret key) in its error. The template checks them.
+    # (security.keys.teams before security.keys.*: the first match wins.)
+    "security.keys.teams": {"type": "object", "propertyNames": TEAM_NAME, "additionalProperties": {"type": "string"}},
     "security.keys.*": {"type": "string"},
     "security.existingSecrets.*": {"type": "string", "pattern": "^([a-z0-9]([-a-z0-9.]*[a-z0-9])?)?$",
                                    "maxLength": 253},

@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <utility>
 
 #include "base/env.h"
 
@@ -45,17 +47,44 @@ std::vector<std::string> Keyring::Flags(Role role) const {
   return {"--key-file", key, "--trust-file", trust};
 }
 
-StatusOr<Keyring> MakeKeyring(const std::string& dir) {
+StatusOr<Keyring> MakeKeyring(const std::string& dir, const std::vector<std::string>& teams) {
+  Keyring k{dir, JoinPath(dir, "coordinator.key"), JoinPath(dir, "worker.key"),
+            teams.empty() ? JoinPath(dir, "client.key") : "", JoinPath(dir, "trust"), {}};
+  // Every key pair with its file, made in memory first: a bad or repeated team name leaves nothing behind.
+  std::vector<std::pair<KeyPair, std::string>> keys;
+  auto add = [&keys](Role role, const std::string& name, const std::string& path) -> Status {
+    STOKER_ASSIGN_OR_RETURN(KeyPair key, GenerateKeyPair(role, name));
+    keys.emplace_back(std::move(key), path);
+    return Status::Ok();
+  };
+  STOKER_RETURN_IF_ERROR(add(Role::kCoordinator, "local", k.coordinator_key));
+  STOKER_RETURN_IF_ERROR(add(Role::kWorker, "local", k.worker_key));
+  if (teams.empty()) STOKER_RETURN_IF_ERROR(add(Role::kClient, "local", k.client_key));
+  for (const std::string& team : teams) {
+    const std::string path = JoinPath(dir, "client-" + team + ".key");
+    if (!k.team_keys.emplace(team, path).second) return InvalidArgumentError("team '" + team + "' is named twice");
+    STOKER_RETURN_IF_ERROR(add(Role::kClient, team, path).WithContext("team"));
+  }
   PosixEnv env;
   STOKER_RETURN_IF_ERROR(env.CreateDirectories(dir));
-  Keyring k{dir, JoinPath(dir, "coordinator.key"), JoinPath(dir, "worker.key"), JoinPath(dir, "client.key"),
-            JoinPath(dir, "trust")};
-  auto existing = env.Stat(k.trust);
-  if (existing.ok() && existing->exists) return k;
+  auto exists = [&env](const std::string& path) {
+    auto found = env.Stat(path);
+    return found.ok() && found->exists;
+  };
+  if (exists(k.trust)) {
+    for (const auto& [key, path] : keys) {
+      if (exists(path)) continue;
+      std::string fix = "make the keyring in a new directory";
+      if (!teams.empty() && key.role == Role::kClient) {
+        fix += ", or add the team's key: stoker keygen --role client --name " + key.name + " --out " + dir +
+               " --trust " + k.trust;
+      }
+      return FailedPreconditionError(k.trust + " exists but " + path + " does not: " + fix);
+    }
+    return k;
+  }
   std::string trust = "# the public keys of a local stoker cluster (stoker keygen)\n";
-  for (auto [role, path] : {std::pair{Role::kCoordinator, k.coordinator_key}, std::pair{Role::kWorker, k.worker_key},
-                            std::pair{Role::kClient, k.client_key}}) {
-    STOKER_ASSIGN_OR_RETURN(KeyPair key, GenerateKeyPair(role, "local"));
+  for (const auto& [key, path] : keys) {
     std::remove(path.c_str());
     STOKER_RETURN_IF_ERROR(WriteKeyFile(path, key));
     trust += TrustLine(key);

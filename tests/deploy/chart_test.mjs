@@ -4,12 +4,13 @@
 // chart. Every STOKER_* variable the manifests set must be a flag the binary reads (checked against --help). Every
 // `helm install` README.md shows is run as written (plus --dry-run=client), so the README cannot drift from the
 // chart: it must install, and without keys of its own the release makes them in its key hook (keys_hook_test.mjs
-// runs that hook's script against a fake API server).
+// runs that hook's script against a fake API server). Per-team client keys (security.teams, security.keys.teams) get a
+// Secret each, which no pod of the chart mounts, and the notes name them.
 //
 //   node tests/deploy/chart_test.mjs --helm .tools/helm/helm --bin build/bin
 import { isDeepStrictEqual } from 'node:util';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -35,14 +36,25 @@ const KEYS = ['coordinator', 'worker', 'client'].flatMap((role) =>
   ['--set-file', `security.keys.${role}=${keyDir}/${role}.key`]).concat(['--set-file', `security.trust=${keyDir}/trust`]);
 writeFileSync(path.join(keyDir, 'bad-trust'), 'worker w AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\n');
 writeFileSync(path.join(keyDir, 'bad.key'), 'role = worker\nname = w\n');
+// A keyring of teams (stoker keygen --keyring --teams), given as an operator gives it: a client key per team.
+const teamDir = mkdtempSync(path.join(os.tmpdir(), 'stoker-chart-team-keys-'));
+process.on('exit', () => rmSync(teamDir, { recursive: true, force: true }));
+execFileSync(path.join(binDir, 'stoker'), ['keygen', '--keyring', teamDir, '--teams', 'team-a,team-b']);
+execFileSync(path.join(binDir, 'stoker'), ['keygen', '--role', 'client', '--name', 'team-c', '--out', teamDir],
+  { stdio: 'ignore' });  // a team key the trust file does not list
+const TEAM_KEYS = ['coordinator', 'worker'].flatMap((role) => ['--set-file', `security.keys.${role}=${teamDir}/${role}.key`])
+  .concat(['--set-file', `security.trust=${teamDir}/trust`]);
+const teamKey = (team, file = `client-${team}.key`) => ['--set-file', `security.keys.teams.${team}=${teamDir}/${file}`];
 const ROLE_OF = { coordinator: 'coordinator', worker: 'worker', 'example-job': 'client' };
-// The objects the key hook (templates/keys-job.yaml) writes, from its command line: {secrets: {role: name}, trust}.
+// The objects the key hook (templates/keys-job.yaml) writes, from its command line: {secrets: {role: name},
+// teams: {team: name}, trust}.
 function hookWrites(docs) {
   const job = docs.find((d) => d.kind === 'Job' && d.metadata.labels['app.kubernetes.io/component'] === 'keys');
   if (!job) return undefined;
   const args = podSpec(job).containers[0].command;
   const value = (flag) => args.filter((a) => a.startsWith(`--${flag}=`)).map((a) => a.slice(flag.length + 3));
-  return { job, secrets: Object.fromEntries(value('secret').map((s) => s.split('='))), trust: value('trust')[0] };
+  const pairs = (flag) => Object.fromEntries(value(flag).map((s) => s.split('=')));
+  return { job, secrets: pairs('secret'), teams: pairs('team'), trust: value('trust')[0] };
 }
 
 let failures = 0;
@@ -231,7 +243,7 @@ function checkKeyHook(docs, name) {
   }
   const rules = (role?.rules || []).map((r) => JSON.stringify([r.apiGroups, r.resources, r.verbs, r.resourceNames ?? []]));
   const expected = [
-    [[''], ['secrets'], ['get'], Object.values(hook.secrets)],
+    [[''], ['secrets'], ['get'], [...Object.values(hook.secrets), ...Object.values(hook.teams)]],
     [[''], ['configmaps'], ['get'], [hook.trust]],
     [[''], ['secrets', 'configmaps'], ['create'], []],
   ].map((r) => JSON.stringify(r));
@@ -305,6 +317,10 @@ function checkLocalWorkers(docs, name, worker) {
   return { side, trainer };
 }
 
+// The Secrets the chart's pods mount: never a team's key (that team's trainers mount it).
+const mountedSecrets = (docs) => docs.filter((d) => d.spec?.template?.spec)
+  .flatMap((w) => (podSpec(w).volumes || []).map((v) => v.secret?.secretName).filter(Boolean));
+
 const MONITORING_KINDS = ['ServiceMonitor', 'PodMonitor', 'PrometheusRule'];
 const cases = [
   ['defaults', ['ci/default-values.yaml'], [], (docs, { worker, coordinator }) => {
@@ -351,6 +367,25 @@ const cases = [
     check(podSpec(job).volumes.find((v) => v.name === 'stoker-key')?.secret.secretName === hookWrites(docs)?.secrets.client,
       'generated keys: the example Job does not mount the client key the hook makes');
   }, []],
+  ['generated keys per team', ['ci/default-values.yaml'], ['--set', 'security.teams={team-a,team-b}'], (docs) => {
+    checkKeyHook(docs, 'generated keys per team');
+    const teams = hookWrites(docs)?.teams;
+    check(isDeepStrictEqual(teams, { 'team-a': 'rel-stoker-client-team-a-key', 'team-b': 'rel-stoker-client-team-b-key' }),
+      `generated keys per team: the key hook writes ${JSON.stringify(teams)}`);
+    check(ofKind(docs, 'Secret').length === 0, 'generated keys per team: the chart renders key material the hook makes');
+    check(!mountedSecrets(docs).some((n) => Object.values(teams ?? {}).includes(n)),
+      'generated keys per team: a pod of the chart mounts a team\'s key');
+  }, []],
+  ['team keys given', ['ci/default-values.yaml'], [...teamKey('team-a'), ...teamKey('team-b'), '--set',
+    'security.teams={team-a}'], (docs) => {
+    for (const team of ['team-a', 'team-b']) {
+      const secret = ofKind(docs, 'Secret').find((s) => s.metadata.name === `rel-stoker-client-${team}-key`);
+      check(secret?.metadata.labels['stoker.io/team'] === team && Buffer.from(secret.data.key, 'base64').toString() ===
+        readFileSync(path.join(teamDir, `client-${team}.key`), 'utf8'), `team keys given: no Secret holds ${team}'s key`);
+    }
+    check(ofKind(docs, 'Secret').length === 4, 'team keys given: not a Secret for each role and each team');
+    check(!mountedSecrets(docs).some((n) => n.includes('-client-team-')), 'team keys given: a pod mounts a team\'s key');
+  }, TEAM_KEYS],
   ['existing secrets', ['ci/default-values.yaml'], ['--set', 'security.existingSecrets.coordinator=coord-key',
     '--set', 'security.existingSecrets.worker=worker-key', '--set-file', `security.trust=${keyDir}/trust`],
   (docs, { worker, coordinator }) => {
@@ -543,7 +578,22 @@ const refused = [
   /exampleJob.localWorkers.resources: requests.cpu \(2\) is above limits.cpu \(1\)/],
   ['a key file without its secret', ['--set-file', `security.keys.worker=${keyDir}/bad.key`],
     /security.keys.worker has no secret key line/],
+  ['a team name that cannot name a Secret', ['--set', 'security.teams={Team_A}'], /security\/teams\/0'.*does not match/],
+  ['a team named twice', ['--set', 'security.teams={team-a,team-a}'], /security\/teams'.*are equal/],
+  ['a team name of 64 characters', ['--set', `security.teams={${'a'.repeat(64)}}`], /security\/teams\/0'.*maxLength/],
+  ['a team key under a bad name', teamKey('Team_A', 'client-team-a.key'), /invalid propertyName 'Team_A'/, TEAM_KEYS],
+  ['another team\'s key', teamKey('team-b', 'client-team-a.key'), /security.keys.teams.team-b is another team's key/,
+    TEAM_KEYS],
+  ['a team key the trust file does not list', teamKey('team-c'), /security.trust does not list team team-c's key/,
+    TEAM_KEYS],
+  ['a worker key as a team\'s', teamKey('team-a', 'worker.key'), /security.keys.teams.team-a is not a client key/,
+    TEAM_KEYS],
+  ['a team without its key, keys given', ['--set', 'security.teams={team-a}'], /security.teams names team-a, but/,
+    TEAM_KEYS],
 ];
+// No refusal shows a secret key.
+const SECRETS = [keyDir, teamDir].flatMap((dir) => readdirSync(dir).filter((f) => f.endsWith('.key'))
+  .map((f) => readFileSync(path.join(dir, f), 'utf8').match(/^secret = (\S+)$/m)?.[1]).filter(Boolean));
 
 // helm lint cannot declare API versions, so the cases that need a CRD are linted by rendering only.
 for (const [name, files, extra, , keys = KEYS] of cases.filter(([, , extra]) => !extra.includes('keda.sh/v1alpha1'))) {
@@ -561,7 +611,7 @@ for (const [name, files, extra, assertions, keys = KEYS] of cases) {
 }
 for (const [name, args, expected, keys = KEYS] of refused) {
   const r = helmRun(['template', 'rel', chart, ...keys, ...args]);
-  const ok = r.status !== 0 && expected.test(r.stderr);
+  const ok = r.status !== 0 && expected.test(r.stderr) && !SECRETS.some((secret) => r.stderr.includes(secret));
   check(ok, `refused ${name}: exit ${r.status}, ${r.stderr.trim()}`);
   const reason = r.stderr.split('\n').filter((l) => /error|at '/i.test(l)).pop() || r.stderr.trim();
   console.log(`${ok ? 'ok  ' : 'FAIL'} refuses ${name}: ${reason.trim()}`);
@@ -589,6 +639,19 @@ for (const command of commands) {
   }
   console.log(`${failures === before ? 'ok  ' : 'FAIL'} README: ${command}: ${docs.length} manifests, keys made by ${
     hookWrites(docs) ? 'the key hook' : 'the operator'}`);
+}
+// The notes after install name each team's Secret, made or given, or recommend keys per team when there are none.
+for (const [name, args, expected] of [
+  ['teams', ['--set', 'security.teams={team-a,team-b}'],
+    /\n {2}team-a: Secret stoker-client-team-a-key\n {2}team-b: Secret stoker-client-team-b-key\n/],
+  ['team keys given', [...TEAM_KEYS, ...teamKey('team-a')], /\n {2}team-a: Secret stoker-client-team-a-key\n/],
+  ['no teams', [], /Per-team keys are the recommended default: install with\n--set security.teams='\{team-a,team-b\}'/],
+]) {
+  const r = helmRun(['install', 'stoker', chart, '-n', 'stoker', '--set',
+    'dataset.volume.persistentVolumeClaim.claimName=imagenet', ...args, '--dry-run=client', '-o', 'json']);
+  const notes = r.status === 0 ? JSON.parse(r.stdout).info.notes : r.stderr;
+  check(expected.test(notes), `notes with ${name} do not match ${expected}:\n${notes}`);
+  console.log(`${expected.test(notes) ? 'ok  ' : 'FAIL'} notes with ${name}`);
 }
 console.log(`${checks} checks, ${failures} failed`);
 process.exit(failures ? 1 : 0);

@@ -3,7 +3,8 @@
 // and the stoker binary pointed at this machine, makes a coordinator, a worker and a client key with the real
 // `stoker keygen`, each in the Secret its role's pods mount, and the trust ConfigMap listing the three; a second run
 // keeps them; a run after a partial one completes it; damage it cannot repair (a trust file without the keys, a
-// Secret holding another role's key) fails, saying what to do, and no secret key text is ever printed.
+// Secret holding another role's key) fails, saying what to do, and no secret key text is ever printed. With
+// security.teams it also makes a client key named after each team, in that team's Secret, listed in the trust file.
 //
 //   node tests/deploy/keys_hook_test.mjs --helm .tools/helm/helm --bin build/bin
 import { test } from 'node:test';
@@ -28,10 +29,10 @@ const work = mkdtempSync(path.join(os.tmpdir(), 'stoker-keys-hook-'));
 process.on('exit', () => rmSync(work, { recursive: true, force: true }));
 writeFileSync(path.join(work, 'token'), `${TOKEN}\n`);
 
-// The hook Job's command, from the chart rendered as README installs it.
-function hookCommand() {
+// The hook Job's command, from the chart rendered as README installs it (with `extra` values).
+function hookCommand(extra = []) {
   const r = spawnSync(helm, ['install', 'stoker', 'helm/stoker', '-n', 'stoker', '--create-namespace', '--set',
-    'dataset.volume.persistentVolumeClaim.claimName=imagenet', '--dry-run=client', '-o', 'json'],
+    'dataset.volume.persistentVolumeClaim.claimName=imagenet', ...extra, '--dry-run=client', '-o', 'json'],
   { cwd: repo, encoding: 'utf8' });
   assert.equal(r.status, 0, r.stderr);
   const hooks = JSON.parse(r.stdout).hooks.flatMap((h) => parseManifests(h.manifest));
@@ -40,6 +41,8 @@ function hookCommand() {
   return job.spec.template.spec.containers[0].command;
 }
 const command = hookCommand();
+// Teams, one named as the release (its client key and the example Job's are both client:stoker, in two Secrets).
+const teamCommand = hookCommand(['--set', 'security.teams={team-a,stoker}']);
 
 // A namespace's Secrets and ConfigMaps, as the API server keeps them, behind a bearer token.
 function fakeApi() {
@@ -84,8 +87,8 @@ async function withFakeApi(body) {
   }
 }
 
-function runHook(api) {
-  const [python, ...rest] = command;
+function runHook(api, argv = command) {
+  const [python, ...rest] = argv;
   const child = spawn(python, [...rest, `--api=${api.url}`, `--token-file=${path.join(work, 'token')}`,
     `--stoker=${stoker}`], { env: { ...process.env, TMPDIR: work } });
   let out = '';
@@ -100,10 +103,10 @@ function secretsPrinted(api, out) {
   return [...api.objects.values()].filter((o) => o.kind === 'Secret').some((s) => out.includes(field(keyText(s), 'secret')));
 }
 
-// The trust ConfigMap lists `role` with the public key of its key file (`text`).
-function assertTrusts(api, role, text) {
+// The trust ConfigMap lists `role` with the name and public key of its key file (`text`).
+function assertTrusts(api, role, text, name = 'stoker') {
   const trust = api.objects.get('configmaps/stoker-trust').data.trust;
-  assert.ok(trust.includes(`${role} stoker ${field(text, 'public')}\n`), `the trust file lacks the ${role}`);
+  assert.ok(trust.includes(`${role} ${name} ${field(text, 'public')}\n`), `the trust file lacks the ${role} ${name}`);
 }
 
 test('makes a key per role and the trust ConfigMap, as the pods mount them', () => withFakeApi(async (api) => {
@@ -159,6 +162,34 @@ test('refuses what it cannot repair, saying what to do', () => withFakeApi(async
   const wrong = await runHook(api);
   assert.equal(wrong.status, 1);
   assert.match(wrong.out, /Secret stoker-coordinator-key exists but its 'key' is not a coordinator key file/);
+  assert.ok(!secretsPrinted(api, wrong.out), 'a secret key was printed');
+}));
+
+test('makes a client key per team, named after it, in its Secret and the trust file', () => withFakeApi(async (api) => {
+  const r = await runHook(api, teamCommand);
+  assert.equal(r.status, 0, r.out);
+  for (const role of ['coordinator', 'worker', 'client']) {
+    assertTrusts(api, role, keyText(api.objects.get(`secrets/stoker-${role}-key`)));
+  }
+  for (const team of ['team-a', 'stoker']) {
+    const secret = api.objects.get(`secrets/stoker-client-${team}-key`);
+    assert.ok(secret, `no Secret for team ${team}`);
+    const text = keyText(secret);
+    assert.equal(field(text, 'role'), 'client');
+    assert.equal(field(text, 'name'), team);
+    assert.equal(secret.metadata.labels['stoker.io/keys-of'], 'stoker');
+    assertTrusts(api, 'client', text, team);
+  }
+  assert.ok(!secretsPrinted(api, r.out), 'a secret key was printed');
+  const again = await runHook(api, teamCommand);
+  assert.equal(again.status, 0, again.out);
+  assert.equal(api.requests.filter((q) => q.startsWith('POST')).length, 6, 'the second run created something');
+
+  api.objects.delete('configmaps/stoker-trust');  // a team Secret holding another team's key is not taken
+  api.objects.set('secrets/stoker-client-team-a-key', api.objects.get('secrets/stoker-client-stoker-key'));
+  const wrong = await runHook(api, teamCommand);
+  assert.equal(wrong.status, 1);
+  assert.match(wrong.out, /Secret stoker-client-team-a-key exists but its 'key' is not team team-a's key/);
   assert.ok(!secretsPrinted(api, wrong.out), 'a secret key was printed');
 }));
 

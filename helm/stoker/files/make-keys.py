@@ -1,18 +1,19 @@
 """The chart's key hook (templates/keys-job.yaml): makes a release's CURVE keys when none were given.
 
 For each role (coordinator, worker, client) it keeps the role's Secret if it already exists (a reinstall, or a run
-that stopped half-way), else makes a key pair with `stoker keygen` and creates the Secret (key `key`, the key file).
-Then it creates the trust ConfigMap (key `trust`) from the three public keys, or, if it exists, checks that it lists
-them. Each object carries Helm's ownership metadata, so a later `helm upgrade` that passes keys of your own takes
-them over. Secret key text is never printed; the trust lines are public.
+that stopped half-way), else makes a key pair with `stoker keygen` and creates the Secret (key `key`, the key file);
+so too for each team (--team), whose client key is named after the team (identity client:<team>: a team is its
+key's name). Then it creates the trust ConfigMap (key `trust`) from all their public keys, or, if it exists, checks
+that it lists them. Each object carries Helm's ownership metadata, so a later `helm upgrade` that passes keys of your
+own takes them over. Secret key text is never printed; the trust lines are public.
 
 It talks to the Kubernetes API with the pod's service-account token, whose Role allows reading only these objects
 and creating Secrets and ConfigMaps in the release's namespace. Python's standard library only: the CPU trainer
 image carries python3 and stoker.
 
   python3 make-keys.py --namespace NS --name NAME --secret coordinator=SECRET --secret worker=SECRET \
-      --secret client=SECRET --trust CONFIGMAP [--label KEY=VALUE ...] [--annotation KEY=VALUE ...]
-      [--api URL] [--token-file FILE] [--ca-file FILE] [--stoker PATH]
+      --secret client=SECRET [--team TEAM=SECRET ...] --trust CONFIGMAP [--label KEY=VALUE ...]
+      [--annotation KEY=VALUE ...] [--api URL] [--token-file FILE] [--ca-file FILE] [--stoker PATH]
 """
 import argparse
 import base64
@@ -86,29 +87,32 @@ def metadata(name, args):
             "annotations": dict(args.annotation)}
 
 
-def role_key(api, args, role, secret, directory):
+def role_key(api, args, role, secret, directory, team=None):
+    """The key file in `secret`, made (named args.name, or `team`) if the Secret does not exist."""
+    name = team or args.name
     path = f"/api/v1/namespaces/{args.namespace}/secrets"
     for attempt in range(2):
         code, found = api.call("GET", f"{path}/{secret}")
         if code == 200:
             text = base64.b64decode(found.get("data", {}).get("key", "")).decode(errors="replace")
             f = fields(text)
-            if f.get("role") != role or not f.get("public") or not f.get("name"):
-                raise Failure(f"Secret {secret} exists but its 'key' is not a {role} key file (stoker keygen writes "
-                              f"one): delete it (kubectl -n {args.namespace} delete secret {secret}) or give the "
-                              f"chart the keys yourself (docs/operations.md section 9)")
+            if f.get("role") != role or not f.get("public") or not f.get("name") or (team and f["name"] != team):
+                what = f"team {team}'s key (a {role} key named {team})" if team else f"a {role} key file"
+                raise Failure(f"Secret {secret} exists but its 'key' is not {what}: delete it (kubectl -n "
+                              f"{args.namespace} delete secret {secret}) or give the chart the keys yourself "
+                              f"(docs/operations.md section 9)")
             print(f"{role}: kept the key in Secret {secret} ({role}:{f['name']})")
             return text
         if code != 404:
             raise Failure(f"reading Secret {secret}: HTTP {code}: {found.get('message', '')}")
         if attempt:
             break
-        text = keygen(args.stoker, role, args.name, directory)
+        text = keygen(args.stoker, role, name, directory)
         body = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": metadata(secret, args),
                 "data": {"key": base64.b64encode(text.encode()).decode()}}
         code, answer = api.call("POST", path, body)
         if code in (200, 201):
-            print(f"{role}: made a key, Secret {secret} ({role}:{args.name})")
+            print(f"{role}: made a key, Secret {secret} ({role}:{name})")
             return text
         if code != 409:  # 409: made meanwhile by another run; read that one
             raise Failure(f"creating Secret {secret}: HTTP {code}: {answer.get('message', '')}")
@@ -117,7 +121,7 @@ def role_key(api, args, role, secret, directory):
 
 def trust_config_map(api, args, keys):
     path = f"/api/v1/namespaces/{args.namespace}/configmaps"
-    lines = [trust_line(keys[role]) for role in ROLES]
+    lines = [trust_line(text) for text in keys]
     code, found = api.call("GET", f"{path}/{args.trust}")
     if code == 200:
         listed = {tuple(line.split()) for line in found.get("data", {}).get("trust", "").splitlines()
@@ -127,7 +131,7 @@ def trust_config_map(api, args, keys):
             raise Failure(f"ConfigMap {args.trust} exists but does not list the keys of the Secrets: add these lines "
                           f"to its 'trust', or delete it (kubectl -n {args.namespace} delete configmap {args.trust}) "
                           "and install again:\n  " + "\n  ".join(missing))
-        print(f"trust: ConfigMap {args.trust} lists the three keys")
+        print(f"trust: ConfigMap {args.trust} lists the {len(lines)} keys")
         return
     if code != 404:
         raise Failure(f"reading ConfigMap {args.trust}: HTTP {code}: {found.get('message', '')}")
@@ -154,6 +158,8 @@ def main():
     parser.add_argument("--namespace", required=True)
     parser.add_argument("--name", required=True, help="the keys' name: identities are <role>:<name>")
     parser.add_argument("--secret", type=pair, action="append", required=True, help="ROLE=SECRET, one per role")
+    parser.add_argument("--team", type=pair, action="append", default=[],
+                        help="TEAM=SECRET: a client key named TEAM, in that Secret")
     parser.add_argument("--trust", required=True, help="the trust ConfigMap")
     parser.add_argument("--label", type=pair, action="append", default=[])
     parser.add_argument("--annotation", type=pair, action="append", default=[])
@@ -166,10 +172,14 @@ def main():
     secrets = dict(args.secret)
     if sorted(secrets) != sorted(ROLES):
         parser.error("--secret must name one Secret for each of coordinator, worker and client")
+    if len(dict(args.team)) != len(args.team):
+        parser.error("--team names a team twice")
     api = Api(args.api, args.token_file, args.ca_file)
     try:
         with tempfile.TemporaryDirectory() as directory:
-            keys = {role: role_key(api, args, role, secrets[role], directory) for role in ROLES}
+            keys = [role_key(api, args, role, secrets[role], directory) for role in ROLES]
+            for team, secret in args.team:  # a directory each: a team may share the release's name
+                keys.append(role_key(api, args, "client", secret, tempfile.mkdtemp(dir=directory), team=team))
         trust_config_map(api, args, keys)
     except Failure as e:
         print(f"make-keys: {e}", file=sys.stderr)

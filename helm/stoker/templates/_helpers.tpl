@@ -188,10 +188,10 @@ Call with (dict "root" $ "role" "worker"). */}}
 {{- end }}
 
 {{/* "true" when the release makes its own keys at install (templates/keys-job.yaml): CURVE on, key generation
-on, and neither a key, a Secret of your own nor a trust file given. */}}
+on, and neither a key (a team's included), a Secret of your own nor a trust file given. */}}
 {{- define "stoker.generateKeys" -}}
 {{- $s := .Values.security }}
-{{- $given := or $s.trust (or $s.keys.coordinator $s.keys.worker $s.keys.client) (or $s.existingSecrets.coordinator $s.existingSecrets.worker $s.existingSecrets.client) }}
+{{- $given := or $s.trust (or $s.keys.coordinator $s.keys.worker $s.keys.client $s.keys.teams) (or $s.existingSecrets.coordinator $s.existingSecrets.worker $s.existingSecrets.client) }}
 {{- if and $s.curve $s.generateKeys.enabled (not $given) }}true{{ end }}
 {{- end }}
 
@@ -217,7 +217,48 @@ saying how to make them, unless the release makes them itself. Call with the roo
 {{- if not (regexMatch "(?m)^coordinator [A-Za-z0-9._-]+ " $s.trust) }}
 {{- fail "security.curve is on but security.trust lists no coordinator key: pass the trust file stoker keygen appends to (--set-file security.trust=keys/trust), with the coordinator's, the workers' and the clients' public keys" }}
 {{- end }}
+{{- include "stoker.validateTeamKeys" . }}
 {{- end }}
+{{- end }}
+
+{{/* Team keys of your own (security.keys.teams): each a whole client key file named as its team (the name is the
+identity client:<team> the coordinator's shares go by), listed in security.trust, and every team in security.teams
+has one. Errors never show a secret key's text; a public key may be shown. Call with the root context. */}}
+{{- define "stoker.validateTeamKeys" -}}
+{{- $s := .Values.security }}
+{{- range $team := $s.teams }}
+{{- if not (hasKey $s.keys.teams $team) }}
+{{- fail (printf "security.teams names %s, but the chart makes no keys when you give yours, so give its key too: stoker keygen --role client --name %s --out keys --trust keys/trust, then --set-file security.keys.teams.%s=keys/client-%s.key and the trust file again" $team $team $team $team) }}
+{{- end }}
+{{- end }}
+{{- range $team, $key := $s.keys.teams }}
+{{- if not (regexMatch "(?m)^role = client$" $key) }}
+{{- fail (printf "security.keys.teams.%s is not a client key file (stoker keygen --role client --name %s writes one)" $team $team) }}
+{{- end }}
+{{- if not (regexMatch (printf "(?m)^name = %s$" (regexQuoteMeta $team)) $key) }}
+{{- fail (printf "security.keys.teams.%s is another team's key: a team is its key's name (client:<name>), so make it with stoker keygen --role client --name %s" $team $team) }}
+{{- end }}
+{{- if not (regexMatch "(?m)^secret = \\S{40}$" $key) }}
+{{- fail (printf "security.keys.teams.%s has no secret key line: pass the file stoker keygen wrote, whole (its text is not shown here)" $team) }}
+{{- end }}
+{{- $public := regexFind "(?m)^public = \\S{40}$" $key | trimPrefix "public = " }}
+{{- if not (regexMatch (printf "(?m)^client %s %s[ \\t]*$" (regexQuoteMeta $team) (regexQuoteMeta $public)) $s.trust) }}
+{{- fail (printf "security.trust does not list team %s's key, so the coordinator would refuse its trainers: add the line `client %s %s` (stoker keygen --trust appends it) and pass the trust file again" $team $team $public) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The Secret holding a team's client key (key `key`), <release>-stoker-client-<team>-key: not cut to 63
+characters as component names are (a Secret's name may be 253 long; a cut one could be another team's). Call with
+(dict "root" $ "team" "team-a"). */}}
+{{- define "stoker.teamKeySecret" -}}
+{{- printf "%s-client-%s-key" (include "stoker.fullname" .root) .team }}
+{{- end }}
+
+{{/* The teams with client keys of their own, as a sorted JSON list: security.teams and those of security.keys.teams.
+*/}}
+{{- define "stoker.teams" -}}
+{{- concat .Values.security.teams (keys .Values.security.keys.teams) | uniq | sortAlpha | toJson }}
 {{- end }}
 
 {{/* A pod annotation that changes with its role's key and the trust file, so a new key or trust list rolls the
