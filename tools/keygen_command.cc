@@ -35,7 +35,10 @@ int KeygenCommand(int argc, char** argv) {
   if (!keyring.empty()) {
     std::vector<std::string> teams;
     std::istringstream list(team_list);
-    for (std::string team; std::getline(list, team, ',');) teams.push_back(team);
+    for (std::string team; std::getline(list, team, ',');) {  // "a, b" as "a,b"
+      const size_t first = team.find_first_not_of(' '), last = team.find_last_not_of(' ');
+      teams.push_back(first == std::string::npos ? "" : team.substr(first, last - first + 1));
+    }
     auto made = MakeKeyring(keyring, teams);
     if (!made.ok()) return Fail("keygen", made.status());
     std::string clients = teams.empty() ? "client.key" : "";

@@ -590,6 +590,12 @@ const refused = [
     TEAM_KEYS],
   ['a team without its key, keys given', ['--set', 'security.teams={team-a}'], /security.teams names team-a, but/,
     TEAM_KEYS],
+  // The example Job's client key is named after the release (made by the hook) or as its file says (given): a team of
+  // that name would share its identity.
+  ['a team named as the release, keys made', ['--set', 'security.teams={rel}'],
+    /team rel has the name of the example Job's client key/, []],
+  ['a team named as the example key given', ['--set', 'security.teams={local}'],
+    /team local has the name of the example Job's client key/],
 ];
 // No refusal shows a secret key.
 const SECRETS = [keyDir, teamDir].flatMap((dir) => readdirSync(dir).filter((f) => f.endsWith('.key'))

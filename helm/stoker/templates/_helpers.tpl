@@ -199,6 +199,14 @@ on, and neither a key (a team's included), a Secret of your own nor a trust file
 saying how to make them, unless the release makes them itself. Call with the root context. */}}
 {{- define "stoker.validateSecurity" -}}
 {{- $s := .Values.security }}
+{{- /* A team's key must be its alone: the example Job's client key is named after the release (made here) or as
+its file says (yours), and an identity is a key's name. */}}
+{{- $example := ternary .Release.Name (regexFind "(?m)^name = \\S+$" ($s.keys.client | default "") | trimPrefix "name = ") (not $s.keys.client) }}
+{{- range $team := include "stoker.teams" . | fromJsonArray }}
+{{- if eq $team $example }}
+{{- fail (printf "team %s has the name of the example Job's client key (client:%s), so that key would act as the team: name the team otherwise" $team $team) }}
+{{- end }}
+{{- end }}
 {{- if and $s.curve (not (include "stoker.generateKeys" .)) }}
 {{- $roles := list "coordinator" "worker" }}
 {{- if .Values.exampleJob.enabled }}{{ $roles = append $roles "client" }}{{ end }}
@@ -227,7 +235,7 @@ has one. Errors never show a secret key's text; a public key may be shown. Call 
 {{- define "stoker.validateTeamKeys" -}}
 {{- $s := .Values.security }}
 {{- range $team := $s.teams }}
-{{- if not (hasKey $s.keys.teams $team) }}
+{{- if not (hasKey ($s.keys.teams | default dict) $team) }}
 {{- fail (printf "security.teams names %s, but the chart makes no keys when you give yours, so give its key too: stoker keygen --role client --name %s --out keys --trust keys/trust, then --set-file security.keys.teams.%s=keys/client-%s.key and the trust file again" $team $team $team $team) }}
 {{- end }}
 {{- end }}
@@ -258,7 +266,7 @@ characters as component names are (a Secret's name may be 253 long; a cut one co
 {{/* The teams with client keys of their own, as a sorted JSON list: security.teams and those of security.keys.teams.
 */}}
 {{- define "stoker.teams" -}}
-{{- concat .Values.security.teams (keys .Values.security.keys.teams) | uniq | sortAlpha | toJson }}
+{{- concat (.Values.security.teams | default list) (keys (.Values.security.keys.teams | default dict)) | uniq | sortAlpha | toJson }}
 {{- end }}
 
 {{/* A pod annotation that changes with its role's key and the trust file, so a new key or trust list rolls the
