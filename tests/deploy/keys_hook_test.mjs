@@ -41,8 +41,8 @@ function hookCommand(extra = []) {
   return job.spec.template.spec.containers[0].command;
 }
 const command = hookCommand();
-// Teams, one named as the release (its client key and the example Job's are both client:stoker, in two Secrets).
-const teamCommand = hookCommand(['--set', 'security.teams={team-a,stoker}']);
+// Teams. (One named as the release would share the example Job's key's identity, client:stoker: the chart refuses it.)
+const teamCommand = hookCommand(['--set', 'security.teams={team-a,team-b}']);
 
 // A namespace's Secrets and ConfigMaps, as the API server keeps them, behind a bearer token.
 function fakeApi() {
@@ -171,7 +171,7 @@ test('makes a client key per team, named after it, in its Secret and the trust f
   for (const role of ['coordinator', 'worker', 'client']) {
     assertTrusts(api, role, keyText(api.objects.get(`secrets/stoker-${role}-key`)));
   }
-  for (const team of ['team-a', 'stoker']) {
+  for (const team of ['team-a', 'team-b']) {
     const secret = api.objects.get(`secrets/stoker-client-${team}-key`);
     assert.ok(secret, `no Secret for team ${team}`);
     const text = keyText(secret);
@@ -186,7 +186,7 @@ test('makes a client key per team, named after it, in its Secret and the trust f
   assert.equal(api.requests.filter((q) => q.startsWith('POST')).length, 6, 'the second run created something');
 
   api.objects.delete('configmaps/stoker-trust');  // a team Secret holding another team's key is not taken
-  api.objects.set('secrets/stoker-client-team-a-key', api.objects.get('secrets/stoker-client-stoker-key'));
+  api.objects.set('secrets/stoker-client-team-a-key', api.objects.get('secrets/stoker-client-team-b-key'));
   const wrong = await runHook(api, teamCommand);
   assert.equal(wrong.status, 1);
   assert.match(wrong.out, /Secret stoker-client-team-a-key exists but its 'key' is not team team-a's key/);
