@@ -449,20 +449,22 @@ class CoordinatorImpl {
   // places find them answered (ServeFreedPlaceLocked), by a sweep every second (PruneParkedIndexLocked) and when it
   // leaves. So at most the requests parked now (one per worker stream) and those of the last second.
   std::unordered_map<std::string, std::set<std::pair<std::string, uint32_t>>> parked_at_ STOKER_GUARDED_BY(mu_);
-  // Capped teams' samples to spend (TeamRoomLocked): one entry per team --team-max-workers names, at most.
-  struct TeamAllowance {
+  // What accrues at a rate and is spent (a token bucket): capped teams' samples, guaranteed teams' samples owed, a
+  // key's new worker registrations.
+  struct Allowance {
     double samples = 0;
     TimePoint at;
-    // Adds what `rate` (samples/s) has accrued since `at`, keeping at most a second's worth; the samples left.
-    double Accrue(double rate, TimePoint now) {
-      samples = std::min(rate, samples + rate * ToSeconds(now - at));
+    // Adds what `rate` (a second) has accrued since `at`, keeping at most `seconds` worth; what is left.
+    double Accrue(double rate, TimePoint now, double seconds = 1) {
+      samples = std::min(rate * seconds, samples + rate * ToSeconds(now - at));
       at = now;
       return samples;
     }
   };
-  std::map<std::string, TeamAllowance> team_allowance_ STOKER_GUARDED_BY(mu_);
+  // Capped teams' samples to spend (TeamRoomLocked): one entry per team --team-max-workers names, at most.
+  std::map<std::string, Allowance> team_allowance_ STOKER_GUARDED_BY(mu_);
   // Guaranteed teams' samples owed (BelowMinimumLocked): one entry per team --team-min-workers names, at most.
-  std::map<std::string, TeamAllowance> team_guarantee_ STOKER_GUARDED_BY(mu_);
+  std::map<std::string, Allowance> team_guarantee_ STOKER_GUARDED_BY(mu_);
   const bool rate_needed_;  // some team has a cap or a guarantee, which need per_worker_rate_
   double per_worker_rate_ STOKER_GUARDED_BY(mu_) = -1;  // samples/s one worker makes busy (capacity_), < 0 unknown
   TimePoint next_rate_refresh_ STOKER_GUARDED_BY(mu_);
@@ -471,8 +473,7 @@ class CoordinatorImpl {
   // New worker ids each key may still register (CoordinatorOptions::worker_registrations_per_second), by
   // authenticated identity: as many entries as the trust file has keys.
   struct RegistrationBudget {
-    double left = 0;
-    TimePoint at;
+    Allowance left;        // starts with 4 seconds' worth
     bool refused = false;  // the latest was refused (logged once until one passes)
   };
   std::unordered_map<std::string, RegistrationBudget> registration_budget_ STOKER_GUARDED_BY(mu_);

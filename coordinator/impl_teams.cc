@@ -20,7 +20,7 @@ uint32_t CoordinatorImpl::TeamRoomLocked(const std::string& team, const JobRunti
   const uint32_t max_workers = shares_.PolicyOf(team).max_workers;
   if (max_workers == 0) return UINT32_MAX;
   if (per_worker_rate_ > 0) {
-    auto it = team_allowance_.try_emplace(team, TeamAllowance{0, clock_.Now()}).first;
+    auto it = team_allowance_.try_emplace(team, Allowance{0, clock_.Now()}).first;
     return it->second.Accrue(max_workers * per_worker_rate_, clock_.Now()) >= 0 ? UINT32_MAX : 0;
   }
   const uint64_t cap = uint64_t{max_workers} * job.plan.batches_per_unit();
@@ -33,7 +33,7 @@ bool CoordinatorImpl::BelowMinimumLocked(const std::string& team, const JobRunti
   if (min_workers == 0) return false;
   if (per_worker_rate_ > 0) {
     const double rate = min_workers * per_worker_rate_;
-    auto it = team_guarantee_.try_emplace(team, TeamAllowance{rate, clock_.Now()}).first;  // a second's worth owed
+    auto it = team_guarantee_.try_emplace(team, Allowance{rate, clock_.Now()}).first;  // a second's worth owed
     return it->second.Accrue(rate, clock_.Now()) > 0;
   }
   return UnsentByTeamLocked(team) < uint64_t{min_workers} * job.plan.batches_per_unit();

@@ -110,13 +110,10 @@ Status CoordinatorImpl::SpendRegistrationLocked(const std::string& identity) {
   const double rate = options_.worker_registrations_per_second;
   if (rate == 0) return Status::Ok();
   const TimePoint now = clock_.Now();
-  auto [it, fresh] = registration_budget_.try_emplace(identity);
-  RegistrationBudget& b = it->second;
-  const double burst = 4 * rate;
-  b.left = fresh ? burst : std::min(burst, b.left + rate * std::chrono::duration<double>(now - b.at).count());
-  b.at = now;
-  if (b.left >= 1) {
-    b.left -= 1;
+  RegistrationBudget& b =
+      registration_budget_.try_emplace(identity, RegistrationBudget{Allowance{4 * rate, now}}).first->second;
+  if (b.left.Accrue(rate, now, 4) >= 1) {
+    b.left.samples -= 1;
     b.refused = false;
     return Status::Ok();
   }
@@ -346,14 +343,11 @@ void CoordinatorImpl::ReportWorkerLocked(const std::string& job_name, JobRuntime
       if (lease.worker_id == worker_id) held.push_back(unit);
     }
     for (uint64_t unit : held) ReleaseLocked(r, unit, &stats_.releases.reported);
-    for (auto it = r.parked.begin(); it != r.parked.end();) {
-      if (it->worker_id != worker_id) {
-        ++it;
-        continue;
-      }
-      deferred_.push_back({it->handle, LeaseResponse{}});
-      it = r.parked.erase(it);
-    }
+    std::erase_if(r.parked, [&](const ParkedRequest& p) {
+      if (p.worker_id != worker_id) return false;
+      deferred_.push_back({p.handle, LeaseResponse{}});
+      return true;
+    });
   }
   ServeAllJobsLocked();
 }

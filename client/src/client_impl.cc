@@ -279,11 +279,7 @@ void ClientImpl::UpdateWorkers(const std::vector<WorkerInfo>& list) {
       it = connections_.erase(it);
       continue;
     }
-    if (listed->second->data_endpoint != it->second.endpoint) {  // moved: its connection is opened again there
-      it->second = Connection{listed->second->data_endpoint, clock_.Now(), clock_.Now(), IsNodeLocal(*listed->second)};
-      outbox_.opens.push_back(*listed->second);
-      GiveCredit(it->first, credits_);
-    }
+    if (listed->second->data_endpoint != it->second.endpoint) Open(*listed->second);  // moved: opened again there
     ++it;
   }
   std::erase_if(passed_over_, [&](const std::string& id) { return present.count(id) == 0; });
@@ -302,12 +298,17 @@ void ClientImpl::OpenListed() {
   for (const WorkerInfo& info : listed_) {
     if (opened >= kMaxOpensPerRound || connections_.size() >= options_.max_workers) break;
     if (connections_.count(info.worker_id) != 0 || passed_over_.count(info.worker_id) != 0) continue;
-    connections_[info.worker_id] = Connection{info.data_endpoint, clock_.Now(), clock_.Now(), IsNodeLocal(info)};
-    outbox_.opens.push_back(info);
-    GiveCredit(info.worker_id, credits_);
+    Open(info);
     ++opened;
   }
   if (opened > 0) NoteWorkers();
+}
+
+// A connection to `info` (anew, or again at its new endpoint), credited.
+void ClientImpl::Open(const WorkerInfo& info) {
+  connections_[info.worker_id] = Connection{info.data_endpoint, clock_.Now(), clock_.Now(), IsNodeLocal(info)};
+  outbox_.opens.push_back(info);
+  GiveCredit(info.worker_id, credits_);
 }
 
 // Every round (a second): listed workers not yet connected are opened where there is room. While the client is
@@ -325,11 +326,12 @@ void ClientImpl::RotateWorkers(TimePoint now) {
     }
     return n;
   };
-  if (waiting() == 0 && !passed_over_.empty() && now >= next_turns_) {
+  size_t left = waiting();
+  if (left == 0 && !passed_over_.empty() && now >= next_turns_) {
     passed_over_.clear();
     next_turns_ = now + kRotation;
+    left = waiting();
   }
-  const size_t left = waiting();
   if (connections_.size() >= options_.max_workers && left > 0 && now - last_delivery_ >= kRotation) {
     uint32_t closed = 0;
     for (auto it = connections_.begin(); it != connections_.end() && closed < std::min<size_t>(left, kMaxOpensPerRound);) {

@@ -116,6 +116,7 @@ class ClientImpl {
   void LoseSession(const Status& why);
   void UpdateWorkers(const std::vector<WorkerInfo>& list);
   void OpenListed();
+  void Open(const WorkerInfo& info);
   void RotateWorkers(TimePoint now);
   void RejectWorker(const std::string& worker_id);
   bool IsRejected(const std::string& worker_id) const;
