@@ -343,11 +343,14 @@ void CoordinatorImpl::ReportWorkerLocked(const std::string& job_name, JobRuntime
       if (lease.worker_id == worker_id) held.push_back(unit);
     }
     for (uint64_t unit : held) ReleaseLocked(r, unit, &stats_.releases.reported);
-    std::erase_if(r.parked, [&](const ParkedRequest& p) {
-      if (p.worker_id != worker_id) return false;
-      deferred_.push_back({p.handle, LeaseResponse{}});
-      return true;
-    });
+    for (auto p = r.parked.begin(); p != r.parked.end();) {
+      if (p->worker_id != worker_id) {
+        ++p;
+        continue;
+      }
+      deferred_.push_back({p->handle, LeaseResponse{}});
+      p = r.parked.erase(p);
+    }
   }
   ServeAllJobsLocked();
 }
