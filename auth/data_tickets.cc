@@ -73,6 +73,7 @@ std::string NewSessionSecret() {
 }
 
 std::string SessionCheck(const std::string& secret) {
+  static_assert(crypto_generichash_BYTES == kSessionCheckBytes);
   EnsureSodium();
   std::string out(crypto_generichash_BYTES, '\0');
   const std::string message = "stoker rank session v1\n" + secret;

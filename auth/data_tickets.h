@@ -37,6 +37,7 @@ bool VerifyDataTicket(const std::string& worker_key, const std::string& client_i
 // it (BLAKE2b-256) and compares in constant time. So a process holding the same client key, which can read the
 // victim's client id in /state, still cannot ack for its session, take it over or end it.
 constexpr size_t kSessionSecretBytes = 32;
+constexpr size_t kSessionCheckBytes = 32;  // SessionCheck's length
 std::string NewSessionSecret();
 std::string SessionCheck(const std::string& secret);
 // Whether `secret` is the one `check` was made from; true when `check` is empty (a session its client started

@@ -112,8 +112,10 @@ LeaseGrant CoordinatorImpl::GrantLocked(const std::string& job_name, JobRuntime&
   g.attempt = r.next_attempt++;
   g.skip = std::move(skip);
   g.ttl_ms = static_cast<uint32_t>(ToMillis(options_.lease_ttl));
-  g.client_id = ViewLocked(job, rank).client_id;
-  g.client_identity = ViewLocked(job, rank).holder;
+  const RankView view = ViewLocked(job, rank);
+  g.client_id = view.client_id;
+  g.client_identity = view.holder;
+  g.session_check = view.session_check;
   g.spec_fingerprint = job.spec_fingerprint;
   if (r.next_attempt > job.record->ranks[rank].attempts_reserved) {
     ApplyLocked(AttemptsReserved{job_name, rank, r.next_attempt + options_.attempt_block});

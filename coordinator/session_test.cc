@@ -49,8 +49,24 @@ TEST_F(SessionTest, OnlyTheSessionsSecretAcksContinuesOrEndsIt) {
   EXPECT_TRUE(Heartbeat(theirs_, 2).ok());
 }
 
+// Workers send a lease's batches only to credits carrying its session's check (worker/impl.h): a lease carries the
+// check, never the secret, and a session without a secret none.
+TEST_F(SessionTest, ALeaseCarriesItsSessionsCheckNotItsSecret) {
+  ASSERT_TRUE(Claim(mine_).ok());
+  AddWorker("w-1");
+  std::vector<LeaseGrant> grants = Lease("w-1", 0, 1);
+  ASSERT_EQ(grants.size(), 1u);
+  EXPECT_EQ(grants[0].session_check, SessionCheck(mine_));
+  EXPECT_EQ(grants[0].client_identity, "client:team");
+  EXPECT_EQ(impl_->StateJson().find(grants[0].session_check), std::string::npos) << "/state shows the check";
+}
+
 TEST_F(SessionTest, AClientWithoutASecretIsBoundToItsKeyOnlyAndCounted) {
   ASSERT_TRUE(Claim("").ok());
+  AddWorker("w-1");
+  std::vector<LeaseGrant> grants = Lease("w-1", 0, 1);
+  ASSERT_EQ(grants.size(), 1u);
+  EXPECT_TRUE(grants[0].session_check.empty());
   EXPECT_EQ(impl_->Stats().sessions_unbound, 1u);
   EXPECT_TRUE(Heartbeat(theirs_).ok()) << "unbound: any process of its key, as before sessions";
 }

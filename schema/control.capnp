@@ -139,6 +139,8 @@ struct Lease {
   specFingerprint @10 :UInt64;  # of the job spec: a worker that knows the job under another spec reloads it
   clientIdentity @11 :Text;     # the authenticated identity holding the rank ("client:<name>"): the batches go
                                 # only to a connection that authenticated as it. Empty without CURVE
+  sessionCheck @12 :Data;       # the rank's session check (BLAKE2b of RegisterClient.session): the batches go only
+                                # to credits carrying it (Credit.session). Empty: a session bound to no secret
 }
 
 struct LeaseReply {

@@ -31,6 +31,9 @@ struct Credit {
   clientId @2 :Text;
   credits @3 :UInt32;           # batches this worker may hold leased and unsent for (job, rank); 0 withdraws
   maxFrameBytes @4 :UInt64;     # 0: each payload in one frame; else frames of at most this (at least 64 KiB)
+  session @5 :Data;             # the check of the client's session secret (control.capnp Lease.sessionCheck): a
+                                # worker sends a lease's batches only to the stream whose credits carry its check, so
+                                # another process of the same key cannot take them. Empty: a session with no secret
 }
 
 const sampleFlagPadding :UInt8 = 1;      # a repeated sample filling the last global batch (remainder = pad)

@@ -28,8 +28,8 @@ int KeygenCommand(int argc, char** argv) {
   flags.AddString("teams", &team_list,
                   "with --keyring: instead of client.key, a client key per team, e.g. team-a,team-b: "
                   "DIR/client-<team>.key, identity client:<team> (names as --name). Recommended: trainers sharing "
-                  "one key are one team (one share, cap and set of job slots) and each can divert the others' "
-                  "batches on a worker");
+                  "one key are one team (one share, cap and set of job slots), and each can spend the others' "
+                  "share");
   Status parsed = flags.Parse(argc, argv, 2);
   if (!parsed.ok()) return Fail("keygen", parsed);
   if (!keyring.empty()) {

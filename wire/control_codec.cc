@@ -27,7 +27,8 @@ constexpr auto kLeaseGrant = fields::List<LeaseGrant>(
     STOKER_FIELD(job, Job), STOKER_FIELD(rank, Rank), STOKER_FIELD(unit, Unit), STOKER_FIELD(epoch, Epoch),
     STOKER_FIELD(first_batch, FirstBatch), STOKER_FIELD(batch_count, BatchCount), STOKER_FIELD(attempt, Attempt),
     STOKER_FIELD(skip, Skip), STOKER_FIELD(ttl_ms, TtlMs), STOKER_FIELD(client_id, ClientId),
-    STOKER_FIELD(client_identity, ClientIdentity), STOKER_FIELD(spec_fingerprint, SpecFingerprint));
+    STOKER_FIELD(client_identity, ClientIdentity), STOKER_FIELD(spec_fingerprint, SpecFingerprint),
+    fields::Bytes(STOKER_FIELD(session_check, SessionCheck)));
 constexpr auto kQuarantineReport = fields::List<QuarantineReport>(
     STOKER_FIELD(sample_id, SampleId), STOKER_FIELD(reason, Reason), STOKER_FIELD(detail, Detail));
 constexpr auto kUnitOutcomes = fields::MakeEnumMap(

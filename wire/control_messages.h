@@ -35,6 +35,7 @@ struct LeaseGrant {
   std::string client_id;          // the session the batches are for: send them to this client only
   uint64_t spec_fingerprint = 0;  // the job's SpecFingerprint: a worker holding another spec under the name reloads
   std::string client_identity;    // the authenticated identity holding the rank: its connections only
+  std::string session_check;      // the rank's SessionCheck: only credits carrying it get the batches (empty: any)
 };
 
 struct WorkerInfo {

@@ -30,7 +30,8 @@ zmq::message_t Encode(Fill fill) {
 constexpr auto kDataMessages = std::tuple(
     fields::Member(fields::List<Credit>(STOKER_FIELD(job, Job), STOKER_FIELD(rank, Rank),
                                         STOKER_FIELD(client_id, ClientId), STOKER_FIELD(credits, Credits),
-                                        STOKER_FIELD(max_frame_bytes, MaxFrameBytes)),
+                                        STOKER_FIELD(max_frame_bytes, MaxFrameBytes),
+                                        fields::Bytes(STOKER_FIELD(session, Session))),
                    STOKER_CAPNP_ACCESSORS(Credit)),
     fields::Member(
         fields::List<BatchHeader>(

@@ -35,7 +35,7 @@ BatchHeader GoodHeader() {
 }
 
 TEST(DataCodec, EveryMessageRoundTrips) {
-  Credit credit{"j", 3, "c-1", 4, 8 << 20};
+  Credit credit{"j", 3, "c-1", 4, 8 << 20, std::string(32, '\x7f')};
   auto c = DecodeDataMessage(EncodeCredit(credit), ControlReaderOptions());
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(std::get<Credit>(*c), credit);

@@ -25,6 +25,7 @@ struct Credit {
   std::string client_id;
   uint32_t credits = 0;          // 0 withdraws
   uint64_t max_frame_bytes = 0;  // 0: each payload in one frame
+  std::string session;           // SessionCheck of the client's session secret (auth/data_tickets.h); empty: none
   bool operator==(const Credit&) const = default;
 };
 

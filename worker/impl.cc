@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "auth/data_tickets.h"
 #include "base/metrics.h"
 #include "wire/frames.h"
 #include "base/logging.h"
@@ -278,10 +279,11 @@ void WorkerImpl::ForgetIdleJobs(TimePoint now) {
 // ---- clients' streams ------------------------------------------------------------------------------------------
 
 Status WorkerImpl::CheckCredit(const StreamKey& key, const Credit& credit) {
-  if (!IsValidJobName(credit.job) || credit.client_id.size() > 256) {
+  if (!IsValidJobName(credit.job) || credit.client_id.size() > 256 ||
+      (!credit.session.empty() && credit.session.size() != kSessionCheckBytes)) {
     ++credit_refusals_.malformed;
     return InvalidArgumentError("a credit's job name is 1-64 characters of [A-Za-z0-9._-], its client id at most "
-                                "256 bytes");
+                                "256 bytes and its session check empty or 32 bytes");
   }
   auto failed = failed_jobs_.find(credit.job);
   if (failed != failed_jobs_.end()) {
@@ -323,7 +325,7 @@ Status WorkerImpl::CheckCredit(const StreamKey& key, const Credit& credit) {
 }
 
 void WorkerImpl::HandleCredit(const std::string& peer, const std::string& identity, const Credit& credit) {
-  StreamKey key{credit.job, credit.rank, credit.client_id, identity};
+  StreamKey key{credit.job, credit.rank, credit.client_id, identity, credit.session};
   if (Status refused = CheckCredit(key, credit); !refused.ok()) {
     outbox_.errors.push_back({peer, DataError{credit.job, credit.rank, refused}});
     return;
@@ -366,8 +368,24 @@ void WorkerImpl::DropSilentStreams(TimePoint now) {
 WorkerImpl::StreamKey WorkerImpl::StreamOf(const UnitWork& work) const {
   // A node-local worker's port is unsealed: its clients have no authenticated identity there (the socket's directory
   // is the trust), so its streams are keyed without one.
-  return {work.lease.job, work.lease.rank, work.lease.client_id,
-          options_.local_group.empty() ? work.lease.client_identity : std::string()};
+  StreamKey key{work.lease.job, work.lease.rank, work.lease.client_id,
+                options_.local_group.empty() ? work.lease.client_identity : std::string(), work.lease.session_check};
+  if (!work.lease.session_check.empty()) return key;
+  // A session bound to no secret (a client older than sessions, or one restored from a journal older than them):
+  // the client's stream whatever check its credits carry, the one credited last if there are several (as before
+  // sessions, when the last credit re-pointed the stream).
+  const StreamKey* latest = nullptr;
+  TimePoint latest_refresh;
+  for (auto it = streams_.lower_bound(key); it != streams_.end(); ++it) {
+    const auto& [job, rank, client, identity, session] = it->first;
+    if (job != std::get<0>(key) || rank != std::get<1>(key) || client != std::get<2>(key)) break;
+    if (identity != std::get<3>(key)) break;
+    if (latest == nullptr || it->second.refreshed > latest_refresh) {
+      latest = &it->first;
+      latest_refresh = it->second.refreshed;
+    }
+  }
+  return latest != nullptr ? *latest : key;
 }
 
 // Batches leased for this stream's client and not yet sent: what its credit is spent on.
@@ -445,6 +463,7 @@ void WorkerImpl::WriteState(JsonWriter& j) const {
         .Key("rank").Value(std::get<1>(key))
         .Key("client").Value(std::get<2>(key))
         .Key("identity").Value(std::get<3>(key))
+        .Key("session_bound").Value(!std::get<4>(key).empty())  // whether its credits carry a check: never the check
         .Key("credits").Value(stream.credits)
         .Key("in_hand").Value(InHand(key))
         .Key("lease_request_pending").Value(stream.lease_request != 0)

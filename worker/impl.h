@@ -53,8 +53,8 @@ struct UnitCounts {
 
 // Credits refused before the worker keeps anything for them, by reason (the worker's errors_total).
 struct CreditRefusals {
-  uint64_t malformed = 0;   // a job name not of [A-Za-z0-9._-]{1,64}, a client id over 256 bytes, a rank the job
-                            // does not have
+  uint64_t malformed = 0;   // a job name not of [A-Za-z0-9._-]{1,64}, a client id over 256 bytes, a session
+                            // check neither empty nor 32 bytes, a rank the job does not have
   uint64_t failed_job = 0;  // a job that failed here recently: answered from failed_jobs_, no coordinator request
   uint64_t busy = 0;        // kMaxJobFetches jobs already being fetched, or kMaxStreams streams held
 };
@@ -80,8 +80,9 @@ class WorkerImpl {
   void Register(const std::string& advertised_endpoint, bool data_sealed = false);
   void HandleReply(const DecodedReply& reply);
   // `identity`: what the connection authenticated as (empty without CURVE). A stream belongs to its (job, rank,
-  // client id, identity): a credit naming another session's client id from another key opens a stream of its own,
-  // which no lease is for, and never re-points the other session's. What credits can make a worker hold is bounded:
+  // client id, identity, session check): a credit naming another session's client id from another key, or from the
+  // same key without that session's check, opens a stream of its own, which no lease is for, and never re-points the
+  // other session's. What credits can make a worker hold is bounded:
   // job names are validated, a job that failed to load is refused from failed_jobs_ (at most kMaxFailedJobs, each
   // for kFailedJobRetry) without asking the coordinator again, at most kMaxJobFetches unknown jobs are fetched at
   // once, and at most kMaxStreams streams are held; refusals are counted (credit_refusals()). A credit for a rank
@@ -131,10 +132,12 @@ class WorkerImpl {
   void WriteState(JsonWriter& j) const;
 
  private:
-  // A client's stream of one rank: (job, rank, client id, authenticated identity). Streams of a rank whose holder
-  // changed (a restarted training process) coexist until the old one's credit expires; each lease names the client
-  // and identity it is for.
-  using StreamKey = std::tuple<std::string, uint32_t, std::string, std::string>;
+  // A client's stream of one rank: (job, rank, client id, authenticated identity, session check). Streams of a rank
+  // whose holder changed (a restarted training process) coexist until the old one's credit expires; each lease names
+  // the client, identity and session check it is for, so credits from another process of the same key (which can
+  // read the client id in /state but not the check) make a stream of their own that no lease is for. The check is
+  // never written to /state or a log.
+  using StreamKey = std::tuple<std::string, uint32_t, std::string, std::string, std::string>;
   struct Stream {
     std::string peer;
     uint32_t credits = 0;

@@ -199,6 +199,70 @@ TEST_F(WorkerImplTest, CreditCapsLeases) {
   EXPECT_EQ(impl_->unit_counts().done, 1u);
 }
 
+// Another process of the same key can read the victim's client id in /state, but not its session check: its credit
+// for the victim's rank makes a stream of its own, which no lease is for, and withdrawing that credit drops nothing
+// of the victim's.
+TEST_F(WorkerImplTest, ALeaseBoundToASessionGoesOnlyToCreditsCarryingItsCheck) {
+  const std::string check(32, 'v');
+  impl_->Register("tcp://w:1");
+  Reply(Take<RegisterWorkerRequest>(), RegisterWorkerResponse{250, 1500});
+  impl_->HandleCredit("peer-victim", "client:a", Credit{"job", 0, "c-1", 2, 0, check});
+  impl_->HandleCredit("peer-thief", "client:a", Credit{"job", 0, "c-1", 2, 0});
+  impl_->HandleCredit("peer-guess", "client:a", Credit{"job", 0, "c-1", 2, 0, std::string(32, 'g')});
+  Reply(Take<GetJobRequest>(), spec_);
+  impl_->JobLoaded("job", Job(spec_));
+  impl_->Tick();
+  LeaseGrant grant = Grant(0, 1, spec_);
+  grant.client_identity = "client:a";
+  grant.session_check = check;
+  Lease({grant});
+  ASSERT_EQ(outbox_.builds.size(), 1u);
+  impl_->HandleCredit("peer-thief", "client:a", Credit{"job", 0, "c-1", 64, 0});  // credited last
+  std::optional<BatchRoute> first = impl_->RouteBatch(*outbox_.builds[0]);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->peer, "peer-victim");
+  impl_->HandleCredit("peer-thief", "client:a", Credit{"job", 0, "c-1", 0, 0});  // withdrawn: not the victim's stream
+  impl_->HandleCredit("peer-guess", "client:a", Credit{"job", 0, "c-1", 0, 0, std::string(32, 'g')});
+  std::optional<BatchRoute> route = impl_->RouteBatch(*outbox_.builds[0]);
+  ASSERT_TRUE(route.has_value());
+  EXPECT_EQ(route->peer, "peer-victim");
+  EXPECT_TRUE(UnitsDone().empty());  // nothing handed back as undeliverable
+
+  impl_->HandleCredit("peer-odd", "client:a", Credit{"job", 0, "c-1", 2, 0, "short"});
+  Collect();
+  ASSERT_EQ(outbox_.errors.size(), 1u);
+  EXPECT_EQ(outbox_.errors[0].second.status.code(), StatusCode::kInvalidArgument);
+}
+
+// A rank restored from a journal older than sessions has no check, while its client's credits carry one: its
+// leases still reach the client's stream (of its client id and identity, credited last), and no other's.
+TEST_F(WorkerImplTest, ALeaseOfASessionWithoutACheckGoesToItsClientsStream) {
+  impl_->Register("tcp://w:1");
+  Reply(Take<RegisterWorkerRequest>(), RegisterWorkerResponse{250, 1500});
+  impl_->HandleCredit("peer-old", "client:a", Credit{"job", 0, "c-1", 2, 0, std::string(32, 'o')});
+  clock_.Advance(Millis(10));
+  impl_->HandleCredit("peer-c", "client:a", Credit{"job", 0, "c-1", 2, 0, std::string(32, 'v')});
+  impl_->HandleCredit("peer-b", "client:b", Credit{"job", 0, "c-1", 2, 0});
+  impl_->HandleCredit("peer-other", "client:a", Credit{"job", 0, "c-2", 2, 0});
+  Reply(Take<GetJobRequest>(), spec_);
+  impl_->JobLoaded("job", Job(spec_));
+  impl_->Tick();
+  LeaseGrant grant = Grant(0, 1, spec_);
+  grant.client_identity = "client:a";
+  LeaseGrant nobodys = Grant(1, 1, spec_);
+  nobodys.client_id = "c-0";  // sorts before every stream: none is its client's
+  nobodys.client_identity = "client:a";
+  Lease({grant, nobodys});
+  ASSERT_EQ(outbox_.builds.size(), 1u);
+  std::optional<BatchRoute> route = impl_->RouteBatch(*outbox_.builds[0]);
+  ASSERT_TRUE(route.has_value());
+  EXPECT_EQ(route->peer, "peer-c");
+  std::vector<UnitDoneRequest> done = UnitsDone();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].unit, 1u);
+  EXPECT_EQ(done[0].outcome, UnitOutcome::kUndeliverable);
+}
+
 TEST_F(WorkerImplTest, ARevokeCancelsTheUnitsBatches) {
   auto build = LeaseUnitZero(2, 7);
   ASSERT_NE(build, nullptr);

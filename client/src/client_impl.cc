@@ -43,6 +43,7 @@ ClientImpl::ClientImpl(const ClientOptions& options, ClientCore& core, bool curv
       curve_(curve),
       local_group_(std::move(local_group)),
       session_(NewSessionSecret()),
+      session_check_(SessionCheck(session_)),
       tracker_(clock_, kRequestTimeout) {}
 
 ClientImpl::Outbox ClientImpl::TakeOutbox() { return std::exchange(outbox_, Outbox{}); }
@@ -388,7 +389,8 @@ void ClientImpl::NoteWorkers() {
 
 void ClientImpl::GiveCredit(const std::string& worker_id, uint32_t credits) {
   outbox_.credits.push_back(
-      {worker_id, Credit{options_.job, options_.rank, core_.client_id(), credits, options_.payload_frame_bytes}});
+      {worker_id, Credit{options_.job, options_.rank, core_.client_id(), credits, options_.payload_frame_bytes,
+                         session_check_}});
   auto it = connections_.find(worker_id);
   if (it != connections_.end()) it->second.credited = clock_.Now();
 }

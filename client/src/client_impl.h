@@ -142,6 +142,7 @@ class ClientImpl {
   const bool curve_;
   const std::string local_group_;
   const std::string session_;  // this process's secret for its rank's session (auth/data_tickets.h)
+  const std::string session_check_;  // its SessionCheck: what credits carry, so workers send only to this process
   RequestTracker tracker_;
   Outbox outbox_;
 

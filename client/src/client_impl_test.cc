@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "auth/data_tickets.h"
 #include "client/src/rank_claim.h"
 #include "tests/support/outbox_requests.h"
 #include "tests/support/specs.h"
@@ -267,7 +268,10 @@ TEST_F(ClientImplTest, StartConnectsToTheListedWorkersAndCreditsAWholeUnit) {
   Start({Worker(1), Worker(2)});
   EXPECT_EQ(Opened(), (Strings{"w-1 tcp://10.0.0.1:7401", "w-2 tcp://10.0.0.2:7401"}));
   ASSERT_EQ(outbox_.credits.size(), 2u);
-  EXPECT_EQ(outbox_.credits[0].second, (Credit{"j", 0, "c-1", 3, 64 << 10}));
+  // The credit carries the check of the secret the registration sent, and never the secret.
+  const std::string& secret = std::get<RegisterClientRequest>(claimed_.body).session;
+  ASSERT_EQ(secret.size(), kSessionSecretBytes);
+  EXPECT_EQ(outbox_.credits[0].second, (Credit{"j", 0, "c-1", 3, 64 << 10, SessionCheck(secret)}));
   EXPECT_EQ(Credited(3), (Strings{"w-1", "w-2"}));
   EXPECT_EQ(core_->Stats().connected_workers, 2u);
   EXPECT_EQ(impl().expectation().max_frame_bytes, uint64_t{64 << 10});

@@ -67,7 +67,7 @@ void ControlFrames(const std::string& dir) {
 void DataFrames(const std::string& dir) {
   // FuzzedDataProvider takes its integers from the end: a byte of frame count and sizes after the frame.
   const std::string sizes("\x01\x00\x02\x00\x00\x01", 6);
-  Write(dir, "credit", Bytes(EncodeCredit(Credit{"job", 0, "c-1", 4, 8 << 20})) + sizes);
+  Write(dir, "credit", Bytes(EncodeCredit(Credit{"job", 0, "c-1", 4, 8 << 20, std::string(32, 's')})) + sizes);
   BatchHeader h;
   h.job = "job";
   h.index = 3;

@@ -37,9 +37,9 @@ namespace {
 
 class Hostile : public ClusterTest {
  protected:
-  // Starts the victim: a consumer of rank 0 of `spec` taking 40 ms a batch. Once it has its first batch, the
+  // Starts the victim: a consumer of rank 0 of `spec` taking `hold_ms` a batch. Once it has its first batch, the
   // coordinator's /state then, and the victim's client id there (what any peer reading /state learns).
-  void StartVictim(const JobSpec& spec, std::string* state, std::string* victim_id);
+  void StartVictim(const JobSpec& spec, std::string* state, std::string* victim_id, int hold_ms = 40);
 };
 
 using std::chrono::milliseconds;
@@ -71,7 +71,7 @@ Status Ask(zmq::socket_t& s, const RequestBody& body, milliseconds timeout = mil
 }
 
 // While the victim keeps receiving, none of `thieves` may see a batch (an error reply is fine).
-void ExpectNoBatchReaches(const std::vector<zmq::socket_t*>& thieves, std::chrono::seconds for_how_long) {
+void ExpectNoBatchReaches(const std::vector<zmq::socket_t*>& thieves, milliseconds for_how_long) {
   const auto until = std::chrono::steady_clock::now() + for_how_long;
   while (std::chrono::steady_clock::now() < until) {
     for (zmq::socket_t* s : thieves) {
@@ -115,8 +115,8 @@ Keys MakeKeysWithMallory(const TempDir& dir) {
           *mallory, *GenerateKeyPair(Role::kClient, "stranger")};
 }
 
-void Hostile::StartVictim(const JobSpec& spec, std::string* state, std::string* victim_id) {
-  auto victim = cluster_->StartConsumer("victim", spec, 0, {"--hold-ms", "40"});
+void Hostile::StartVictim(const JobSpec& spec, std::string* state, std::string* victim_id, int hold_ms) {
+  auto victim = cluster_->StartConsumer("victim", spec, 0, {"--hold-ms", std::to_string(hold_ms)});
   ASSERT_TRUE(victim.ok());
   ASSERT_TRUE(WaitForFile(cluster_->ConsumerLog(*victim), std::chrono::seconds(60), &cluster_->consumer(*victim)).ok())
       << cluster_->ConsumerOutput(*victim);
@@ -198,13 +198,16 @@ TEST_F(Hostile, NoOtherKeyCanActForAClientAndItsTrainingGetsEverySample) {
 // Issue 29: every trainer of a team holds the same client key, and a forged ack from another process of that key
 // ended the victim's job (96 samples lost). A rank's session is now bound to a secret its client drew: with the
 // victim's key, its client id and window (both in /state), the forger can neither ack, continue the session nor
-// end it, and the victim gets every sample exactly once.
+// end it. Credits under the victim's client id from that key, which took 21 of its batches, get none: a worker sends
+// a lease's batches only to credits carrying the session's check, which travels in leases and credits and never in
+// /state. The victim gets every sample exactly once.
 TEST_F(Hostile, AnotherProcessOfTheSameKeyCannotActForAClient) {
   Keys keys = MakeKeysWithMallory(dir_);
   ASSERT_NO_FATAL_FAILURE(Start(96, 32, /*workers=*/1));
   JobSpec spec = SpecOver("victim", data_, 1, 8, 2);
   std::string state, victim_id;
-  ASSERT_NO_FATAL_FAILURE(StartVictim(spec, &state, &victim_id));
+  // 24 batches at 200 ms each: the victim is still receiving while the credits below are tried.
+  ASSERT_NO_FATAL_FAILURE(StartVictim(spec, &state, &victim_id, /*hold_ms=*/200));
   const size_t window_at = state.find("\"window\": ");
   ASSERT_NE(window_at, std::string::npos) << state;
   const uint32_t window = static_cast<uint32_t>(std::stoul(state.substr(window_at + 10)));
@@ -222,6 +225,21 @@ TEST_F(Hostile, AnotherProcessOfTheSameKeyCannotActForAClient) {
   Status leave = Ask(same_key, DeregisterRequest{victim_id, "victim", 0});
   EXPECT_EQ(leave.code(), StatusCode::kPermissionDenied) << leave.ToString();
   EXPECT_NE(leave.message().find("another session"), std::string::npos) << leave.ToString();
+
+  // The worker's data port, with the credentials the coordinator gives any process of the key. The credit is sent
+  // again every 100 ms, as a thief would, so that the victim's own refreshes cannot win the stream back.
+  auto worker_state = HttpGet(cluster_->worker_metrics(0), "/state");
+  ASSERT_TRUE(worker_state.ok());
+  const std::string worker_id = JsonField(worker_state->body, "id");
+  SealedPeer thief(context, cluster_->worker_endpoint(0), keys.client.identity(), worker_id,
+                   CredentialsFor(keys.coordinator, worker_id, keys.client.identity()));
+  ASSERT_TRUE(thief.Handshake()) << "the key's own credentials are admitted";
+  const auto until = std::chrono::steady_clock::now() + seconds(3);
+  while (std::chrono::steady_clock::now() < until) {
+    ASSERT_TRUE(thief.SendCredit(Credit{"victim", 0, victim_id, 64, 0}));
+    ASSERT_NO_FATAL_FAILURE(ExpectNoBatchReaches({&thief.socket()}, milliseconds(100)));
+  }
+  ASSERT_TRUE(thief.SendCredit(Credit{"victim", 0, victim_id, 0, 0}));  // withdrawn: drops nothing of the victim's
   ExpectExactDelivery(*cluster_, spec, data_, 1);
 }
 
