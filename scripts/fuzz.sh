@@ -20,7 +20,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ ${#TARGETS[@]} -gt 0 ] || TARGETS=(control_frame data_frame journal tar jpeg http_request checkpoint manifest \
-                                     object_listing seal_trailer)
+                                     object_listing seal_trailer metrics_text)
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
 # OpenCV's pixel limit for non-JPEG images, read when its library loads: what stoker-worker sets for itself
 # (worker/main.cc), at the jpeg target's 4 MP.

@@ -13,6 +13,7 @@ int CheckCommand(int argc, char** argv);       // stoker check --manifest ... LO
 int DemoCommand(int argc, char** argv);        // stoker demo
 int SoakCommand(int argc, char** argv);        // stoker soak --minutes N
 int KeygenCommand(int argc, char** argv);      // stoker keygen --role ROLE
+int TopCommand(int argc, char** argv);         // stoker top --coordinator-metrics HOST:PORT
 
 // Prints `status` as "stoker <command>: <message>" and returns the exit code for it.
 int Fail(const char* command, const Status& status);

@@ -30,7 +30,8 @@ const char kUsage[] =
     "  consume       receive one rank's batches and log them (a client for tests and operators)\n"
     "  check         compare consumption logs with the plan: lost, duplicated, unexpected, corrupt\n"
     "  soak          run jobs for --minutes while injecting faults at random; check every epoch\n"
-    "  keygen        make CURVE key pairs for the coordinator, workers and clients (and their trust lines)\n";
+    "  keygen        make CURVE key pairs for the coordinator, workers and clients (and their trust lines)\n"
+    "  top           a live view of a coordinator's pipelines: shares, demand, stall and what holds them back\n";
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -48,6 +49,7 @@ int main(int argc, char** argv) {
   if (command == "check") return stoker::tools::CheckCommand(argc, argv);
   if (command == "soak") return stoker::tools::SoakCommand(argc, argv);
   if (command == "keygen") return stoker::tools::KeygenCommand(argc, argv);
+  if (command == "top") return stoker::tools::TopCommand(argc, argv);
   std::fprintf(stderr, "stoker: unknown command '%s'\n\n%s", command.c_str(), kUsage);
   return 2;
 }

@@ -195,6 +195,17 @@ void ObjectListings(const std::string& dir) {
   Write(dir, "url", "s3://bucket/prefix/shard-0000.tar");
 }
 
+void MetricsTexts(const std::string& dir) {
+  Write(dir, "coordinator",
+        "# HELP stoker_coordinator_workers Registered workers by state.\n"
+        "# TYPE stoker_coordinator_workers gauge\n"
+        "stoker_coordinator_workers{state=\"active\"} 4\n"
+        "stoker_coordinator_job_samples_leased_total{pipeline=\"resnet\",team=\"client:team-a\"} 1.2345e+06\n"
+        "stoker_coordinator_input_stall_ratio{pipeline=\"a \\\"quoted\\\" \\\\ name\\n\"} NaN 1700000000000\n"
+        "stoker_client_wait_seconds_bucket{rank=\"0\",le=\"+Inf\",} +Inf\n"
+        "process_start_time_seconds -Inf\n");
+}
+
 void Checkpoints(const std::string& dir) {
   Write(dir, "token", EncodeCheckpointToken(MakeCheckpointTokenV1("resnet50", 3, 12345, 0xfeedface12345678ull)));
   JobSpec spec;
@@ -260,5 +271,6 @@ int main(int argc, char** argv) {
   stoker::Manifests(root + "/manifest");
   stoker::ObjectListings(root + "/object_listing");
   stoker::SealTrailers(root + "/seal_trailer");
+  stoker::MetricsTexts(root + "/metrics_text");
   return 0;
 }

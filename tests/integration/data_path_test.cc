@@ -4,9 +4,13 @@
 
 #include <csignal>
 #include <fstream>
+#include <iterator>
+#include <optional>
 #include <set>
 #include <sstream>
 
+#include "base/env.h"
+#include "base/subprocess.h"
 #include "tests/support/checker.h"
 #include "tests/support/http_client.h"
 #include "tests/support/cluster_test.h"
@@ -160,6 +164,19 @@ TEST_F(DataPath, TwoTeamsJobsShareOnePoolEachExactlyOnce) {
                              R"(stoker_coordinator_job_samples_leased_total{pipeline="b",team="team-b"})");
   ASSERT_TRUE(leased.ok()) << leased.status().ToString();
   EXPECT_GE(*leased, 192.0);
+
+  // stoker top reads the same from the coordinator's /metrics: a row per pipeline, under its team.
+  const std::string top_out = dir_.Join("top.out");
+  auto top = Subprocess::Start({JoinPath(BinaryDirectory(), "stoker"), "top", "--coordinator-metrics",
+                                cluster_->coordinator_metrics(), "--once", "--interval", "0.5"},
+                               top_out);
+  ASSERT_TRUE(top.ok()) << top.status().ToString();
+  EXPECT_EQ(top->Wait(std::chrono::milliseconds(30000)), std::optional<int>(0));
+  std::ifstream in(top_out);
+  const std::string table((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(table.find("pool: 2 workers"), std::string::npos) << table;
+  EXPECT_NE(table.find("\na         local  "), std::string::npos) << table;
+  EXPECT_NE(table.find("\nb         team-b "), std::string::npos) << table;
 }
 
 }  // namespace

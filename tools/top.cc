@@ -1,0 +1,130 @@
+// stoker top's view of a coordinator (top.h).
+#include "tools/top.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <map>
+
+namespace stoker::tools {
+namespace {
+
+// Sum of `name` per pipeline label (a job's leased counter has one series per team it ran under).
+std::map<std::string, double> PerPipeline(const std::vector<MetricSample>& samples, const std::string& name) {
+  std::map<std::string, double> out;
+  for (const MetricSample& s : samples) {
+    if (s.name == name) out[s.Label("pipeline")] += s.value;
+  }
+  return out;
+}
+
+// The text came from the network: nothing in it may drive the terminal.
+std::string Printable(std::string text) {
+  for (char& c : text) {
+    if (c < 0x20 || c > 0x7e) c = '?';
+  }
+  return text;
+}
+
+// printf into a string of whatever length it takes (a value from the network may print 300 digits).
+template <typename... Args>
+std::string Format(const char* format, Args... args) {
+  const int n = std::snprintf(nullptr, 0, format, args...);
+  if (n <= 0) return {};
+  std::string out(static_cast<size_t>(n) + 1, '\0');
+  std::snprintf(out.data(), out.size(), format, args...);
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
+std::string Fixed(double v, const char* format) { return Format(format, v); }
+
+}  // namespace
+
+TopView MakeTopView(const std::vector<MetricSample>& before, const std::vector<MetricSample>& now, double seconds) {
+  TopView view;
+  std::map<std::string, TopRow> rows;
+  const auto leased_before = PerPipeline(before, "stoker_coordinator_job_samples_leased_total");
+  for (const MetricSample& s : now) {
+    const std::string pipeline = s.Label("pipeline");
+    if (s.name == "stoker_coordinator_workers") {
+      const std::string state = s.Label("state");
+      if (state == "active") view.workers_active = s.value;
+      if (state == "draining") view.workers_draining = s.value;
+      if (state == "local") view.workers_local = s.value;
+    } else if (s.name == "stoker_coordinator_recommended_workers") {
+      view.recommended_workers = s.value;
+    } else if (s.name == "stoker_coordinator_worker_busy_ratio") {
+      view.busy = s.value;
+    } else if (pipeline.empty()) {
+      continue;
+    } else if (s.name == "stoker_coordinator_epoch") {
+      rows[pipeline].epoch = s.value;
+    } else if (s.name == "stoker_coordinator_epoch_progress_ratio") {
+      rows[pipeline].epoch_progress = s.value;
+    } else if (s.name == "stoker_coordinator_ranks") {
+      TopRow& row = rows[pipeline];
+      row.ranks += s.value;
+      if (s.Label("state") == "held") row.ranks_held = s.value;
+    } else if (s.name == "stoker_coordinator_job_samples_leased_total") {
+      TopRow& row = rows[pipeline];
+      if (row.team.empty() || s.value > 0) row.team = s.Label("team");
+    } else if (s.name == "stoker_coordinator_demand_samples_per_second") {
+      rows[pipeline].demand = s.value;
+    } else if (s.name == "stoker_coordinator_input_stall_ratio") {
+      rows[pipeline].stall = s.value;
+    } else if (s.name == "stoker_coordinator_input_bottleneck" && s.value == 1) {
+      rows[pipeline].bottleneck = s.Label("cause");
+    }
+  }
+  for (const auto& [pipeline, total] : PerPipeline(now, "stoker_coordinator_job_samples_leased_total")) {
+    auto was = leased_before.find(pipeline);
+    const double from = was == leased_before.end() || was->second > total ? 0 : was->second;
+    const double rate = seconds > 0 ? (total - from) / seconds : 0;
+    rows[pipeline].leased_per_second = rate;
+    view.leased_per_second += rate;
+  }
+  for (auto& [pipeline, row] : rows) {
+    row.pipeline = pipeline;
+    row.share = view.leased_per_second > 0 ? row.leased_per_second / view.leased_per_second : 0;
+    view.rows.push_back(std::move(row));
+  }
+  return view;
+}
+
+std::string RenderTop(const TopView& view, const std::string& source, double seconds) {
+  std::string out = "stoker top: " + Printable(source) + ", over the last " + Fixed(seconds, "%.1f") + " s\n";
+  out += "pool: " + Fixed(view.workers_active, "%.0f") + " workers";
+  if (view.workers_draining > 0) out += " (+" + Fixed(view.workers_draining, "%.0f") + " draining)";
+  if (view.workers_local > 0) out += ", " + Fixed(view.workers_local, "%.0f") + " node-local";
+  out += view.busy < 0 ? ", busy -" : ", busy " + Fixed(100 * view.busy, "%.0f") + "%";
+  if (view.recommended_workers >= 0) out += ", recommended " + Fixed(view.recommended_workers, "%.0f");
+  out += ", " + Fixed(view.leased_per_second, "%.0f") + " samples/s leased\n";
+  if (view.rows.empty()) return out + "no pipelines\n";
+  size_t name_width = 8, team_width = 4;
+  for (const TopRow& r : view.rows) {
+    name_width = std::max(name_width, std::min<size_t>(r.pipeline.size(), 32));
+    team_width = std::max(team_width, std::min<size_t>(r.team.size(), 24));
+  }
+  auto cell = [](std::string text, size_t width) {
+    text = Printable(std::move(text));
+    if (text.size() > width) text = text.substr(0, width - 1) + "~";
+    text.resize(width, ' ');
+    return text;
+  };
+  const char* columns = "  %11s  %7s  %9s  %6s  %9s  %6s  %s\n";
+  out += cell("PIPELINE", name_width) + "  " + cell("TEAM", team_width) +
+         Format(columns, "EPOCH", "RANKS", "LEASED/S", "SHARE", "DEMAND/S", "STALL", "HELD BACK BY");
+  for (const TopRow& r : view.rows) {
+    const std::string line = Format(
+        columns, Format("%.0f %3.0f%%", r.epoch, 100 * r.epoch_progress).c_str(),
+        Format("%.0f/%.0f", r.ranks_held, r.ranks).c_str(), Fixed(r.leased_per_second, "%.0f").c_str(),
+        Fixed(100 * r.share, "%.0f%%").c_str(), r.demand < 0 ? "-" : Fixed(r.demand, "%.0f").c_str(),
+        r.stall < 0 ? "-" : Fixed(100 * r.stall, "%.0f%%").c_str(),
+        r.bottleneck.empty() ? "-" : Printable(r.bottleneck.substr(0, 24)).c_str());
+    out += cell(r.pipeline, name_width) + "  " + cell(r.team.empty() ? "-" : r.team, team_width) + line;
+  }
+  return out;
+}
+
+}  // namespace stoker::tools

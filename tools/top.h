@@ -1,0 +1,45 @@
+// What `stoker top` shows (tools/top_command.cc): a coordinator's /metrics read twice, an interval apart, made into
+// one table of its pipelines — team, epoch, ranks held, the pool's samples leased to it per second and its share of
+// them, the demand its training loops report, their input stall, and what holds a waiting pipeline back — under a
+// line about the pool (workers, busy ratio, the workers the coordinator recommends). Pure functions, so the tests
+// need no server.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "base/metrics_text.h"
+
+namespace stoker::tools {
+
+struct TopRow {
+  std::string pipeline;
+  std::string team;
+  double epoch = 0;
+  double epoch_progress = 0;   // of the slowest rank, 0-1
+  double ranks_held = 0;
+  double ranks = 0;
+  double leased_per_second = 0;  // samples leased to workers for it over the interval
+  double share = 0;              // of all pipelines' samples leased over the interval, 0-1
+  double demand = -1;            // samples/s its loops would take; < 0: not reported yet
+  double stall = -1;             // 0-0.98; < 0: not reported yet
+  std::string bottleneck;        // cap, workers, window or scheduling; empty: none
+};
+
+struct TopView {
+  std::vector<TopRow> rows;  // by pipeline name
+  double workers_active = 0, workers_draining = 0, workers_local = 0;
+  double recommended_workers = -1;  // < 0: not exposed
+  double busy = -1;                 // the pool's busy ratio; < 0: not known yet
+  double leased_per_second = 0;     // over every pipeline
+};
+
+// `before` and `now`: two readings of the same coordinator's /metrics, `seconds` apart (> 0). A pipeline only in
+// `now` counts its leases from zero; a counter that went back (a restarted coordinator) counts from zero too.
+TopView MakeTopView(const std::vector<MetricSample>& before, const std::vector<MetricSample>& now, double seconds);
+
+// The table. Names are cut to 32 columns (teams to 24), and any byte that is not printable ASCII is shown as '?'
+// (the text came from the network: it must not drive the terminal).
+std::string RenderTop(const TopView& view, const std::string& source, double seconds);
+
+}  // namespace stoker::tools
