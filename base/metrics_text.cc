@@ -1,7 +1,7 @@
 // Reading Prometheus's text exposition format (metrics_text.h).
 #include "base/metrics_text.h"
 
-#include <cerrno>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 
@@ -65,16 +65,23 @@ class LineReader {
   size_t pos_ = 0;
 };
 
+bool EqualsIgnoringCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) != b[i]) return false;
+  }
+  return true;
+}
+
 bool ParseValue(std::string_view token, double* out) {
-  if (token == "+Inf" || token == "Inf") {
-    *out = HUGE_VAL;
+  // The special values as Go's ParseFloat takes them, in any case: prometheus-cpp writes NaN as "Nan".
+  const bool negative = !token.empty() && token[0] == '-';
+  std::string_view bare = !token.empty() && (token[0] == '+' || token[0] == '-') ? token.substr(1) : token;
+  if (EqualsIgnoringCase(bare, "inf") || EqualsIgnoringCase(bare, "infinity")) {
+    *out = negative ? -HUGE_VAL : HUGE_VAL;
     return true;
   }
-  if (token == "-Inf") {
-    *out = -HUGE_VAL;
-    return true;
-  }
-  if (token == "NaN") {
+  if (EqualsIgnoringCase(bare, "nan")) {
     *out = NAN;
     return true;
   }
@@ -84,7 +91,6 @@ bool ParseValue(std::string_view token, double* out) {
   }
   const std::string text(token);
   char* end = nullptr;
-  errno = 0;
   const double v = std::strtod(text.c_str(), &end);
   if (end != text.c_str() + text.size()) return false;
   *out = v;  // out of range: strtod's ±HUGE_VAL or 0, as Prometheus's own reader takes it

@@ -1,8 +1,9 @@
 // Reading Prometheus's text exposition format (version 0.0.4), as a process's /metrics serves it: what `stoker top`
 // reads from a coordinator. The bytes come from the network, so the reader is strict and bounded: at most
 // kMaxMetricsTextBytes of text, kMaxSampleLabels labels a sample, names of [a-zA-Z_:][a-zA-Z0-9_:]*, label values
-// with the format's three escapes (\\, \", \n), a value Go's ParseFloat would take (digits, +Inf, -Inf, NaN) and an
-// optional integer timestamp, which is ignored. Comment lines (# HELP, # TYPE, others) and empty lines are skipped.
+// with the format's three escapes (\\, \", \n), a decimal value or a special one as Go's ParseFloat takes it (Inf,
+// Infinity and NaN, signed or not, in any case: prometheus-cpp writes "Nan") and an optional integer timestamp,
+// which is ignored. Comment lines (# HELP, # TYPE, others) and empty lines are skipped.
 // A line that is not a sample is an error naming the line number, never a guess.
 #pragma once
 

@@ -21,6 +21,7 @@ TEST(MetricsText, ReadsBackWhatAHubExposes) {
     out.push_back(FamilyBuilder("stoker_coordinator_demand_samples_per_second", "Demand.", MetricType::Gauge)
                       .Add({{"pipeline", "resnet"}}, 1234.5)
                       .Add({{"pipeline", "odd \"name\"\\x"}}, 2)
+                      .Add({{"pipeline", "unknown"}}, NAN)
                       .Build());
     out.push_back(
         FamilyBuilder("stoker_client_wait_seconds", "Wait.", MetricType::Histogram).Add({{"rank", "0"}}, wait).Build());
@@ -33,6 +34,8 @@ TEST(MetricsText, ReadsBackWhatAHubExposes) {
       ++demand;
       if (s.Label("pipeline") == "resnet") {
         EXPECT_EQ(s.value, 1234.5);
+      } else if (s.Label("pipeline") == "unknown") {
+        EXPECT_TRUE(std::isnan(s.value));
       } else {
         EXPECT_EQ(s.Label("pipeline"), "odd \"name\"\\x");
       }
@@ -42,7 +45,7 @@ TEST(MetricsText, ReadsBackWhatAHubExposes) {
       EXPECT_EQ(s.value, 1);
     }
   }
-  EXPECT_EQ(demand, 2);
+  EXPECT_EQ(demand, 3);
   EXPECT_EQ(buckets, 1);
 }
 
@@ -54,9 +57,13 @@ TEST(MetricsText, TakesTheFormatsSpecialValuesEscapesAndTimestamps) {
       "a_metric{x=\"line\\nbreak\", y = \"\"} +Inf 1700000000000\r\n"
       "b:metric -Inf\n"
       "  c_metric{} NaN\n"
-      "d_metric 1.5e3\n");
+      "d_metric 1.5e3\n"
+      "e_metric Nan\n"
+      "f_metric -infinity\n");
   ASSERT_TRUE(samples.ok()) << samples.status().ToString();
-  ASSERT_EQ(samples->size(), 4u);
+  ASSERT_EQ(samples->size(), 6u);
+  EXPECT_TRUE(std::isnan((*samples)[4].value)) << "prometheus-cpp's spelling";
+  EXPECT_TRUE(std::isinf((*samples)[5].value) && (*samples)[5].value < 0);
   EXPECT_EQ((*samples)[0].Label("x"), "line\nbreak");
   EXPECT_EQ((*samples)[0].labels.size(), 2u);
   EXPECT_TRUE(std::isinf((*samples)[0].value) && (*samples)[0].value > 0);
@@ -78,7 +85,7 @@ TEST(MetricsText, RefusesEachMalformedLineByNumber) {
            "metric{x=\"1\"y=\"2\"} 1",    // labels not separated
            "metric one",                  // not a number
            "metric 0x10",                 // hex is not the format's
-           "metric inf",                  // nor lower-case infinity
+           "metric infinite",             // nor a word that starts like infinity
            "metric 1 12.5",               // a timestamp is an integer
            "metric 1 2 3",                // too many fields
            "metric{x=\"1\"}1",            // no space before the value

@@ -2,6 +2,7 @@
 #include "tools/top.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cinttypes>
 #include <cstdio>
 #include <map>
@@ -9,7 +10,7 @@
 namespace stoker::tools {
 namespace {
 
-// Sum of `name` per pipeline label (a job's leased counter has one series per team it ran under).
+// Sum of `name` per pipeline label (the coordinator writes one series per pipeline; a sum is right for more).
 std::map<std::string, double> PerPipeline(const std::vector<MetricSample>& samples, const std::string& name) {
   std::map<std::string, double> out;
   for (const MetricSample& s : samples) {
@@ -40,6 +41,26 @@ std::string Format(const char* format, Args... args) {
 std::string Fixed(double v, const char* format) { return Format(format, v); }
 
 }  // namespace
+
+std::string TopMetricsUrl(std::string address) {
+  std::string scheme = "http://";
+  for (const char* s : {"http://", "https://"}) {
+    const std::string_view prefix(s);
+    if (address.size() >= prefix.size() &&
+        std::equal(prefix.begin(), prefix.end(), address.begin(),
+                   [](char a, char b) { return a == std::tolower(static_cast<unsigned char>(b)); })) {
+      scheme = s;
+      address = address.substr(prefix.size());
+    }
+  }
+  while (!address.empty() && address.back() == '/') address.pop_back();
+  const std::string_view path = "/metrics";
+  if (address.size() >= path.size() && address.compare(address.size() - path.size(), path.size(), path) == 0) {
+    address.resize(address.size() - path.size());
+  }
+  if (!address.empty() && address[0] == ':') address = "127.0.0.1" + address;
+  return scheme + address + "/metrics";
+}
 
 TopView MakeTopView(const std::vector<MetricSample>& before, const std::vector<MetricSample>& now, double seconds) {
   TopView view;

@@ -34,6 +34,10 @@ struct TopView {
   double leased_per_second = 0;     // over every pipeline
 };
 
+// http://HOST:PORT/metrics from what a user may type: HOST:PORT, :PORT (the coordinator's own --metrics-listen
+// form: this host), with or without http(s)://, a trailing / or /metrics.
+std::string TopMetricsUrl(std::string address);
+
 // `before` and `now`: two readings of the same coordinator's /metrics, `seconds` apart (> 0). A pipeline only in
 // `now` counts its leases from zero; a counter that went back (a restarted coordinator) counts from zero too.
 TopView MakeTopView(const std::vector<MetricSample>& before, const std::vector<MetricSample>& now, double seconds);

@@ -27,7 +27,7 @@ const char* kNow =
     "stoker_coordinator_epoch{pipeline=\"a\"} 2\n"
     "stoker_coordinator_epoch_progress_ratio{pipeline=\"a\"} 0.5\n"
     "stoker_coordinator_ranks{pipeline=\"a\",state=\"held\"} 4\n"
-    "stoker_coordinator_ranks{pipeline=\"a\",state=\"free\"} 0\n"
+    "stoker_coordinator_ranks{pipeline=\"a\",state=\"free\"} 1\n"
     "stoker_coordinator_job_samples_leased_total{pipeline=\"a\",team=\"client:x\"} 4000\n"
     "stoker_coordinator_demand_samples_per_second{pipeline=\"a\"} 2000\n"
     "stoker_coordinator_input_stall_ratio{pipeline=\"a\"} 0.25\n"
@@ -47,7 +47,7 @@ TEST(Top, RatesAndSharesAreOverTheInterval) {
   EXPECT_DOUBLE_EQ(view.rows[2].leased_per_second, 500) << "new since the first reading: counted from zero";
   EXPECT_DOUBLE_EQ(view.leased_per_second, 2500);
   EXPECT_DOUBLE_EQ(a.share, 0.6);
-  EXPECT_EQ(a.ranks, 4);
+  EXPECT_EQ(a.ranks, 5);
   EXPECT_EQ(a.ranks_held, 4);
   EXPECT_EQ(a.demand, 2000);
   EXPECT_EQ(a.stall, 0.25);
@@ -61,8 +61,15 @@ TEST(Top, RatesAndSharesAreOverTheInterval) {
             std::string::npos)
       << table;
   EXPECT_NE(table.find("client:x"), std::string::npos) << table;
-  EXPECT_NE(table.find("60%"), std::string::npos) << table;
+  EXPECT_NE(table.find("      4/5       1500     60%       2000     25%  workers\n"), std::string::npos) << table;
   EXPECT_NE(table.find("workers\n"), std::string::npos) << table;
+}
+
+TEST(Top, TheAddressAUserTypesBecomesTheMetricsUrl) {
+  EXPECT_EQ(TopMetricsUrl("127.0.0.1:9400"), "http://127.0.0.1:9400/metrics");
+  EXPECT_EQ(TopMetricsUrl(":9400"), "http://127.0.0.1:9400/metrics");
+  EXPECT_EQ(TopMetricsUrl("HTTP://coord:9400/metrics/"), "http://coord:9400/metrics");
+  EXPECT_EQ(TopMetricsUrl("https://[::1]:9400/"), "https://[::1]:9400/metrics");
 }
 
 TEST(Top, ACounterThatWentBackCountsFromZero) {
