@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cinttypes>
 #include <cstdio>
 #include <map>
 
@@ -37,8 +36,6 @@ std::string Format(const char* format, Args... args) {
   out.resize(static_cast<size_t>(n));
   return out;
 }
-
-std::string Fixed(double v, const char* format) { return Format(format, v); }
 
 }  // namespace
 
@@ -88,8 +85,7 @@ TopView MakeTopView(const std::vector<MetricSample>& before, const std::vector<M
       row.ranks += s.value;
       if (s.Label("state") == "held") row.ranks_held = s.value;
     } else if (s.name == "stoker_coordinator_job_samples_leased_total") {
-      TopRow& row = rows[pipeline];
-      if (row.team.empty() || s.value > 0) row.team = s.Label("team");
+      rows[pipeline].team = s.Label("team");
     } else if (s.name == "stoker_coordinator_demand_samples_per_second") {
       rows[pipeline].demand = s.value;
     } else if (s.name == "stoker_coordinator_input_stall_ratio") {
@@ -114,13 +110,13 @@ TopView MakeTopView(const std::vector<MetricSample>& before, const std::vector<M
 }
 
 std::string RenderTop(const TopView& view, const std::string& source, double seconds) {
-  std::string out = "stoker top: " + Printable(source) + ", over the last " + Fixed(seconds, "%.1f") + " s\n";
-  out += "pool: " + Fixed(view.workers_active, "%.0f") + " workers";
-  if (view.workers_draining > 0) out += " (+" + Fixed(view.workers_draining, "%.0f") + " draining)";
-  if (view.workers_local > 0) out += ", " + Fixed(view.workers_local, "%.0f") + " node-local";
-  out += view.busy < 0 ? ", busy -" : ", busy " + Fixed(100 * view.busy, "%.0f") + "%";
-  if (view.recommended_workers >= 0) out += ", recommended " + Fixed(view.recommended_workers, "%.0f");
-  out += ", " + Fixed(view.leased_per_second, "%.0f") + " samples/s leased\n";
+  std::string out = "stoker top: " + Printable(source) + ", over the last " + Format("%.1f", seconds) + " s\n";
+  out += "pool: " + Format("%.0f", view.workers_active) + " workers";
+  if (view.workers_draining > 0) out += " (+" + Format("%.0f", view.workers_draining) + " draining)";
+  if (view.workers_local > 0) out += ", " + Format("%.0f", view.workers_local) + " node-local";
+  out += view.busy < 0 ? ", busy -" : ", busy " + Format("%.0f", 100 * view.busy) + "%";
+  if (view.recommended_workers >= 0) out += ", recommended " + Format("%.0f", view.recommended_workers);
+  out += ", " + Format("%.0f", view.leased_per_second) + " samples/s leased\n";
   if (view.rows.empty()) return out + "no pipelines\n";
   size_t name_width = 8, team_width = 4;
   for (const TopRow& r : view.rows) {
@@ -139,9 +135,9 @@ std::string RenderTop(const TopView& view, const std::string& source, double sec
   for (const TopRow& r : view.rows) {
     const std::string line = Format(
         columns, Format("%.0f %3.0f%%", r.epoch, 100 * r.epoch_progress).c_str(),
-        Format("%.0f/%.0f", r.ranks_held, r.ranks).c_str(), Fixed(r.leased_per_second, "%.0f").c_str(),
-        Fixed(100 * r.share, "%.0f%%").c_str(), r.demand < 0 ? "-" : Fixed(r.demand, "%.0f").c_str(),
-        r.stall < 0 ? "-" : Fixed(100 * r.stall, "%.0f%%").c_str(),
+        Format("%.0f/%.0f", r.ranks_held, r.ranks).c_str(), Format("%.0f", r.leased_per_second).c_str(),
+        Format("%.0f%%", 100 * r.share).c_str(), r.demand < 0 ? "-" : Format("%.0f", r.demand).c_str(),
+        r.stall < 0 ? "-" : Format("%.0f%%", 100 * r.stall).c_str(),
         r.bottleneck.empty() ? "-" : Printable(r.bottleneck.substr(0, 24)).c_str());
     out += cell(r.pipeline, name_width) + "  " + cell(r.team.empty() ? "-" : r.team, team_width) + line;
   }

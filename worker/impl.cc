@@ -374,18 +374,14 @@ WorkerImpl::StreamKey WorkerImpl::StreamOf(const UnitWork& work) const {
   // A session bound to no secret (a client older than sessions, or one restored from a journal older than them):
   // the client's stream whatever check its credits carry, the one credited last if there are several (as before
   // sessions, when the last credit re-pointed the stream).
-  const StreamKey* latest = nullptr;
-  TimePoint latest_refresh;
-  for (auto it = streams_.lower_bound(key); it != streams_.end(); ++it) {
-    const auto& [job, rank, client, identity, session] = it->first;
-    if (job != std::get<0>(key) || rank != std::get<1>(key) || client != std::get<2>(key)) break;
-    if (identity != std::get<3>(key)) break;
-    if (latest == nullptr || it->second.refreshed > latest_refresh) {
-      latest = &it->first;
-      latest_refresh = it->second.refreshed;
-    }
+  auto client_of = [](const StreamKey& k) {
+    return std::tie(std::get<0>(k), std::get<1>(k), std::get<2>(k), std::get<3>(k));
+  };
+  auto latest = streams_.end();
+  for (auto it = streams_.lower_bound(key); it != streams_.end() && client_of(it->first) == client_of(key); ++it) {
+    if (latest == streams_.end() || it->second.refreshed > latest->second.refreshed) latest = it;
   }
-  return latest != nullptr ? *latest : key;
+  return latest != streams_.end() ? latest->first : key;
 }
 
 // Batches leased for this stream's client and not yet sent: what its credit is spent on.
