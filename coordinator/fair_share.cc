@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
+#include <vector>
 
 namespace stoker::coordinator {
 
@@ -94,21 +95,67 @@ FairShare::Key FairShare::KeyOf(const std::string& team, const std::string& job)
 
 void FairShare::Charge(const std::string& team, const std::string& job, uint64_t samples) {
   auto known = team_of_.find(job);
-  if (known != team_of_.end() && known->second != team) Forget(job);
+  if (known != team_of_.end() && known->second != team) LeaveTeam(job);
   team_of_[job] = team;
   Team& t = teams_[team];
   double& job_finish = t.jobs[job];
   double& now = VirtualTime(team);
+  const double work = static_cast<double>(samples) * CostFactorOf(job);
   const double team_start = std::max(now, t.finish);
-  t.finish = team_start + static_cast<double>(samples) / WeightOf(team);
+  t.finish = team_start + work / WeightOf(team);
   now = team_start;
   const double job_start = std::max(t.virtual_time, job_finish);
-  job_finish = job_start + static_cast<double>(samples);
+  job_finish = job_start + work;
   t.virtual_time = job_start;
   t.samples += samples;
 }
 
+void FairShare::ReportCost(const std::string& job, uint64_t samples, double busy_seconds) {
+  if (samples == 0 || !std::isfinite(busy_seconds) || busy_seconds <= 0) return;
+  const double per_sample = busy_seconds / static_cast<double>(samples);
+  Cost& cost = costs_[job];
+  cost.recent[cost.reports++ % kCostReports] = per_sample;
+  std::array<double, kCostReports> sorted = cost.recent;
+  const size_t held = std::min(cost.reports, kCostReports);
+  std::nth_element(sorted.begin(), sorted.begin() + held / 2, sorted.begin() + held);
+  cost.median = sorted[held / 2];
+  // The reference is taken again after each report while few jobs are held, else after as many reports as jobs:
+  // amortised, a report costs O(log jobs).
+  if (++reports_since_reference_ >= std::max<size_t>(1, costs_.size() / 64 * 64)) TakeReference();
+}
+
+// The median job's cost: each job counts once, however many units it makes, and the bounds on the factors then
+// hold between any job and the typical one.
+void FairShare::TakeReference() {
+  reports_since_reference_ = 0;
+  std::vector<double> medians;
+  medians.reserve(costs_.size());
+  for (const auto& [job, cost] : costs_) medians.push_back(cost.median);
+  if (medians.empty()) {
+    reference_cost_ = 0;
+    return;
+  }
+  std::nth_element(medians.begin(), medians.begin() + medians.size() / 2, medians.end());
+  reference_cost_ = medians[medians.size() / 2];
+}
+
+double FairShare::CostFactorOf(const std::string& job) const {
+  auto cost = costs_.find(job);
+  if (cost == costs_.end() || reference_cost_ <= 0) return 1;
+  return std::clamp(cost->second.median / reference_cost_, 1 / kMaxCostFactor, kMaxCostFactor);
+}
+
+double FairShare::SampleSecondsOf(const std::string& job) const {
+  auto cost = costs_.find(job);
+  return cost == costs_.end() ? 0 : cost->second.median;
+}
+
 void FairShare::Forget(const std::string& job) {
+  if (costs_.erase(job) != 0) TakeReference();
+  LeaveTeam(job);
+}
+
+void FairShare::LeaveTeam(const std::string& job) {
   auto known = team_of_.find(job);
   if (known == team_of_.end()) return;
   auto t = teams_.find(known->second);

@@ -14,8 +14,16 @@
 // is what keeps an idle job from banking service: one that returns after an hour starts level with the others,
 // not an hour ahead of them.
 //
-// What it counts is samples leased: decode time per sample is taken to be the same for every job. Tags live in
-// memory only: after a coordinator restart every job starts level, which is fair from then on.
+// What it shares is the pool's time, not its samples: a job whose samples cost four times as much to make (larger
+// images, a heavier augmentation) gets a quarter of the samples for the same share. Each grant is charged samples x
+// the job's cost factor: what a sample of the job costs the workers (the median over its latest kCostReports units'
+// reports of pipeline-thread seconds per sample, UnitDone.busySeconds) over the pool's reference cost (the median
+// job's), held within [1 / kMaxCostFactor, kMaxCostFactor]. A job not reported on yet counts as 1. The medians are
+// there so that one worker among several cannot make a job look dear or cheap, nor one job move the reference,
+// and the bounds so that the workers together cannot move a job's share against the typical job's by more than
+// that factor. Tags and costs live in
+// memory only: after a coordinator restart every job starts level and its cost is learnt again from its first
+// reports, which is fair from then on.
 //
 // A team is the name of the client key its jobs registered with ("client:team-a" is team "team-a"; without
 // CURVE every job is team ""). Its policy (TeamPolicy) comes from the coordinator's --team-weights,
@@ -36,6 +44,7 @@
 // Thread safety: none; the coordinator's Impl calls it under its mutex.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -84,11 +93,22 @@ class FairShare {
   };
   Key KeyOf(const std::string& team, const std::string& job) const;
 
-  // Records a grant of `samples` to `job`, leased to a client of `team` (a job whose clients change team moves).
+  // Records a grant of `samples` to `job`, leased to a client of `team` (a job whose clients change team moves),
+  // charged at the job's cost factor.
   void Charge(const std::string& team, const std::string& job, uint64_t samples);
-  // A job forgotten: its tag goes, and its team's once the team has no job left, so the tags held are at most the
-  // jobs held.
+  // A pool worker made `samples` samples of `job` in `busy_seconds` of pipeline-thread time (one unit's report).
+  // Reports of no samples, or of no finite positive time, are ignored.
+  void ReportCost(const std::string& job, uint64_t samples, double busy_seconds);
+  // What a sample of `job` costs against the pool's reference (1 until it is reported on), and its own cost in
+  // pipeline-thread seconds (0 until then).
+  double CostFactorOf(const std::string& job) const;
+  double SampleSecondsOf(const std::string& job) const;
+  // A job forgotten: its tag and cost go, and its team's tag once the team has no job left, so what is held is at
+  // most the jobs held.
   void Forget(const std::string& job);
+
+  static constexpr size_t kCostReports = 15;
+  static constexpr double kMaxCostFactor = 16;
 
   // The team a job was last charged to ("" if none), and the samples leased to a team's jobs since it last had none
   // (for /state and metrics).
@@ -103,12 +123,22 @@ class FairShare {
     std::map<std::string, double> jobs;   // job -> finish tag within the team
     uint64_t samples = 0;
   };
+  struct Cost {
+    std::array<double, kCostReports> recent{};  // seconds per sample of its latest units, oldest overwritten first
+    size_t reports = 0;
+    double median = 0;                          // of `recent`
+  };
   double& VirtualTime(const std::string& team) { return virtual_time_[PolicyOf(team).priority]; }
+  void LeaveTeam(const std::string& job);
+  void TakeReference();
 
   const TeamPolicies policies_;
   std::map<std::string, Team> teams_;
   std::map<std::string, std::string> team_of_;  // job -> its team in teams_
   std::map<int32_t, double> virtual_time_;      // per priority: the start of the last grant to one of its teams
+  std::map<std::string, Cost> costs_;           // job -> what its samples cost, once reported on
+  double reference_cost_ = 0;                   // seconds per sample of the median job (TakeReference)
+  size_t reports_since_reference_ = 0;
 };
 
 }  // namespace stoker::coordinator

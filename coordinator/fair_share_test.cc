@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 namespace stoker::coordinator {
@@ -58,6 +59,48 @@ TEST(FairShare, LargerGrantsCountForMore) {
     ++got[big ? "big" : "small"];
   }
   EXPECT_NEAR(got["small"], 4 * got["big"], 5) << "the same samples each, in four times the grants";
+}
+
+TEST(FairShare, JobsShareTheWorkersTimeNotTheirSamples) {
+  FairShare shares;
+  EXPECT_EQ(shares.CostFactorOf("dear"), 1.0) << "a job not reported on counts as the reference";
+  // Units of 64 samples: "dear" takes 4 ms of a pipeline thread a sample, "cheap" 1 ms.
+  for (int i = 0; i < 40; ++i) {
+    shares.ReportCost("dear", 64, 0.256);
+    shares.ReportCost("cheap", 64, 0.064);
+  }
+  EXPECT_DOUBLE_EQ(shares.SampleSecondsOf("dear"), 0.004);
+  EXPECT_NEAR(shares.CostFactorOf("dear") / shares.CostFactorOf("cheap"), 4.0, 1e-9);
+  auto got = Serve(shares, {{"dear", "a"}, {"cheap", "b"}}, 1000);
+  EXPECT_NEAR(got["cheap"], 4 * got["dear"], 5) << "the same thread time each: a quarter of the samples for dear";
+}
+
+TEST(FairShare, OneWorkersReportsCannotMoveAJobsCostAndAllOfThemOnlyWithinBounds) {
+  FairShare shares;
+  for (int i = 0; i < 40; ++i) {
+    for (const char* job : {"victim", "other", "third"}) shares.ReportCost(job, 64, 0.064);
+  }
+  // One worker of three says every unit it made of the victim cost a thousand times more: the median holds.
+  for (int i = 0; i < 30; ++i) {
+    shares.ReportCost("victim", 64, i % 3 == 0 ? 64.0 : 0.064);
+  }
+  EXPECT_DOUBLE_EQ(shares.SampleSecondsOf("victim"), 0.001);
+  EXPECT_EQ(shares.CostFactorOf("victim"), 1.0);
+  // Every worker says so: the factor stops at the bound against the typical job, which the victim's own reports
+  // do not move, and the victim still gets 1 / 17 of the grants beside one other job.
+  for (int i = 0; i < 100; ++i) shares.ReportCost("victim", 64, 64.0);
+  EXPECT_EQ(shares.CostFactorOf("victim"), FairShare::kMaxCostFactor);
+  EXPECT_EQ(shares.CostFactorOf("other"), 1.0);
+  auto got = Serve(shares, {{"victim", "a"}, {"other", "b"}}, 1700);
+  EXPECT_NEAR(got["victim"], 100, 2);
+  // Nonsense is ignored, and forgetting a job forgets its cost.
+  shares.ReportCost("victim", 0, 1.0);
+  shares.ReportCost("victim", 64, std::nan(""));
+  shares.ReportCost("victim", 64, -1);
+  EXPECT_EQ(shares.SampleSecondsOf("victim"), 1.0);
+  shares.Forget("victim");
+  EXPECT_EQ(shares.SampleSecondsOf("victim"), 0.0);
+  EXPECT_EQ(shares.CostFactorOf("victim"), 1.0);
 }
 
 TEST(FairShare, ForgottenJobsAndEmptyTeamsLeaveNothingBehind) {

@@ -138,6 +138,8 @@ struct JobStats {
   std::string team;              // of the key its lowest-numbered held rank was taken with
   TeamPolicy policy;             // its team's
   uint64_t samples_leased = 0;   // since the coordinator started (or the job was re-planned)
+  double sample_seconds = 0;     // pipeline-thread seconds a sample costs the pool's workers (0: not reported yet)
+  double cost_factor = 1;        // that against the pool's reference: what its grants are charged per sample
 };
 
 struct CoordinatorStats {
@@ -343,6 +345,7 @@ class CoordinatorImpl {
   // Whether `request` comes from the worker that holds (or held, until its commit) the unit's current lease.
   bool FromLeaseHolderLocked(JobRuntime& job, const UnitDoneRequest& request) STOKER_REQUIRES(mu_);
   void KeepQuarantineLocked(JobRuntime& job, const UnitDoneRequest& request) STOKER_REQUIRES(mu_);
+  void CountCostLocked(JobRuntime& job, const UnitDoneRequest& request) STOKER_REQUIRES(mu_);
   void EraseJobRuntimeLocked(const std::string& name) STOKER_REQUIRES(mu_);
   void ReleaseLocked(RankRuntime& r, uint64_t unit, uint64_t* counter) STOKER_REQUIRES(mu_);
   // Every change to a rank's active leases goes through these three, which keep unsent_by_worker_ true.

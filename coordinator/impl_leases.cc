@@ -134,13 +134,15 @@ LeaseGrant CoordinatorImpl::GrantLocked(const std::string& job_name, JobRuntime&
     return g;
   }
   shares_.Charge(team, job_name, samples);
+  // Caps and guarantees are workers' worth of time too: a dear job's samples spend more of them.
+  const double work = static_cast<double>(samples) * shares_.CostFactorOf(job_name);
   auto allowance = team_allowance_.find(team);
-  if (allowance != team_allowance_.end()) allowance->second.samples -= static_cast<double>(samples);
+  if (allowance != team_allowance_.end()) allowance->second.samples -= work;
   auto guarantee = team_guarantee_.find(team);
   if (guarantee != team_guarantee_.end()) {
     // A busy past owes at most a second's worth (it does not void the guarantee); this grant is paid in full.
     const double second = shares_.PolicyOf(team).min_workers * std::max(0.0, per_worker_rate_);
-    guarantee->second.samples = std::max(-second, guarantee->second.samples) - static_cast<double>(samples);
+    guarantee->second.samples = std::max(-second, guarantee->second.samples) - work;
   }
   HoldLocked(r, unit,
              ActiveLease{g.attempt, worker_id, clock_.Now() + options_.lease_ttl, false, {}, batches, team});
@@ -430,6 +432,15 @@ void CoordinatorImpl::KeepQuarantineLocked(JobRuntime& job, const UnitDoneReques
   }
 }
 
+// What the unit's samples cost its worker, for the fair share (FairShare::ReportCost): only from the holder of its
+// lease, and only from a pool worker (node-local ones are outside the shares, and may be other machines' cores).
+void CoordinatorImpl::CountCostLocked(JobRuntime& job, const UnitDoneRequest& request) {
+  if (request.outcome != UnitOutcome::kSent || request.batches_sent == 0) return;
+  auto wit = workers_.find(request.worker_id);
+  if (wit == workers_.end() || !wit->second.local_group.empty() || !FromLeaseHolderLocked(job, request)) return;
+  shares_.ReportCost(request.job, uint64_t{request.batches_sent} * job.plan.batch_size(), request.busy_seconds);
+}
+
 Status CoordinatorImpl::UnitDone(const UnitDoneRequest& request, const Caller& caller) {
   MutexLock lock(mu_);
   // A hand-back from a worker gone meanwhile still counts, but only from the identity it registered as; a report
@@ -445,6 +456,7 @@ Status CoordinatorImpl::UnitDone(const UnitDoneRequest& request, const Caller& c
                                 " does not exist in job '" + request.job + "'");
   }
   KeepQuarantineLocked(*job, request);
+  CountCostLocked(*job, request);
   auto unreported = job->unreported_commits.find({request.rank, request.unit});
   if (unreported != job->unreported_commits.end() &&
       unreported->second == std::pair{request.worker_id, request.attempt}) {

@@ -49,6 +49,8 @@ CoordinatorStats CoordinatorImpl::Stats() const {
     js.team = TeamOfRecord(job);
     js.policy = shares_.PolicyOf(js.team);
     js.samples_leased = job.samples_leased;
+    js.sample_seconds = shares_.SampleSecondsOf(name);
+    js.cost_factor = shares_.CostFactorOf(name);
     const Plan& plan = job.plan;
     uint64_t slowest = plan.total_batches();
     for (uint32_t rank = 0; rank < job.ranks.size(); ++rank) {
@@ -170,6 +172,8 @@ void CoordinatorImpl::WriteJobsLocked(JsonWriter& j, const CoordinatorStats& sta
         .Key("team_priority").Value(static_cast<int64_t>(js.policy.priority))
         .Key("team_max_workers").Value(js.policy.max_workers)
         .Key("team_min_workers").Value(js.policy.min_workers)
+        .Key("sample_cost_seconds").Value(js.sample_seconds)
+        .Key("cost_factor").Value(js.cost_factor)
         .EndObject()
         .Key("input").BeginObject();
     auto input = stats.advice.jobs.find(js.name);

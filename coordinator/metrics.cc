@@ -30,9 +30,15 @@ void CollectJobs(const CoordinatorStats& s, MetricFamilies& out) {
                            MetricType::Gauge);
   FamilyBuilder leased("stoker_coordinator_job_samples_leased_total",
                        "Samples leased to workers for the pipeline, by the team whose client key it runs under: the "
-                       "pool's work it got (its fair share is its team's weight over the weights of the teams "
-                       "waiting, split equally between the team's pipelines).",
+                       "pool's work it got (its fair share is of the workers' time, at its sample cost: its team's "
+                       "weight over the weights of the teams waiting, split equally between the team's pipelines).",
                        MetricType::Counter);
+  FamilyBuilder cost("stoker_coordinator_job_sample_cost_seconds",
+                     "Pipeline-thread seconds one of the pipeline's samples costs the pool's workers (the median of "
+                     "its latest units' reports): the fair share charges its leases by it, so a pipeline whose "
+                     "samples cost twice as much gets half the samples for the same share of the pool's time. "
+                     "Absent until its first unit is reported.",
+                     MetricType::Gauge);
   FamilyBuilder demand("stoker_coordinator_demand_samples_per_second",
                        "Samples per second the pipeline's training loops would consume if input never stalled.",
                        MetricType::Gauge);
@@ -58,6 +64,7 @@ void CollectJobs(const CoordinatorStats& s, MetricFamilies& out) {
     shape_changes.Add({{"pipeline", j.name}}, j.shape_changes);
     batch_size.Add({{"pipeline", j.name}}, j.batch_size);
     leased.Add({{"pipeline", j.name}, {"team", j.team}}, static_cast<double>(j.samples_leased));
+    if (j.sample_seconds > 0) cost.Add({{"pipeline", j.name}, {"team", j.team}}, j.sample_seconds);
     auto d = s.advice.jobs.find(j.name);
     if (d == s.advice.jobs.end()) continue;
     demand.Add({{"pipeline", j.name}}, d->second.demand);
@@ -73,6 +80,7 @@ void CollectJobs(const CoordinatorStats& s, MetricFamilies& out) {
   out.push_back(shape_changes.Build());
   out.push_back(batch_size.Build());
   out.push_back(leased.Build());
+  out.push_back(cost.Build());
   out.push_back(demand.Build());
   out.push_back(stall.Build());
   out.push_back(bottleneck.Build());

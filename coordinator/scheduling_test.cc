@@ -147,6 +147,25 @@ TEST_F(SchedulingTest, ALostOrRevokedLeaseLeavesTheWorkersQueue) {
   EXPECT_EQ(Lease("w-1", 0, 10).size(), 2u);
 }
 
+// What a unit cost its worker (UnitDone.busySeconds) teaches the fair share what the job's samples cost, heard only
+// from the holder of the unit's current lease: another worker of the same key cannot make a job look dear.
+TEST_F(SchedulingTest, AUnitsCostIsHeardOnlyFromItsLeaseHolder) {
+  Register("c-a", 0, /*window=*/8);
+  AddWorker("w-1");
+  AddWorker("w-2");
+  std::vector<LeaseGrant> g = Lease("w-1", 0, 1);
+  ASSERT_EQ(g.size(), 1u);
+  auto cost = [&] { return impl_->Stats().job_stats.at(0).sample_seconds; };
+  UnitDoneRequest done{"w-2", "job", 0, g[0].unit, g[0].attempt, UnitOutcome::kSent, g[0].batch_count, {}, 99.0};
+  EXPECT_EQ(impl_->UnitDone(done).code(), StatusCode::kAborted);
+  EXPECT_EQ(cost(), 0.0);
+  done.worker_id = "w-1";
+  done.busy_seconds = 0.4;
+  ASSERT_TRUE(impl_->UnitDone(done).ok());
+  EXPECT_DOUBLE_EQ(cost(), 0.4 / (g[0].batch_count * spec_.batch_size));
+  EXPECT_EQ(impl_->Stats().job_stats.at(0).cost_factor, 1.0) << "the only job is the reference";
+}
+
 TEST_F(SchedulingTest, AFreedPlaceGoesToTheJobBelowItsShareNotBackToTheJobThatFreedIt) {
   auto got = CompeteForOnePlace(options_, 8);
   EXPECT_EQ(got["modest"], 4) << "half the places: the teams weigh the same, whatever their ranks";
@@ -193,7 +212,7 @@ TEST_F(SchedulingTest, AGuaranteedTeamIsServedBeforeAHigherPriorityOne) {
   EXPECT_EQ(CompeteForOnePlace(options, 8), (Places{{"job", 8}})) << "strict priority";
   options.teams["team-b"] = {.min_workers = 1};
   EXPECT_EQ(CompeteForOnePlace(options, 8), (Places{{"modest", 8}})) << "its one worker's worth, on a pool of one";
-  EXPECT_NE(impl_->StateJson().find(R"("team_max_workers": 0, "team_min_workers": 1})"), std::string::npos);
+  EXPECT_NE(impl_->StateJson().find(R"("team_max_workers": 0, "team_min_workers": 1, "sample_cost_seconds")"), std::string::npos);
 }
 
 // Regression (review of issue 30): a job forgotten while a worker waited on it left that request unanswered and its

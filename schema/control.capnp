@@ -168,6 +168,8 @@ struct UnitDone {
   outcome @4 :UnitOutcome;
   batchesSent @5 :UInt32;
   quarantined @6 :List(QuarantinedSample);
+  busySeconds @7 :Float64;      # pipeline-thread seconds spent making the batches sent (read, decode, augment,
+                                # seal): the coordinator's fair share charges a job by what its samples cost
 }
 
 # --- clients -------------------------------------------------------------------------------------------------

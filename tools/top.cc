@@ -86,6 +86,8 @@ TopView MakeTopView(const std::vector<MetricSample>& before, const std::vector<M
       if (s.Label("state") == "held") row.ranks_held = s.value;
     } else if (s.name == "stoker_coordinator_job_samples_leased_total") {
       rows[pipeline].team = s.Label("team");
+    } else if (s.name == "stoker_coordinator_job_sample_cost_seconds") {
+      rows[pipeline].sample_seconds = s.value;
     } else if (s.name == "stoker_coordinator_demand_samples_per_second") {
       rows[pipeline].demand = s.value;
     } else if (s.name == "stoker_coordinator_input_stall_ratio") {
@@ -101,9 +103,20 @@ TopView MakeTopView(const std::vector<MetricSample>& before, const std::vector<M
     rows[pipeline].leased_per_second = rate;
     view.leased_per_second += rate;
   }
+  // Shares of the workers' time when every pipeline that got samples says what they cost, else of the samples.
+  bool costs_known = true;
+  double time_per_second = 0;
+  for (const auto& [pipeline, row] : rows) {
+    if (row.leased_per_second > 0 && !(row.sample_seconds > 0)) costs_known = false;
+    time_per_second += row.leased_per_second * row.sample_seconds;
+  }
   for (auto& [pipeline, row] : rows) {
     row.pipeline = pipeline;
-    row.share = view.leased_per_second > 0 ? row.leased_per_second / view.leased_per_second : 0;
+    if (costs_known && time_per_second > 0) {
+      row.share = row.leased_per_second * row.sample_seconds / time_per_second;
+    } else {
+      row.share = view.leased_per_second > 0 ? row.leased_per_second / view.leased_per_second : 0;
+    }
     view.rows.push_back(std::move(row));
   }
   return view;
@@ -129,13 +142,14 @@ std::string RenderTop(const TopView& view, const std::string& source, double sec
     text.resize(width, ' ');
     return text;
   };
-  const char* columns = "  %11s  %7s  %9s  %6s  %9s  %6s  %s\n";
+  const char* columns = "  %11s  %7s  %9s  %9s  %6s  %9s  %6s  %s\n";
   out += cell("PIPELINE", name_width) + "  " + cell("TEAM", team_width) +
-         Format(columns, "EPOCH", "RANKS", "LEASED/S", "SHARE", "DEMAND/S", "STALL", "HELD BACK BY");
+         Format(columns, "EPOCH", "RANKS", "LEASED/S", "MS/SAMPLE", "SHARE", "DEMAND/S", "STALL", "HELD BACK BY");
   for (const TopRow& r : view.rows) {
     const std::string line = Format(
         columns, Format("%.0f %3.0f%%", r.epoch, 100 * r.epoch_progress).c_str(),
         Format("%.0f/%.0f", r.ranks_held, r.ranks).c_str(), Format("%.0f", r.leased_per_second).c_str(),
+        r.sample_seconds > 0 ? Format("%.2f", 1000 * r.sample_seconds).c_str() : "-",
         Format("%.0f%%", 100 * r.share).c_str(), r.demand < 0 ? "-" : Format("%.0f", r.demand).c_str(),
         r.stall < 0 ? "-" : Format("%.0f%%", 100 * r.stall).c_str(),
         r.bottleneck.empty() ? "-" : Printable(r.bottleneck.substr(0, 24)).c_str());

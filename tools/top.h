@@ -1,6 +1,7 @@
 // What `stoker top` shows (tools/top_command.cc): a coordinator's /metrics read twice, an interval apart, made into
-// one table of its pipelines — team, epoch, ranks held, the pool's samples leased to it per second and its share of
-// them, the demand its training loops report, their input stall, and what holds a waiting pipeline back — under a
+// one table of its pipelines — team, epoch, ranks held, the pool's samples leased to it per second, what a sample
+// costs the workers and its share of their time, the demand its training loops report, their input stall, and what
+// holds a waiting pipeline back — under a
 // line about the pool (workers, busy ratio, the workers the coordinator recommends). Pure functions, so the tests
 // need no server.
 #pragma once
@@ -20,7 +21,10 @@ struct TopRow {
   double ranks_held = 0;
   double ranks = 0;
   double leased_per_second = 0;  // samples leased to workers for it over the interval
-  double share = 0;              // of all pipelines' samples leased over the interval, 0-1
+  double sample_seconds = 0;     // what a sample costs the workers (pipeline-thread seconds); 0: not known yet
+  // Of the pool's time leased over the interval (leased/s x sample cost), 0-1; of its samples while some pipeline
+  // that got samples has no cost known yet.
+  double share = 0;
   double demand = -1;            // samples/s its loops would take; < 0: not reported yet
   double stall = -1;             // 0-0.98; < 0: not reported yet
   std::string bottleneck;        // cap, workers, window or scheduling; empty: none

@@ -61,8 +61,28 @@ TEST(Top, RatesAndSharesAreOverTheInterval) {
             std::string::npos)
       << table;
   EXPECT_NE(table.find("client:x"), std::string::npos) << table;
-  EXPECT_NE(table.find("      4/5       1500     60%       2000     25%  workers\n"), std::string::npos) << table;
+  EXPECT_NE(table.find("      4/5       1500          -     60%       2000     25%  workers\n"), std::string::npos)
+      << table;
   EXPECT_NE(table.find("workers\n"), std::string::npos) << table;
+}
+
+// Once every pipeline that got samples says what they cost, SHARE is of the workers' time: b's samples cost four
+// times a's, so its 500 samples/s are 4/7 of the time beside a's 1,500.
+TEST(Top, SharesAreOfTheWorkersTimeOnceCostsAreKnown) {
+  std::string now = kNow;
+  now += "stoker_coordinator_job_sample_cost_seconds{pipeline=\"a\",team=\"client:x\"} 0.001\n"
+         "stoker_coordinator_job_sample_cost_seconds{pipeline=\"b\",team=\"client:y\"} 0.004\n";
+  TopView view = MakeTopView(Read(kBefore), Read(now), 2.0);
+  ASSERT_EQ(view.rows.size(), 3u);
+  EXPECT_DOUBLE_EQ(view.rows[0].share, 0.6) << "c got samples at a cost not known yet: shares of samples";
+  now += "stoker_coordinator_job_sample_cost_seconds{pipeline=\"c\",team=\"client:y\"} 0.001\n";
+  view = MakeTopView(Read(kBefore), Read(now), 2.0);
+  ASSERT_EQ(view.rows.size(), 3u);
+  EXPECT_DOUBLE_EQ(view.rows[0].share, 1.5 / 4.0);  // 1500 x 1 ms of (1.5 + 2 + 0.5) s a second
+  EXPECT_DOUBLE_EQ(view.rows[1].share, 2.0 / 4.0);
+  EXPECT_DOUBLE_EQ(view.rows[1].sample_seconds, 0.004);
+  const std::string table = RenderTop(view, "127.0.0.1:9400", 2.0);
+  EXPECT_NE(table.find("       1500       1.00     38%"), std::string::npos) << table;
 }
 
 TEST(Top, TheAddressAUserTypesBecomesTheMetricsUrl) {

@@ -102,6 +102,7 @@ struct UnitDoneRequest {
   UnitOutcome outcome = UnitOutcome::kSent;
   uint32_t batches_sent = 0;
   std::vector<QuarantineReport> quarantined;
+  double busy_seconds = 0;  // pipeline-thread seconds the batches sent took (a NaN or negative one reads as 0)
 };
 
 // Where a registration resumes: a checkpoint token (dataset/checkpoint.h), which the coordinator decodes. A client

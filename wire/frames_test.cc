@@ -3,9 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "stoker/schema/control.capnp.h"
+#include "wire/control_codec.h"
 
 namespace stoker {
 namespace {
@@ -99,6 +102,22 @@ TEST(Schema, EveryControlRequestRoundTrips) {
   EXPECT_EQ(get.which(), wire::Request::GET_JOB);
   auto dereg = ParseRequest(Build([](auto r) { r.initDeregister().setRank(3); }), &h);
   EXPECT_EQ(dereg.which(), wire::Request::DEREGISTER);
+}
+
+// What a unit cost its worker travels with its report; a figure that is not a finite positive number reads as
+// none, so a peer cannot hand the fair share a NaN.
+TEST(Schema, AUnitsCostTravelsAndNonsenseReadsAsNone) {
+  for (const auto& [sent, read] : std::vector<std::pair<double, double>>{
+           {0.25, 0.25}, {-1, 0}, {std::nan(""), 0}, {std::numeric_limits<double>::infinity(), 0}}) {
+    UnitDoneRequest done{"w-1", "job", 2, 3, 4, UnitOutcome::kSent, 5, {}, sent};
+    uint64_t id = 0;
+    auto decoded = DecodeRequest(EncodeRequest(9, done), &id);
+    ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+    const auto* back = std::get_if<UnitDoneRequest>(&decoded->body);
+    ASSERT_NE(back, nullptr);
+    EXPECT_EQ(back->batches_sent, 5u);
+    EXPECT_EQ(back->busy_seconds, read) << sent;
+  }
 }
 
 TEST(Schema, ReplyStatusRoundTrips) {

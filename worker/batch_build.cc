@@ -154,6 +154,7 @@ void BuildSample(BatchBuild& build, uint32_t slot, ThreadContext& context, bool 
   counters.read_ns.fetch_add(read_ns, std::memory_order_relaxed);
   counters.decode_ns.fetch_add(decode_ns, std::memory_order_relaxed);
   counters.augment_ns.fetch_add(augment_ns, std::memory_order_relaxed);
+  build.busy_ns.fetch_add(Nanos(end - start), std::memory_order_relaxed);
   counters.busy_ns.fetch_add(Nanos(end - start), std::memory_order_relaxed);
   counters.samples.fetch_add(1, std::memory_order_relaxed);
   if (!ok) {

@@ -152,6 +152,7 @@ class WorkerImpl {
     TimePoint expires;  // self-fencing: past this without a renewal, nothing more of the unit is sent
     uint32_t to_send = 0;
     uint32_t sent = 0;
+    int64_t busy_ns = 0;  // pipeline-thread time of the batches sent
     std::vector<QuarantineReport> quarantined;
     std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
   };

@@ -187,11 +187,13 @@ TEST_F(WorkerImplTest, CreditCapsLeases) {
   std::optional<BatchRoute> route = impl_->RouteBatch(*first);
   ASSERT_TRUE(route.has_value());
   EXPECT_EQ(route->peer, "peer-c");
+  first->busy_ns = 250'000'000;  // what its samples took the pipeline threads
   impl_->BatchSent(*first, /*delivered=*/true);
   std::vector<UnitDoneRequest> done = UnitsDone();
   ASSERT_EQ(done.size(), 1u);
   EXPECT_EQ(done[0].outcome, UnitOutcome::kSent);
   EXPECT_EQ(done[0].unit, 0u);
+  EXPECT_DOUBLE_EQ(done[0].busy_seconds, 0.25) << "the report says what the unit cost (the fair share's input)";
 
   impl_->Tick();  // one batch left the worker: one credit is free again
   RequestTracker::Pending again = Take<LeaseRequest>();

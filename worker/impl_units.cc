@@ -130,6 +130,7 @@ void WorkerImpl::BatchSent(BatchBuild& build, bool delivered) {
   }
   UnitWork& work = uit->second;
   ++work.sent;
+  work.busy_ns += build.busy_ns.load(std::memory_order_relaxed);
   for (QuarantineReport& q : build.quarantine) {
     if (!q.reason.empty()) work.quarantined.push_back(std::move(q));
   }
@@ -198,6 +199,7 @@ void WorkerImpl::ReportUnit(const UnitKey& key, const UnitWork& work, UnitOutcom
   done.attempt = work.lease.attempt;
   done.outcome = outcome;
   done.batches_sent = work.sent;
+  done.busy_seconds = static_cast<double>(work.busy_ns) * 1e-9;
   done.quarantined = work.quarantined;
   Send(std::move(done));
 }

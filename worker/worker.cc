@@ -250,7 +250,7 @@ class Worker::Adapter {
       tasks_->Push([this, build, slot](ThreadContext& context) {
         context.limits = options_.jpeg_limits;
         counters_.active.fetch_add(1, std::memory_order_relaxed);
-        if (options_.inject_sample_delay.count() > 0) InjectDelay();
+        if (options_.inject_sample_delay.count() > 0) InjectDelay(*build);
         BuildSample(*build, slot, context, options_.skip_decode, counters_);
         counters_.active.fetch_sub(1, std::memory_order_relaxed);
         if (build->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) Completed(build);
@@ -259,12 +259,13 @@ class Worker::Adapter {
   }
 
   // Stands for slow storage or a heavier pipeline (fault injection): the thread counts as busy.
-  void InjectDelay() {
+  void InjectDelay(BatchBuild& build) {
     const auto began = std::chrono::steady_clock::now();
     std::this_thread::sleep_for(options_.inject_sample_delay);
-    counters_.busy_ns.fetch_add(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - began).count(),
-        std::memory_order_relaxed);
+    const int64_t took =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - began).count();
+    build.busy_ns.fetch_add(took, std::memory_order_relaxed);
+    counters_.busy_ns.fetch_add(took, std::memory_order_relaxed);
   }
 
   // On a pipeline thread, when a batch's last sample is done.
@@ -308,7 +309,12 @@ class Worker::Adapter {
   // like any finished batch.
   void Seal(const std::shared_ptr<BatchBuild>& build, std::shared_ptr<SealSession> session) {
     tasks_->PushFirst([this, build, session = std::move(session)](ThreadContext&) mutable {
+      const auto began = std::chrono::steady_clock::now();
       BatchSender::Seal(*build, std::move(session));
+      const int64_t took =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - began).count();
+      build->busy_ns.fetch_add(took, std::memory_order_relaxed);
+      counters_.busy_ns.fetch_add(took, std::memory_order_relaxed);
       Completed(build);
     });
   }

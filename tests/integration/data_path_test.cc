@@ -165,6 +165,15 @@ TEST_F(DataPath, TwoTeamsJobsShareOnePoolEachExactlyOnce) {
                              R"(stoker_coordinator_job_samples_leased_total{pipeline="b",team="team-b"})");
   ASSERT_TRUE(leased.ok()) << leased.status().ToString();
   EXPECT_GE(*leased, 192.0);
+  // The real workers said what each job's samples cost them: the fair share charges by it.
+  for (const char* job : {"a", "b"}) {
+    auto cost = ScrapeMetric(cluster_->coordinator_metrics(),
+                             std::string(R"(stoker_coordinator_job_sample_cost_seconds{pipeline=")") + job + "\",team=\"" +
+                                 (job == std::string("a") ? "local" : "team-b") + "\"}");
+    ASSERT_TRUE(cost.ok()) << job << ": " << cost.status().ToString();
+    EXPECT_GT(*cost, 0.0) << job;
+    EXPECT_LT(*cost, 1.0) << job << ": a 32-pixel JPEG takes far less than a second";
+  }
 
   // stoker top reads the same from the coordinator's /metrics: a row per pipeline, under its team.
   const std::string top_out = dir_.Join("top.out");
@@ -190,6 +199,8 @@ TEST_F(DataPath, TwoTeamsJobsShareOnePoolEachExactlyOnce) {
   EXPECT_EQ(rows["b"][1], "team-b");
   EXPECT_TRUE(rows["a"][4].ends_with("/2")) << table;  // ranks held of all
   EXPECT_TRUE(rows["b"][4].ends_with("/1")) << table;
+  EXPECT_NE(rows["a"][6], "-") << table;  // milliseconds a sample costs the workers
+  EXPECT_NE(rows["b"][6], "-") << table;
 }
 
 }  // namespace

@@ -82,7 +82,7 @@ void Sim::Queued(const worker::BatchBuild& build) {
 
 void Sim::FinishBuild(SimWorker& w) {
   std::shared_ptr<worker::BatchBuild> build = w.TakeMade();
-  w.Count(c_.batch_time, c_.batch_size);
+  w.Count(*build, c_.batch_time, c_.batch_size);
   if (!w.impl->RouteBatch(*build)) return;
   job_.ranks[std::get<1>(build->unit)].arrived[build->epoch * kStepsPerEpoch + build->index] = clock_.Now();
   w.impl->BatchSent(*build, true);

@@ -64,6 +64,7 @@ class Sim {
   // Batches and steps after the warm-up: one at the instant it ends is in the sample taken then (`delivered`).
   bool counting() const { return elapsed() > c_.warmup; }
   SimJob& JobNamed(const std::string& name);
+  Duration BatchTimeOf(const worker::BatchBuild& build);
 
   const PoolConfig c_;
   TempDir dir_;
@@ -73,6 +74,10 @@ class Sim {
   SimWiring wiring_;
   std::vector<SimJob> jobs_;
 };
+
+Duration Sim::BatchTimeOf(const worker::BatchBuild& build) {
+  return JobNamed(std::get<0>(build.unit)).c.batch_time.value_or(c_.batch_time);
+}
 
 SimJob& Sim::JobNamed(const std::string& name) {
   for (SimJob& job : jobs_) {
@@ -137,13 +142,13 @@ void Sim::Settle() {
   wiring_.Deliver();
   for (SimWorker& w : wiring_.workers()) {
     w.SkipCancelled();
-    w.StartNext(clock_.Now(), c_.batch_time);
+    if (!w.building && !w.queue.empty()) w.StartNext(clock_.Now(), BatchTimeOf(*w.queue.front()));
   }
 }
 
 void Sim::FinishBuild(SimWorker& w) {
   std::shared_ptr<worker::BatchBuild> build = w.TakeMade();
-  if (!build->cancelled->load()) w.Count(c_.batch_time, build->samples.size());
+  if (!build->cancelled->load()) w.Count(*build, BatchTimeOf(*build), build->samples.size());
   if (!w.impl->RouteBatch(*build)) return;
   SimJob& job = JobNamed(std::get<0>(build->unit));
   if (job.phase == SimJob::Phase::kRunning) {

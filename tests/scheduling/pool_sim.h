@@ -1,7 +1,7 @@
 // PoolSim: several data-parallel jobs sharing one worker pool, simulated on a FakeClock, deterministic to the
 // millisecond. As in LockstepSim (lockstep_sim.h), the real coordinator (CoordinatorImpl) and the real workers'
 // decisions (WorkerImpl) run against each other with no sockets; what they ask each other to send is delivered at
-// once, and each worker has one pipeline thread that makes a batch in a fixed time (the same for every job). Each
+// once, and each worker has one pipeline thread that makes a batch in a fixed time (per job). Each
 // job's ranks step in lockstep as DDP does: step k of a job starts when every rank of that job has its batch k,
 // lasts the job's step time, and then every rank releases it and acknowledges. Jobs step independently of each
 // other; a job may join or leave mid-run. Each job's clients register under their team's identity (the Caller the
@@ -36,12 +36,13 @@ struct PoolJob {
   Duration step_time = Millis(50);    // one training step of every rank
   Duration start_at{0};               // when its clients register (from the start of the simulation)
   std::optional<Duration> end_at;     // when its clients deregister and withdraw their credit; unset: never
+  std::optional<Duration> batch_time; // one worker, one thread, one of its batches; unset: PoolConfig's
 };
 
 struct PoolConfig {
   std::vector<PoolJob> jobs;
   uint32_t workers = 2;               // each with one pipeline thread
-  Duration batch_time = Millis(100);  // one worker, one thread, one batch (every job's)
+  Duration batch_time = Millis(100);  // one worker, one thread, one batch (of a job that does not set its own)
   Duration limit = Millis(40000);     // simulated time
   Duration warmup = Millis(5000);     // not counted in the figures below (the samples cover it)
   uint32_t worker_queue_batches = 0;  // CoordinatorOptions::worker_queue_batches (0: its default)

@@ -54,29 +54,30 @@ std::vector<double> WaterFill(double capacity, const std::vector<std::pair<doubl
   return got;
 }
 
-// The fair rates (batches/s) of jobs with these demands on a pool of `workers` making a batch each `batch_time`:
-// guarantees first (each team its min_workers' worth, or its demand if less); then priorities strictly in turn;
-// within one, teams water-filled by weight, each team's claim its jobs' demands up to its cap (max_workers workers)
-// less what its guarantee gave it; a team's part water-filled equally among its jobs.
+// The fair rates (batches/s) of jobs with these demands on a pool of `workers`, each making a batch of a job in its
+// batch time (`batch_time` unless the job sets its own). What is shared is the workers' time: each job's claim is
+// its demand x its batch time, in workers. Guarantees first (each team its min_workers, or its claim if less); then
+// priorities strictly in turn; within one, teams water-filled by weight, each team's claim its jobs' claims up to
+// its cap (max_workers) less what its guarantee gave it; a team's part water-filled equally among its jobs.
 std::vector<double> FairRates(uint32_t workers, Duration batch_time, const std::vector<PoolJob>& jobs,
                               const coordinator::TeamPolicies& teams = {}) {
   auto policy = [&](const PoolJob& j) {
     auto it = teams.find(j.team.substr(j.team.find(':') + 1));
     return it == teams.end() ? coordinator::TeamPolicy{} : it->second;
   };
-  const double per_worker = 1 / ToSeconds(batch_time);
+  auto cost = [&](const PoolJob& j) { return ToSeconds(j.batch_time.value_or(batch_time)); };  // worker-s a batch
   std::map<int32_t, std::map<std::string, std::vector<size_t>>, std::greater<>> classes;  // priority -> team -> jobs
   for (size_t i = 0; i < jobs.size(); ++i) classes[policy(jobs[i]).priority][jobs[i].team].push_back(i);
-  std::map<std::string, double> claim, given;  // team -> its demand within its cap; what it has been given
+  std::map<std::string, double> claim, given;  // team -> workers it would use within its cap; workers given
   for (const auto& [priority, members] : classes) {
     for (const auto& [team, of_team] : members) {
-      for (size_t i : of_team) claim[team] += Demand(jobs[i]);
+      for (size_t i : of_team) claim[team] += Demand(jobs[i]) * cost(jobs[i]);
       const coordinator::TeamPolicy p = policy(jobs[of_team[0]]);
-      if (p.max_workers > 0) claim[team] = std::min(claim[team], p.max_workers * per_worker);
-      given[team] = std::min(claim[team], p.min_workers * per_worker);
+      if (p.max_workers > 0) claim[team] = std::min<double>(claim[team], p.max_workers);
+      given[team] = std::min<double>(claim[team], p.min_workers);
     }
   }
-  double left = workers * per_worker;
+  double left = workers;
   for (const auto& [team, g] : given) left -= g;
   for (const auto& [priority, members] : classes) {
     std::vector<std::pair<double, double>> claims;
@@ -92,9 +93,9 @@ std::vector<double> FairRates(uint32_t workers, Duration batch_time, const std::
   for (const auto& [priority, members] : classes) {
     for (const auto& [team, of_team] : members) {
       std::vector<std::pair<double, double>> equal;
-      for (size_t i : of_team) equal.push_back({1.0, Demand(jobs[i])});
+      for (size_t i : of_team) equal.push_back({1.0, Demand(jobs[i]) * cost(jobs[i])});
       const std::vector<double> split = WaterFill(given[team], equal);
-      for (size_t k = 0; k < of_team.size(); ++k) rate[of_team[k]] = split[k];
+      for (size_t k = 0; k < of_team.size(); ++k) rate[of_team[k]] = split[k] / cost(jobs[of_team[k]]);
     }
   }
   return rate;
@@ -212,9 +213,10 @@ PoolResult RunFair(const char* name, uint32_t workers, std::vector<PoolJob> jobs
   ExpectConsistent(c, r);
   ExpectFair(c, r, teams);
   // The pool is as busy as the shares make it: all of it unless caps leave some idle.
-  double wanted = 0;
-  for (double rate : FairRates(c.workers, c.batch_time, c.jobs, teams)) wanted += rate;
-  EXPECT_GE(r.worker_busy, wanted * ToSeconds(c.batch_time) / c.workers - 0.03);
+  const std::vector<double> fair = FairRates(c.workers, c.batch_time, c.jobs, teams);
+  double wanted = 0;  // workers
+  for (size_t i = 0; i < fair.size(); ++i) wanted += fair[i] * ToSeconds(c.jobs[i].batch_time.value_or(c.batch_time));
+  EXPECT_GE(r.worker_busy, wanted / c.workers - 0.03);
   return r;
 }
 
@@ -255,6 +257,18 @@ TEST(Pool, WhatAJobCannotUseGoesToTheOthers) {
 TEST(Pool, ThreeJobsOnAPoolTooSmall) {
   RunFair("three jobs, too few workers", 4,
           {Job("fast", "a", 1, 10), Job("medium", "b", 1, 20), Job("slow", "c", 1, 40)});
+}
+
+// What is shared is the workers' time: a job whose batches take four times as long to make (400 ms against 100)
+// gets a worker's time like the other, so a quarter of its batches (2.5 batches/s against 10), where counting
+// samples gave each 4 batches/s and the dear job 80 % of the pool's time. The workers' reports of what each
+// unit cost teach the coordinator the difference.
+TEST(Pool, ADearJobGetsTheSameTimeNotTheSameSamples) {
+  PoolJob dear = Job("dear", "a", 1, 10);
+  dear.batch_time = Millis(400);
+  PoolResult r = RunFair("a dear job beside a cheap one", 2, {dear, Job("cheap", "b", 1, 10)});
+  EXPECT_NEAR(r.jobs[1].RateBetween(Millis(5000), Millis(40000)) /
+                  r.jobs[0].RateBetween(Millis(5000), Millis(40000)), 4.0, 0.15);
 }
 
 // 4 workers at 100 ms a batch for 45 s: `resident` throughout, `visitor` from 15 s to 30 s.

@@ -31,8 +31,10 @@ std::shared_ptr<worker::BatchBuild> SimWorker::TakeMade() {
   return build;
 }
 
-void SimWorker::Count(Duration batch_time, uint64_t samples) {
-  counters.busy_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(batch_time).count();
+void SimWorker::Count(worker::BatchBuild& build, Duration batch_time, uint64_t samples) {
+  const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(batch_time).count();
+  build.busy_ns += ns;
+  counters.busy_ns += ns;
   counters.samples += samples;
 }
 

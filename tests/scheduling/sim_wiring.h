@@ -39,8 +39,9 @@ struct SimWorker {
   bool StartNext(TimePoint now, Duration batch_time);
   // The batch that was being made, taken off the queue: the worker is idle.
   std::shared_ptr<worker::BatchBuild> TakeMade();
-  // Counts a batch's time and samples into the pipeline's counters (what the worker's heartbeat reports).
-  void Count(Duration batch_time, uint64_t samples);
+  // Counts a batch's time and samples into the pipeline's counters (what the worker's heartbeat reports) and its
+  // time into the batch (what its unit's report says it cost).
+  void Count(worker::BatchBuild& build, Duration batch_time, uint64_t samples);
 };
 
 struct SimRank {
