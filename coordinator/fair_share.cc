@@ -87,10 +87,11 @@ FairShare::Key FairShare::KeyOf(const std::string& team, const std::string& job)
   auto vt = virtual_time_.find(priority);
   const double now = vt == virtual_time_.end() ? 0 : vt->second;
   auto t = teams_.find(team);
-  if (t == teams_.end()) return {false, -priority, now, 0};
+  if (t == teams_.end()) return {false, -priority, now, 0, 0, 0};
   auto j = t->second.jobs.find(job);
-  const double job_finish = j == t->second.jobs.end() ? 0 : j->second;
-  return {false, -priority, std::max(now, t->second.finish), std::max(t->second.virtual_time, job_finish)};
+  const Tag tag = j == t->second.jobs.end() ? Tag{} : j->second;
+  return {false, -priority, t->second.tag.StartAt(now), tag.StartAt(t->second.virtual_time), t->second.tag.served,
+          tag.served};
 }
 
 void FairShare::Charge(const std::string& team, const std::string& job, uint64_t samples) {
@@ -98,14 +99,14 @@ void FairShare::Charge(const std::string& team, const std::string& job, uint64_t
   if (known != team_of_.end() && known->second != team) LeaveTeam(job);
   team_of_[job] = team;
   Team& t = teams_[team];
-  double& job_finish = t.jobs[job];
+  Tag& job_tag = t.jobs[job];
   double& now = VirtualTime(team);
   const double work = static_cast<double>(samples) * CostFactorOf(job);
-  const double team_start = std::max(now, t.finish);
-  t.finish = team_start + work / WeightOf(team);
+  const double team_start = t.tag.StartAt(now);
+  t.tag = {team_start + work / WeightOf(team), work / WeightOf(team), ++grants_};
   now = team_start;
-  const double job_start = std::max(t.virtual_time, job_finish);
-  job_finish = job_start + work;
+  const double job_start = job_tag.StartAt(t.virtual_time);
+  job_tag = {job_start + work, work, grants_};
   t.virtual_time = job_start;
   t.samples += samples;
 }
@@ -113,14 +114,15 @@ void FairShare::Charge(const std::string& team, const std::string& job, uint64_t
 void FairShare::ReportCost(const std::string& job, uint64_t samples, double busy_seconds) {
   if (samples == 0 || !std::isfinite(busy_seconds) || busy_seconds <= 0) return;
   const double per_sample = busy_seconds / static_cast<double>(samples);
+  if (!std::isnormal(per_sample)) return;  // too small to be a cost: it would read as 0, "not reported"
   Cost& cost = costs_[job];
   cost.recent[cost.reports++ % kCostReports] = per_sample;
   std::array<double, kCostReports> sorted = cost.recent;
   const size_t held = std::min(cost.reports, kCostReports);
   std::nth_element(sorted.begin(), sorted.begin() + held / 2, sorted.begin() + held);
   cost.median = sorted[held / 2];
-  // The reference is taken again after each report while few jobs are held, else after as many reports as jobs:
-  // amortised, a report costs O(log jobs).
+  // The reference is taken again after each report while fewer than 64 jobs are held, else after about as many
+  // reports as jobs: amortised, a report costs O(1) beyond its own median.
   if (++reports_since_reference_ >= std::max<size_t>(1, costs_.size() / 64 * 64)) TakeReference();
 }
 

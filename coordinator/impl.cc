@@ -181,7 +181,7 @@ void CoordinatorImpl::Tick() {
   }
   if (now >= next_rate_refresh_) {
     PruneParkedIndexLocked();
-    if (rate_needed_) per_worker_rate_ = capacity_.Advise(workers_.size(), now).per_worker;  // a worker's worth
+    if (rate_needed_) RefreshWorkersWorthLocked(now);
     next_rate_refresh_ = now + Millis(1000);
   }
   ExpireWorkersLocked(now);

@@ -386,16 +386,23 @@ class CoordinatorImpl {
   // well-formed group; a client key registers no other kind.
   static Status CheckLocalWorker(const RegisterWorkerRequest& request, const Caller& caller);
   // Batches `team` may still be leased for `job` under its cap (TeamPolicy::max_workers), UINT32_MAX without one.
-  // Once the pool's rate per worker is known, the cap is a rate: samples accrue to the team at max_workers x that
-  // rate (at most a second's worth banked) and each grant spends them; a team in debt waits. Before, it is a count:
+  // Once the pool's rate per worker is known, the cap is a rate of the workers' time: pipeline-thread seconds
+  // accrue to the team at max_workers x a worker's threads a second (at most a second's worth banked) and each
+  // grant spends what its samples cost (ThreadSecondsLocked); a team in debt waits. Before, it is a count:
   // max_workers units of the job leased and unsent (a worker makes one batch at a time, so at most N workers busy).
   uint32_t TeamRoomLocked(const std::string& team, const JobRuntime& job) STOKER_REQUIRES(mu_);
   // Whether `team` has had less than its guarantee (TeamPolicy::min_workers) lately, so that its waiting requests
-  // are served first. Once the pool's rate per worker is known, the guarantee is a rate like the cap: samples accrue
-  // to the team at min_workers x that rate (at most a second's worth banked, at most a second's worth owed) and each
-  // grant spends from them; below while some are left. Before, below while it holds fewer than min_workers units of
-  // the job leased and unsent.
+  // are served first. Once the pool's rate per worker is known, the guarantee is a rate like the cap: thread
+  // seconds accrue to the team at min_workers x a worker's threads (at most a second's worth banked, at most a
+  // second's worth owed) and each grant spends from them; below while some are left. Before, below while it holds
+  // fewer than min_workers units of the job leased and unsent.
   bool BelowMinimumLocked(const std::string& team, const JobRuntime& job) STOKER_REQUIRES(mu_);
+  // A worker's worth a second, for caps and guarantees: the pool's samples per busy worker (capacity_) and the mean
+  // pool worker's pipeline threads. Once a second, on the timer.
+  void RefreshWorkersWorthLocked(TimePoint now) STOKER_REQUIRES(mu_);
+  // What `samples` of `job` cost the pool's pipeline threads: at the job's reported cost (FairShare), or until it
+  // is known, at the pool's mean (a worker's threads over its samples a second).
+  double ThreadSecondsLocked(const std::string& job, uint64_t samples) const STOKER_REQUIRES(mu_);
   uint64_t UnsentByTeamLocked(const std::string& team) const STOKER_REQUIRES(mu_);
   void AnswerParkedEmptyLocked(RankRuntime& r, bool job_done) STOKER_REQUIRES(mu_);
   void ExpireParkedLocked(RankRuntime& r, TimePoint now) STOKER_REQUIRES(mu_);
@@ -455,21 +462,24 @@ class CoordinatorImpl {
   // What accrues at a rate and is spent (a token bucket): capped teams' samples, guaranteed teams' samples owed, a
   // key's new worker registrations.
   struct Allowance {
-    double samples = 0;
+    double amount = 0;
     TimePoint at;
     // Adds what `rate` (a second) has accrued since `at`, keeping at most `seconds` worth; what is left.
     double Accrue(double rate, TimePoint now, double seconds = 1) {
-      samples = std::min(rate * seconds, samples + rate * ToSeconds(now - at));
+      amount = std::min(rate * seconds, amount + rate * ToSeconds(now - at));
       at = now;
-      return samples;
+      return amount;
     }
   };
-  // Capped teams' samples to spend (TeamRoomLocked): one entry per team --team-max-workers names, at most.
+  // Capped teams' pipeline-thread seconds to spend (TeamRoomLocked): one entry per team --team-max-workers names,
+  // at most.
   std::map<std::string, Allowance> team_allowance_ STOKER_GUARDED_BY(mu_);
-  // Guaranteed teams' samples owed (BelowMinimumLocked): one entry per team --team-min-workers names, at most.
+  // Guaranteed teams' pipeline-thread seconds owed (BelowMinimumLocked): one entry per team --team-min-workers
+  // names, at most.
   std::map<std::string, Allowance> team_guarantee_ STOKER_GUARDED_BY(mu_);
   const bool rate_needed_;  // some team has a cap or a guarantee, which need per_worker_rate_
   double per_worker_rate_ STOKER_GUARDED_BY(mu_) = -1;  // samples/s one worker makes busy (capacity_), < 0 unknown
+  double worker_threads_ STOKER_GUARDED_BY(mu_) = 1;    // pipeline threads of the mean pool worker: its worth a second
   TimePoint next_rate_refresh_ STOKER_GUARDED_BY(mu_);
   uint64_t membership_version_ STOKER_GUARDED_BY(mu_) = 1;
   uint64_t workers_joined_ STOKER_GUARDED_BY(mu_) = 0;  // WorkerRuntime::joined of the latest to join

@@ -134,15 +134,14 @@ LeaseGrant CoordinatorImpl::GrantLocked(const std::string& job_name, JobRuntime&
     return g;
   }
   shares_.Charge(team, job_name, samples);
-  // Caps and guarantees are workers' worth of time too: a dear job's samples spend more of them.
-  const double work = static_cast<double>(samples) * shares_.CostFactorOf(job_name);
+  const double seconds = ThreadSecondsLocked(job_name, samples);
   auto allowance = team_allowance_.find(team);
-  if (allowance != team_allowance_.end()) allowance->second.samples -= work;
+  if (allowance != team_allowance_.end()) allowance->second.amount -= seconds;
   auto guarantee = team_guarantee_.find(team);
   if (guarantee != team_guarantee_.end()) {
     // A busy past owes at most a second's worth (it does not void the guarantee); this grant is paid in full.
-    const double second = shares_.PolicyOf(team).min_workers * std::max(0.0, per_worker_rate_);
-    guarantee->second.samples = std::max(-second, guarantee->second.samples) - work;
+    const double second = shares_.PolicyOf(team).min_workers * worker_threads_;
+    guarantee->second.amount = std::max(-second, guarantee->second.amount) - seconds;
   }
   HoldLocked(r, unit,
              ActiveLease{g.attempt, worker_id, clock_.Now() + options_.lease_ttl, false, {}, batches, team});
@@ -433,12 +432,27 @@ void CoordinatorImpl::KeepQuarantineLocked(JobRuntime& job, const UnitDoneReques
 }
 
 // What the unit's samples cost its worker, for the fair share (FairShare::ReportCost): only from the holder of its
-// lease, and only from a pool worker (node-local ones are outside the shares, and may be other machines' cores).
+// lease, only its first report (a worker sends it again until it is answered, and the lease stays until the acks
+// commit it: a replay counted again would let one worker's units set the median), only from a pool worker
+// (node-local ones are outside the shares), and never for more batches than it was leased.
 void CoordinatorImpl::CountCostLocked(JobRuntime& job, const UnitDoneRequest& request) {
   if (request.outcome != UnitOutcome::kSent || request.batches_sent == 0) return;
   auto wit = workers_.find(request.worker_id);
-  if (wit == workers_.end() || !wit->second.local_group.empty() || !FromLeaseHolderLocked(job, request)) return;
-  shares_.ReportCost(request.job, uint64_t{request.batches_sent} * job.plan.batch_size(), request.busy_seconds);
+  if (wit == workers_.end() || !wit->second.local_group.empty()) return;
+  const std::pair holder{request.worker_id, request.attempt};
+  uint32_t leased = 0;
+  const RankRuntime& r = job.ranks[request.rank];
+  auto it = r.active.find(request.unit);
+  if (it != r.active.end()) {
+    if (it->second.sent || std::pair{it->second.worker_id, it->second.attempt} != holder) return;
+    leased = it->second.batches;
+  } else {
+    auto done = job.unreported_commits.find({request.rank, request.unit});  // committed before its report came
+    if (done == job.unreported_commits.end() || done->second != holder) return;
+    leased = job.plan.Unit(request.unit).count;
+  }
+  const uint64_t batches = std::min(request.batches_sent, leased);
+  shares_.ReportCost(request.job, batches * job.plan.batch_size(), request.busy_seconds);
 }
 
 Status CoordinatorImpl::UnitDone(const UnitDoneRequest& request, const Caller& caller) {

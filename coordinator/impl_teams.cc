@@ -21,7 +21,7 @@ uint32_t CoordinatorImpl::TeamRoomLocked(const std::string& team, const JobRunti
   if (max_workers == 0) return UINT32_MAX;
   if (per_worker_rate_ > 0) {
     auto it = team_allowance_.try_emplace(team, Allowance{0, clock_.Now()}).first;
-    return it->second.Accrue(max_workers * per_worker_rate_, clock_.Now()) >= 0 ? UINT32_MAX : 0;
+    return it->second.Accrue(max_workers * worker_threads_, clock_.Now()) >= 0 ? UINT32_MAX : 0;
   }
   const uint64_t cap = uint64_t{max_workers} * job.plan.batches_per_unit();
   const uint64_t used = UnsentByTeamLocked(team);
@@ -32,11 +32,32 @@ bool CoordinatorImpl::BelowMinimumLocked(const std::string& team, const JobRunti
   const uint32_t min_workers = shares_.PolicyOf(team).min_workers;
   if (min_workers == 0) return false;
   if (per_worker_rate_ > 0) {
-    const double rate = min_workers * per_worker_rate_;
+    const double rate = min_workers * worker_threads_;
     auto it = team_guarantee_.try_emplace(team, Allowance{rate, clock_.Now()}).first;  // a second's worth owed
     return it->second.Accrue(rate, clock_.Now()) > 0;
   }
   return UnsentByTeamLocked(team) < uint64_t{min_workers} * job.plan.batches_per_unit();
+}
+
+void CoordinatorImpl::RefreshWorkersWorthLocked(TimePoint now) {
+  per_worker_rate_ = capacity_.Advise(workers_.size(), now).per_worker;
+  double threads = 0;
+  size_t pool = 0;
+  for (const auto& [id, w] : workers_) {
+    if (!w.local_group.empty()) continue;  // the client's own cores: outside shares, caps and guarantees
+    threads += std::max<uint32_t>(1, w.threads);
+    ++pool;
+  }
+  worker_threads_ = pool > 0 ? threads / static_cast<double>(pool) : 1;
+}
+
+// Caps and guarantees are in the workers' time, as the shares are: a dear job's samples spend more of them. Its
+// own cost when reported, so that the rule holds whatever the pool's mix of jobs (a cheap job beside a dear one
+// is not charged against the dear one's cost, as a factor against the median job would).
+double CoordinatorImpl::ThreadSecondsLocked(const std::string& job, uint64_t samples) const {
+  const double reported = shares_.SampleSecondsOf(job);
+  const double per_sample = reported > 0 ? reported : per_worker_rate_ > 0 ? worker_threads_ / per_worker_rate_ : 0;
+  return static_cast<double>(samples) * per_sample;
 }
 
 uint64_t CoordinatorImpl::UnsentByTeamLocked(const std::string& team) const {

@@ -113,7 +113,7 @@ Status CoordinatorImpl::SpendRegistrationLocked(const std::string& identity) {
   RegistrationBudget& b =
       registration_budget_.try_emplace(identity, RegistrationBudget{Allowance{4 * rate, now}}).first->second;
   if (b.left.Accrue(rate, now, 4) >= 1) {
-    b.left.samples -= 1;
+    b.left.amount -= 1;
     b.refused = false;
     return Status::Ok();
   }

@@ -183,6 +183,25 @@ TEST_F(LocalWorkersTest, PlacesOfTheirOwnAndAPerKeyLimit) {
 }
 
 // Node-local leases are the client's own cores: they spend none of its team's cap on the pool.
+// The client's own cores are outside the shares, so what its units cost them teaches the pool nothing.
+TEST_F(LocalWorkersTest, TheirUnitsCostsAreNotTheJobsCost) {
+  ASSERT_TRUE(AddLocal("local-a", kGroup).ok());
+  RegisterIn("c0", 0, kGroup);
+  std::vector<LeaseGrant> g = Lease("local-a", 0, 1);
+  ASSERT_EQ(g.size(), 1u);
+  ASSERT_TRUE(
+      impl_->UnitDone({"local-a", "job", 0, g[0].unit, g[0].attempt, UnitOutcome::kSent, g[0].batch_count, {}, 5.0})
+          .ok());
+  EXPECT_EQ(impl_->Stats().job_stats.at(0).sample_seconds, 0.0);
+  AddWorker("pool");
+  g = Lease("pool", 0, 1);
+  ASSERT_EQ(g.size(), 1u);
+  ASSERT_TRUE(
+      impl_->UnitDone({"pool", "job", 0, g[0].unit, g[0].attempt, UnitOutcome::kSent, g[0].batch_count, {}, 0.5}).ok());
+  EXPECT_DOUBLE_EQ(impl_->Stats().job_stats.at(0).sample_seconds, 0.5 / (g[0].batch_count * spec_.batch_size))
+      << "a pool worker's report counts";
+}
+
 TEST_F(LocalWorkersTest, OutsideTheTeamsCap) {
   options_.teams["team"] = TeamPolicy{};
   options_.teams["team"].max_workers = 1;

@@ -166,6 +166,30 @@ TEST_F(SchedulingTest, AUnitsCostIsHeardOnlyFromItsLeaseHolder) {
   EXPECT_EQ(impl_->Stats().job_stats.at(0).cost_factor, 1.0) << "the only job is the reference";
 }
 
+// A worker resends a unit's report until it is answered, and the lease stays until the client's acks commit it: a
+// replay must not count again (15 of them would set the median alone), nor may a report claim more batches than
+// its lease had.
+TEST_F(SchedulingTest, AUnitsCostCountsOnceAndOnlyForTheBatchesLeased) {
+  Register("c-a", 0, /*window=*/8);
+  AddWorker("w-1");
+  std::vector<LeaseGrant> g = Lease("w-1", 0, 2);
+  ASSERT_EQ(g.size(), 2u);
+  auto cost = [&] { return impl_->Stats().job_stats.at(0).sample_seconds; };
+  const double per_sample = 0.4 / (g[0].batch_count * spec_.batch_size);
+  UnitDoneRequest done{"w-1", "job", 0, g[0].unit, g[0].attempt, UnitOutcome::kSent, g[0].batch_count, {}, 0.4};
+  ASSERT_TRUE(impl_->UnitDone(done).ok());
+  EXPECT_DOUBLE_EQ(cost(), per_sample);
+  done.busy_seconds = 40.0;
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(impl_->UnitDone(done).ok()) << "a replay is answered as before";
+  EXPECT_DOUBLE_EQ(cost(), per_sample) << "replays of the first report count nothing";
+  // The second unit claims 100 times its batches: counted for the batches leased, so the cost it reports is 0.4 a
+  // unit, and with two reports of the same the median is that.
+  UnitDoneRequest inflated{"w-1", "job", 0, g[1].unit, g[1].attempt, UnitOutcome::kSent, 100 * g[1].batch_count,
+                           {}, 0.4};
+  ASSERT_TRUE(impl_->UnitDone(inflated).ok());
+  EXPECT_DOUBLE_EQ(cost(), 0.4 / (g[1].batch_count * spec_.batch_size));
+}
+
 TEST_F(SchedulingTest, AFreedPlaceGoesToTheJobBelowItsShareNotBackToTheJobThatFreedIt) {
   auto got = CompeteForOnePlace(options_, 8);
   EXPECT_EQ(got["modest"], 4) << "half the places: the teams weigh the same, whatever their ranks";

@@ -167,6 +167,30 @@ TEST_F(WorkerImplTest, ARegistrationRefusedForNowIsAskedAgainEverySecond) {
   EXPECT_TRUE(other->TakeOutbox().requests.empty()) << "a refusal that will not pass is not repeated";
 }
 
+// A unit of several batches reports what all of them took, not the last one's.
+TEST_F(WorkerImplTest, AUnitsReportSumsItsBatchesBusyTime) {
+  Ready(/*credits=*/2);
+  impl_->Tick();
+  RequestTracker::Pending ask = Take<LeaseRequest>();
+  LeaseGrant two = Grant(0, 1, spec_);
+  two.batch_count = 2;
+  LeaseResponse response;
+  response.leases = {two};
+  Reply(ask, response);
+  Collect();
+  ASSERT_EQ(outbox_.builds.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    auto build = outbox_.builds[i];
+    ASSERT_TRUE(impl_->RouteBatch(*build).has_value());
+    build->busy_ns = static_cast<int64_t>(i + 1) * 100'000'000;
+    impl_->BatchSent(*build, /*delivered=*/true);
+  }
+  std::vector<UnitDoneRequest> done = UnitsDone();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].batches_sent, 2u);
+  EXPECT_NEAR(done[0].busy_seconds, 0.3, 1e-12);
+}
+
 TEST_F(WorkerImplTest, CreditCapsLeases) {
   Ready(/*credits=*/2);
   impl_->Tick();

@@ -292,6 +292,17 @@ TEST(Pool, ACapHoldsATeamToItsWorkersWorth) {
           capped);
 }
 
+// The cap is of the workers' time, whatever the other jobs cost: beside a job whose batches take four times as
+// long, team a's 1 worker is still 10 cheap batches/s. Regression: caps spent each grant's charge against the
+// median job, which beside one dear job is the dear one, so a cheap batch spent a quarter of its time and the
+// capped team got 19.4 batches/s.
+TEST(Pool, ACapIsAWorkersTimeBesideADearJob) {
+  PoolJob dear = Job("dear", "b", 2, 10);
+  dear.batch_time = Millis(400);
+  RunFair("team a capped at 1 worker, beside a dear job", 4, {Job("capped", "a", 2, 40), dear},
+          {{"a", {.max_workers = 1}}});
+}
+
 // Priorities: a production team's job that arrives takes each place as the unit in it ends, and the research job
 // gets only what production cannot use (40 batches/s: production needs 25, research has 15), then everything again
 // once production is gone. Preemption at unit boundaries: nothing is taken back mid-unit.
