@@ -264,9 +264,6 @@ class CoordinatorImpl {
     std::optional<TimePoint> idle_since;  // since when no client has held any of its ranks
     size_t quarantine_reports = 0;  // over all epochs
     uint64_t samples_leased = 0;
-    // Whether some rank may have a parked request: set when one parks, cleared when ServeAllJobsLocked finds none,
-    // so the sweep over every job skips the jobs with nothing waiting.
-    bool maybe_parked = false;
     std::optional<std::string> team;  // of the first rank held (JobTeamLocked); reset when a session starts
     // The team whose client created it, whose job slots it takes (--max-jobs-per-team). Unset for a job replayed
     // from the journal: then the team of its first held rank.
@@ -355,6 +352,9 @@ class CoordinatorImpl {
   // Leased, unsent batches `worker_id` holds, and how many it may hold for `job`'s batch size.
   uint32_t UnsentLocked(const std::string& worker_id) const STOKER_REQUIRES(mu_);
   uint32_t QueueLimitLocked(const std::string& worker_id, const JobRuntime& job) const STOKER_REQUIRES(mu_);
+  // The largest QueueLimitLocked of `worker_id` over jobs whose units are at most `largest_unit` batches: a worker
+  // holding that many unsent has room for none of them.
+  uint32_t QueueBoundLocked(const std::string& worker_id, uint32_t largest_unit) const STOKER_REQUIRES(mu_);
   // Serves the rank's parked requests (only those from `only_worker` when given), least-loaded worker first.
   void ServeParkedLocked(const std::string& job_name, JobRuntime& job, uint32_t rank,
                          const std::string* only_worker = nullptr) STOKER_REQUIRES(mu_);
@@ -368,7 +368,7 @@ class CoordinatorImpl {
   // Whether the rank's window has room for its next unit (something could be leased for it now).
   bool HasRoomLocked(const JobRuntime& job, uint32_t rank) const STOKER_REQUIRES(mu_);
   // Serves every job's parked requests in fair order (ServeInFairOrderLocked): the timer's sweep, a worker gone,
-  // reconciling done.
+  // reconciling done. Only the ranks a worker with room is parked on are looked at.
   void ServeAllJobsLocked() STOKER_REQUIRES(mu_);
   // Serves the parked requests of `waiting` (job -> its ranks; only those from `only_worker` when given): the job
   // furthest below its fair share first (shares_), within a job the rank furthest behind in plan order first.
