@@ -68,25 +68,30 @@ std::map<std::string, double> CapacityEstimator::LocalSupply(TimePoint now) cons
 
 namespace {
 
-// What the pool must make (samples/s, with the headroom): each team's demand less what its node-local workers make
-// (each job's supply counted up to its own demand: beyond it, it is no use to other jobs), at most its cap (local
-// leases are outside the cap).
-template <typename TeamOf, typename CapOf>
-double PoolDemand(const std::map<std::string, double>& local_supply, const CapacityAdvice& advice,
-                  const std::map<std::string, double>& team_demand, const TeamOf& team_of, const CapOf& cap_of) {
-  std::map<std::string, double> local;
-  for (const auto& [job, rate] : local_supply) {
-    auto in = advice.jobs.find(job);
-    if (in != advice.jobs.end()) local[team_of(job)] += std::min(rate, in->second.demand * kHeadroom);
+// What the pool must make, in workers (with the headroom): each job's demand less what its node-local workers make
+// (counted up to its own demand: beyond it, it is no use to other jobs), in workers by its cost; each team's sum at
+// most its cap (local leases are outside the cap).
+template <typename TeamOf, typename WorkersFor, typename CapOf>
+double PoolWorkers(const std::map<std::string, double>& local_supply, const CapacityAdvice& advice,
+                   const TeamOf& team_of, const WorkersFor& workers_for, const CapOf& cap_of) {
+  std::map<std::string, double> team_workers;
+  for (const auto& [job, in] : advice.jobs) {
+    auto local = local_supply.find(job);
+    const double wanted = in.demand * kHeadroom;
+    const double made = local == local_supply.end() ? 0 : std::min(local->second, wanted);
+    team_workers[team_of(job)] += workers_for(job, wanted - made);
   }
   double pool = 0;
-  for (const auto& [team, demand] : team_demand) {
-    pool += std::min(std::max(0.0, demand * kHeadroom - local[team]), cap_of(team) * kHeadroom);
-  }
+  for (const auto& [team, workers] : team_workers) pool += std::min(workers, cap_of(team) * kHeadroom);
   return pool;
 }
 
 }  // namespace
+
+CapacityAdvice CapacityEstimator::Advise(size_t workers, TimePoint now,
+                                         const std::set<std::string>& window_bound) const {
+  return Advise(workers, now, window_bound, Caps{});
+}
 
 CapacityAdvice CapacityEstimator::Advise(size_t workers, TimePoint now, const std::set<std::string>& window_bound,
                                          const Caps& caps) const {
@@ -126,27 +131,42 @@ CapacityAdvice CapacityEstimator::Advise(size_t workers, TimePoint now, const st
     auto t = caps.team_of.find(job);
     return t == caps.team_of.end() ? std::string() : t->second;
   };
-  auto cap_of = [&](const std::string& team) {
+  // Caps are workers' time (CoordinatorImpl::TeamRoomLocked), so demands are weighed in workers: a job's samples/s
+  // at its own cost over a worker's threads, or at the pool's mean (per_worker) while its cost is not known.
+  auto cap_of = [&](const std::string& team) {  // in workers
     auto m = caps.max_workers.find(team);
-    return m == caps.max_workers.end() || advice.per_worker <= 0 ? std::numeric_limits<double>::infinity()
-                                                                  : m->second * advice.per_worker;
+    return m == caps.max_workers.end() ? std::numeric_limits<double>::infinity() : static_cast<double>(m->second);
   };
-  std::map<std::string, double> team_demand;
+  auto workers_for = [&](const std::string& job, double samples_per_second) {
+    auto cost = caps.sample_seconds.find(job);
+    if (cost != caps.sample_seconds.end() && cost->second > 0) {
+      return samples_per_second * cost->second / std::max(caps.worker_threads, 1.0);
+    }
+    return samples_per_second / advice.per_worker;
+  };
+  std::map<std::string, double> team_demand;  // samples/s
+  std::map<std::string, double> team_workers;  // the same in workers (once per_worker is known)
   for (const auto& [job, o] : observed) {
     JobInput& in = advice.jobs[job];
     in.stall = std::min(o.stall, 0.98);  // the consumer's own time: never below 2 % of its step time
     in.demand = o.rate / (1 - in.stall);
     team_demand[team_of(job)] += in.demand;
+    if (advice.per_worker > 0) team_workers[team_of(job)] += workers_for(job, in.demand);
   }
+  auto over_cap = [&](const std::string& team) {  // the share of its demand a team's cap leaves it (1: all)
+    auto held = team_workers.find(team);
+    if (held == team_workers.end() || held->second <= cap_of(team)) return 1.0;
+    return cap_of(team) / held->second;
+  };
   for (const auto& [team, demand] : team_demand) {
-    advice.demand = std::max(advice.demand, 0.0) + std::min(demand, cap_of(team));
+    advice.demand = std::max(advice.demand, 0.0) + demand * over_cap(team);
   }
   bool waiting_with_idle_workers = false;
   for (const auto& [job, o] : observed) {
     JobInput& in = advice.jobs[job];
     if (in.stall < kJobStalled) continue;
     const std::string team = team_of(job);
-    if (team_demand[team] > cap_of(team)) {
+    if (over_cap(team) < 1) {
       in.bottleneck = "cap";
     } else if (advice.worker_busy >= kPoolBusy) {
       in.bottleneck = "workers";
@@ -159,8 +179,7 @@ CapacityAdvice CapacityEstimator::Advise(size_t workers, TimePoint now, const st
     advice.recommended = static_cast<uint32_t>(workers);
     return advice;
   }
-  double needed =
-      std::ceil(PoolDemand(local_by_job, advice, team_demand, team_of, cap_of) / advice.per_worker);
+  double needed = std::ceil(PoolWorkers(local_by_job, advice, team_of, workers_for, cap_of));
   if (waiting_with_idle_workers) needed = std::max(needed, static_cast<double>(workers));
   double most = static_cast<double>(std::max<size_t>(2 * workers, workers + 1));
   advice.recommended = static_cast<uint32_t>(std::clamp(needed, 1.0, most));

@@ -85,13 +85,18 @@ class CapacityEstimator {
   void Prune(TimePoint now);
 
   // `window_bound`: the jobs none of whose waiting ranks had room left in their window (the Impl knows).
-  // `caps`: the teams capped (team -> at most this many workers) and each job's team (job -> team).
+  // `caps`: the teams capped (team -> at most this many workers) and each job's team (job -> team); and what a
+  // sample of each job costs the pool's pipeline threads, where known (FairShare), with a pool worker's threads:
+  // a job's demand needs workers by its own cost, not the pool's mean.
   struct Caps {
     std::map<std::string, uint32_t> max_workers;
     std::map<std::string, std::string> team_of;
+    std::map<std::string, double> sample_seconds;
+    double worker_threads = 1;
   };
-  CapacityAdvice Advise(size_t workers, TimePoint now, const std::set<std::string>& window_bound = {},
-                        const Caps& caps = {}) const;
+  CapacityAdvice Advise(size_t workers, TimePoint now, const std::set<std::string>& window_bound,
+                        const Caps& caps) const;
+  CapacityAdvice Advise(size_t workers, TimePoint now, const std::set<std::string>& window_bound = {}) const;
 
  private:
   struct Sample {

@@ -95,6 +95,28 @@ TEST_F(CapacityTest, ACappedTeamAsksForNoMoreThanItsCapAndNamesIt) {
   EXPECT_EQ(loose.jobs["job"].bottleneck, "workers");
 }
 
+// A job's demand needs workers by what its own samples cost, not the pool's mean: the same 1,200 samples/s of a job
+// whose samples cost a pipeline thread 5 ms (200 a second, half the pool's mean of 400) need twice the workers, and
+// a cap of 4 workers holds it to 4 workers' time, 800 of its samples a second.
+TEST_F(CapacityTest, ADearJobsDemandNeedsWorkersByItsOwnCost) {
+  Run(10, 2, 400, 0.5, 2, 300, 0.5);
+  CapacityEstimator::Caps caps;
+  caps.sample_seconds["job"] = 0.005;
+  auto advice = estimator_.Advise(2, clock_.Now(), {}, caps);
+  EXPECT_NEAR(advice.demand, 1200, 15) << "its samples/s, as before";
+  EXPECT_EQ(advice.recommended, 4u) << "1,320 x 0.005 = 6.6 workers, within a doubling of the 2 running";
+  EXPECT_EQ(estimator_.Advise(4, clock_.Now(), {}, caps).recommended, 7u);
+  caps.worker_threads = 2;  // workers of two threads each make twice as much
+  EXPECT_EQ(estimator_.Advise(4, clock_.Now(), {}, caps).recommended, 4u);  // 3.3
+  caps.worker_threads = 1;
+  caps.max_workers["research"] = 4;
+  caps.team_of["job"] = "research";
+  advice = estimator_.Advise(4, clock_.Now(), {}, caps);
+  EXPECT_NEAR(advice.demand, 800, 15) << "4 workers' time at 5 ms a sample";
+  EXPECT_EQ(advice.recommended, 5u) << "4 x 1.1, rounded up";
+  EXPECT_EQ(advice.jobs["job"].bottleneck, "cap");
+}
+
 TEST_F(CapacityTest, AJobThatDoesNotWaitHasNoBottleneck) {
   Run(10, 4, 400, 0.3, 4, 100, 0.005);
   auto advice = estimator_.Advise(4, clock_.Now());

@@ -91,9 +91,19 @@ CoordinatorStats CoordinatorImpl::Stats() const {
   if (!caps.max_workers.empty()) {
     for (const auto& [name, job] : jobs_) caps.team_of[name] = TeamOfRecord(job);
   }
+  for (const auto& [name, job] : jobs_) {
+    const double cost = shares_.SampleSecondsOf(name);
+    if (cost > 0) caps.sample_seconds[name] = cost;
+  }
   // The advice is for the pool: node-local workers count as supply it need not make, not as pool workers.
   size_t pool = 0;
-  for (const auto& [id, w] : workers_) pool += w.local_group.empty() && !w.draining;
+  double threads = 0;
+  for (const auto& [id, w] : workers_) {
+    if (!w.local_group.empty() || w.draining) continue;
+    ++pool;
+    threads += std::max<uint32_t>(1, w.threads);
+  }
+  if (pool > 0) caps.worker_threads = threads / static_cast<double>(pool);
   s.advice = capacity_.Advise(pool, clock_.Now(), window_bound, caps);
   s.reconciling = reconciling_;
   return s;
