@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <sstream>
 
 #include "bench/consume_rate.h"
@@ -109,8 +108,9 @@ StatusOr<Row> MeasureCount(const Options& o, const std::string& manifest,
   Row row;
   row.workers = n;
   row.standalone = StandalonePipelineRate(samples, n, o.seconds / 2, /*full_decode_only=*/false);
+  // A fresh directory: a journal left by an earlier run would restore its job with a client still counted live.
   const std::string run_dir = o.dir + "/run-" + std::to_string(n);
-  std::filesystem::create_directories(run_dir);
+  STOKER_RETURN_IF_ERROR(bench::FreshDirectory(run_dir));
   STOKER_ASSIGN_OR_RETURN(auto cluster, bench::StartCluster(run_dir, n, 1));
   JobSpec spec{.name = "scaling-" + std::to_string(n), .manifest_path = manifest, .batch_size = o.batch, .epochs = 1000};
   auto rate = bench::ConsumeFor(*cluster, spec, /*prefetch=*/std::max<uint32_t>(16, 3 * n), /*credits=*/2, 2.0,
