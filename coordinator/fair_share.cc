@@ -152,6 +152,11 @@ double FairShare::SampleSecondsOf(const std::string& job) const {
   return cost == costs_.end() ? 0 : cost->second.median;
 }
 
+double FairShare::BoundedSampleSecondsOf(const std::string& job) const {
+  if (costs_.count(job) == 0 || reference_cost_ <= 0) return 0;
+  return reference_cost_ * CostFactorOf(job);
+}
+
 void FairShare::Forget(const std::string& job) {
   if (costs_.erase(job) != 0) TakeReference();
   LeaveTeam(job);

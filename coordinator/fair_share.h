@@ -118,6 +118,9 @@ class FairShare {
   // pipeline-thread seconds (0 until then).
   double CostFactorOf(const std::string& job) const;
   double SampleSecondsOf(const std::string& job) const;
+  // Its cost held within the same bounds as its factor (the reference x CostFactorOf; 0 until reported on): what
+  // caps, guarantees and the capacity advice count, so that the workers' reports move those no further than shares.
+  double BoundedSampleSecondsOf(const std::string& job) const;
   // A job forgotten: its tag and cost go, and its team's tag once the team has no job left, so what is held is at
   // most the jobs held.
   void Forget(const std::string& job);

@@ -120,6 +120,9 @@ TEST(FairShare, OneWorkersReportsCannotMoveAJobsCostAndAllOfThemOnlyWithinBounds
   for (int i = 0; i < 100; ++i) shares.ReportCost("victim", 64, 64.0);
   EXPECT_EQ(shares.CostFactorOf("victim"), FairShare::kMaxCostFactor);
   EXPECT_EQ(shares.CostFactorOf("other"), 1.0);
+  EXPECT_DOUBLE_EQ(shares.SampleSecondsOf("victim"), 1.0) << "what the workers said";
+  EXPECT_DOUBLE_EQ(shares.BoundedSampleSecondsOf("victim"), 0.016) << "what caps and advice count: 16 x 1 ms";
+  EXPECT_EQ(shares.BoundedSampleSecondsOf("unreported"), 0.0);
   auto got = Serve(shares, {{"victim", "a"}, {"other", "b"}}, 1700);
   EXPECT_NEAR(got["victim"], 100, 2);
   // Nonsense is ignored, and forgetting a job forgets its cost.

@@ -141,7 +141,8 @@ LeaseGrant CoordinatorImpl::GrantLocked(const std::string& job_name, JobRuntime&
     return g;
   }
   shares_.Charge(team, job_name, samples);
-  const double seconds = ThreadSecondsLocked(job_name, samples);
+  // Allowances accrue only while the pool's rate is known (TeamRoomLocked), so they are spent only then too.
+  const double seconds = per_worker_rate_ > 0 ? ThreadSecondsLocked(job_name, samples) : 0;
   auto allowance = team_allowance_.find(team);
   if (allowance != team_allowance_.end()) allowance->second.amount -= seconds;
   auto guarantee = team_guarantee_.find(team);
@@ -298,7 +299,11 @@ void CoordinatorImpl::ServeAllJobsLocked() {
   for (const auto& [worker_id, entries] : parked_at_) {
     if (UnsentLocked(worker_id) >= QueueBoundLocked(worker_id, largest_unit)) continue;
     for (const auto& [job, rank] : entries) {
-      if (jobs_.count(job) != 0) waiting[job].push_back(rank);  // a job forgotten may linger in the index
+      // The index is pruned lazily: a job forgotten, or re-planned for fewer ranks, may linger in it.
+      auto it = jobs_.find(job);
+      if (it != jobs_.end() && rank < it->second.ranks.size() && !it->second.ranks[rank].parked.empty()) {
+        waiting[job].push_back(rank);
+      }
     }
   }
   for (auto& [name, ranks] : waiting) {
@@ -463,7 +468,7 @@ void CoordinatorImpl::CountCostLocked(JobRuntime& job, const UnitDoneRequest& re
   } else {
     auto done = job.unreported_commits.find({request.rank, request.unit});  // committed before its report came
     if (done == job.unreported_commits.end() || done->second != holder) return;
-    leased = job.plan.Unit(request.unit).count;
+    leased = job.plan.Unit(request.unit).count;  // its batches skipped are not kept past the commit: the unit's
   }
   const uint64_t batches = std::min(request.batches_sent, leased);
   shares_.ReportCost(request.job, batches * job.plan.batch_size(), request.busy_seconds);

@@ -92,7 +92,7 @@ CoordinatorStats CoordinatorImpl::Stats() const {
     for (const auto& [name, job] : jobs_) caps.team_of[name] = TeamOfRecord(job);
   }
   for (const auto& [name, job] : jobs_) {
-    const double cost = shares_.SampleSecondsOf(name);
+    const double cost = shares_.BoundedSampleSecondsOf(name);
     if (cost > 0) caps.sample_seconds[name] = cost;
   }
   // The advice is for the pool: node-local workers count as supply it need not make, not as pool workers.

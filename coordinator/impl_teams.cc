@@ -53,9 +53,10 @@ void CoordinatorImpl::RefreshWorkersWorthLocked(TimePoint now) {
 
 // Caps and guarantees are in the workers' time, as the shares are: a dear job's samples spend more of them. Its
 // own cost when reported, so that the rule holds whatever the pool's mix of jobs (a cheap job beside a dear one
-// is not charged against the dear one's cost, as a factor against the median job would).
+// is not charged against the dear one's cost, as a factor against the median job would), within the bounds the
+// shares hold it to (workers reporting a job's samples as free cannot lift its team's cap).
 double CoordinatorImpl::ThreadSecondsLocked(const std::string& job, uint64_t samples) const {
-  const double reported = shares_.SampleSecondsOf(job);
+  const double reported = shares_.BoundedSampleSecondsOf(job);
   const double per_sample = reported > 0 ? reported : per_worker_rate_ > 0 ? worker_threads_ / per_worker_rate_ : 0;
   return static_cast<double>(samples) * per_sample;
 }

@@ -75,6 +75,23 @@ TEST_F(ReshapeTest, ACheckpointResumesTheJobOnAnotherShapeFromItsPoint) {
       << state;
 }
 
+// A request parked on a rank the new shape lacks: the index of where workers wait still names it until it is
+// pruned, and a sweep before then must pass it by. Regression: the sweep read past the end of the job's ranks
+// (AddressSanitizer: heap-buffer-overflow in ServeParkedLocked).
+TEST_F(ReshapeTest, ARequestParkedOnARankTheNewShapeLacksIsPassedBy) {
+  AddWorker("w-1");
+  const std::string token = TrainTwoRanksTo(2);
+  AddWorker("w-2");  // (w-1 timed out while the old clients did)
+  AddWorker("w-3");
+  auto parked = impl_->RequestLease(7, {"w-2", "job", 1, 1, 1000});  // rank 1 has no client: it waits
+  ASSERT_TRUE(parked.ok()) << parked.status().ToString();
+  ASSERT_FALSE(parked->has_value());
+  auto r = Resume("n-0", 0, Shaped(1, 10), token);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(impl_->Deregister({"w-3", "", 0}).ok());  // a worker leaving sweeps every job at once
+  EXPECT_FALSE(Lease("w-2", 0, 1).empty()) << "the new shape's one rank is served";
+}
+
 TEST_F(ReshapeTest, ATokenOfTheSameShapeAtAStepOfThePlanResumesWithoutReplanning) {
   const std::string token = TrainTwoRanksTo(3);
   auto r = Resume("n-0", 0, spec_, token);

@@ -190,6 +190,27 @@ TEST_F(SchedulingTest, AUnitsCostCountsOnceAndOnlyForTheBatchesLeased) {
   EXPECT_DOUBLE_EQ(cost(), 0.4 / (g[1].batch_count * spec_.batch_size));
 }
 
+// A worker that leaves has its requests waiting for work answered at once, empty. Regression: the sweep looked
+// only at workers with room, which a worker gone is not among, so the request waited out its deadline, and a
+// worker registering again under the same id got leases on its predecessor's request.
+TEST_F(SchedulingTest, ALeavingWorkersWaitingRequestsAreAnsweredAtOnce) {
+  Register("c-a", 0, /*window=*/2);
+  AddWorker("w-1");
+  ASSERT_EQ(Lease("w-1", 0, 2).size(), 2u);  // the window is full
+  AddWorker("w-2");
+  auto parked = impl_->RequestLease(42, {"w-2", "job", 0, 1, 2000});
+  ASSERT_TRUE(parked.ok()) << parked.status().ToString();
+  ASSERT_FALSE(parked->has_value());
+  ASSERT_TRUE(impl_->Deregister({"w-2", "", 0}).ok());
+  std::vector<DeferredLeaseReply> woken = impl_->TakeDeferredReplies();
+  ASSERT_EQ(woken.size(), 1u);
+  EXPECT_EQ(woken[0].handle, 42u);
+  EXPECT_TRUE(woken[0].response.leases.empty());
+  AddWorker("w-2");
+  ASSERT_TRUE(Ack("c-a", 0, 2, 2).ok());  // the window opens: nothing is parked for anyone now
+  EXPECT_TRUE(impl_->TakeDeferredReplies().empty());
+}
+
 TEST_F(SchedulingTest, AFreedPlaceGoesToTheJobBelowItsShareNotBackToTheJobThatFreedIt) {
   auto got = CompeteForOnePlace(options_, 8);
   EXPECT_EQ(got["modest"], 4) << "half the places: the teams weigh the same, whatever their ranks";

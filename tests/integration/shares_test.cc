@@ -61,7 +61,7 @@ TEST_F(Shares, ThreeJobsOnAPoolTooSmallGetTheirMaxMinSharesEachExactlyOnce) {
   const std::array<const char*, 3> hold_ms = {"10", "20", "40"};
   std::vector<JobSpec> specs;
   for (size_t j = 0; j < names.size(); ++j) {
-    JobSpec spec = SpecOver(names[j], data_, /*ranks=*/1, /*batch=*/4, /*epochs=*/16);  // 384 batches
+    JobSpec spec = SpecOver(names[j], data_, /*ranks=*/1, /*batch=*/4, /*epochs=*/24);  // 2,304 samples: the fast job's take 15 s
     spec.seed = 7;
     specs.push_back(spec);
     ASSERT_TRUE(cluster_->StartConsumer(names[j], spec, 0, {"--hold-ms", hold_ms[j]}).ok());
@@ -82,20 +82,25 @@ TEST_F(Shares, ThreeJobsOnAPoolTooSmallGetTheirMaxMinSharesEachExactlyOnce) {
                     .ok())
         << job;
   }
+  // Each job's samples leased over about 5 s, each timed from its own readings.
+  using Clock = std::chrono::steady_clock;
   std::array<double, 3> before{};
+  std::array<Clock::time_point, 3> began{};
   for (size_t j = 0; j < names.size(); ++j) {
     auto leased = metric("stoker_coordinator_job_samples_leased_total", names[j]);
     ASSERT_TRUE(leased.ok()) << leased.status().ToString();
     before[j] = *leased;
+    began[j] = Clock::now();
   }
-  const auto began = std::chrono::steady_clock::now();
   std::this_thread::sleep_for(std::chrono::seconds(5));  // the measured interval itself, not a wait for an event
   std::vector<double> rate(3), demand(3);
   double total = 0;
   for (size_t j = 0; j < names.size(); ++j) {
     auto leased = metric("stoker_coordinator_job_samples_leased_total", names[j]);
     ASSERT_TRUE(leased.ok()) << leased.status().ToString();
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+    const double seconds = std::chrono::duration<double>(Clock::now() - began[j]).count();
+    ASSERT_LT(*leased, 24.0 * 96) << names[j] << " was leased all its samples within the window: it did not compete "
+                                  << "throughout (a slow start?)";
     rate[j] = (*leased - before[j]) / seconds;
     total += rate[j];
     auto wanted = ScrapeMetric(cluster_->coordinator_metrics(),
@@ -107,7 +112,7 @@ TEST_F(Shares, ThreeJobsOnAPoolTooSmallGetTheirMaxMinSharesEachExactlyOnce) {
   for (size_t j = 0; j < names.size(); ++j) {
     std::printf("  %-6s demand %6.1f samples/s, fair %6.1f, got %6.1f\n", names[j], demand[j], fair[j], rate[j]);
   }
-  ASSERT_LT(demand[2], total / 3) << "the pool must be too small for the others, and the slow job below a third";
+  ASSERT_GT(demand[0] + demand[1] + demand[2], 1.2 * total) << "the pool must be too small for them all";
   for (size_t j = 0; j < names.size(); ++j) EXPECT_NEAR(rate[j] / fair[j], 1.0, 0.10) << names[j];
 
   auto codes = cluster_->WaitForConsumers(kRunTimeout);
