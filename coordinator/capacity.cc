@@ -88,20 +88,13 @@ double PoolWorkers(const std::map<std::string, double>& local_supply, const Capa
 
 }  // namespace
 
-CapacityAdvice CapacityEstimator::Advise(size_t workers, TimePoint now,
-                                         const std::set<std::string>& window_bound) const {
-  return Advise(workers, now, window_bound, Caps{});
-}
-
-CapacityAdvice CapacityEstimator::Advise(size_t workers, TimePoint now, const std::set<std::string>& window_bound,
-                                         const Caps& caps) const {
-  CapacityAdvice advice;
+// The pool's own figures (node-local workers are supply, not pool): its rate per worker at full busy, and how busy
+// it is.
+void CapacityEstimator::PoolFigures(CapacityAdvice& advice, TimePoint now) const {
   double capacity_sum = 0, busy_sum = 0, thread_seconds = 0;
   size_t capacity_n = 0;
-  const std::map<std::string, double> local_by_job = LocalSupply(now);
-  for (const auto& [job, rate] : local_by_job) advice.local_supply = std::max(advice.local_supply, 0.0) + rate;
   for (const auto& [id, s] : workers_) {
-    const std::optional<Growth> g = s.local ? std::nullopt : GrowthOver(s, now);  // the pool's own figures
+    const std::optional<Growth> g = s.local ? std::nullopt : GrowthOver(s, now);
     if (!g) continue;
     const double busy = g->a, made = g->samples;
     busy_sum += busy;
@@ -112,6 +105,19 @@ CapacityAdvice CapacityEstimator::Advise(size_t workers, TimePoint now, const st
   }
   if (capacity_n > 0) advice.per_worker = capacity_sum / static_cast<double>(capacity_n);
   if (thread_seconds > 0) advice.worker_busy = std::min(1.0, busy_sum / thread_seconds);
+}
+
+CapacityAdvice CapacityEstimator::Advise(size_t workers, TimePoint now,
+                                         const std::set<std::string>& window_bound) const {
+  return Advise(workers, now, window_bound, Caps{});
+}
+
+CapacityAdvice CapacityEstimator::Advise(size_t workers, TimePoint now, const std::set<std::string>& window_bound,
+                                         const Caps& caps) const {
+  CapacityAdvice advice;
+  const std::map<std::string, double> local_by_job = LocalSupply(now);
+  for (const auto& [job, rate] : local_by_job) advice.local_supply = std::max(advice.local_supply, 0.0) + rate;
+  PoolFigures(advice, now);
   // Per job: the rate its ranks took and the stall they summed.
   struct Observed {
     double rate = 0, stall = 0;

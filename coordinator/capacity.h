@@ -117,6 +117,8 @@ class CapacityEstimator {
     double a = 0, b = 0, samples = 0;
   };
   static void Record(Series& series, const Sample& sample);
+  // The pool workers' rate per worker at full busy and busy fraction, into `advice`.
+  void PoolFigures(CapacityAdvice& advice, TimePoint now) const;
   // What the node-local workers make (samples/s), by the job they serve.
   std::map<std::string, double> LocalSupply(TimePoint now) const;
   // None when the series is too short or too old to say.

@@ -397,11 +397,9 @@ class CoordinatorImpl {
   // second's worth owed) and each grant spends from them; below while some are left. Before, below while it holds
   // fewer than min_workers units of the job leased and unsent.
   bool BelowMinimumLocked(const std::string& team, const JobRuntime& job) STOKER_REQUIRES(mu_);
-  // A worker's worth a second, for caps and guarantees: the pool's samples per busy worker (capacity_) and the mean
-  // pool worker's pipeline threads. Once a second, on the timer.
+  // A worker's worth a second, for caps and guarantees (per_worker_rate_, worker_threads_): on the timer.
   void RefreshWorkersWorthLocked(TimePoint now) STOKER_REQUIRES(mu_);
-  // What `samples` of `job` cost the pool's pipeline threads: at the job's reported cost (FairShare), or until it
-  // is known, at the pool's mean (a worker's threads over its samples a second).
+  // What `samples` of `job` cost the pool's pipeline threads: at its bounded reported cost, else the pool's mean.
   double ThreadSecondsLocked(const std::string& job, uint64_t samples) const STOKER_REQUIRES(mu_);
   uint64_t UnsentByTeamLocked(const std::string& team) const STOKER_REQUIRES(mu_);
   void AnswerParkedEmptyLocked(RankRuntime& r, bool job_done) STOKER_REQUIRES(mu_);
@@ -471,11 +469,9 @@ class CoordinatorImpl {
       return amount;
     }
   };
-  // Capped teams' pipeline-thread seconds to spend (TeamRoomLocked): one entry per team --team-max-workers names,
-  // at most.
+  // Capped teams' pipeline-thread seconds to spend (TeamRoomLocked): at most one per team --team-max-workers names.
   std::map<std::string, Allowance> team_allowance_ STOKER_GUARDED_BY(mu_);
-  // Guaranteed teams' pipeline-thread seconds owed (BelowMinimumLocked): one entry per team --team-min-workers
-  // names, at most.
+  // Guaranteed teams' pipeline-thread seconds owed (BelowMinimumLocked): at most one per --team-min-workers team.
   std::map<std::string, Allowance> team_guarantee_ STOKER_GUARDED_BY(mu_);
   const bool rate_needed_;  // some team has a cap or a guarantee, which need per_worker_rate_
   double per_worker_rate_ STOKER_GUARDED_BY(mu_) = -1;  // samples/s one worker makes busy (capacity_), < 0 unknown
