@@ -107,6 +107,12 @@ void CapacityEstimator::PoolFigures(CapacityAdvice& advice, TimePoint now) const
   if (thread_seconds > 0) advice.worker_busy = std::min(1.0, busy_sum / thread_seconds);
 }
 
+double CapacityEstimator::PerWorker(TimePoint now) const {
+  CapacityAdvice advice;
+  PoolFigures(advice, now);
+  return advice.per_worker;
+}
+
 CapacityAdvice CapacityEstimator::Advise(size_t workers, TimePoint now,
                                          const std::set<std::string>& window_bound) const {
   return Advise(workers, now, window_bound, Caps{});

@@ -97,6 +97,8 @@ class CapacityEstimator {
   CapacityAdvice Advise(size_t workers, TimePoint now, const std::set<std::string>& window_bound,
                         const Caps& caps) const;
   CapacityAdvice Advise(size_t workers, TimePoint now, const std::set<std::string>& window_bound = {}) const;
+  // Advise's per_worker alone (the pool's rate per worker at full busy; < 0 unknown), without the clients' figures.
+  double PerWorker(TimePoint now) const;
 
  private:
   struct Sample {

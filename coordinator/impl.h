@@ -352,9 +352,9 @@ class CoordinatorImpl {
   // Leased, unsent batches `worker_id` holds, and how many it may hold for `job`'s batch size.
   uint32_t UnsentLocked(const std::string& worker_id) const STOKER_REQUIRES(mu_);
   uint32_t QueueLimitLocked(const std::string& worker_id, const JobRuntime& job) const STOKER_REQUIRES(mu_);
-  // The largest QueueLimitLocked of `worker_id` over jobs whose units are at most `largest_unit` batches: a worker
-  // holding that many unsent has room for none of them.
-  uint32_t QueueBoundLocked(const std::string& worker_id, uint32_t largest_unit) const STOKER_REQUIRES(mu_);
+  // The same for a job of that shape; at a batch of one sample and the largest unit, room for none beyond it.
+  uint32_t QueueLimitLocked(const std::string& worker_id, uint32_t batch_size, uint32_t batches_per_unit) const
+      STOKER_REQUIRES(mu_);
   // Serves the rank's parked requests (only those from `only_worker` when given), least-loaded worker first.
   void ServeParkedLocked(const std::string& job_name, JobRuntime& job, uint32_t rank,
                          const std::string* only_worker = nullptr) STOKER_REQUIRES(mu_);
@@ -391,18 +391,18 @@ class CoordinatorImpl {
   // grant spends what its samples cost (ThreadSecondsLocked); a team in debt waits. Before, it is a count:
   // max_workers units of the job leased and unsent (a worker makes one batch at a time, so at most N workers busy).
   uint32_t TeamRoomLocked(const std::string& team, const JobRuntime& job) STOKER_REQUIRES(mu_);
-  // Whether `team` has had less than its guarantee (TeamPolicy::min_workers) lately, so that its waiting requests
-  // are served first. Once the pool's rate per worker is known, the guarantee is a rate like the cap: thread
-  // seconds accrue to the team at min_workers x a worker's threads (at most a second's worth banked, at most a
-  // second's worth owed) and each grant spends from them; below while some are left. Before, below while it holds
-  // fewer than min_workers units of the job leased and unsent.
+  // Whether `team` has had less than its guarantee (TeamPolicy::min_workers) lately: measured like the cap, with
+  // at most a second's worth owed too; below while some is left (before the rate is known, fewer units unsent).
   bool BelowMinimumLocked(const std::string& team, const JobRuntime& job) STOKER_REQUIRES(mu_);
   // A worker's worth a second, for caps and guarantees (per_worker_rate_, worker_threads_): on the timer.
   void RefreshWorkersWorthLocked(TimePoint now) STOKER_REQUIRES(mu_);
+  double MeanPoolThreadsLocked() const STOKER_REQUIRES(mu_);  // of the pool's workers not draining (1 if none)
   // What `samples` of `job` cost the pool's pipeline threads: at its bounded reported cost, else the pool's mean.
   double ThreadSecondsLocked(const std::string& job, uint64_t samples) const STOKER_REQUIRES(mu_);
   uint64_t UnsentByTeamLocked(const std::string& team) const STOKER_REQUIRES(mu_);
+  // Answers the rank's parked requests empty: all of them, or only `worker_id`'s (gone, or refused the job).
   void AnswerParkedEmptyLocked(RankRuntime& r, bool job_done) STOKER_REQUIRES(mu_);
+  void AnswerParkedFromLocked(RankRuntime& r, const std::string& worker_id) STOKER_REQUIRES(mu_);
   void ExpireParkedLocked(RankRuntime& r, TimePoint now) STOKER_REQUIRES(mu_);
   // Every registered pool worker, with `client_identity`'s ticket for each sealed data port, and the node-local
   // workers of `local_group` (none when it is empty).

@@ -89,20 +89,18 @@ uint32_t CoordinatorImpl::UnsentLocked(const std::string& worker_id) const {
   return it == unsent_by_worker_.end() ? 0 : it->second;
 }
 
-uint32_t CoordinatorImpl::QueueBoundLocked(const std::string& worker_id, uint32_t largest_unit) const {
-  if (options_.worker_queue_batches > 0) return std::max(options_.worker_queue_batches, largest_unit);
-  auto wit = workers_.find(worker_id);
-  const uint32_t threads = wit == workers_.end() ? 1 : std::max<uint32_t>(1, wit->second.threads);
-  return std::max({2u, 2 * threads, largest_unit});  // a batch of one sample at the most threads' worth
-}
-
-uint32_t CoordinatorImpl::QueueLimitLocked(const std::string& worker_id, const JobRuntime& job) const {
-  if (options_.worker_queue_batches > 0) return std::max(options_.worker_queue_batches, job.plan.batches_per_unit());
+uint32_t CoordinatorImpl::QueueLimitLocked(const std::string& worker_id, uint32_t batch_size,
+                                           uint32_t batches_per_unit) const {
+  if (options_.worker_queue_batches > 0) return std::max(options_.worker_queue_batches, batches_per_unit);
   auto wit = workers_.find(worker_id);
   const uint32_t threads = wit == workers_.end() ? 1 : std::max<uint32_t>(1, wit->second.threads);
   // Two samples per thread (one being made, one ready to start), at least two batches, at least a unit.
-  const uint32_t for_threads = (2 * threads + job.plan.batch_size() - 1) / job.plan.batch_size();
-  return std::max({2u, for_threads, job.plan.batches_per_unit()});
+  const uint32_t for_threads = (2 * threads + batch_size - 1) / batch_size;
+  return std::max({2u, for_threads, batches_per_unit});
+}
+
+uint32_t CoordinatorImpl::QueueLimitLocked(const std::string& worker_id, const JobRuntime& job) const {
+  return QueueLimitLocked(worker_id, job.plan.batch_size(), job.plan.batches_per_unit());
 }
 
 LeaseGrant CoordinatorImpl::GrantLocked(const std::string& job_name, JobRuntime& job, uint32_t rank, uint64_t unit,

@@ -64,7 +64,7 @@ void CoordinatorImpl::ServeAllJobsLocked() {
   for (const auto& [name, job] : jobs_) largest_unit = std::max(largest_unit, job.plan.batches_per_unit());
   std::map<std::string, std::vector<uint32_t>> waiting;  // job -> its ranks a worker with room is parked on
   for (const auto& [worker_id, entries] : parked_at_) {
-    if (UnsentLocked(worker_id) >= QueueBoundLocked(worker_id, largest_unit)) continue;
+    if (UnsentLocked(worker_id) >= QueueLimitLocked(worker_id, 1, largest_unit)) continue;  // full for every job
     for (const auto& [job, rank] : entries) {
       // The index is pruned lazily: a job forgotten, or re-planned for fewer ranks, may linger in it.
       auto it = jobs_.find(job);
@@ -151,6 +151,18 @@ void CoordinatorImpl::ServeFreedPlaceLocked(const std::string& worker_id) {
 void CoordinatorImpl::AnswerParkedEmptyLocked(RankRuntime& r, bool job_done) {
   for (const ParkedRequest& p : r.parked) deferred_.push_back({p.handle, LeaseResponse{{}, job_done}});
   r.parked.clear();
+}
+
+// A plain loop: clang's lock analysis cannot see that a predicate given to std::erase_if runs under mu_.
+void CoordinatorImpl::AnswerParkedFromLocked(RankRuntime& r, const std::string& worker_id) {
+  for (auto p = r.parked.begin(); p != r.parked.end();) {
+    if (p->worker_id != worker_id) {
+      ++p;
+      continue;
+    }
+    deferred_.push_back({p->handle, LeaseResponse{}});
+    p = r.parked.erase(p);
+  }
 }
 
 // Parked requests whose wait is over get an empty answer (entries may have different waits: all are swept).

@@ -97,13 +97,8 @@ CoordinatorStats CoordinatorImpl::Stats() const {
   }
   // The advice is for the pool: node-local workers count as supply it need not make, not as pool workers.
   size_t pool = 0;
-  double threads = 0;
-  for (const auto& [id, w] : workers_) {
-    if (!w.local_group.empty() || w.draining) continue;
-    ++pool;
-    threads += std::max<uint32_t>(1, w.threads);
-  }
-  if (pool > 0) caps.worker_threads = threads / static_cast<double>(pool);
+  for (const auto& [id, w] : workers_) pool += w.local_group.empty() && !w.draining;
+  caps.worker_threads = MeanPoolThreadsLocked();
   s.advice = capacity_.Advise(pool, clock_.Now(), window_bound, caps);
   s.reconciling = reconciling_;
   return s;

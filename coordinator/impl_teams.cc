@@ -40,15 +40,19 @@ bool CoordinatorImpl::BelowMinimumLocked(const std::string& team, const JobRunti
 }
 
 void CoordinatorImpl::RefreshWorkersWorthLocked(TimePoint now) {
-  per_worker_rate_ = capacity_.Advise(workers_.size(), now).per_worker;
+  per_worker_rate_ = capacity_.PerWorker(now);
+  worker_threads_ = MeanPoolThreadsLocked();
+}
+
+double CoordinatorImpl::MeanPoolThreadsLocked() const {
   double threads = 0;
   size_t pool = 0;
   for (const auto& [id, w] : workers_) {
-    if (!w.local_group.empty()) continue;  // the client's own cores: outside shares, caps and guarantees
+    if (!w.local_group.empty() || w.draining) continue;  // the client's own cores, and workers on their way out
     threads += std::max<uint32_t>(1, w.threads);
     ++pool;
   }
-  worker_threads_ = pool > 0 ? threads / static_cast<double>(pool) : 1;
+  return pool > 0 ? threads / static_cast<double>(pool) : 1;
 }
 
 // Caps and guarantees are in the workers' time, as the shares are: a dear job's samples spend more of them. Its

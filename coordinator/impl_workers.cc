@@ -252,11 +252,7 @@ void CoordinatorImpl::RemoveWorkerLocked(const std::string& worker_id, uint64_t*
   // Forget the worker first, so the parked requests served below can never be its own.
   const bool journaled = !IsLocalLocked(worker_id);
   workers_.erase(worker_id);
-  std::set<std::pair<std::string, uint32_t>> parked_on;  // its parked requests: answered empty below
-  if (auto at = parked_at_.find(worker_id); at != parked_at_.end()) {
-    parked_on = std::move(at->second);
-    parked_at_.erase(at);
-  }
+  parked_at_.erase(worker_id);
   capacity_.ForgetWorker(worker_id);
   ++membership_version_;
   if (journaled) ApplyLocked(WorkerLeft{worker_id});
@@ -270,21 +266,9 @@ void CoordinatorImpl::RemoveWorkerLocked(const std::string& worker_id, uint64_t*
         if (lease.worker_id == worker_id && !lease.sent) lost.push_back(unit);
       }
       for (uint64_t unit : lost) ReleaseLocked(r, unit, counter);
-    }
-  }
-  // Its requests waiting for work are answered now, not at their deadline (a worker of the same id registered
-  // again must not get leases on its predecessor's request).
-  for (const auto& [job_name, rank] : parked_on) {
-    JobRuntime* job = FindJobLocked(job_name);
-    if (job == nullptr || rank >= job->ranks.size()) continue;
-    std::vector<ParkedRequest>& parked = job->ranks[rank].parked;
-    for (auto p = parked.begin(); p != parked.end();) {
-      if (p->worker_id != worker_id) {
-        ++p;
-        continue;
-      }
-      deferred_.push_back({p->handle, LeaseResponse{}});
-      p = parked.erase(p);
+      // Its requests waiting for work are answered now, not at their deadline: the sweep below looks only at
+      // workers with room, and a worker of the same id registered again must not be leased on them.
+      AnswerParkedFromLocked(r, worker_id);
     }
   }
   ServeAllJobsLocked();
@@ -362,14 +346,7 @@ void CoordinatorImpl::ReportWorkerLocked(const std::string& job_name, JobRuntime
       if (lease.worker_id == worker_id) held.push_back(unit);
     }
     for (uint64_t unit : held) ReleaseLocked(r, unit, &stats_.releases.reported);
-    for (auto p = r.parked.begin(); p != r.parked.end();) {
-      if (p->worker_id != worker_id) {
-        ++p;
-        continue;
-      }
-      deferred_.push_back({p->handle, LeaseResponse{}});
-      p = r.parked.erase(p);
-    }
+    AnswerParkedFromLocked(r, worker_id);
   }
   ServeAllJobsLocked();
 }
