@@ -1,8 +1,11 @@
-// Fair shares between jobs with real processes: a coordinator, five workers and three `stoker consume` clients
-// whose training steps take 10, 20 and 40 ms, on a pool too small for all of them. What the pool gives each job is
-// read from the coordinator's metrics while all three run, and held against the weighted max-min share computed
-// from the demands the coordinator measured; every job is then checked exact. (The rules themselves, at every
-// shape, are simulated on a fake clock in tests/scheduling/pool_test.cc.)
+// Fair shares between jobs with real processes: a coordinator, five workers and `stoker consume` clients on a pool
+// too small for all of them. What the pool gives each job is read from the coordinator's metrics while the jobs
+// compete, and every job is then checked exact:
+// - three jobs whose training steps take 10, 20 and 40 ms, each within 10 % of the weighted max-min share computed
+//   from the demands the coordinator measured;
+// - a greedy job (four ranks, large windows) beside a modest one and a team capped at one worker's worth;
+// - a higher-priority job that joins, takes the pool within a second, ends, and gives it back within a second.
+// (The rules themselves, at every shape, are simulated on a fake clock in tests/scheduling/pool_test.cc.)
 //
 // The workers' time is a sleep (--inject-sample-delay), not decoding, so that a loaded two-core machine still
 // gives each worker the same speed: what is measured is the coordinator's decisions, not the machine.
@@ -23,7 +26,86 @@
 namespace stoker::testing {
 namespace {
 
-class Shares : public ClusterTest {};
+// A job's series in the coordinator's metrics: its name and the team its clients' key names.
+struct Job {
+  std::string name;
+  std::string team = "local";
+};
+
+class Shares : public ClusterTest {
+ protected:
+  using Clock = std::chrono::steady_clock;
+
+  // Samples leased to `job` so far (NaN, with a failure recorded, if the coordinator does not say).
+  double Leased(const Job& job) {
+    auto leased = ScrapeMetric(cluster_->coordinator_metrics(), "stoker_coordinator_job_samples_leased_total{pipeline=\"" +
+                                                                    job.name + "\",team=\"" + job.team + "\"}");
+    if (!leased.ok()) {
+      ADD_FAILURE() << job.name << ": " << leased.status().ToString();
+      return std::nan("");
+    }
+    return *leased;
+  }
+
+  // Waits until `job` has been leased `samples` (60 s at most).
+  void WaitForLeased(const Job& job, double samples) {
+    ASSERT_TRUE(WaitForMetric(cluster_->coordinator_metrics(),
+                              "stoker_coordinator_job_samples_leased_total{pipeline=\"" + job.name + "\",team=\"" +
+                                  job.team + "\"}",
+                              samples, Millis(60000))
+                    .ok())
+        << job.name;
+  }
+
+  // Each job's samples leased per second over about `window`, each timed from its own readings. `total` (if
+  // given) is each job's whole run in samples: a job leased all of it within the window did not compete
+  // throughout, and that is a failure.
+  std::vector<double> Rates(const std::vector<Job>& jobs, std::chrono::milliseconds window,
+                            const std::vector<double>& total = {}) {
+    std::vector<double> before(jobs.size());
+    std::vector<Clock::time_point> began(jobs.size());
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      before[j] = Leased(jobs[j]);
+      began[j] = Clock::now();
+    }
+    std::this_thread::sleep_for(window);  // the measured interval itself, not a wait for an event
+    std::vector<double> rate(jobs.size());
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      const double leased = Leased(jobs[j]);
+      rate[j] = (leased - before[j]) / std::chrono::duration<double>(Clock::now() - began[j]).count();
+      if (j < total.size()) {
+        EXPECT_LT(leased, total[j]) << jobs[j].name << " was leased all its samples within the window: it did not "
+                                    << "compete throughout (a slow start?)";
+      }
+    }
+    return rate;
+  }
+
+  // Waits for every consumer to end well and checks each job exact from its ranks' logs (`ranks` consumers each,
+  // in the order they were started).
+  void ExpectEachExactlyOnce(const std::vector<JobSpec>& specs) {
+    auto codes = cluster_->WaitForConsumers(kRunTimeout);
+    ASSERT_TRUE(codes.ok()) << codes.status().ToString();
+    size_t consumer = 0;
+    for (const JobSpec& spec : specs) {
+      std::vector<std::string> logs;
+      for (uint32_t r = 0; r < spec.world_size; ++r, ++consumer) {
+        EXPECT_EQ((*codes)[consumer], 0) << cluster_->ConsumerOutput(consumer);
+        logs.push_back(cluster_->ConsumerLog(consumer));
+      }
+      auto verdict = CheckLogs(spec, data_.samples, logs);
+      ASSERT_TRUE(verdict.ok()) << verdict.status().ToString();
+      EXPECT_TRUE(verdict->ok()) << spec.name << ": " << verdict->Describe();
+    }
+  }
+
+  // A client key for `team`, trusted by the cluster this test starts next (call before Start).
+  std::vector<std::string> KeyOf(const std::string& team) {
+    auto key = AddClientKey(dir_, team);
+    EXPECT_TRUE(key.ok()) << key.status().ToString();
+    return {"--key-file", key.ok() ? *key : ""};
+  }
+};
 
 // Weighted max-min fair shares of `capacity` between equal weights: each job gets at most its demand, and what one
 // cannot use goes equally to the others.
@@ -57,72 +139,100 @@ TEST_F(Shares, ThreeJobsOnAPoolTooSmallGetTheirMaxMinSharesEachExactlyOnce) {
   // beside the sleep), against demands of about 100, 50 and 25 batches/s. The slow job is held by its own steps;
   // the other two split the rest.
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(cluster_->StartWorker(1, {"--inject-sample-delay", "10ms"}).ok());
-  const std::array<const char*, 3> names = {"fast", "medium", "slow"};
+  const std::vector<Job> jobs = {{"fast"}, {"medium"}, {"slow"}};
   const std::array<const char*, 3> hold_ms = {"10", "20", "40"};
   std::vector<JobSpec> specs;
-  for (size_t j = 0; j < names.size(); ++j) {
-    JobSpec spec = SpecOver(names[j], data_, /*ranks=*/1, /*batch=*/4, /*epochs=*/24);  // 2,304 samples: the fast job's take 15 s
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    JobSpec spec = SpecOver(jobs[j].name, data_, /*ranks=*/1, /*batch=*/4, /*epochs=*/24);  // 2,304 samples: the fast job's take 15 s
     spec.seed = 7;
     specs.push_back(spec);
-    ASSERT_TRUE(cluster_->StartConsumer(names[j], spec, 0, {"--hold-ms", hold_ms[j]}).ok());
+    ASSERT_TRUE(cluster_->StartConsumer(jobs[j].name, spec, 0, {"--hold-ms", hold_ms[j]}).ok());
   }
-  auto metric = [&](const std::string& family, const char* job) {
-    return ScrapeMetric(cluster_->coordinator_metrics(), family + "{pipeline=\"" + job + "\",team=\"local\"}");
+  auto demand_of = [&](const Job& job) {
+    return "stoker_coordinator_demand_samples_per_second{pipeline=\"" + job.name + "\"}";
   };
   // The window starts once every job has been leased a few batches and the coordinator knows every demand.
-  for (const char* job : names) {
-    const std::string labels = std::string("{pipeline=\"") + job + "\"";
-    ASSERT_TRUE(WaitForMetric(cluster_->coordinator_metrics(),
-                              "stoker_coordinator_job_samples_leased_total" + labels + ",team=\"local\"}", 200,
-                              Millis(60000))
-                    .ok())
-        << job;
-    ASSERT_TRUE(WaitForMetric(cluster_->coordinator_metrics(), "stoker_coordinator_demand_samples_per_second" + labels + "}",
-                              1, Millis(60000))
-                    .ok())
-        << job;
+  for (const Job& job : jobs) {
+    ASSERT_NO_FATAL_FAILURE(WaitForLeased(job, 200));
+    ASSERT_TRUE(WaitForMetric(cluster_->coordinator_metrics(), demand_of(job), 1, Millis(60000)).ok()) << job.name;
   }
-  // Each job's samples leased over about 5 s, each timed from its own readings.
-  using Clock = std::chrono::steady_clock;
-  std::array<double, 3> before{};
-  std::array<Clock::time_point, 3> began{};
-  for (size_t j = 0; j < names.size(); ++j) {
-    auto leased = metric("stoker_coordinator_job_samples_leased_total", names[j]);
-    ASSERT_TRUE(leased.ok()) << leased.status().ToString();
-    before[j] = *leased;
-    began[j] = Clock::now();
-  }
-  std::this_thread::sleep_for(std::chrono::seconds(5));  // the measured interval itself, not a wait for an event
-  std::vector<double> rate(3), demand(3);
-  double total = 0;
-  for (size_t j = 0; j < names.size(); ++j) {
-    auto leased = metric("stoker_coordinator_job_samples_leased_total", names[j]);
-    ASSERT_TRUE(leased.ok()) << leased.status().ToString();
-    const double seconds = std::chrono::duration<double>(Clock::now() - began[j]).count();
-    ASSERT_LT(*leased, 24.0 * 96) << names[j] << " was leased all its samples within the window: it did not compete "
-                                  << "throughout (a slow start?)";
-    rate[j] = (*leased - before[j]) / seconds;
-    total += rate[j];
-    auto wanted = ScrapeMetric(cluster_->coordinator_metrics(),
-                               std::string("stoker_coordinator_demand_samples_per_second{pipeline=\"") + names[j] + "\"}");
-    ASSERT_TRUE(wanted.ok()) << names[j] << ": " << wanted.status().ToString();
+  const std::vector<double> rate = Rates(jobs, std::chrono::seconds(5), {24.0 * 96, 24.0 * 96, 24.0 * 96});
+  std::vector<double> demand(3);
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    auto wanted = ScrapeMetric(cluster_->coordinator_metrics(), demand_of(jobs[j]));
+    ASSERT_TRUE(wanted.ok()) << jobs[j].name << ": " << wanted.status().ToString();
     demand[j] = *wanted;
   }
+  const double total = rate[0] + rate[1] + rate[2];
   const std::vector<double> fair = WaterFill(total, demand);
-  for (size_t j = 0; j < names.size(); ++j) {
-    std::printf("  %-6s demand %6.1f samples/s, fair %6.1f, got %6.1f\n", names[j], demand[j], fair[j], rate[j]);
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    std::printf("  %-6s demand %6.1f samples/s, fair %6.1f, got %6.1f\n", jobs[j].name.c_str(), demand[j], fair[j],
+                rate[j]);
   }
   ASSERT_GT(demand[0] + demand[1] + demand[2], 1.2 * total) << "the pool must be too small for them all";
-  for (size_t j = 0; j < names.size(); ++j) EXPECT_NEAR(rate[j] / fair[j], 1.0, 0.10) << names[j];
+  for (size_t j = 0; j < jobs.size(); ++j) EXPECT_NEAR(rate[j] / fair[j], 1.0, 0.10) << jobs[j].name;
+  ExpectEachExactlyOnce(specs);
+}
 
-  auto codes = cluster_->WaitForConsumers(kRunTimeout);
-  ASSERT_TRUE(codes.ok()) << codes.status().ToString();
-  for (size_t j = 0; j < names.size(); ++j) {
-    EXPECT_EQ((*codes)[j], 0) << cluster_->ConsumerOutput(j);
-    auto verdict = CheckLogs(specs[j], data_.samples, {cluster_->ConsumerLog(j)});
-    ASSERT_TRUE(verdict.ok()) << verdict.status().ToString();
-    EXPECT_TRUE(verdict->ok()) << names[j] << ": " << verdict->Describe();
+// A greedy job (four ranks, windows of 64 batches and 8 credits a worker) beside a modest one (one rank, the
+// defaults) and a job of a team capped at one worker's worth, all three asking for more than the pool gives. The
+// capped team gets one worker's time of the five; the greedy and the modest job split the rest evenly (before
+// shares, the greedy one took 94 % of a saturated pool).
+TEST_F(Shares, AGreedyJobTakesNoMoreThanAModestOneAndACapHoldsItsTeamToAWorker) {
+  const std::vector<std::string> greedy_key = KeyOf("greedy"), capped_key = KeyOf("capped");
+  ASSERT_NO_FATAL_FAILURE(Start(192, 32, 0, {"--team-max-workers", "capped=1"}));
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(cluster_->StartWorker(1, {"--inject-sample-delay", "10ms"}).ok());
+  const std::vector<Job> jobs = {{"greedy", "greedy"}, {"modest", "local"}, {"capped", "capped"}};
+  std::vector<JobSpec> specs = {SpecOver("greedy", data_, 4, 4, 12), SpecOver("modest", data_, 1, 4, 12),
+                                SpecOver("capped", data_, 1, 4, 6)};
+  for (JobSpec& spec : specs) spec.seed = 11;
+  for (uint32_t r = 0; r < 4; ++r) {
+    std::vector<std::string> flags = {"--prefetch", "64", "--credits", "8"};
+    flags.insert(flags.end(), greedy_key.begin(), greedy_key.end());
+    ASSERT_TRUE(cluster_->StartConsumer("greedy-" + std::to_string(r), specs[0], r, flags).ok());
   }
+  ASSERT_TRUE(cluster_->StartConsumer("modest", specs[1], 0).ok());
+  ASSERT_TRUE(cluster_->StartConsumer("capped", specs[2], 0, capped_key).ok());
+  // Long enough for the coordinator to know how fast a busy worker goes, which the cap in workers' time needs.
+  for (const Job& job : jobs) ASSERT_NO_FATAL_FAILURE(WaitForLeased(job, 200));
+  const std::vector<double> rate = Rates(jobs, std::chrono::seconds(5), {12.0 * 192, 12.0 * 192, 6.0 * 192});
+  const double total = rate[0] + rate[1] + rate[2];
+  std::printf("  greedy %.1f samples/s, modest %.1f, capped %.1f (a worker's worth: %.1f)\n", rate[0], rate[1],
+              rate[2], total / 5);
+  EXPECT_NEAR(rate[2] / (total / 5), 1.0, 0.15) << "the capped team gets one worker's time of five";
+  EXPECT_NEAR(rate[0] / rate[1], 1.0, 0.10) << "the greedy job gets what the modest one gets";
+  ExpectEachExactlyOnce(specs);
+}
+
+// A job of a higher-priority team joins a running job of another team: within a second, as units end, it has the
+// pool and the other job waits; within a second of its end the other job has the pool again. Both exact: the
+// place changed hands at unit boundaries, nothing cut short, lost or made twice.
+TEST_F(Shares, AHigherPriorityJobTakesThePoolAsUnitsEndAndGivesItBackWhenItEnds) {
+  const std::vector<std::string> prod_key = KeyOf("prod");
+  ASSERT_NO_FATAL_FAILURE(Start(192, 32, 0, {"--team-priorities", "prod=1"}));
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(cluster_->StartWorker(1, {"--inject-sample-delay", "10ms"}).ok());
+  const Job research{"research", "local"}, prod{"prod", "prod"};
+  std::vector<JobSpec> specs = {SpecOver("research", data_, 1, 4, 18), SpecOver("prod", data_, 1, 4, 8)};
+  ASSERT_TRUE(cluster_->StartConsumer("research", specs[0], 0).ok());
+  ASSERT_NO_FATAL_FAILURE(WaitForLeased(research, 200));
+  const double alone = Rates({research}, std::chrono::seconds(2))[0];
+
+  ASSERT_TRUE(cluster_->StartConsumer("prod", specs[1], 0, prod_key).ok());
+  ASSERT_NO_FATAL_FAILURE(WaitForLeased(prod, 1));
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // the bound on taking the pool, not a wait for an event
+  const std::vector<double> during = Rates({research, prod}, std::chrono::seconds(2), {18.0 * 192, 8.0 * 192});
+  ASSERT_TRUE(WaitForMetric(cluster_->coordinator_metrics(),
+                            "stoker_coordinator_job_samples_leased_total{pipeline=\"prod\",team=\"prod\"}", 8.0 * 192,
+                            Millis(60000))
+                  .ok());
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // the bound on giving it back
+  const double after = Rates({research}, std::chrono::seconds(2), {18.0 * 192})[0];
+  std::printf("  research alone %.1f samples/s; beside prod %.1f, prod %.1f; after prod %.1f\n", alone, during[0],
+              during[1], after);
+  EXPECT_LT(during[0], 0.10 * alone) << "research waits while prod can use the pool";
+  EXPECT_GT(during[1], 0.85 * alone) << "prod has the pool";
+  EXPECT_GT(after, 0.85 * alone) << "research has the pool back";
+  ExpectEachExactlyOnce(specs);
 }
 
 }  // namespace
