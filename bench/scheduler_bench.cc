@@ -9,8 +9,8 @@
 // makes a batch of a job in that job's batch time (100 ms, or 200 ms for a dear job), holds credit for 16 ranks of
 // random jobs (--streams: every rank gets 8 workers), asks for each of them as its credit frees (requests park at the
 // coordinator), reports each unit with what it cost, and heartbeats every 250 ms with the leases it holds. Each
-// rank's client takes every batch at once (its GPUs never wait: the pool is the bottleneck) and acknowledges in its
-// heartbeat every 250 ms. The coordinator's timer runs every 50 ms.
+// rank's client takes every batch at once and acknowledges in its heartbeat every 250 ms, saying it has stalled 0,
+// 30, 60 or 90 % of its steps (by job: within their shares, the more stalled go first). The coordinator's timer runs every 50 ms.
 //
 // Measured, after the warm-up: coordinator operations (every call into the Impl) per second of this thread's CPU
 // time inside those calls; the process's memory; and each job's share of the workers' time against its fair
@@ -382,6 +382,11 @@ class Sim {
     hb.received_above.assign(rank.above.begin(), rank.above.end());
     hb.membership_version = membership_;
     hb.session = rank.session;
+    // What its training loop reports: stepping all along, having waited for input 0, 30, 60 or 90 % of it by job,
+    // so that the order within shares (FairShare::SetStalls) brings some jobs' turns forward more than others'.
+    hb.step_seconds = ToSeconds(now_);
+    hb.stall_seconds = hb.step_seconds * 0.3 * static_cast<double>(j % 4);
+    hb.samples_delivered = rank.watermark * kBatchSize;
     if (!Call([&] { return impl_->ClientHeartbeat(hb, {jobs_[j].identity}).status(); }).ok()) ++refused_;
     events_.push({now_ + Millis(kHeartbeatMs), kClientHeartbeat, j * s_.ranks + r});
   }

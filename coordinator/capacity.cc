@@ -113,6 +113,26 @@ double CapacityEstimator::PerWorker(TimePoint now) const {
   return advice.per_worker;
 }
 
+std::map<std::string, CapacityEstimator::Observed> CapacityEstimator::ObservedJobs(TimePoint now) const {
+  std::map<std::string, Observed> observed;
+  for (const auto& [key, s] : clients_) {
+    const std::optional<Growth> g = GrowthOver(s, now);
+    if (!g) continue;
+    const double step = g->a, stall = g->b, delivered = g->samples;
+    if (step <= 0 || delivered <= 0) continue;
+    Observed& o = observed[s.job];
+    o.rate += delivered / step;
+    o.stall = std::max(o.stall, std::clamp(stall / step, 0.0, 1.0));
+  }
+  return observed;
+}
+
+std::map<std::string, double> CapacityEstimator::JobStalls(TimePoint now) const {
+  std::map<std::string, double> stalls;
+  for (const auto& [job, o] : ObservedJobs(now)) stalls[job] = std::min(o.stall, kMaxJobStall);
+  return stalls;
+}
+
 CapacityAdvice CapacityEstimator::Advise(size_t workers, TimePoint now,
                                          const std::set<std::string>& window_bound) const {
   return Advise(workers, now, window_bound, Caps{});
@@ -124,20 +144,7 @@ CapacityAdvice CapacityEstimator::Advise(size_t workers, TimePoint now, const st
   const std::map<std::string, double> local_by_job = LocalSupply(now);
   for (const auto& [job, rate] : local_by_job) advice.local_supply = std::max(advice.local_supply, 0.0) + rate;
   PoolFigures(advice, now);
-  // Per job: the rate its ranks took and the stall they summed.
-  struct Observed {
-    double rate = 0, stall = 0;
-  };
-  std::map<std::string, Observed> observed;
-  for (const auto& [key, s] : clients_) {
-    const std::optional<Growth> g = GrowthOver(s, now);
-    if (!g) continue;
-    const double step = g->a, stall = g->b, delivered = g->samples;
-    if (step <= 0 || delivered <= 0) continue;
-    Observed& o = observed[s.job];
-    o.rate += delivered / step;
-    o.stall = std::max(o.stall, std::clamp(stall / step, 0.0, 1.0));
-  }
+  const std::map<std::string, Observed> observed = ObservedJobs(now);
   // Each capped team's jobs count for at most its cap.
   auto team_of = [&](const std::string& job) {
     auto t = caps.team_of.find(job);
@@ -160,7 +167,7 @@ CapacityAdvice CapacityEstimator::Advise(size_t workers, TimePoint now, const st
   std::map<std::string, double> team_workers;  // the same in workers (once per_worker is known)
   for (const auto& [job, o] : observed) {
     JobInput& in = advice.jobs[job];
-    in.stall = std::min(o.stall, 0.98);  // the consumer's own time: never below 2 % of its step time
+    in.stall = std::min(o.stall, kMaxJobStall);
     in.demand = o.rate / (1 - in.stall);
     team_demand[team_of(job)] += in.demand;
     if (advice.per_worker > 0) team_workers[team_of(job)] += workers_for(job, in.demand);

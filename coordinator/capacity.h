@@ -70,6 +70,8 @@ struct CapacityAdvice {
 // from this much busy time.
 inline constexpr double kJobStalled = 0.03;
 inline constexpr double kPoolBusy = 0.85;
+// A job's stall is held below this: the consumer's own time is never below 2 % of its step time.
+inline constexpr double kMaxJobStall = 0.98;
 // The advice sizes the pool for this multiple of the demand (see recommended above).
 inline constexpr double kHeadroom = 1.1;
 
@@ -97,6 +99,8 @@ class CapacityEstimator {
   CapacityAdvice Advise(size_t workers, TimePoint now, const std::set<std::string>& window_bound,
                         const Caps& caps) const;
   CapacityAdvice Advise(size_t workers, TimePoint now, const std::set<std::string>& window_bound = {}) const;
+  // Each job's stall (as JobInput.stall) where its clients' reports say, for FairShare's order within shares.
+  std::map<std::string, double> JobStalls(TimePoint now) const;
   // Advise's per_worker alone (the pool's rate per worker at full busy; < 0 unknown), without the clients' figures.
   double PerWorker(TimePoint now) const;
 
@@ -118,6 +122,11 @@ class CapacityEstimator {
     double seconds = 0;
     double a = 0, b = 0, samples = 0;
   };
+  // Per job: the rate its ranks took (samples/s) and its stall (the largest of its ranks', 0..1).
+  struct Observed {
+    double rate = 0, stall = 0;
+  };
+  std::map<std::string, Observed> ObservedJobs(TimePoint now) const;
   static void Record(Series& series, const Sample& sample);
   // The pool workers' rate per worker at full busy and busy fraction, into `advice`.
   void PoolFigures(CapacityAdvice& advice, TimePoint now) const;

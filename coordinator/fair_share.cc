@@ -90,8 +90,26 @@ FairShare::Key FairShare::KeyOf(const std::string& team, const std::string& job)
   if (t == teams_.end()) return {false, -priority, now, 0, 0, 0};
   auto j = t->second.jobs.find(job);
   const Tag tag = j == t->second.jobs.end() ? Tag{} : j->second;
-  return {false, -priority, t->second.tag.StartAt(now), tag.StartAt(t->second.virtual_time), t->second.tag.served,
-          tag.served};
+  return {false, -priority, t->second.tag.LeadStartAt(now), tag.LeadStartAt(t->second.virtual_time),
+          t->second.tag.served, tag.served};
+}
+
+double FairShare::StallOf(const std::string& job) const {
+  auto known = team_of_.find(job);
+  if (known == team_of_.end()) return 0;
+  const Team& team = teams_.at(known->second);
+  return team.jobs.at(job).stall;
+}
+
+void FairShare::SetStalls(const std::map<std::string, double>& stalls) {
+  for (auto& [name, team] : teams_) {
+    team.tag.stall = 0;
+    for (auto& [job, tag] : team.jobs) {
+      auto s = stalls.find(job);
+      tag.stall = s != stalls.end() && std::isfinite(s->second) ? std::clamp(s->second, 0.0, 1.0) : 0.0;
+      team.tag.stall = std::max(team.tag.stall, tag.stall);
+    }
+  }
 }
 
 void FairShare::Charge(const std::string& team, const std::string& job, uint64_t samples) {
@@ -103,10 +121,10 @@ void FairShare::Charge(const std::string& team, const std::string& job, uint64_t
   double& now = VirtualTime(team);
   const double work = static_cast<double>(samples) * CostFactorOf(job);
   const double team_start = t.tag.StartAt(now);
-  t.tag = {team_start + work / WeightOf(team), work / WeightOf(team), ++grants_};
+  t.tag = {team_start + work / WeightOf(team), work / WeightOf(team), ++grants_, t.tag.stall};
   now = team_start;
   const double job_start = job_tag.StartAt(t.virtual_time);
-  job_tag = {job_start + work, work, grants_};
+  job_tag = {job_start + work, work, grants_, job_tag.stall};
   t.virtual_time = job_start;
   t.samples += samples;
 }

@@ -30,6 +30,14 @@
 // memory only: after a coordinator restart every job starts level and its cost is learnt again from its first
 // reports, which is fair from then on.
 //
+// Within the shares, the job whose GPUs stall most goes first: each job's start is brought forward by its stall
+// (0..1, the share of its steps its worst rank waited for input lately, from the clients' reports:
+// CapacityEstimator::JobStalls) x kStallLeadGrants of its own last grant, and each team's by its jobs' largest
+// stall (one lead for the whole team, so that between a team's own jobs only theirs decide). Between jobs level in
+// their shares, the one starving is served before one whose input is ahead of its GPUs; and since a grant moves
+// the tag from the start without the lead, a job that always stalls leads the others by at most one grant: the
+// order changes, the shares do not.
+//
 // A team is the name of the client key its jobs registered with ("client:team-a" is team "team-a"; without
 // CURVE every job is team ""). Its policy (TeamPolicy) comes from the coordinator's --team-weights,
 // --team-priorities, --team-max-workers and --team-min-workers; a team not named has weight 1, priority 0, no cap
@@ -121,6 +129,10 @@ class FairShare {
   // Its cost held within the same bounds as its factor (the reference x CostFactorOf; 0 until reported on): what
   // caps, guarantees and the capacity advice count, so that the workers' reports move those no further than shares.
   double BoundedSampleSecondsOf(const std::string& job) const;
+  // Each job's stall (0..1; NaN reads as 0), replacing the last ones: a job not named has none, nor a job not
+  // charged yet (until the next call). StallOf says the one its order counts (for /state).
+  void SetStalls(const std::map<std::string, double>& stalls);
+  double StallOf(const std::string& job) const;
   // A job forgotten: its tag and cost go, and its team's tag once the team has no job left, so what is held is at
   // most the jobs held.
   void Forget(const std::string& job);
@@ -128,6 +140,7 @@ class FairShare {
   static constexpr size_t kCostReports = 15;
   static constexpr double kLagGrants = 2;
   static constexpr double kMaxCostFactor = 16;
+  static constexpr double kStallLeadGrants = 1;
 
   // The team a job was last charged to ("" if none), and the samples leased to a team's jobs since it last had none
   // (for /state and metrics).
@@ -140,9 +153,12 @@ class FairShare {
     double finish = 0;
     double last = 0;      // what its last grant moved it by
     uint64_t served = 0;  // the grant (grants_) it was last charged
+    double stall = 0;     // a job's stall, a team's its jobs' largest (SetStalls)
     // Where its next grant starts, the level's virtual time being `now`: its finish, or if that is further behind,
     // kLagGrants of its own grants behind `now`.
     double StartAt(double now) const { return std::max(finish, now - kLagGrants * last); }
+    // The same, brought forward by its stall (0..1) of kStallLeadGrants of its own grants.
+    double LeadStartAt(double now) const { return StartAt(now) - stall * kStallLeadGrants * last; }
   };
   struct Team {
     Tag tag;

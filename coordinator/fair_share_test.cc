@@ -79,6 +79,42 @@ TEST(FairShare, EqualStartsGoToTheLeastRecentlyServed) {
   EXPECT_TRUE(shares.KeyOf("z", "job-z") < shares.KeyOf("y", "job-y"));
 }
 
+// Within the shares, the job whose GPUs stall most goes first: level jobs, the one served most recently but
+// starving is served before one whose input is ahead, in a team and between teams.
+TEST(FairShare, AmongLevelJobsTheOneStallingMostGoesFirst) {
+  FairShare shares;
+  for (const char* job : {"starved", "ahead"}) shares.Charge("t", job, 8);  // level; "ahead" served last
+  EXPECT_TRUE(shares.KeyOf("t", "starved") < shares.KeyOf("t", "ahead")) << "without stalls, the least recent";
+  shares.SetStalls({{"starved", 0.01}, {"ahead", 0.0}});
+  EXPECT_TRUE(shares.KeyOf("t", "starved") < shares.KeyOf("t", "ahead"));
+  shares.SetStalls({{"starved", 0.0}, {"ahead", 0.5}});
+  EXPECT_TRUE(shares.KeyOf("t", "ahead") < shares.KeyOf("t", "starved")) << "it stalls more now";
+  for (const char* team : {"x", "y"}) shares.Charge(team, std::string("job-") + team, 8);
+  shares.SetStalls({{"job-y", 0.3}});
+  EXPECT_TRUE(shares.KeyOf("y", "job-y") < shares.KeyOf("x", "job-x"));
+  shares.SetStalls({{"job-y", std::nan("")}});  // a report that says nothing counts for nothing
+  EXPECT_TRUE(shares.KeyOf("x", "job-x") < shares.KeyOf("y", "job-y"));
+}
+
+// A job that always stalls goes first among level jobs but leads by at most one grant: the shares hold, between
+// a team's jobs and between teams by weight.
+TEST(FairShare, AJobThatAlwaysStallsLeadsByAtMostOneGrant) {
+  FairShare shares({{"a", {.weight = 3}}});
+  auto got = Serve(shares, {{"a1", "a"}, {"a2", "a"}, {"b1", "b"}, {"b2", "b"}}, 4);  // known: each served once
+  shares.SetStalls({{"a1", 1.0}, {"b1", 0.98}, {"b2", 0.0}});
+  for (auto [job, n] : Serve(shares, {{"a1", "a"}, {"a2", "a"}, {"b1", "b"}, {"b2", "b"}}, 796)) got[job] += n;
+  EXPECT_NEAR(got["a1"], 300, 1);
+  EXPECT_NEAR(got["a2"], 300, 1);
+  EXPECT_NEAR(got["b1"], 100, 1);
+  EXPECT_NEAR(got["b2"], 100, 1);
+  for (int i = 0; i < 7; ++i) {  // at any point, not only at the end
+    auto more = Serve(shares, {{"a1", "a"}, {"a2", "a"}}, 1);
+    got["a1"] += more["a1"];
+    got["a2"] += more["a2"];
+    EXPECT_LE(std::abs(got["a1"] - got["a2"]), 1);
+  }
+}
+
 TEST(FairShare, LargerGrantsCountForMore) {
   FairShare shares;
   std::map<std::string, int> got;

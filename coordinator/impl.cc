@@ -182,6 +182,7 @@ void CoordinatorImpl::Tick() {
   if (now >= next_rate_refresh_) {
     PruneParkedIndexLocked();
     if (rate_needed_) RefreshWorkersWorthLocked(now);
+    shares_.SetStalls(capacity_.JobStalls(now));  // within shares, the most starved first
     next_rate_refresh_ = now + Millis(1000);
   }
   ExpireWorkersLocked(now);

@@ -140,6 +140,7 @@ struct JobStats {
   uint64_t samples_leased = 0;   // since the coordinator started (or the job was re-planned)
   double sample_seconds = 0;     // pipeline-thread seconds a sample costs the pool's workers (0: not reported yet)
   double cost_factor = 1;        // that against the pool's reference: what its grants are charged per sample
+  double stall = 0;              // its clients' stall as its order within shares counts it (FairShare::StallOf)
 };
 
 struct CoordinatorStats {

@@ -51,6 +51,7 @@ CoordinatorStats CoordinatorImpl::Stats() const {
     js.samples_leased = job.samples_leased;
     js.sample_seconds = shares_.SampleSecondsOf(name);
     js.cost_factor = shares_.CostFactorOf(name);
+    js.stall = shares_.StallOf(name);
     const Plan& plan = job.plan;
     uint64_t slowest = plan.total_batches();
     for (uint32_t rank = 0; rank < job.ranks.size(); ++rank) {
@@ -179,6 +180,7 @@ void CoordinatorImpl::WriteJobsLocked(JsonWriter& j, const CoordinatorStats& sta
         .Key("team_min_workers").Value(js.policy.min_workers)
         .Key("sample_cost_seconds").Value(js.sample_seconds)
         .Key("cost_factor").Value(js.cost_factor)
+        .Key("stall").Value(js.stall)
         .EndObject()
         .Key("input").BeginObject();
     auto input = stats.advice.jobs.find(js.name);

@@ -217,6 +217,29 @@ TEST_F(SchedulingTest, AFreedPlaceGoesToTheJobBelowItsShareNotBackToTheJobThatFr
   EXPECT_EQ(got["job"], 4);
 }
 
+// What the job's clients report of their stall reaches the order within shares (FairShare::SetStalls, whose rule
+// FairShare's own tests hold): refreshed each second from the reports of the last 30 s, and shown in /state.
+TEST_F(SchedulingTest, AJobsStallFromItsClientsReportsOrdersItWithinItsShare) {
+  Register("c-a", 0);
+  AddWorker("w-1");
+  ASSERT_EQ(Lease("w-1", 0, 1).size(), 1u);  // the fair share knows the job once it is charged a grant
+  auto report = [&](double step, double stall, uint64_t samples) {
+    ClientHeartbeatRequest hb{"c-a", "job", 0, 0, 0, {}, 0};
+    hb.step_seconds = step;
+    hb.stall_seconds = stall;
+    hb.samples_delivered = samples;
+    ASSERT_TRUE(impl_->ClientHeartbeat(hb).ok());
+  };
+  report(0, 0, 0);
+  clock_.Advance(Millis(3000));
+  report(2.0, 1.5, 20);  // waited for input three quarters of its steps
+  impl_->Tick();
+  EXPECT_NE(impl_->StateJson().find(R"("cost_factor": 1, "stall": 0.75})"), std::string::npos) << impl_->StateJson();
+  clock_.Advance(Millis(31000));  // no reports for longer than the window: nothing known
+  impl_->Tick();
+  EXPECT_NE(impl_->StateJson().find(R"("cost_factor": 1, "stall": 0})"), std::string::npos) << impl_->StateJson();
+}
+
 TEST_F(SchedulingTest, ATeamsWeightIsItsShareOfTheFreedPlaces) {
   CoordinatorOptions options = options_;
   options.teams = {{"team-b", {.weight = 3}}};
