@@ -90,15 +90,19 @@ FairShare::Key FairShare::KeyOf(const std::string& team, const std::string& job)
   if (t == teams_.end()) return {false, -priority, now, 0, 0, 0};
   auto j = t->second.jobs.find(job);
   const Tag tag = j == t->second.jobs.end() ? Tag{} : j->second;
-  return {false, -priority, t->second.tag.LeadStartAt(now), tag.LeadStartAt(t->second.virtual_time),
-          t->second.tag.served, tag.served};
+  const Tag& team_tag = t->second.tag;
+  return {false,
+          -priority,
+          team_tag.StartAt(now) - team_tag.Lead(),
+          tag.StartAt(t->second.virtual_time) - tag.Lead(),
+          team_tag.served,
+          tag.served};
 }
 
 double FairShare::StallOf(const std::string& job) const {
   auto known = team_of_.find(job);
   if (known == team_of_.end()) return 0;
-  const Team& team = teams_.at(known->second);
-  return team.jobs.at(job).stall;
+  return teams_.at(known->second).jobs.at(job).stall;
 }
 
 void FairShare::SetStalls(const std::map<std::string, double>& stalls) {
@@ -112,6 +116,9 @@ void FairShare::SetStalls(const std::map<std::string, double>& stalls) {
   }
 }
 
+// Each level's virtual time becomes the start the order used, lead included: a waiting job's start is never
+// behind it, so a stalled job served early takes nothing from the others' tags (set from the start without the
+// lead, the virtual time passed the waiting jobs' starts, and the lag bound cut what they were owed).
 void FairShare::Charge(const std::string& team, const std::string& job, uint64_t samples) {
   auto known = team_of_.find(job);
   if (known != team_of_.end() && known->second != team) LeaveTeam(job);
@@ -121,11 +128,11 @@ void FairShare::Charge(const std::string& team, const std::string& job, uint64_t
   double& now = VirtualTime(team);
   const double work = static_cast<double>(samples) * CostFactorOf(job);
   const double team_start = t.tag.StartAt(now);
+  now = team_start - t.tag.Lead();
   t.tag = {team_start + work / WeightOf(team), work / WeightOf(team), ++grants_, t.tag.stall};
-  now = team_start;
   const double job_start = job_tag.StartAt(t.virtual_time);
+  t.virtual_time = job_start - job_tag.Lead();
   job_tag = {job_start + work, work, grants_, job_tag.stall};
-  t.virtual_time = job_start;
   t.samples += samples;
 }
 

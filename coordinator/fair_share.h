@@ -30,13 +30,15 @@
 // memory only: after a coordinator restart every job starts level and its cost is learnt again from its first
 // reports, which is fair from then on.
 //
-// Within the shares, the job whose GPUs stall most goes first: each job's start is brought forward by its stall
-// (0..1, the share of its steps its worst rank waited for input lately, from the clients' reports:
-// CapacityEstimator::JobStalls) x kStallLeadGrants of its own last grant, and each team's by its jobs' largest
-// stall (one lead for the whole team, so that between a team's own jobs only theirs decide). Between jobs level in
-// their shares, the one starving is served before one whose input is ahead of its GPUs; and since a grant moves
-// the tag from the start without the lead, a job that always stalls leads the others by at most one grant: the
-// order changes, the shares do not.
+// Within the shares, the most starved go first: a job's start is brought forward by its stall (0..1, the share of
+// its steps its worst rank waited for input lately, from the clients' reports: CapacityEstimator::JobStalls) x
+// kStallLeadGrants of its own last grant, and a team's by its most stalled job's stall x one of the team's grants
+// (one lead for all the team's jobs: with each job's own, a team's unstalled job was served on its stalled
+// sibling's lead, and the team took 3 % more than its weight for good). Between teams level in their shares, the
+// one with a job starving is served before one whose input is ahead, and within a team the job starving before its
+// siblings. A grant moves the tag from the start without the lead, and the virtual time to the start with it (so
+// that no waiting start is passed and cut by the lag bound): a job or team that always stalls is at most one of
+// its own grants ahead of its share, and one back from idle at most three. The order changes; the shares do not.
 //
 // A team is the name of the client key its jobs registered with ("client:team-a" is team "team-a"; without
 // CURVE every job is team ""). Its policy (TeamPolicy) comes from the coordinator's --team-weights,
@@ -153,12 +155,12 @@ class FairShare {
     double finish = 0;
     double last = 0;      // what its last grant moved it by
     uint64_t served = 0;  // the grant (grants_) it was last charged
-    double stall = 0;     // a job's stall, a team's its jobs' largest (SetStalls)
+    double stall = 0;     // a job's stall; a team's, its jobs' largest (SetStalls)
     // Where its next grant starts, the level's virtual time being `now`: its finish, or if that is further behind,
     // kLagGrants of its own grants behind `now`.
     double StartAt(double now) const { return std::max(finish, now - kLagGrants * last); }
-    // The same, brought forward by its stall (0..1) of kStallLeadGrants of its own grants.
-    double LeadStartAt(double now) const { return StartAt(now) - stall * kStallLeadGrants * last; }
+    // How far its start is brought forward: its stall (0..1) x kStallLeadGrants of its own last grant.
+    double Lead() const { return stall * kStallLeadGrants * last; }
   };
   struct Team {
     Tag tag;

@@ -199,6 +199,12 @@ TEST_F(Shares, AGreedyJobTakesNoMoreThanAModestOneAndACapHoldsItsTeamToAWorker) 
   const double total = rate[0] + rate[1] + rate[2];
   std::printf("  greedy %.1f samples/s, modest %.1f, capped %.1f (a worker's worth: %.1f)\n", rate[0], rate[1],
               rate[2], total / 5);
+  for (size_t j = 0; j < jobs.size(); ++j) {  // what each got is the scheduler's doing, not its own consumers'
+    auto demand = ScrapeMetric(cluster_->coordinator_metrics(),
+                               "stoker_coordinator_demand_samples_per_second{pipeline=\"" + jobs[j].name + "\"}");
+    ASSERT_TRUE(demand.ok()) << jobs[j].name << ": " << demand.status().ToString();
+    ASSERT_GT(*demand, 1.2 * rate[j]) << jobs[j].name << " must want more than it gets";
+  }
   EXPECT_NEAR(rate[2] / (total / 5), 1.0, 0.15) << "the capped team gets one worker's time of five";
   EXPECT_NEAR(rate[0] / rate[1], 1.0, 0.10) << "the greedy job gets what the modest one gets";
   ExpectEachExactlyOnce(specs);
@@ -212,7 +218,7 @@ TEST_F(Shares, AHigherPriorityJobTakesThePoolAsUnitsEndAndGivesItBackWhenItEnds)
   ASSERT_NO_FATAL_FAILURE(Start(192, 32, 0, {"--team-priorities", "prod=1"}));
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(cluster_->StartWorker(1, {"--inject-sample-delay", "10ms"}).ok());
   const Job research{"research", "local"}, prod{"prod", "prod"};
-  std::vector<JobSpec> specs = {SpecOver("research", data_, 1, 4, 18), SpecOver("prod", data_, 1, 4, 8)};
+  std::vector<JobSpec> specs = {SpecOver("research", data_, 1, 4, 24), SpecOver("prod", data_, 1, 4, 12)};
   ASSERT_TRUE(cluster_->StartConsumer("research", specs[0], 0).ok());
   ASSERT_NO_FATAL_FAILURE(WaitForLeased(research, 200));
   const double alone = Rates({research}, std::chrono::seconds(2))[0];
@@ -220,18 +226,18 @@ TEST_F(Shares, AHigherPriorityJobTakesThePoolAsUnitsEndAndGivesItBackWhenItEnds)
   ASSERT_TRUE(cluster_->StartConsumer("prod", specs[1], 0, prod_key).ok());
   ASSERT_NO_FATAL_FAILURE(WaitForLeased(prod, 1));
   std::this_thread::sleep_for(std::chrono::seconds(1));  // the bound on taking the pool, not a wait for an event
-  const std::vector<double> during = Rates({research, prod}, std::chrono::seconds(2), {18.0 * 192, 8.0 * 192});
+  const std::vector<double> during = Rates({research, prod}, std::chrono::seconds(2), {24.0 * 192, 12.0 * 192});
   ASSERT_TRUE(WaitForMetric(cluster_->coordinator_metrics(),
-                            "stoker_coordinator_job_samples_leased_total{pipeline=\"prod\",team=\"prod\"}", 8.0 * 192,
+                            "stoker_coordinator_job_samples_leased_total{pipeline=\"prod\",team=\"prod\"}", 12.0 * 192,
                             Millis(60000))
                   .ok());
   std::this_thread::sleep_for(std::chrono::seconds(1));  // the bound on giving it back
-  const double after = Rates({research}, std::chrono::seconds(2), {18.0 * 192})[0];
+  const double after = Rates({research}, std::chrono::seconds(2), {24.0 * 192})[0];
   std::printf("  research alone %.1f samples/s; beside prod %.1f, prod %.1f; after prod %.1f\n", alone, during[0],
               during[1], after);
   EXPECT_LT(during[0], 0.10 * alone) << "research waits while prod can use the pool";
-  EXPECT_GT(during[1], 0.85 * alone) << "prod has the pool";
-  EXPECT_GT(after, 0.85 * alone) << "research has the pool back";
+  EXPECT_GT(during[1], 0.8 * alone) << "prod has the pool";
+  EXPECT_GT(after, 0.8 * alone) << "research has the pool back";
   ExpectEachExactlyOnce(specs);
 }
 
