@@ -15,23 +15,22 @@
 // Who gets the work (the DDP case: ranks step in lockstep, so any rank waiting stalls them all): a worker holds at
 // most its queue (CoordinatorOptions::worker_queue_batches) of leased, unsent batches over all its streams, so a
 // batch never waits behind another worker's queue while this one idles; when room opens in a rank's window the
-// parked request of the least-loaded worker is served first; and when a worker frees a place, the ranks of its job
-// are served furthest-behind first, so every rank's next batch is the one being made.
+// parked request of the least-loaded worker is served first; a freed place goes to the job first in fair order
+// (FairShare), its ranks furthest-behind first, so every rank's next batch is the one being made.
 //
 // Durability: every change to CoordinatorState goes through ApplyLocked, which also appends it to the journal
 // (if any). A rank's durable fields (its client, window, received and consumed positions) are read from the state;
-// the Impl keeps beside them only soft state (leases, liveness, parked requests). After a restart, Restore()
-// replays the journal; then for one reconcile window nothing new is leased while workers report the leases they
-// still hold, which are adopted rather than redone; clients that held ranks resume their sessions with their next
-// heartbeat.
+// the Impl keeps beside them only soft state (leases, liveness, parked requests). After a restart, Restore() replays
+// the journal; then for one reconcile window nothing new is leased while workers report the leases they still hold,
+// which are adopted rather than redone; clients that held ranks resume their sessions with their next heartbeat.
 //
-// The methods live in impl.cc (restart, workers, time), impl_leases.cc (leasing, unit reports), impl_clients.cc
-// (jobs, ranks, acks) and impl_state.cc (stats, /state).
-//
-// Thread safety: all public methods may be called from any thread.
+// The methods live in impl.cc (restart, time), impl_workers.cc, impl_leases.cc (leasing, unit reports), impl_parked.cc,
+// impl_teams.cc, impl_clients.cc (jobs, ranks, acks), impl_reshape.cc and impl_state.cc. Thread safety: all public
+// methods may be called from any thread.
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -141,6 +140,7 @@ struct JobStats {
   double sample_seconds = 0;     // pipeline-thread seconds a sample costs the pool's workers (0: not reported yet)
   double cost_factor = 1;        // that against the pool's reference: what its grants are charged per sample
   double stall = 0;              // its clients' stall as its order within shares counts it (FairShare::StallOf)
+  std::array<double, 4> stage_seconds{};  // pool workers' thread seconds by stage (UnitDoneRequest::kStages)
 };
 
 struct CoordinatorStats {
@@ -179,8 +179,7 @@ class Journal;
 class CoordinatorImpl {
  public:
   // `journal` (may be null: nothing is durable) receives every state update; the service syncs it before it
-  // answers the requests that made them.
-  // `env` reads the jobs' manifests.
+  // answers the requests that made them. `env` reads the jobs' manifests.
   CoordinatorImpl(const CoordinatorOptions& options, const Clock& clock, Env& env, Journal* journal = nullptr);
 
   // Replay: called for each journal record before serving, then FinishRestore() once.
@@ -265,6 +264,7 @@ class CoordinatorImpl {
     std::optional<TimePoint> idle_since;  // since when no client has held any of its ranks
     size_t quarantine_reports = 0;  // over all epochs
     uint64_t samples_leased = 0;
+    std::array<double, 4> stage_seconds{};  // its units' pool time by stage (UnitDoneRequest::kStages), as costed
     std::optional<std::string> team;  // of the first rank held (JobTeamLocked); reset when a session starts
     // The team whose client created it, whose job slots it takes (--max-jobs-per-team). Unset for a job replayed
     // from the journal: then the team of its first held rank.

@@ -3,6 +3,7 @@
 #include "coordinator/impl.h"
 
 #include <algorithm>
+#include <array>
 
 #include "base/logging.h"
 #include "wire/data_messages.h"
@@ -291,10 +292,11 @@ void CoordinatorImpl::KeepQuarantineLocked(JobRuntime& job, const UnitDoneReques
   }
 }
 
-// What the unit's samples cost its worker, for the fair share (FairShare::ReportCost): only from the holder of its
-// lease, only its first report (a worker sends it again until it is answered, and the lease stays until the acks
-// commit it: a replay counted again would let one worker's units set the median), only from a pool worker
-// (node-local ones are outside the shares), and never for more batches than it was leased.
+// What the unit's samples cost its worker, for the fair share (FairShare::ReportCost) and the job's time by stage
+// (stoker_coordinator_job_stage_seconds_total): only from the holder of its lease, only its first report (a
+// worker sends it again until it is answered, and the lease stays until the acks commit it: a replay counted again
+// would let one worker's units set the median), only from a pool worker (node-local ones are outside the shares),
+// and never for more batches than it was leased.
 void CoordinatorImpl::CountCostLocked(JobRuntime& job, const UnitDoneRequest& request) {
   if (request.outcome != UnitOutcome::kSent || request.batches_sent == 0) return;
   auto wit = workers_.find(request.worker_id);
@@ -313,6 +315,10 @@ void CoordinatorImpl::CountCostLocked(JobRuntime& job, const UnitDoneRequest& re
   }
   const uint64_t batches = std::min(request.batches_sent, leased);
   shares_.ReportCost(request.job, batches * job.plan.batch_size(), request.busy_seconds);
+  // Where the time went, by stage, for the batches counted (the codec reads bad figures as 0).
+  const double counted = static_cast<double>(batches) / request.batches_sent;
+  const std::array<double, 4> stages = request.StageSeconds();
+  for (size_t i = 0; i < stages.size(); ++i) job.stage_seconds[i] += stages[i] * counted;
 }
 
 Status CoordinatorImpl::UnitDone(const UnitDoneRequest& request, const Caller& caller) {

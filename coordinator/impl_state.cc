@@ -52,6 +52,7 @@ CoordinatorStats CoordinatorImpl::Stats() const {
     js.sample_seconds = shares_.SampleSecondsOf(name);
     js.cost_factor = shares_.CostFactorOf(name);
     js.stall = shares_.StallOf(name);
+    js.stage_seconds = job.stage_seconds;
     const Plan& plan = job.plan;
     uint64_t slowest = plan.total_batches();
     for (uint32_t rank = 0; rank < job.ranks.size(); ++rank) {
@@ -181,6 +182,9 @@ void CoordinatorImpl::WriteJobsLocked(JsonWriter& j, const CoordinatorStats& sta
         .Key("sample_cost_seconds").Value(js.sample_seconds)
         .Key("cost_factor").Value(js.cost_factor)
         .Key("stall").Value(js.stall)
+        .Key("stage_seconds").BeginObject();
+    for (size_t i = 0; i < js.stage_seconds.size(); ++i) j.Key(UnitDoneRequest::kStages[i]).Value(js.stage_seconds[i]);
+    j.EndObject()
         .EndObject()
         .Key("input").BeginObject();
     auto input = stats.advice.jobs.find(js.name);

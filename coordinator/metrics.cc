@@ -39,12 +39,17 @@ void CollectJobs(const CoordinatorStats& s, MetricFamilies& out) {
                      "samples cost twice as much gets half the samples for the same share of the pool's time. "
                      "Absent until its first unit is reported.",
                      MetricType::Gauge);
+  FamilyBuilder stages("stoker_coordinator_job_stage_seconds_total",
+                       "Pool workers' pipeline-thread seconds spent on the pipeline's batches, by stage: read, "
+                       "decode, augment, seal (from each unit's first report by its lease holder, as its cost). "
+                       "Their rates' split says which stage the pipeline's time goes to.",
+                       MetricType::Counter);
   FamilyBuilder demand("stoker_coordinator_demand_samples_per_second",
                        "Samples per second the pipeline's training loops would consume if input never stalled.",
                        MetricType::Gauge);
   FamilyBuilder stall("stoker_coordinator_input_stall_ratio",
-                      "The pipeline's input stall: the sum over its ranks of stall over step time (ranks that step in "
-                      "lockstep each stall them all), at most 0.98.",
+                      "The pipeline's input stall: the largest over its ranks of stall over step time (ranks that step "
+                      "in lockstep wait for the latest), at most 0.98.",
                       MetricType::Gauge);
   FamilyBuilder bottleneck("stoker_coordinator_input_bottleneck",
                            "1 for what holds a waiting pipeline's input back: cap (its team wants more than its "
@@ -65,6 +70,9 @@ void CollectJobs(const CoordinatorStats& s, MetricFamilies& out) {
     batch_size.Add({{"pipeline", j.name}}, j.batch_size);
     leased.Add({{"pipeline", j.name}, {"team", j.team}}, static_cast<double>(j.samples_leased));
     if (j.sample_seconds > 0) cost.Add({{"pipeline", j.name}, {"team", j.team}}, j.sample_seconds);
+    for (size_t i = 0; i < j.stage_seconds.size(); ++i) {
+      stages.Add({{"pipeline", j.name}, {"team", j.team}, {"stage", UnitDoneRequest::kStages[i]}}, j.stage_seconds[i]);
+    }
     auto d = s.advice.jobs.find(j.name);
     if (d == s.advice.jobs.end()) continue;
     demand.Add({{"pipeline", j.name}}, d->second.demand);
@@ -81,6 +89,7 @@ void CollectJobs(const CoordinatorStats& s, MetricFamilies& out) {
   out.push_back(batch_size.Build());
   out.push_back(leased.Build());
   out.push_back(cost.Build());
+  out.push_back(stages.Build());
   out.push_back(demand.Build());
   out.push_back(stall.Build());
   out.push_back(bottleneck.Build());

@@ -176,18 +176,27 @@ TEST_F(SchedulingTest, AUnitsCostCountsOnceAndOnlyForTheBatchesLeased) {
   ASSERT_EQ(g.size(), 2u);
   auto cost = [&] { return impl_->Stats().job_stats.at(0).sample_seconds; };
   const double per_sample = 0.4 / (g[0].batch_count * spec_.batch_size);
-  UnitDoneRequest done{"w-1", "job", 0, g[0].unit, g[0].attempt, UnitOutcome::kSent, g[0].batch_count, {}, 0.4};
+  UnitDoneRequest done{"w-1", "job", 0,   g[0].unit, g[0].attempt, UnitOutcome::kSent, g[0].batch_count, {},
+                       0.4,   0.05,  0.2, 0.1, 0.05};
+  auto stages = [&] { return impl_->Stats().job_stats.at(0).stage_seconds; };
   ASSERT_TRUE(impl_->UnitDone(done).ok());
   EXPECT_DOUBLE_EQ(cost(), per_sample);
+  EXPECT_EQ(stages(), (std::array<double, 4>{0.05, 0.2, 0.1, 0.05})) << "read, decode, augment, seal";
   done.busy_seconds = 40.0;
+  done.decode_seconds = 30.0;
   for (int i = 0; i < 20; ++i) ASSERT_TRUE(impl_->UnitDone(done).ok()) << "a replay is answered as before";
   EXPECT_DOUBLE_EQ(cost(), per_sample) << "replays of the first report count nothing";
+  EXPECT_EQ(stages(), (std::array<double, 4>{0.05, 0.2, 0.1, 0.05})) << "nor for the stages";
   // The second unit claims 100 times its batches: counted for the batches leased, so the cost it reports is 0.4 a
-  // unit, and with two reports of the same the median is that.
+  // unit, and with two reports of the same the median is that; its stages count for a hundredth.
   UnitDoneRequest inflated{"w-1", "job", 0, g[1].unit, g[1].attempt, UnitOutcome::kSent, 100 * g[1].batch_count,
-                           {}, 0.4};
+                           {}, 0.4, 0, 100.0, 0, 0};
   ASSERT_TRUE(impl_->UnitDone(inflated).ok());
   EXPECT_DOUBLE_EQ(cost(), 0.4 / (g[1].batch_count * spec_.batch_size));
+  EXPECT_DOUBLE_EQ(stages()[1], 1.2);
+  EXPECT_NE(impl_->StateJson().find(R"("stage_seconds": {"read": 0.05, "decode": 1.2, "augment": 0.1, "seal": 0.05})"),
+            std::string::npos)
+      << impl_->StateJson();
 }
 
 // A worker that leaves has its requests waiting for work answered at once, empty. Regression: the sweep looked
@@ -234,10 +243,10 @@ TEST_F(SchedulingTest, AJobsStallFromItsClientsReportsOrdersItWithinItsShare) {
   clock_.Advance(Millis(3000));
   report(2.0, 1.5, 20);  // waited for input three quarters of its steps
   impl_->Tick();
-  EXPECT_NE(impl_->StateJson().find(R"("cost_factor": 1, "stall": 0.75})"), std::string::npos) << impl_->StateJson();
+  EXPECT_NE(impl_->StateJson().find(R"("cost_factor": 1, "stall": 0.75, "stage_seconds")"), std::string::npos) << impl_->StateJson();
   clock_.Advance(Millis(31000));  // no reports for longer than the window: nothing known
   impl_->Tick();
-  EXPECT_NE(impl_->StateJson().find(R"("cost_factor": 1, "stall": 0})"), std::string::npos) << impl_->StateJson();
+  EXPECT_NE(impl_->StateJson().find(R"("cost_factor": 1, "stall": 0, "stage_seconds")"), std::string::npos) << impl_->StateJson();
 }
 
 TEST_F(SchedulingTest, ATeamsWeightIsItsShareOfTheFreedPlaces) {

@@ -170,6 +170,12 @@ struct UnitDone {
   quarantined @6 :List(QuarantinedSample);
   busySeconds @7 :Float64;      # pipeline-thread seconds spent making the batches sent (read, decode, augment,
                                 # seal): the coordinator's fair share charges a job by what its samples cost
+  # Of busySeconds, by stage (the rest is time the stages do not account for, e.g. an injected delay): where the
+  # job's time goes, per job (stoker_coordinator_job_stage_seconds_total).
+  readSeconds @8 :Float64;
+  decodeSeconds @9 :Float64;
+  augmentSeconds @10 :Float64;
+  sealSeconds @11 :Float64;
 }
 
 # --- clients -------------------------------------------------------------------------------------------------

@@ -212,6 +212,21 @@ def overview():
                      [(f"stoker_coordinator_input_bottleneck{{{PIPELINE}}} * ignoring (cause) group_left "
                        f"stoker_coordinator_input_stall_ratio{{{PIPELINE}}}", "{{pipeline}}: {{cause}}")],
                      "percentunit", 1), 8, 8)
+    stages = "stoker_coordinator_job_stage_seconds_total"
+    l.add(timeseries("Where each pipeline's worker time goes, by stage",
+                     "Of the pool workers' pipeline-thread time on each pipeline's batches, the part each stage "
+                     "took: read-heavy means storage, decode- or augment-heavy means CPU (more workers, or a "
+                     "cheaper pipeline), seal-heavy means encryption. From each unit's report to the coordinator.",
+                     [(f"{rate(stages, PIPELINE, by='pipeline, stage')} / ignoring (stage) group_left "
+                       f"{rate(stages, PIPELINE, by='pipeline')}", "{{pipeline}}: {{stage}}")],
+                     "percentunit", 1), 12, 8)
+    l.add(timeseries("Worker time per sample by pipeline and stage",
+                     "Pipeline-thread seconds one of the pipeline's samples cost the pool's workers in each stage: "
+                     "what its share of the pool buys (a pipeline whose samples cost twice as much gets half the "
+                     "samples for the same share).",
+                     [(f"{rate(stages, PIPELINE, by='pipeline, stage')} / ignoring (stage) group_left "
+                       f"{rate(leased, PIPELINE, by='pipeline')}", "{{pipeline}}: {{stage}}")],
+                     "s"), 12, 8)
     l.row("Workers")
     l.add(timeseries("Worker thread time: busy vs backpressure",
                      "Share of pipeline-thread time spent making samples (busy: the autoscaling signal) and "

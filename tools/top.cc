@@ -18,6 +18,32 @@ std::map<std::string, double> PerPipeline(const std::vector<MetricSample>& sampl
   return out;
 }
 
+// Each pipeline's pool time by stage (stoker_coordinator_job_stage_seconds_total): pipeline -> stage -> seconds.
+std::map<std::string, std::map<std::string, double>> StageSeconds(const std::vector<MetricSample>& samples) {
+  std::map<std::string, std::map<std::string, double>> out;
+  for (const MetricSample& s : samples) {
+    if (s.name == "stoker_coordinator_job_stage_seconds_total") out[s.Label("pipeline")][s.Label("stage")] += s.value;
+  }
+  return out;
+}
+
+// The stage that grew most over the interval, and its part of the growth of all (a counter that went back counts
+// from zero).
+void BusiestStage(const std::map<std::string, double>& before, const std::map<std::string, double>& now, TopRow& row) {
+  double total = 0, most = 0;
+  for (const auto& [stage, seconds] : now) {
+    auto was = before.find(stage);
+    const double grew = seconds - (was == before.end() || was->second > seconds ? 0 : was->second);
+    if (!(grew > 0)) continue;
+    total += grew;
+    if (grew > most) {
+      most = grew;
+      row.stage = stage;
+    }
+  }
+  if (total > 0) row.stage_share = most / total;
+}
+
 // The text came from the network: nothing in it may drive the terminal.
 std::string Printable(std::string text) {
   for (char& c : text) {
@@ -96,6 +122,11 @@ TopView MakeTopView(const std::vector<MetricSample>& before, const std::vector<M
       rows[pipeline].bottleneck = s.Label("cause");
     }
   }
+  const auto stages_before = StageSeconds(before);
+  for (const auto& [pipeline, stages] : StageSeconds(now)) {
+    auto was = stages_before.find(pipeline);
+    BusiestStage(was == stages_before.end() ? std::map<std::string, double>{} : was->second, stages, rows[pipeline]);
+  }
   for (const auto& [pipeline, total] : PerPipeline(now, "stoker_coordinator_job_samples_leased_total")) {
     auto was = leased_before.find(pipeline);
     const double from = was == leased_before.end() || was->second > total ? 0 : was->second;
@@ -142,9 +173,10 @@ std::string RenderTop(const TopView& view, const std::string& source, double sec
     text.resize(width, ' ');
     return text;
   };
-  const char* columns = "  %11s  %7s  %9s  %9s  %6s  %9s  %6s  %s\n";
+  const char* columns = "  %11s  %7s  %9s  %9s  %6s  %9s  %6s  %12s  %s\n";
   out += cell("PIPELINE", name_width) + "  " + cell("TEAM", team_width) +
-         Format(columns, "EPOCH", "RANKS", "LEASED/S", "MS/SAMPLE", "SHARE", "DEMAND/S", "STALL", "HELD BACK BY");
+         Format(columns, "EPOCH", "RANKS", "LEASED/S", "MS/SAMPLE", "SHARE", "DEMAND/S", "STALL", "MOSTLY",
+                "HELD BACK BY");
   for (const TopRow& r : view.rows) {
     const std::string line = Format(
         columns, Format("%.0f %3.0f%%", r.epoch, 100 * r.epoch_progress).c_str(),
@@ -152,6 +184,8 @@ std::string RenderTop(const TopView& view, const std::string& source, double sec
         r.sample_seconds > 0 ? Format("%.2f", 1000 * r.sample_seconds).c_str() : "-",
         Format("%.0f%%", 100 * r.share).c_str(), r.demand < 0 ? "-" : Format("%.0f", r.demand).c_str(),
         r.stall < 0 ? "-" : Format("%.0f%%", 100 * r.stall).c_str(),
+        r.stage_share < 0 ? "-"
+                          : Format("%s %.0f%%", Printable(r.stage.substr(0, 7)).c_str(), 100 * r.stage_share).c_str(),
         r.bottleneck.empty() ? "-" : Printable(r.bottleneck.substr(0, 24)).c_str());
     out += cell(r.pipeline, name_width) + "  " + cell(r.team.empty() ? "-" : r.team, team_width) + line;
   }

@@ -1,7 +1,7 @@
 // What `stoker top` shows (tools/top_command.cc): a coordinator's /metrics read twice, an interval apart, made into
 // one table of its pipelines — team, epoch, ranks held, the pool's samples leased to it per second, what a sample
-// costs the workers and its share of their time, the demand its training loops report, their input stall, and what
-// holds a waiting pipeline back — under a
+// costs the workers and its share of their time, the demand its training loops report, their input stall, the stage
+// its workers' time goes to most, and what holds a waiting pipeline back — under a
 // line about the pool (workers, busy ratio, the workers the coordinator recommends). Pure functions, so the tests
 // need no server.
 #pragma once
@@ -27,6 +27,10 @@ struct TopRow {
   double share = 0;
   double demand = -1;            // samples/s its loops would take; < 0: not reported yet
   double stall = -1;             // 0-0.98; < 0: not reported yet
+  // Where the pool workers' time on it went over the interval: the stage that took most of it (read, decode,
+  // augment, seal) and its part of the four, 0-1; empty and < 0 when no unit of it was reported in the interval.
+  std::string stage;
+  double stage_share = -1;
   std::string bottleneck;        // cap, workers, window or scheduling; empty: none
 };
 

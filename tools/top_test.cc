@@ -61,7 +61,8 @@ TEST(Top, RatesAndSharesAreOverTheInterval) {
             std::string::npos)
       << table;
   EXPECT_NE(table.find("client:x"), std::string::npos) << table;
-  EXPECT_NE(table.find("      4/5       1500          -     60%       2000     25%  workers\n"), std::string::npos)
+  EXPECT_NE(table.find("      4/5       1500          -     60%       2000     25%             -  workers\n"),
+            std::string::npos)
       << table;
   EXPECT_NE(table.find("workers\n"), std::string::npos) << table;
 }
@@ -83,6 +84,28 @@ TEST(Top, SharesAreOfTheWorkersTimeOnceCostsAreKnown) {
   EXPECT_DOUBLE_EQ(view.rows[1].sample_seconds, 0.004);
   const std::string table = RenderTop(view, "127.0.0.1:9400", 2.0);
   EXPECT_NE(table.find("       1500       1.00     38%"), std::string::npos) << table;
+}
+
+// MOSTLY is the stage that took most of the pool's time on the pipeline over the interval, and its part: a's decode
+// grew 3 s of 4 (its read was larger before the interval, not in it); b reported no unit in the interval.
+TEST(Top, MostlyIsTheStageThatTookMostOfTheIntervalsTime) {
+  std::string before = kBefore;
+  before += "stoker_coordinator_job_stage_seconds_total{pipeline=\"a\",team=\"client:x\",stage=\"read\"} 50\n"
+            "stoker_coordinator_job_stage_seconds_total{pipeline=\"a\",team=\"client:x\",stage=\"decode\"} 10\n"
+            "stoker_coordinator_job_stage_seconds_total{pipeline=\"b\",team=\"client:y\",stage=\"read\"} 7\n";
+  std::string now = kNow;
+  now += "stoker_coordinator_job_stage_seconds_total{pipeline=\"a\",team=\"client:x\",stage=\"read\"} 50.5\n"
+         "stoker_coordinator_job_stage_seconds_total{pipeline=\"a\",team=\"client:x\",stage=\"decode\"} 13\n"
+         "stoker_coordinator_job_stage_seconds_total{pipeline=\"a\",team=\"client:x\",stage=\"augment\"} 0.25\n"
+         "stoker_coordinator_job_stage_seconds_total{pipeline=\"a\",team=\"client:x\",stage=\"seal\"} 0.25\n"
+         "stoker_coordinator_job_stage_seconds_total{pipeline=\"b\",team=\"client:y\",stage=\"read\"} 7\n";
+  TopView view = MakeTopView(Read(before), Read(now), 2.0);
+  ASSERT_EQ(view.rows.size(), 3u);
+  EXPECT_EQ(view.rows[0].stage, "decode");
+  EXPECT_DOUBLE_EQ(view.rows[0].stage_share, 0.75);
+  EXPECT_LT(view.rows[1].stage_share, 0) << "nothing reported in the interval: -";
+  const std::string table = RenderTop(view, "127.0.0.1:9400", 2.0);
+  EXPECT_NE(table.find("     25%    decode 75%  workers\n"), std::string::npos) << table;
 }
 
 TEST(Top, TheAddressAUserTypesBecomesTheMetricsUrl) {

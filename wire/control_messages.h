@@ -4,6 +4,7 @@
 // documented once, in schema/control.capnp.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -103,6 +104,12 @@ struct UnitDoneRequest {
   uint32_t batches_sent = 0;
   std::vector<QuarantineReport> quarantined;
   double busy_seconds = 0;  // pipeline-thread seconds the batches sent took (a NaN or negative one reads as 0)
+  // Of those, by stage (the same reading of bad values).
+  double read_seconds = 0, decode_seconds = 0, augment_seconds = 0, seal_seconds = 0;
+
+  // The stages by name (the metrics' `stage` label) and their seconds, in that order.
+  static constexpr std::array<const char*, 4> kStages = {"read", "decode", "augment", "seal"};
+  std::array<double, 4> StageSeconds() const { return {read_seconds, decode_seconds, augment_seconds, seal_seconds}; }
 };
 
 // Where a registration resumes: a checkpoint token (dataset/checkpoint.h), which the coordinator decodes. A client

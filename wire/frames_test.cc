@@ -104,12 +104,12 @@ TEST(Schema, EveryControlRequestRoundTrips) {
   EXPECT_EQ(dereg.which(), wire::Request::DEREGISTER);
 }
 
-// What a unit cost its worker travels with its report; a figure that is not a finite positive number reads as
+// What a unit cost its worker, in all and by stage, travels with its report; a figure that is not a finite positive number reads as
 // none, so a peer cannot hand the fair share a NaN.
 TEST(Schema, AUnitsCostTravelsAndNonsenseReadsAsNone) {
   for (const auto& [sent, read] : std::vector<std::pair<double, double>>{
            {0.25, 0.25}, {-1, 0}, {std::nan(""), 0}, {std::numeric_limits<double>::infinity(), 0}}) {
-    UnitDoneRequest done{"w-1", "job", 2, 3, 4, UnitOutcome::kSent, 5, {}, sent};
+    UnitDoneRequest done{"w-1", "job", 2, 3, 4, UnitOutcome::kSent, 5, {}, sent, sent, 2 * sent, 3 * sent, 4 * sent};
     uint64_t id = 0;
     auto decoded = DecodeRequest(EncodeRequest(9, done), &id);
     ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
@@ -117,6 +117,10 @@ TEST(Schema, AUnitsCostTravelsAndNonsenseReadsAsNone) {
     ASSERT_NE(back, nullptr);
     EXPECT_EQ(back->batches_sent, 5u);
     EXPECT_EQ(back->busy_seconds, read) << sent;
+    EXPECT_EQ(back->read_seconds, read) << "and by stage: " << sent;
+    EXPECT_EQ(back->decode_seconds, 2 * read) << sent;
+    EXPECT_EQ(back->augment_seconds, 3 * read) << sent;
+    EXPECT_EQ(back->seal_seconds, 4 * read) << sent;
   }
 }
 

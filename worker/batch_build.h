@@ -62,9 +62,9 @@ struct BatchBuild {
   bool buffer_owned = true;                  // false once ZeroMQ has it (it returns it to the pool)
   std::shared_ptr<std::atomic<bool>> cancelled;
   std::atomic<uint32_t> remaining{0};
-  // Thread time this batch's samples spent per stage (the worker's stage histograms, per batch), and in all
-  // (sealing included: what its unit's report tells the coordinator the batch cost).
-  std::atomic<int64_t> read_ns{0}, decode_ns{0}, augment_ns{0}, busy_ns{0};
+  // Thread time this batch's samples spent per stage (the worker's stage histograms, per batch; sealing it), and
+  // in all (sealing included: what its unit's report tells the coordinator the batch cost).
+  std::atomic<int64_t> read_ns{0}, decode_ns{0}, augment_ns{0}, seal_ns{0}, busy_ns{0};
   std::shared_ptr<ReadAhead> read_ahead;  // the unit's samples fetched ahead (object storage), shared by its batches
   // How it goes on the wire (worker/batch_sender.h): set by Prepare on the I/O thread, and by Seal on a pipeline
   // thread for a sealed connection, before Send reads them.

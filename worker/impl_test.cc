@@ -167,7 +167,7 @@ TEST_F(WorkerImplTest, ARegistrationRefusedForNowIsAskedAgainEverySecond) {
   EXPECT_TRUE(other->TakeOutbox().requests.empty()) << "a refusal that will not pass is not repeated";
 }
 
-// A unit of several batches reports what all of them took, not the last one's.
+// A unit of several batches reports what all of them took, in all and by stage, not the last one's.
 TEST_F(WorkerImplTest, AUnitsReportSumsItsBatchesBusyTime) {
   Ready(/*credits=*/2);
   impl_->Tick();
@@ -183,12 +183,20 @@ TEST_F(WorkerImplTest, AUnitsReportSumsItsBatchesBusyTime) {
     auto build = outbox_.builds[i];
     ASSERT_TRUE(impl_->RouteBatch(*build).has_value());
     build->busy_ns = static_cast<int64_t>(i + 1) * 100'000'000;
+    build->read_ns = static_cast<int64_t>(i + 1) * 10'000'000;
+    build->decode_ns = static_cast<int64_t>(i + 1) * 40'000'000;
+    build->augment_ns = static_cast<int64_t>(i + 1) * 30'000'000;
+    build->seal_ns = static_cast<int64_t>(i + 1) * 20'000'000;
     impl_->BatchSent(*build, /*delivered=*/true);
   }
   std::vector<UnitDoneRequest> done = UnitsDone();
   ASSERT_EQ(done.size(), 1u);
   EXPECT_EQ(done[0].batches_sent, 2u);
   EXPECT_NEAR(done[0].busy_seconds, 0.3, 1e-12);
+  EXPECT_NEAR(done[0].read_seconds, 0.03, 1e-12) << "and by stage";
+  EXPECT_NEAR(done[0].decode_seconds, 0.12, 1e-12);
+  EXPECT_NEAR(done[0].augment_seconds, 0.09, 1e-12);
+  EXPECT_NEAR(done[0].seal_seconds, 0.06, 1e-12);
 }
 
 TEST_F(WorkerImplTest, CreditCapsLeases) {

@@ -131,6 +131,10 @@ void WorkerImpl::BatchSent(BatchBuild& build, bool delivered) {
   UnitWork& work = uit->second;
   ++work.sent;
   work.busy_ns += build.busy_ns.load(std::memory_order_relaxed);
+  work.read_ns += build.read_ns.load(std::memory_order_relaxed);
+  work.decode_ns += build.decode_ns.load(std::memory_order_relaxed);
+  work.augment_ns += build.augment_ns.load(std::memory_order_relaxed);
+  work.seal_ns += build.seal_ns.load(std::memory_order_relaxed);
   for (QuarantineReport& q : build.quarantine) {
     if (!q.reason.empty()) work.quarantined.push_back(std::move(q));
   }
@@ -200,6 +204,10 @@ void WorkerImpl::ReportUnit(const UnitKey& key, const UnitWork& work, UnitOutcom
   done.outcome = outcome;
   done.batches_sent = work.sent;
   done.busy_seconds = static_cast<double>(work.busy_ns) * 1e-9;
+  done.read_seconds = static_cast<double>(work.read_ns) * 1e-9;
+  done.decode_seconds = static_cast<double>(work.decode_ns) * 1e-9;
+  done.augment_seconds = static_cast<double>(work.augment_ns) * 1e-9;
+  done.seal_seconds = static_cast<double>(work.seal_ns) * 1e-9;
   done.quarantined = work.quarantined;
   Send(std::move(done));
 }

@@ -313,6 +313,7 @@ class Worker::Adapter {
       BatchSender::Seal(*build, std::move(session));
       const int64_t took =
           std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - began).count();
+      build->seal_ns.fetch_add(took, std::memory_order_relaxed);
       build->busy_ns.fetch_add(took, std::memory_order_relaxed);
       counters_.busy_ns.fetch_add(took, std::memory_order_relaxed);
       Completed(build);

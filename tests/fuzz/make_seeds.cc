@@ -44,7 +44,7 @@ void ControlFrames(const std::string& dir) {
       RegisterWorkerRequest{"w-1", "tcp://10.0.0.1:7401", 4, "0.1.0", std::string(40, 'k')},
       WorkerHeartbeatRequest{"w-1", {{"job", 0, 3, 7}}, false, 1.5, 100},
       LeaseRequest{"w-1", "job", 1, 4, 1000},
-      UnitDoneRequest{"w-1", "job", 0, 3, 7, UnitOutcome::kSent, 1, {{17, "decode_error", "bad"}}, 0.5},
+      UnitDoneRequest{"w-1", "job", 0, 3, 7, UnitOutcome::kSent, 1, {{17, "decode_error", "bad"}}, 0.5, 0.1, 0.2, 0.15, 0.05},
       RegisterClientRequest{"c-1", "job", 0, Spec(), 8, ResumePoint{5, 99}},
       ClientHeartbeatRequest{.client_id = "c-1", .job = "job", .consumed = 4, .received_watermark = 6,
                              .received_above = {8, 9}, .membership_version = 2, .rejected_workers = {"w-2"},
