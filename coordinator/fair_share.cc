@@ -116,9 +116,11 @@ void FairShare::SetStalls(const std::map<std::string, double>& stalls) {
   }
 }
 
-// Each level's virtual time becomes the start the order used, lead included: a waiting job's start is never
-// behind it, so a stalled job served early takes nothing from the others' tags (set from the start without the
-// lead, the virtual time passed the waiting jobs' starts, and the lag bound cut what they were owed).
+// Each level's virtual time moves to the start the order used, lead included, but a lead never moves it back: it
+// stays at or behind every waiting job's start, so a stalled job served early takes nothing from the others' tags
+// (moved to the start without the lead, it passed the waiting jobs' starts and the lag bound cut what they were
+// owed), and a job that arrives starts level with the others (moved back by a lead, it started behind them and took
+// that many grants). Without stalls it is the start of the grant, as before.
 void FairShare::Charge(const std::string& team, const std::string& job, uint64_t samples) {
   auto known = team_of_.find(job);
   if (known != team_of_.end() && known->second != team) LeaveTeam(job);
@@ -128,10 +130,10 @@ void FairShare::Charge(const std::string& team, const std::string& job, uint64_t
   double& now = VirtualTime(team);
   const double work = static_cast<double>(samples) * CostFactorOf(job);
   const double team_start = t.tag.StartAt(now);
-  now = team_start - t.tag.Lead();
+  now = std::max(team_start - t.tag.Lead(), std::min(now, team_start));
   t.tag = {team_start + work / WeightOf(team), work / WeightOf(team), ++grants_, t.tag.stall};
   const double job_start = job_tag.StartAt(t.virtual_time);
-  t.virtual_time = job_start - job_tag.Lead();
+  t.virtual_time = std::max(job_start - job_tag.Lead(), std::min(t.virtual_time, job_start));
   job_tag = {job_start + work, work, grants_, job_tag.stall};
   t.samples += samples;
 }

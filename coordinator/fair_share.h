@@ -36,9 +36,10 @@
 // (one lead for all the team's jobs: with each job's own, a team's unstalled job was served on its stalled
 // sibling's lead, and the team took 3 % more than its weight for good). Between teams level in their shares, the
 // one with a job starving is served before one whose input is ahead, and within a team the job starving before its
-// siblings. A grant moves the tag from the start without the lead, and the virtual time to the start with it (so
-// that no waiting start is passed and cut by the lag bound): a job or team that always stalls is at most one of
-// its own grants ahead of its share, and one back from idle at most three. The order changes; the shares do not.
+// siblings. A grant moves the tag from the start without the lead, and the virtual time to the start with it but
+// never back for a lead (so that no waiting start is passed and cut by the lag bound, and a job that arrives starts
+// level): a job or team that always stalls is at most one of its own grants ahead of its share, and one back from
+// idle at most three. The order changes; the shares do not.
 //
 // A team is the name of the client key its jobs registered with ("client:team-a" is team "team-a"; without
 // CURVE every job is team ""). Its policy (TeamPolicy) comes from the coordinator's --team-weights,

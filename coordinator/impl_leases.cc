@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 
 #include "base/logging.h"
 #include "wire/data_messages.h"
@@ -315,10 +316,13 @@ void CoordinatorImpl::CountCostLocked(JobRuntime& job, const UnitDoneRequest& re
   }
   const uint64_t batches = std::min(request.batches_sent, leased);
   shares_.ReportCost(request.job, batches * job.plan.batch_size(), request.busy_seconds);
-  // Where the time went, by stage, for the batches counted (the codec reads bad figures as 0).
-  const double counted = static_cast<double>(batches) / request.batches_sent;
+  // Where the time went, by stage: the report's split of its time, applied to what the unit's samples cost at the
+  // job's median, so that a worker's figures move the split of its own units only, never the total.
   const std::array<double, 4> stages = request.StageSeconds();
-  for (size_t i = 0; i < stages.size(); ++i) job.stage_seconds[i] += stages[i] * counted;
+  const double split = std::max(request.busy_seconds, stages[0] + stages[1] + stages[2] + stages[3]);
+  const double cost = shares_.SampleSecondsOf(request.job) * static_cast<double>(batches * job.plan.batch_size());
+  if (!(split > 0) || !(cost > 0) || !std::isfinite(split)) return;
+  for (size_t i = 0; i < stages.size(); ++i) job.stage_seconds[i] += stages[i] / split * cost;
 }
 
 Status CoordinatorImpl::UnitDone(const UnitDoneRequest& request, const Caller& caller) {

@@ -40,9 +40,9 @@ void CollectJobs(const CoordinatorStats& s, MetricFamilies& out) {
                      "Absent until its first unit is reported.",
                      MetricType::Gauge);
   FamilyBuilder stages("stoker_coordinator_job_stage_seconds_total",
-                       "Pool workers' pipeline-thread seconds spent on the pipeline's batches, by stage: read, "
-                       "decode, augment, seal (from each unit's first report by its lease holder, as its cost). "
-                       "Their rates' split says which stage the pipeline's time goes to.",
+                       "Pool workers' pipeline-thread seconds on the pipeline's units reported sent, by stage: "
+                       "read, decode, augment, seal (each unit's first report by its lease holder splits its cost at "
+                       "the pipeline's median). Their rates' split says which stage the pipeline's time goes to.",
                        MetricType::Counter);
   FamilyBuilder demand("stoker_coordinator_demand_samples_per_second",
                        "Samples per second the pipeline's training loops would consume if input never stalled.",

@@ -188,13 +188,14 @@ TEST_F(SchedulingTest, AUnitsCostCountsOnceAndOnlyForTheBatchesLeased) {
   EXPECT_DOUBLE_EQ(cost(), per_sample) << "replays of the first report count nothing";
   EXPECT_EQ(stages(), (std::array<double, 4>{0.05, 0.2, 0.1, 0.05})) << "nor for the stages";
   // The second unit claims 100 times its batches: counted for the batches leased, so the cost it reports is 0.4 a
-  // unit, and with two reports of the same the median is that; its stages count for a hundredth.
+  // unit, and with two reports of the same the median is that. Its stages claim 100 s of decoding: they say how its
+  // time splits (all decoding), and the unit's cost at the job's median says how much (0.4 s).
   UnitDoneRequest inflated{"w-1", "job", 0, g[1].unit, g[1].attempt, UnitOutcome::kSent, 100 * g[1].batch_count,
                            {}, 0.4, 0, 100.0, 0, 0};
   ASSERT_TRUE(impl_->UnitDone(inflated).ok());
   EXPECT_DOUBLE_EQ(cost(), 0.4 / (g[1].batch_count * spec_.batch_size));
-  EXPECT_DOUBLE_EQ(stages()[1], 1.2);
-  EXPECT_NE(impl_->StateJson().find(R"("stage_seconds": {"read": 0.05, "decode": 1.2, "augment": 0.1, "seal": 0.05})"),
+  EXPECT_DOUBLE_EQ(stages()[1], 0.6);
+  EXPECT_NE(impl_->StateJson().find(R"("stage_seconds": {"read": 0.05, "decode": 0.6, "augment": 0.1, "seal": 0.05})"),
             std::string::npos)
       << impl_->StateJson();
 }

@@ -221,9 +221,10 @@ def overview():
                        f"{rate(stages, PIPELINE, by='pipeline')}", "{{pipeline}}: {{stage}}")],
                      "percentunit", 1), 12, 8)
     l.add(timeseries("Worker time per sample by pipeline and stage",
-                     "Pipeline-thread seconds one of the pipeline's samples cost the pool's workers in each stage: "
-                     "what its share of the pool buys (a pipeline whose samples cost twice as much gets half the "
-                     "samples for the same share).",
+                     "About the pipeline-thread seconds one of the pipeline's samples costs the pool's workers in "
+                     "each stage (a little low: node-local workers' and re-leased samples count below the line "
+                     "only): what its share of the pool buys (a pipeline whose samples cost twice as much gets half "
+                     "the samples for the same share).",
                      [(f"{rate(stages, PIPELINE, by='pipeline, stage')} / ignoring (stage) group_left "
                        f"{rate(leased, PIPELINE, by='pipeline')}", "{{pipeline}}: {{stage}}")],
                      "s"), 12, 8)

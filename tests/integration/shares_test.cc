@@ -171,6 +171,16 @@ TEST_F(Shares, ThreeJobsOnAPoolTooSmallGetTheirMaxMinSharesEachExactlyOnce) {
   }
   ASSERT_GT(demand[0] + demand[1] + demand[2], 1.2 * total) << "the pool must be too small for them all";
   for (size_t j = 0; j < jobs.size(); ++j) EXPECT_NEAR(rate[j] / fair[j], 1.0, 0.10) << jobs[j].name;
+  // Where each job's time went, from the workers' reports: every stage took some (the data plane is sealed).
+  for (const Job& job : jobs) {
+    for (const char* stage : {"read", "decode", "augment", "seal"}) {
+      auto seconds = ScrapeMetric(cluster_->coordinator_metrics(), "stoker_coordinator_job_stage_seconds_total{pipeline=\"" +
+                                                                        job.name + "\",team=\"local\",stage=\"" +
+                                                                        stage + "\"}");
+      ASSERT_TRUE(seconds.ok()) << job.name << " " << stage << ": " << seconds.status().ToString();
+      EXPECT_GT(*seconds, 0) << job.name << " " << stage;
+    }
+  }
   ExpectEachExactlyOnce(specs);
 }
 
