@@ -61,11 +61,13 @@ int TopCommand(int argc, char** argv) {
   bool once = false;
   FlagSet flags("stoker top --coordinator-metrics HOST:PORT [flags]",
                 "Shows a coordinator's pipelines live, from its admin port's /metrics: team, epoch (from 0) and its "
-                "progress, ranks held of all, the samples per second leased to each and its share of all, the demand "
-                "its training loops report, their input stall, and what holds a waiting pipeline back (cap, "
-                "workers, window or scheduling); above them, the pool's workers, busy ratio and the workers the "
-                "coordinator recommends. Rates are over the interval between two readings. In Kubernetes: kubectl "
-                "port-forward to the coordinator's admin port (the chart's coordinator.ports.metrics, 9400) first.");
+                "progress, ranks held of all, the samples per second leased to each, what a sample costs the "
+                "workers and its share of their time, the demand its training loops report, their input stall, the "
+                "stage that took most of the workers' time on it (read, decode, augment or seal), and what holds a "
+                "waiting pipeline back (cap, workers, window or scheduling); above them, the pool's workers, busy "
+                "ratio and the workers the coordinator recommends. Rates are over the interval between two "
+                "readings. In Kubernetes: kubectl port-forward to the coordinator's admin port (the chart's "
+                "coordinator.ports.metrics, 9400) first.");
   flags.AddString("coordinator-metrics", &address,
                   "host:port of the coordinator's admin port (its --metrics-listen), e.g. 127.0.0.1:9400");
   flags.AddDouble("interval", &interval, "seconds between readings (0.5-3600)");
