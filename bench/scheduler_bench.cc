@@ -10,7 +10,8 @@
 // random jobs (--streams: every rank gets 8 workers), asks for each of them as its credit frees (requests park at the
 // coordinator), reports each unit with what it cost, and heartbeats every 250 ms with the leases it holds. Each
 // rank's client takes every batch at once and acknowledges in its heartbeat every 250 ms, saying it has stalled 0,
-// 30, 60 or 90 % of its steps (by job: within their shares, the more stalled go first). The coordinator's timer runs every 50 ms.
+// 30, 60 or 90 % of its steps (by job: within their shares, the more stalled go first). The coordinator's timer
+// runs every 50 ms.
 //
 // Measured, after the warm-up: coordinator operations (every call into the Impl) per second of this thread's CPU
 // time inside those calls; the process's memory; and each job's share of the workers' time against its fair

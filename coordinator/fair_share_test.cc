@@ -10,20 +10,35 @@
 namespace stoker::coordinator {
 namespace {
 
-// Serves `grants` grants of `samples` each, always to the job first in the order among `waiting`, and counts them.
-std::map<std::string, int> Serve(FairShare& shares, const std::map<std::string, std::string>& waiting, int grants,
-                                 uint64_t samples = 8) {
-  std::map<std::string, int> got;
+// Serves `grants` grants, always to the job first in the order, each of that job's own size (job -> {team, samples
+// a grant}), and sums the samples each got.
+std::map<std::string, uint64_t> ServeSized(FairShare& shares,
+                                           const std::map<std::string, std::pair<std::string, uint64_t>>& jobs,
+                                           int grants) {
+  std::map<std::string, uint64_t> got;
   for (int i = 0; i < grants; ++i) {
-    const std::pair<const std::string, std::string>* best = nullptr;
-    for (const auto& job : waiting) {
-      if (best == nullptr || shares.KeyOf(job.second, job.first) < shares.KeyOf(best->second, best->first)) {
+    const std::string* best = nullptr;
+    FairShare::Key best_key;
+    for (const auto& [job, team_size] : jobs) {
+      FairShare::Key key = shares.KeyOf(team_size.first, job);
+      if (best == nullptr || key < best_key) {
         best = &job;
+        best_key = key;
       }
     }
-    shares.Charge(best->second, best->first, samples);
-    ++got[best->first];
+    shares.Charge(jobs.at(*best).first, *best, jobs.at(*best).second);
+    got[*best] += jobs.at(*best).second;
   }
+  return got;
+}
+
+// The same with grants of `samples` each among `waiting` (job -> team), counting the grants each got.
+std::map<std::string, int> Serve(FairShare& shares, const std::map<std::string, std::string>& waiting, int grants,
+                                 uint64_t samples = 8) {
+  std::map<std::string, std::pair<std::string, uint64_t>> jobs;
+  for (const auto& [job, team] : waiting) jobs[job] = {team, samples};
+  std::map<std::string, int> got;
+  for (const auto& [job, n] : ServeSized(shares, jobs, grants)) got[job] = static_cast<int>(n / samples);
   return got;
 }
 
@@ -104,28 +119,6 @@ TEST(FairShare, AmongLevelJobsTheOneStallingMostGoesFirst) {
   EXPECT_TRUE(shares.KeyOf("y", "job-y") < shares.KeyOf("x", "job-x"));
 }
 
-// Serves `grants` grants, always to the job first in the order, each of that job's own size (job -> {team, samples
-// a grant}), and sums the samples each got.
-std::map<std::string, uint64_t> ServeSized(FairShare& shares,
-                                           const std::map<std::string, std::pair<std::string, uint64_t>>& jobs,
-                                           int grants) {
-  std::map<std::string, uint64_t> got;
-  for (int i = 0; i < grants; ++i) {
-    const std::string* best = nullptr;
-    FairShare::Key best_key;
-    for (const auto& [job, team_size] : jobs) {
-      FairShare::Key key = shares.KeyOf(team_size.first, job);
-      if (best == nullptr || key < best_key) {
-        best = &job;
-        best_key = key;
-      }
-    }
-    shares.Charge(jobs.at(*best).first, *best, jobs.at(*best).second);
-    got[*best] += jobs.at(*best).second;
-  }
-  return got;
-}
-
 // A job that always stalls goes first among level jobs but is at most one of its own grants ahead: the shares hold
 // between a team's jobs and between teams by weight, whatever the grants' sizes. Regression: the virtual time moved
 // to the served job's start without its lead, past the waiting jobs' starts, and the lag bound then cut what they
@@ -160,9 +153,10 @@ TEST(FairShare, AJobThatAlwaysStallsIsAtMostOneGrantAheadOfItsShare) {
   }
 }
 
-// A job that arrives beside a stalled one, just after the stalled job's grant, starts level with the others: a lead
-// never moves the virtual time back (a review found newcomers starting behind by a stalled team's lead when it did;
-// this shape does not show it, and passes either way: it holds the property, it is no regression test).
+// A job that arrives beside a stalled one, just after the stalled job's grant, starts level with the others. It
+// fails when leads move the virtual time far back (tried: ten leads); it does not tell the rule from moving it back
+// by one lead, which a review suspected of the same and which neither this shape nor a random search of 3,000
+// sequences of waiting subsets showed (at most 3 grants before the level job's next, under either rule).
 TEST(FairShare, ANewcomerBesideAStalledJobStartsLevel) {
   for (double weight : {1.0, 0.25}) {
     FairShare shares({{"s", {.weight = weight}}});
@@ -195,10 +189,10 @@ TEST(FairShare, ANewcomerBesideAStalledJobStartsLevel) {
 // A job back from idle that stalls banks no more than one grant beyond the two any job back from idle starts with.
 TEST(FairShare, AStalledJobBackFromIdleIsAtMostThreeGrantsAhead) {
   FairShare shares;
-  auto got = Serve(shares, {{"busy", "t"}, {"back", "t"}}, 2);
-  got = Serve(shares, {{"busy", "t"}}, 1000);  // "back" idles
+  Serve(shares, {{"busy", "t"}, {"back", "t"}}, 2);
+  Serve(shares, {{"busy", "t"}}, 1000);  // "back" idles
   shares.SetStalls({{"back", 1.0}});
-  got = Serve(shares, {{"busy", "t"}, {"back", "t"}}, 40);
+  auto got = Serve(shares, {{"busy", "t"}, {"back", "t"}}, 40);
   EXPECT_LE(got["back"], 20 + 3);
   EXPECT_GE(got["back"], 20 + 2);
 }

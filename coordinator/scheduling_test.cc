@@ -176,8 +176,8 @@ TEST_F(SchedulingTest, AUnitsCostCountsOnceAndOnlyForTheBatchesLeased) {
   ASSERT_EQ(g.size(), 2u);
   auto cost = [&] { return impl_->Stats().job_stats.at(0).sample_seconds; };
   const double per_sample = 0.4 / (g[0].batch_count * spec_.batch_size);
-  UnitDoneRequest done{"w-1", "job", 0,   g[0].unit, g[0].attempt, UnitOutcome::kSent, g[0].batch_count, {},
-                       0.4,   0.05,  0.2, 0.1, 0.05};
+  UnitDoneRequest done{
+      "w-1", "job", 0, g[0].unit, g[0].attempt, UnitOutcome::kSent, g[0].batch_count, {}, 0.4, 0.05, 0.2, 0.1, 0.05};
   auto stages = [&] { return impl_->Stats().job_stats.at(0).stage_seconds; };
   ASSERT_TRUE(impl_->UnitDone(done).ok());
   EXPECT_DOUBLE_EQ(cost(), per_sample);
@@ -227,9 +227,9 @@ TEST_F(SchedulingTest, AFreedPlaceGoesToTheJobBelowItsShareNotBackToTheJobThatFr
   EXPECT_EQ(got["job"], 4);
 }
 
-// What the job's clients report of their stall reaches the order within shares (FairShare::SetStalls, whose rule
-// FairShare's own tests hold): refreshed each second from the reports of the last 30 s, and shown in /state.
-TEST_F(SchedulingTest, AJobsStallFromItsClientsReportsOrdersItWithinItsShare) {
+// What the job's clients report of their stall reaches the fair share (FairShare::SetStalls, whose order FairShare's
+// own tests hold): refreshed each second from the reports of the last 30 s, and shown in /state.
+TEST_F(SchedulingTest, AJobsStallFromItsClientsReportsReachesTheFairShare) {
   Register("c-a", 0);
   AddWorker("w-1");
   ASSERT_EQ(Lease("w-1", 0, 1).size(), 1u);  // the fair share knows the job once it is charged a grant

@@ -18,6 +18,9 @@ std::map<std::string, double> PerPipeline(const std::vector<MetricSample>& sampl
   return out;
 }
 
+// What a counter grew by between two readings; one that went back (a restarted coordinator) counts from zero.
+double Grew(double before, double now) { return now - (before > now ? 0 : before); }
+
 // Each pipeline's pool time by stage (stoker_coordinator_job_stage_seconds_total): pipeline -> stage -> seconds.
 std::map<std::string, std::map<std::string, double>> StageSeconds(const std::vector<MetricSample>& samples) {
   std::map<std::string, std::map<std::string, double>> out;
@@ -27,13 +30,12 @@ std::map<std::string, std::map<std::string, double>> StageSeconds(const std::vec
   return out;
 }
 
-// The stage that grew most over the interval, and its part of the growth of all (a counter that went back counts
-// from zero).
+// The stage that grew most over the interval, and its part of the growth of all.
 void BusiestStage(const std::map<std::string, double>& before, const std::map<std::string, double>& now, TopRow& row) {
   double total = 0, most = 0;
   for (const auto& [stage, seconds] : now) {
     auto was = before.find(stage);
-    const double grew = seconds - (was == before.end() || was->second > seconds ? 0 : was->second);
+    const double grew = Grew(was == before.end() ? 0 : was->second, seconds);
     if (!(grew > 0)) continue;
     total += grew;
     if (grew > most) {
@@ -129,8 +131,7 @@ TopView MakeTopView(const std::vector<MetricSample>& before, const std::vector<M
   }
   for (const auto& [pipeline, total] : PerPipeline(now, "stoker_coordinator_job_samples_leased_total")) {
     auto was = leased_before.find(pipeline);
-    const double from = was == leased_before.end() || was->second > total ? 0 : was->second;
-    const double rate = seconds > 0 ? (total - from) / seconds : 0;
+    const double rate = seconds > 0 ? Grew(was == leased_before.end() ? 0 : was->second, total) / seconds : 0;
     rows[pipeline].leased_per_second = rate;
     view.leased_per_second += rate;
   }

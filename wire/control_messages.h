@@ -110,6 +110,9 @@ struct UnitDoneRequest {
   // The stages by name (the metrics' `stage` label) and their seconds, in that order.
   static constexpr std::array<const char*, 4> kStages = {"read", "decode", "augment", "seal"};
   std::array<double, 4> StageSeconds() const { return {read_seconds, decode_seconds, augment_seconds, seal_seconds}; }
+  void SetStageSeconds(const std::array<double, 4>& s) {
+    read_seconds = s[0], decode_seconds = s[1], augment_seconds = s[2], seal_seconds = s[3];
+  }
 };
 
 // Where a registration resumes: a checkpoint token (dataset/checkpoint.h), which the coordinator decodes. A client

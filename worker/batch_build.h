@@ -4,6 +4,7 @@
 // sample is done; everything here runs on the TaskPool's threads.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -65,6 +66,11 @@ struct BatchBuild {
   // Thread time this batch's samples spent per stage (the worker's stage histograms, per batch; sealing it), and
   // in all (sealing included: what its unit's report tells the coordinator the batch cost).
   std::atomic<int64_t> read_ns{0}, decode_ns{0}, augment_ns{0}, seal_ns{0}, busy_ns{0};
+  // The four stages in UnitDoneRequest::kStages' order.
+  std::array<int64_t, 4> StageNanos() const {
+    return {read_ns.load(std::memory_order_relaxed), decode_ns.load(std::memory_order_relaxed),
+            augment_ns.load(std::memory_order_relaxed), seal_ns.load(std::memory_order_relaxed)};
+  }
   std::shared_ptr<ReadAhead> read_ahead;  // the unit's samples fetched ahead (object storage), shared by its batches
   // How it goes on the wire (worker/batch_sender.h): set by Prepare on the I/O thread, and by Seal on a pipeline
   // thread for a sealed connection, before Send reads them.

@@ -16,6 +16,7 @@
 // Thread safety: none; it belongs to the worker's I/O thread.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -153,7 +154,7 @@ class WorkerImpl {
     uint32_t to_send = 0;
     uint32_t sent = 0;
     int64_t busy_ns = 0;  // pipeline-thread time of the batches sent
-    int64_t read_ns = 0, decode_ns = 0, augment_ns = 0, seal_ns = 0;  // of that, by stage
+    std::array<int64_t, 4> stage_ns{};  // of that, by stage (BatchBuild::StageNanos)
     std::vector<QuarantineReport> quarantined;
     std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
   };

@@ -131,10 +131,8 @@ void WorkerImpl::BatchSent(BatchBuild& build, bool delivered) {
   UnitWork& work = uit->second;
   ++work.sent;
   work.busy_ns += build.busy_ns.load(std::memory_order_relaxed);
-  work.read_ns += build.read_ns.load(std::memory_order_relaxed);
-  work.decode_ns += build.decode_ns.load(std::memory_order_relaxed);
-  work.augment_ns += build.augment_ns.load(std::memory_order_relaxed);
-  work.seal_ns += build.seal_ns.load(std::memory_order_relaxed);
+  const std::array<int64_t, 4> stages = build.StageNanos();
+  for (size_t i = 0; i < stages.size(); ++i) work.stage_ns[i] += stages[i];
   for (QuarantineReport& q : build.quarantine) {
     if (!q.reason.empty()) work.quarantined.push_back(std::move(q));
   }
@@ -204,10 +202,9 @@ void WorkerImpl::ReportUnit(const UnitKey& key, const UnitWork& work, UnitOutcom
   done.outcome = outcome;
   done.batches_sent = work.sent;
   done.busy_seconds = static_cast<double>(work.busy_ns) * 1e-9;
-  done.read_seconds = static_cast<double>(work.read_ns) * 1e-9;
-  done.decode_seconds = static_cast<double>(work.decode_ns) * 1e-9;
-  done.augment_seconds = static_cast<double>(work.augment_ns) * 1e-9;
-  done.seal_seconds = static_cast<double>(work.seal_ns) * 1e-9;
+  std::array<double, 4> stage_seconds{};
+  for (size_t i = 0; i < stage_seconds.size(); ++i) stage_seconds[i] = static_cast<double>(work.stage_ns[i]) * 1e-9;
+  done.SetStageSeconds(stage_seconds);
   done.quarantined = work.quarantined;
   Send(std::move(done));
 }

@@ -36,10 +36,17 @@ class Shares : public ClusterTest {
  protected:
   using Clock = std::chrono::steady_clock;
 
+  // The coordinator's series of the samples leased to `job`, and of its demand.
+  static std::string LeasedSeries(const Job& job) {
+    return "stoker_coordinator_job_samples_leased_total{pipeline=\"" + job.name + "\",team=\"" + job.team + "\"}";
+  }
+  static std::string DemandSeries(const Job& job) {
+    return "stoker_coordinator_demand_samples_per_second{pipeline=\"" + job.name + "\"}";
+  }
+
   // Samples leased to `job` so far (NaN, with a failure recorded, if the coordinator does not say).
   double Leased(const Job& job) {
-    auto leased = ScrapeMetric(cluster_->coordinator_metrics(), "stoker_coordinator_job_samples_leased_total{pipeline=\"" +
-                                                                    job.name + "\",team=\"" + job.team + "\"}");
+    auto leased = ScrapeMetric(cluster_->coordinator_metrics(), LeasedSeries(job));
     if (!leased.ok()) {
       ADD_FAILURE() << job.name << ": " << leased.status().ToString();
       return std::nan("");
@@ -49,11 +56,7 @@ class Shares : public ClusterTest {
 
   // Waits until `job` has been leased `samples` (60 s at most).
   void WaitForLeased(const Job& job, double samples) {
-    ASSERT_TRUE(WaitForMetric(cluster_->coordinator_metrics(),
-                              "stoker_coordinator_job_samples_leased_total{pipeline=\"" + job.name + "\",team=\"" +
-                                  job.team + "\"}",
-                              samples, Millis(60000))
-                    .ok())
+    ASSERT_TRUE(WaitForMetric(cluster_->coordinator_metrics(), LeasedSeries(job), samples, Millis(60000)).ok())
         << job.name;
   }
 
@@ -81,8 +84,8 @@ class Shares : public ClusterTest {
     return rate;
   }
 
-  // Waits for every consumer to end well and checks each job exact from its ranks' logs (`ranks` consumers each,
-  // in the order they were started).
+  // Waits for every consumer to end well and checks each job exact from its ranks' logs (world_size consumers
+  // each, in the order they were started).
   void ExpectEachExactlyOnce(const std::vector<JobSpec>& specs) {
     auto codes = cluster_->WaitForConsumers(kRunTimeout);
     ASSERT_TRUE(codes.ok()) << codes.status().ToString();
@@ -148,18 +151,15 @@ TEST_F(Shares, ThreeJobsOnAPoolTooSmallGetTheirMaxMinSharesEachExactlyOnce) {
     specs.push_back(spec);
     ASSERT_TRUE(cluster_->StartConsumer(jobs[j].name, spec, 0, {"--hold-ms", hold_ms[j]}).ok());
   }
-  auto demand_of = [&](const Job& job) {
-    return "stoker_coordinator_demand_samples_per_second{pipeline=\"" + job.name + "\"}";
-  };
   // The window starts once every job has been leased a few batches and the coordinator knows every demand.
   for (const Job& job : jobs) {
     ASSERT_NO_FATAL_FAILURE(WaitForLeased(job, 200));
-    ASSERT_TRUE(WaitForMetric(cluster_->coordinator_metrics(), demand_of(job), 1, Millis(60000)).ok()) << job.name;
+    ASSERT_TRUE(WaitForMetric(cluster_->coordinator_metrics(), DemandSeries(job), 1, Millis(60000)).ok()) << job.name;
   }
   const std::vector<double> rate = Rates(jobs, std::chrono::seconds(5), {24.0 * 96, 24.0 * 96, 24.0 * 96});
   std::vector<double> demand(3);
   for (size_t j = 0; j < jobs.size(); ++j) {
-    auto wanted = ScrapeMetric(cluster_->coordinator_metrics(), demand_of(jobs[j]));
+    auto wanted = ScrapeMetric(cluster_->coordinator_metrics(), DemandSeries(jobs[j]));
     ASSERT_TRUE(wanted.ok()) << jobs[j].name << ": " << wanted.status().ToString();
     demand[j] = *wanted;
   }
@@ -174,9 +174,9 @@ TEST_F(Shares, ThreeJobsOnAPoolTooSmallGetTheirMaxMinSharesEachExactlyOnce) {
   // Where each job's time went, from the workers' reports: every stage took some (the data plane is sealed).
   for (const Job& job : jobs) {
     for (const char* stage : {"read", "decode", "augment", "seal"}) {
-      auto seconds = ScrapeMetric(cluster_->coordinator_metrics(), "stoker_coordinator_job_stage_seconds_total{pipeline=\"" +
-                                                                        job.name + "\",team=\"local\",stage=\"" +
-                                                                        stage + "\"}");
+      const std::string series = "stoker_coordinator_job_stage_seconds_total{pipeline=\"" + job.name + "\",team=\"" +
+                                 job.team + "\",stage=\"" + stage + "\"}";
+      auto seconds = ScrapeMetric(cluster_->coordinator_metrics(), series);
       ASSERT_TRUE(seconds.ok()) << job.name << " " << stage << ": " << seconds.status().ToString();
       EXPECT_GT(*seconds, 0) << job.name << " " << stage;
     }
@@ -210,8 +210,7 @@ TEST_F(Shares, AGreedyJobTakesNoMoreThanAModestOneAndACapHoldsItsTeamToAWorker) 
   std::printf("  greedy %.1f samples/s, modest %.1f, capped %.1f (a worker's worth: %.1f)\n", rate[0], rate[1],
               rate[2], total / 5);
   for (size_t j = 0; j < jobs.size(); ++j) {  // what each got is the scheduler's doing, not its own consumers'
-    auto demand = ScrapeMetric(cluster_->coordinator_metrics(),
-                               "stoker_coordinator_demand_samples_per_second{pipeline=\"" + jobs[j].name + "\"}");
+    auto demand = ScrapeMetric(cluster_->coordinator_metrics(), DemandSeries(jobs[j]));
     ASSERT_TRUE(demand.ok()) << jobs[j].name << ": " << demand.status().ToString();
     ASSERT_GT(*demand, 1.2 * rate[j]) << jobs[j].name << " must want more than it gets";
   }
@@ -237,10 +236,7 @@ TEST_F(Shares, AHigherPriorityJobTakesThePoolAsUnitsEndAndGivesItBackWhenItEnds)
   ASSERT_NO_FATAL_FAILURE(WaitForLeased(prod, 1));
   std::this_thread::sleep_for(std::chrono::seconds(1));  // the bound on taking the pool, not a wait for an event
   const std::vector<double> during = Rates({research, prod}, std::chrono::seconds(2), {24.0 * 192, 12.0 * 192});
-  ASSERT_TRUE(WaitForMetric(cluster_->coordinator_metrics(),
-                            "stoker_coordinator_job_samples_leased_total{pipeline=\"prod\",team=\"prod\"}", 12.0 * 192,
-                            Millis(60000))
-                  .ok());
+  ASSERT_NO_FATAL_FAILURE(WaitForLeased(prod, 12.0 * 192));  // prod's last lease
   std::this_thread::sleep_for(std::chrono::seconds(1));  // the bound on giving it back
   const double after = Rates({research}, std::chrono::seconds(2), {24.0 * 192})[0];
   std::printf("  research alone %.1f samples/s; beside prod %.1f, prod %.1f; after prod %.1f\n", alone, during[0],
