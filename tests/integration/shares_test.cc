@@ -22,6 +22,7 @@
 #include "tests/support/checker.h"
 #include "tests/support/cluster_test.h"
 #include "tests/support/http_client.h"
+#include "tests/support/sanitizers.h"
 
 namespace stoker::testing {
 namespace {
@@ -189,6 +190,9 @@ TEST_F(Shares, ThreeJobsOnAPoolTooSmallGetTheirMaxMinSharesEachExactlyOnce) {
 // capped team gets one worker's time of the five; the greedy and the modest job split the rest evenly (before
 // shares, the greedy one took 94 % of a saturated pool).
 TEST_F(Shares, AGreedyJobTakesNoMoreThanAModestOneAndACapHoldsItsTeamToAWorker) {
+  // Under AddressSanitizer beside another sanitized multi-process test, the two cores, not the pool, were the
+  // bottleneck (a full run: 31 samples/s where this runs at 165, its rates 15 % apart): rates say nothing there.
+  if (kAddressSanitizer) GTEST_SKIP() << "rates under AddressSanitizer measure the machine, not the scheduler";
   const std::vector<std::string> greedy_key = KeyOf("greedy"), capped_key = KeyOf("capped");
   ASSERT_NO_FATAL_FAILURE(Start(192, 32, 0, {"--team-max-workers", "capped=1"}));
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(cluster_->StartWorker(1, {"--inject-sample-delay", "10ms"}).ok());
@@ -223,6 +227,9 @@ TEST_F(Shares, AGreedyJobTakesNoMoreThanAModestOneAndACapHoldsItsTeamToAWorker) 
 // pool and the other job waits; within a second of its end the other job has the pool again. Both exact: the
 // place changed hands at unit boundaries, nothing cut short, lost or made twice.
 TEST_F(Shares, AHigherPriorityJobTakesThePoolAsUnitsEndAndGivesItBackWhenItEnds) {
+  // Under AddressSanitizer beside another sanitized multi-process test, the two cores, not the pool, were the
+  // bottleneck (a full run: 31 samples/s where this runs at 165, its rates 15 % apart): rates say nothing there.
+  if (kAddressSanitizer) GTEST_SKIP() << "rates under AddressSanitizer measure the machine, not the scheduler";
   const std::vector<std::string> prod_key = KeyOf("prod");
   ASSERT_NO_FATAL_FAILURE(Start(192, 32, 0, {"--team-priorities", "prod=1"}));
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(cluster_->StartWorker(1, {"--inject-sample-delay", "10ms"}).ok());
