@@ -439,6 +439,7 @@ void ExpectStarvationSeries(const std::string& text, const std::string& uuid) {
        {"stoker_client_batches_total" + labels + " 2", "stoker_client_input_stall_seconds_total" + labels,
         "stoker_client_step_seconds_count" + labels + " 1", "stoker_client_input_wait_seconds_count" + labels + " 1",
         "stoker_client_prefetch_capacity_batches" + labels + " 2", "stoker_client_h2d_bytes_total" + labels + " 0",
+        "stoker_client_receive_seconds_total" + labels + " 0",
         R"(stoker_client_dropped_batches_total{pipeline="client-test",rank="0",gpu="1",gpu_uuid=")" + uuid +
             R"(",reason="duplicate"} 0)",
         fake ? std::string(R"(stoker_gpu_utilization_ratio{gpu="1",gpu_uuid=")") + uuid + R"("} 0.62)"

@@ -63,6 +63,18 @@ class LoaderTest : public ::testing::Test {
     return o;
   }
 
+  // The same job's batches 8 x 224x224x3 (1.2 MB) in frames of 256 KiB, as uint8 NHWC: sealed, large enough for the
+  // openers, each frame opened at its own offset.
+  static constexpr uint32_t kLargeSide = 224;
+  static LoaderOptions LargeOptions(const std::string& job) {
+    LoaderOptions o = Options(job, 2);
+    o.client.spec->pipeline.output_height = o.client.spec->pipeline.output_width = kLargeSide;
+    o.client.payload_frame_bytes = 256 << 10;
+    o.output.dtype = DType::kUInt8;
+    o.output.layout = Layout::kNHWC;
+    return o;
+  }
+
   // The same job delivered on GPU 0.
   static LoaderOptions GpuOptions(const std::string& job, uint32_t epochs) {
     LoaderOptions o = Options(job, epochs);
@@ -463,27 +475,27 @@ TEST_F(LoaderTest, GpuOddImageSizesKeepLabelsAlignedAndRight) {
   EXPECT_CUDA(cudaStreamDestroy(stream));
 }
 
+// Batches large enough for the openers are opened there, and the openers' time is the client's receive stage (its
+// heartbeats carry it to the coordinator's stoker_coordinator_job_stage_seconds_total).
+TEST_F(LoaderTest, TheOpenersTimeIsTheClientsReceiveStage) {
+  auto loader = Loader::Open(LargeOptions("openers-time"));
+  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  ForEachBatch(**loader, nullptr, [](const LoadedBatch&) {});
+  const ClientStats s = (*loader)->Stats().client;
+  EXPECT_GT(s.receive_seconds, 0);
+  EXPECT_EQ(s.h2d_seconds, 0) << "the host path copies nothing to a device";
+}
+
 // Sealed batches are opened straight into spare pinned buffers, which then take turns as the slots' buffers: every
 // sample's pixels on the device are the ones the host path (opened in place) delivers for the same job, epoch
-// after epoch, so no buffer is handed out twice or swapped into the wrong slot. The batches (8 x 224x224x3, 1.2 MB)
-// are large enough for the openers, in frames of 256 KiB, each opened at its own offset.
+// after epoch, so no buffer is handed out twice or swapped into the wrong slot (LargeOptions' batches).
 TEST_F(LoaderTest, GpuSealedBatchesOpenedIntoPinnedMemoryMatchTheHostPathSampleBySample) {
   if (!HaveGpu()) GTEST_SKIP() << "no GPU here";
   using Pixels = std::vector<uint8_t>;
-  constexpr uint32_t kSide = 224;
-  constexpr size_t kImage = kSide * kSide * 3;
-  auto options = [](const std::string& job) {
-    LoaderOptions o = Options(job, 2);
-    o.client.spec->pipeline.output_height = o.client.spec->pipeline.output_width = kSide;
-    o.client.payload_frame_bytes = 256 << 10;
-    return o;
-  };
+  constexpr size_t kImage = kLargeSide * kLargeSide * 3;
   std::map<std::pair<uint32_t, uint64_t>, Pixels> host;  // (epoch, sample id) -> pixels
   {
-    LoaderOptions o = options("pinned-host");
-    o.output.dtype = DType::kUInt8;
-    o.output.layout = Layout::kNHWC;
-    auto loader = Loader::Open(o);
+    auto loader = Loader::Open(LargeOptions("pinned-host"));
     ASSERT_TRUE(loader.ok()) << loader.status().ToString();
     ForEachBatch(**loader, nullptr, [&](const LoadedBatch& b) {
       for (size_t i = 0; i < b.sample_ids().size(); ++i) {
@@ -495,10 +507,8 @@ TEST_F(LoaderTest, GpuSealedBatchesOpenedIntoPinnedMemoryMatchTheHostPathSampleB
   ASSERT_EQ(host.size(), 128u);
   cudaStream_t stream;
   EXPECT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  LoaderOptions o = options("pinned-gpu");
+  LoaderOptions o = LargeOptions("pinned-gpu");
   o.device = 0;
-  o.output.dtype = DType::kUInt8;
-  o.output.layout = Layout::kNHWC;
   auto loader = Loader::Open(o);
   ASSERT_TRUE(loader.ok()) << loader.status().ToString();
   size_t compared = 0;
@@ -516,6 +526,8 @@ TEST_F(LoaderTest, GpuSealedBatchesOpenedIntoPinnedMemoryMatchTheHostPathSampleB
   const LoaderStats s = (*loader)->Stats();
   EXPECT_GT(s.client.batches_opened_into_pinned, 0u);
   EXPECT_LE(s.client.batches_opened_into_pinned, s.client.batches_received);
+  EXPECT_GT(s.client.receive_seconds, 0) << "opening into pinned memory is the receive stage";
+  EXPECT_GT(s.client.h2d_seconds, 0) << "the copies to the device, from CUDA events";
   EXPECT_CUDA(cudaStreamDestroy(stream));
 }
 

@@ -103,10 +103,7 @@ struct CoordinatorOptions {
 // transport address and request id behind it.
 using RequestHandle = uint64_t;
 
-struct DeferredLeaseReply {
-  RequestHandle handle = 0;
-  LeaseResponse response;
-};
+struct DeferredLeaseReply { RequestHandle handle = 0; LeaseResponse response; };
 
 // Why units went back to pending, for metrics and tests.
 struct ReleaseCounts {
@@ -140,7 +137,8 @@ struct JobStats {
   double sample_seconds = 0;     // pipeline-thread seconds a sample costs the pool's workers (0: not reported yet)
   double cost_factor = 1;        // that against the pool's reference: what its grants are charged per sample
   double stall = 0;              // its clients' stall as its order within shares counts it (FairShare::StallOf)
-  std::array<double, 4> stage_seconds{};  // pool workers' thread seconds by stage (UnitDoneRequest::kStages)
+  // Its batches' seconds by stage (kJobStages): the pool workers' thread time as costed, then its clients'.
+  std::array<double, kJobStages.size()> stage_seconds{};
 };
 
 struct CoordinatorStats {
@@ -252,6 +250,8 @@ class CoordinatorImpl {
     uint64_t next_attempt = 1;
     std::vector<ParkedRequest> parked;  // a vector, not a deque: an empty one costs nothing (4,096 ranks x 64 jobs)
     std::string local_group;  // the session's node-local workers' group (from its registration and heartbeats)
+    std::string stages_of;    // the client whose cumulative stage figures (ClientHeartbeatRequest) were last heard
+    std::array<double, ClientHeartbeatRequest::kStages.size()> client_stages{};  // of its figures, counted so far
     // Replayed from the journal, its client not heard since: for a client timeout only its secret may claim it.
     bool restored = false;
   };
@@ -264,7 +264,7 @@ class CoordinatorImpl {
     std::optional<TimePoint> idle_since;  // since when no client has held any of its ranks
     size_t quarantine_reports = 0;  // over all epochs
     uint64_t samples_leased = 0;
-    std::array<double, 4> stage_seconds{};  // its units' pool time by stage (UnitDoneRequest::kStages), as costed
+    std::array<double, kJobStages.size()> stage_seconds{};  // JobStats::stage_seconds
     std::optional<std::string> team;  // of the first rank held (JobTeamLocked); reset when a session starts
     // The team whose client created it, whose job slots it takes (--max-jobs-per-team). Unset for a job replayed
     // from the journal: then the team of its first held rank.
@@ -397,7 +397,7 @@ class CoordinatorImpl {
   bool BelowMinimumLocked(const std::string& team, const JobRuntime& job) STOKER_REQUIRES(mu_);
   // A worker's worth a second, for caps and guarantees (per_worker_rate_, worker_threads_): on the timer.
   void RefreshWorkersWorthLocked(TimePoint now) STOKER_REQUIRES(mu_);
-  double MeanPoolThreadsLocked() const STOKER_REQUIRES(mu_);  // of the pool's workers not draining (1 if none)
+  size_t PoolWorkersLocked(double* mean_threads) const STOKER_REQUIRES(mu_);  // not draining; threads: 1 if none
   // What `samples` of `job` cost the pool's pipeline threads: at its bounded reported cost, else the pool's mean.
   double ThreadSecondsLocked(const std::string& job, uint64_t samples) const STOKER_REQUIRES(mu_);
   uint64_t UnsentByTeamLocked(const std::string& team) const STOKER_REQUIRES(mu_);

@@ -20,6 +20,34 @@ std::string SecondsAgo(Duration d) {
   return out.str();
 }
 
+// How fast a client's stage figures may grow: seconds per second since it was last heard (its openers, staging
+// thread and copies run in parallel, but not on more than this many threads).
+constexpr double kMaxClientStageGrowth = 64;
+
+// What the stage figures `request` reports grew by since `counted`, the part of its client's figures counted so far,
+// `seconds` after the rank was last heard: at most kMaxClientStageGrowth x `seconds` (up to a minute) each, the rest
+// counted later, so a client cannot make its job's counters grow faster (nor to +Inf). The figures are cumulative
+// since the client's process started: from a client other than `of`, the one last heard on the rank (a new session,
+// or any after a coordinator restart), they set where counting starts and count nothing; a figure that went back
+// sets it again.
+template <size_t N>
+std::array<double, N> StageGrowth(std::string& of, std::array<double, N>& counted,
+                                  const ClientHeartbeatRequest& request, double seconds) {
+  const std::array<double, N> now = request.StageSeconds();
+  std::array<double, N> grew{};
+  if (of != request.client_id) {
+    of = request.client_id;
+    counted = now;
+    return grew;
+  }
+  for (size_t i = 0; i < N; ++i) {
+    const double allowed = kMaxClientStageGrowth * std::clamp(seconds, 0.0, 60.0);
+    grew[i] = now[i] < counted[i] ? 0 : std::min(now[i] - counted[i], allowed);
+    counted[i] = now[i] < counted[i] ? now[i] : counted[i] + grew[i];
+  }
+  return grew;
+}
+
 }  // namespace
 
 // Whether `path` (resolved) lies in one of the resolved `dirs`.
@@ -343,7 +371,10 @@ StatusOr<ClientHeartbeatResponse> CoordinatorImpl::ClientHeartbeat(const ClientH
   if (request.rejected_workers.size() > kMaxRejectedWorkers) {
     return InvalidArgumentError("a heartbeat reports at most " + std::to_string(kMaxRejectedWorkers) + " workers");
   }
+  const TimePoint heard_before = r.last_heard;
   r.last_heard = clock_.Now();
+  const auto grew = StageGrowth(r.stages_of, r.client_stages, request, ToSeconds(r.last_heard - heard_before));
+  for (size_t i = 0; i < grew.size(); ++i) job->stage_seconds[UnitDoneRequest::kStages.size() + i] += grew[i];
   if (r.local_group != request.local_group) {  // a coordinator that restarted learns it again
     r.local_group = request.local_group;
     request_list = true;

@@ -318,7 +318,7 @@ void CoordinatorImpl::CountCostLocked(JobRuntime& job, const UnitDoneRequest& re
   shares_.ReportCost(request.job, batches * job.plan.batch_size(), request.busy_seconds);
   // Where the time went, by stage: the report's split of its time, applied to what the unit's samples cost at the
   // job's median, so that a worker's figures move the split of its own units only, never the total.
-  const std::array<double, 4> stages = request.StageSeconds();
+  const std::array stages = request.StageSeconds();
   const double split = std::max(request.busy_seconds, stages[0] + stages[1] + stages[2] + stages[3]);
   const double cost = shares_.SampleSecondsOf(request.job) * static_cast<double>(batches * job.plan.batch_size());
   if (!(split > 0) || !(cost > 0) || !std::isfinite(split)) return;

@@ -98,9 +98,7 @@ CoordinatorStats CoordinatorImpl::Stats() const {
     if (cost > 0) caps.sample_seconds[name] = cost;
   }
   // The advice is for the pool: node-local workers count as supply it need not make, not as pool workers.
-  size_t pool = 0;
-  for (const auto& [id, w] : workers_) pool += w.local_group.empty() && !w.draining;
-  caps.worker_threads = MeanPoolThreadsLocked();
+  const size_t pool = PoolWorkersLocked(&caps.worker_threads);
   s.advice = capacity_.Advise(pool, clock_.Now(), window_bound, caps);
   s.reconciling = reconciling_;
   return s;
@@ -183,7 +181,7 @@ void CoordinatorImpl::WriteJobsLocked(JsonWriter& j, const CoordinatorStats& sta
         .Key("cost_factor").Value(js.cost_factor)
         .Key("stall").Value(js.stall)
         .Key("stage_seconds").BeginObject();
-    for (size_t i = 0; i < js.stage_seconds.size(); ++i) j.Key(UnitDoneRequest::kStages[i]).Value(js.stage_seconds[i]);
+    for (size_t i = 0; i < js.stage_seconds.size(); ++i) j.Key(kJobStages[i]).Value(js.stage_seconds[i]);
     j.EndObject()
         .EndObject()
         .Key("input").BeginObject();

@@ -41,18 +41,21 @@ bool CoordinatorImpl::BelowMinimumLocked(const std::string& team, const JobRunti
 
 void CoordinatorImpl::RefreshWorkersWorthLocked(TimePoint now) {
   per_worker_rate_ = capacity_.PerWorker(now);
-  worker_threads_ = MeanPoolThreadsLocked();
+  PoolWorkersLocked(&worker_threads_);
 }
 
-double CoordinatorImpl::MeanPoolThreadsLocked() const {
+// The pool's workers (not node-local: those are the clients' own cores) that are not draining, and their mean
+// pipeline threads.
+size_t CoordinatorImpl::PoolWorkersLocked(double* mean_threads) const {
   double threads = 0;
   size_t pool = 0;
   for (const auto& [id, w] : workers_) {
-    if (!w.local_group.empty() || w.draining) continue;  // the client's own cores, and workers on their way out
+    if (!w.local_group.empty() || w.draining) continue;
     threads += std::max<uint32_t>(1, w.threads);
     ++pool;
   }
-  return pool > 0 ? threads / static_cast<double>(pool) : 1;
+  *mean_threads = pool > 0 ? threads / static_cast<double>(pool) : 1;
+  return pool;
 }
 
 // Caps and guarantees are in the workers' time, as the shares are: a dear job's samples spend more of them. Its

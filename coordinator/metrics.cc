@@ -40,9 +40,10 @@ void CollectJobs(const CoordinatorStats& s, MetricFamilies& out) {
                      "Absent until its first unit is reported.",
                      MetricType::Gauge);
   FamilyBuilder stages("stoker_coordinator_job_stage_seconds_total",
-                       "Pool workers' pipeline-thread seconds on the pipeline's units reported sent, by stage: "
-                       "read, decode, augment, seal (each unit's first report by its lease holder splits its cost at "
-                       "the pipeline's median). Their rates' split says which stage the pipeline's time goes to.",
+                       "Seconds the pipeline's batches spent in each stage: read, decode, augment, seal on pool "
+                       "workers (units reported sent, split at the pipeline's median cost), then receive (opening, "
+                       "copying into pinned memory) and h2d (CUDA events) on its clients, as their heartbeats say. "
+                       "Their rates' split says which stage the time goes to.",
                        MetricType::Counter);
   FamilyBuilder demand("stoker_coordinator_demand_samples_per_second",
                        "Samples per second the pipeline's training loops would consume if input never stalled.",
@@ -71,7 +72,7 @@ void CollectJobs(const CoordinatorStats& s, MetricFamilies& out) {
     leased.Add({{"pipeline", j.name}, {"team", j.team}}, static_cast<double>(j.samples_leased));
     if (j.sample_seconds > 0) cost.Add({{"pipeline", j.name}, {"team", j.team}}, j.sample_seconds);
     for (size_t i = 0; i < j.stage_seconds.size(); ++i) {
-      stages.Add({{"pipeline", j.name}, {"team", j.team}, {"stage", UnitDoneRequest::kStages[i]}}, j.stage_seconds[i]);
+      stages.Add({{"pipeline", j.name}, {"team", j.team}, {"stage", kJobStages[i]}}, j.stage_seconds[i]);
     }
     auto d = s.advice.jobs.find(j.name);
     if (d == s.advice.jobs.end()) continue;

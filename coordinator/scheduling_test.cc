@@ -181,12 +181,12 @@ TEST_F(SchedulingTest, AUnitsCostCountsOnceAndOnlyForTheBatchesLeased) {
   auto stages = [&] { return impl_->Stats().job_stats.at(0).stage_seconds; };
   ASSERT_TRUE(impl_->UnitDone(done).ok());
   EXPECT_DOUBLE_EQ(cost(), per_sample);
-  EXPECT_EQ(stages(), (std::array<double, 4>{0.05, 0.2, 0.1, 0.05})) << "read, decode, augment, seal";
+  EXPECT_EQ(stages(), (std::array<double, 6>{0.05, 0.2, 0.1, 0.05, 0, 0})) << "read, decode, augment, seal";
   done.busy_seconds = 40.0;
   done.decode_seconds = 30.0;
   for (int i = 0; i < 20; ++i) ASSERT_TRUE(impl_->UnitDone(done).ok()) << "a replay is answered as before";
   EXPECT_DOUBLE_EQ(cost(), per_sample) << "replays of the first report count nothing";
-  EXPECT_EQ(stages(), (std::array<double, 4>{0.05, 0.2, 0.1, 0.05})) << "nor for the stages";
+  EXPECT_EQ(stages(), (std::array<double, 6>{0.05, 0.2, 0.1, 0.05, 0, 0})) << "nor for the stages";
   // The second unit claims 100 times its batches: counted for the batches leased, so the cost it reports is 0.4 a
   // unit, and with two reports of the same the median is that. Its stages claim 100 s of decoding: they say how its
   // time splits (all decoding), and the unit's cost at the job's median says how much (0.4 s).
@@ -195,7 +195,7 @@ TEST_F(SchedulingTest, AUnitsCostCountsOnceAndOnlyForTheBatchesLeased) {
   ASSERT_TRUE(impl_->UnitDone(inflated).ok());
   EXPECT_DOUBLE_EQ(cost(), 0.4 / (g[1].batch_count * spec_.batch_size));
   EXPECT_DOUBLE_EQ(stages()[1], 0.6);
-  EXPECT_NE(impl_->StateJson().find(R"("stage_seconds": {"read": 0.05, "decode": 0.6, "augment": 0.1, "seal": 0.05})"),
+  EXPECT_NE(impl_->StateJson().find(R"("stage_seconds": {"read": 0.05, "decode": 0.6, "augment": 0.1, "seal": 0.05, "receive": 0, "h2d": 0})"),
             std::string::npos)
       << impl_->StateJson();
 }
@@ -248,6 +248,54 @@ TEST_F(SchedulingTest, AJobsStallFromItsClientsReportsReachesTheFairShare) {
   clock_.Advance(Millis(31000));  // no reports for longer than the window: nothing known
   impl_->Tick();
   EXPECT_NE(impl_->StateJson().find(R"("cost_factor": 1, "stall": 0, "stage_seconds")"), std::string::npos) << impl_->StateJson();
+}
+
+// A client's stages (receive, h2d) reach its job as what its cumulative figures grew by: counted from its first
+// heartbeat on the rank (its figures before are its process's, perhaps counted under an earlier session or before a
+// restart), nothing for a figure that went back, at most 64 s a second since the rank was last heard with the rest
+// counted later (a client cannot make its job's counters grow faster, however often it sends), and shown in /state
+// after the workers' stages.
+TEST_F(SchedulingTest, AClientsStagesCountAsWhatTheyGrewBy) {
+  Register("c-a", 0);
+  auto report = [&](const std::string& client, double receive, double h2d) {
+    ClientHeartbeatRequest hb{client, "job", 0, 0, 0, {}, 0};
+    hb.receive_seconds = receive;
+    hb.h2d_seconds = h2d;
+    ASSERT_TRUE(impl_->ClientHeartbeat(hb).ok());
+  };
+  auto counted = [&] {
+    const auto& s = impl_->Stats().job_stats.at(0).stage_seconds;
+    return std::pair{s[4], s[5]};
+  };
+  report("c-a", 100, 50);
+  EXPECT_EQ(counted(), std::pair(0.0, 0.0)) << "the first heartbeat on the rank sets where counting starts";
+  clock_.Advance(Millis(1000));
+  report("c-a", 100.25, 50.5);
+  EXPECT_EQ(counted(), std::pair(0.25, 0.5)) << "what it grew by";
+  report("c-a", 100.25, 50.5);
+  EXPECT_EQ(counted(), std::pair(0.25, 0.5)) << "a repeat counts nothing";
+  report("c-a", 10, 50.5);
+  EXPECT_EQ(counted(), std::pair(0.25, 0.5)) << "a figure that went back counts nothing";
+  clock_.Advance(Millis(1000));
+  report("c-a", 10.5, 50.5);
+  EXPECT_EQ(counted(), std::pair(0.75, 0.5)) << "and grows from where it went back to";
+  for (int i = 0; i < 100; ++i) report("c-a", 1000, 50.5);
+  EXPECT_EQ(counted(), std::pair(0.75, 0.5)) << "no time since it was last heard: no growth, however often it sends";
+  clock_.Advance(Millis(2000));
+  report("c-a", 1e308, 50.5);
+  EXPECT_EQ(counted(), std::pair(0.75 + 64 * 2, 0.5)) << "at most 64 s a second since it was last heard";
+  clock_.Advance(Millis(1000));
+  report("c-a", 1e308, 50.5);
+  EXPECT_EQ(counted(), std::pair(0.75 + 64 * 3, 0.5)) << "the rest counts later";
+  ASSERT_TRUE(impl_->Deregister({"c-a", "job", 0}).ok());
+  Register("c-b", 0);
+  report("c-b", 7, 7);
+  EXPECT_EQ(counted(), std::pair(192.75, 0.5)) << "another client on the rank starts where it is";
+  clock_.Advance(Millis(1000));
+  report("c-b", 7.25, 7.5);
+  EXPECT_EQ(counted(), std::pair(193.0, 1.0));
+  EXPECT_NE(impl_->StateJson().find(R"("seal": 0, "receive": 193, "h2d": 1})"), std::string::npos)
+      << impl_->StateJson();
 }
 
 TEST_F(SchedulingTest, ATeamsWeightIsItsShareOfTheFreedPlaces) {

@@ -245,6 +245,11 @@ struct ClientHeartbeat {
   # place): the coordinator leases this job nothing more from them. Every one so far, at most 64; sent each time.
   rejectedWorkers @10 :List(Text);
   session @11 :Data;            # the secret its registration carried (RegisterClient.session)
+  # Where its batches' time went on this client, cumulative since it started (the stages after the workers'
+  # UnitDone.readSeconds..sealSeconds): the seconds its threads spent taking batches in (opening sealed ones and
+  # copying them into pinned memory) and the seconds their host-to-device copies took (CUDA events; 0 on the host).
+  receiveSeconds @12 :Float64;
+  h2dSeconds @13 :Float64;
 }
 
 struct ClientHeartbeatReply {

@@ -56,10 +56,11 @@ class Layout:
         self.x, self.y, self.row_h, self.next_id = 0, 0, 0, 1
         self.panels = []
 
-    def row(self, title):
+    def row(self, title, repeat=None):
+        """A row; with `repeat` (a variable's name), Grafana shows it once per value selected, each with that value."""
         self._newline()
         self.panels.append({"type": "row", "title": title, "id": self._id(), "collapsed": False, "panels": [],
-                            "gridPos": {"h": 1, "w": 24, "x": 0, "y": self.y}})
+                            "gridPos": {"h": 1, "w": 24, "x": 0, "y": self.y}, **({"repeat": repeat} if repeat else {})})
         self.y += 1
 
     def add(self, panel, w, h):
@@ -90,6 +91,14 @@ def rate(counter, selector, by=None):
     """The per-second rate of a counter over Grafana's rate interval, summed (per `by` labels, if given)."""
     grouping = f" by ({by}) " if by else ""
     return f"sum{grouping}(rate({counter}{{{selector}}}[$__rate_interval]))"
+
+
+STAGES = "stoker_coordinator_job_stage_seconds_total"
+
+
+def per_stage(per_pipeline):
+    """Each pipeline's seconds by stage per second, over `per_pipeline` (an expression by pipeline)."""
+    return f"{rate(STAGES, PIPELINE, by='pipeline, stage')} / ignoring (stage) group_left {per_pipeline}"
 
 
 def quantile(q, histogram, selector, by=None):
@@ -212,21 +221,19 @@ def overview():
                      [(f"stoker_coordinator_input_bottleneck{{{PIPELINE}}} * ignoring (cause) group_left "
                        f"stoker_coordinator_input_stall_ratio{{{PIPELINE}}}", "{{pipeline}}: {{cause}}")],
                      "percentunit", 1), 8, 8)
-    stages = "stoker_coordinator_job_stage_seconds_total"
-    l.add(timeseries("Where each pipeline's worker time goes, by stage",
-                     "Of the pool workers' pipeline-thread time on each pipeline's batches, the part each stage "
-                     "took: read-heavy means storage, decode- or augment-heavy means CPU (more workers, or a "
-                     "cheaper pipeline), seal-heavy means encryption. From each unit's report to the coordinator.",
-                     [(f"{rate(stages, PIPELINE, by='pipeline, stage')} / ignoring (stage) group_left "
-                       f"{rate(stages, PIPELINE, by='pipeline')}", "{{pipeline}}: {{stage}}")],
+    l.add(timeseries("Where each pipeline's batches' time goes, by stage",
+                     "Of the time each pipeline's batches spent on their way, the part each stage took: on the "
+                     "pool's workers read (storage), decode and augment (CPU: more workers, or a cheaper "
+                     "pipeline), seal (encryption); on the clients receive (opening, copying into pinned memory) "
+                     "and h2d (the copy to the GPU). From the workers' unit reports and the clients' heartbeats.",
+                     [(per_stage(rate(STAGES, PIPELINE, by="pipeline")), "{{pipeline}}: {{stage}}")],
                      "percentunit", 1), 12, 8)
-    l.add(timeseries("Worker time per sample by pipeline and stage",
-                     "About the pipeline-thread seconds one of the pipeline's samples costs the pool's workers in "
-                     "each stage (a little low: node-local workers' and re-leased samples count below the line "
-                     "only): what its share of the pool buys (a pipeline whose samples cost twice as much gets half "
-                     "the samples for the same share).",
-                     [(f"{rate(stages, PIPELINE, by='pipeline, stage')} / ignoring (stage) group_left "
-                       f"{rate(leased, PIPELINE, by='pipeline')}", "{{pipeline}}: {{stage}}")],
+    l.add(timeseries("Time per sample by pipeline and stage",
+                     "About the seconds one of the pipeline's samples takes in each stage (the workers' a little "
+                     "low: node-local workers' and re-leased samples count below the line only): what its share of "
+                     "the pool buys (a pipeline whose samples cost twice as much gets half the samples for the same "
+                     "share), and what its clients spend on each.",
+                     [(per_stage(rate(leased, PIPELINE, by="pipeline")), "{{pipeline}}: {{stage}}")],
                      "s"), 12, 8)
     l.row("Workers")
     l.add(timeseries("Worker thread time: busy vs backpressure",
@@ -309,8 +316,35 @@ def overview():
                        f"stoker_coordinator_journal_volume_size_bytes{{{NS}}})", "free"),
                       (f"min(stoker_coordinator_journal_writable{{{NS}}})", "writable")],
                      "percentunit", 1), 8, 8)
+    pipeline_rows(l)
     return dashboard("stoker-overview", "stoker / overview",
                      "Which GPUs wait for input, and whether it is for lack of workers.", l)
+
+
+def pipeline_rows(l):
+    """A row per pipeline selected: what it gets against what it would take, whether it waits and why, and which
+    stage of its batches' way the time goes to."""
+    one = PIPELINE  # in a repeated row, $pipeline is the row's one pipeline
+    l.row("Pipeline $pipeline", repeat="pipeline")
+    l.add(timeseries("$pipeline: samples leased and demanded",
+                     "Samples per second the pool's workers were given to make for it (its share), and what its "
+                     "training loops would consume if input never stalled (its demand). Below its demand with "
+                     "input stall: it is held to its share, or the pool is short.",
+                     [(rate("stoker_coordinator_job_samples_leased_total", one), "leased"),
+                      (f"sum(stoker_coordinator_demand_samples_per_second{{{one}}})", "demand")],
+                     "short"), 8, 8)
+    l.add(timeseries("$pipeline: input stall and its cause",
+                     "Its GPUs' input stall (the worst rank's), under the cause the coordinator names while it is "
+                     "3 % or more: cap, workers, window or scheduling (\"Which pipeline waits for input, and why\").",
+                     [(f"stoker_coordinator_input_stall_ratio{{{one}}}", "stall"),
+                      (f"stoker_coordinator_input_bottleneck{{{one}}} * ignoring (cause) group_left "
+                       f"stoker_coordinator_input_stall_ratio{{{one}}}", "{{cause}}")],
+                     "percentunit", 1, STARVATION), 8, 8)
+    l.add(timeseries("$pipeline: a batch's time by stage",
+                     "Of the time its batches spent on their way, the part each stage took, workers' then "
+                     "clients': read, decode, augment, seal, receive, h2d. The largest is where to look first.",
+                     [(per_stage(rate(STAGES, one, by="pipeline")), "{{stage}}")],
+                     "percentunit", 1), 8, 8)
 
 
 def gpu_view():

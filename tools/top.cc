@@ -21,7 +21,8 @@ std::map<std::string, double> PerPipeline(const std::vector<MetricSample>& sampl
 // What a counter grew by between two readings; one that went back (a restarted coordinator) counts from zero.
 double Grew(double before, double now) { return now - (before > now ? 0 : before); }
 
-// Each pipeline's pool time by stage (stoker_coordinator_job_stage_seconds_total): pipeline -> stage -> seconds.
+// Each pipeline's time by stage, the workers' and its clients' (stoker_coordinator_job_stage_seconds_total):
+// pipeline -> stage -> seconds.
 std::map<std::string, std::map<std::string, double>> StageSeconds(const std::vector<MetricSample>& samples) {
   std::map<std::string, std::map<std::string, double>> out;
   for (const MetricSample& s : samples) {

@@ -86,18 +86,20 @@ TEST(Top, SharesAreOfTheWorkersTimeOnceCostsAreKnown) {
   EXPECT_NE(table.find("       1500       1.00     38%"), std::string::npos) << table;
 }
 
-// MOSTLY is the stage that took most of the pool's time on the pipeline over the interval, and its part: a's decode
-// grew 3 s of 4 (its read was larger before the interval, not in it); b reported no unit in the interval.
+// MOSTLY is the stage the pipeline's batches spent most time in over the interval, and its part: a's decode
+// grew 3 s of 4 (its read was larger before the interval, not in it; its clients' receive, first heard in it, counts
+// as a stage like the workers'); b reported no unit in the interval.
 TEST(Top, MostlyIsTheStageThatTookMostOfTheIntervalsTime) {
   std::string before = kBefore;
   before += "stoker_coordinator_job_stage_seconds_total{pipeline=\"a\",team=\"client:x\",stage=\"read\"} 50\n"
             "stoker_coordinator_job_stage_seconds_total{pipeline=\"a\",team=\"client:x\",stage=\"decode\"} 10\n"
             "stoker_coordinator_job_stage_seconds_total{pipeline=\"b\",team=\"client:y\",stage=\"read\"} 7\n";
   std::string now = kNow;
-  now += "stoker_coordinator_job_stage_seconds_total{pipeline=\"a\",team=\"client:x\",stage=\"read\"} 50.5\n"
+  now += "stoker_coordinator_job_stage_seconds_total{pipeline=\"a\",team=\"client:x\",stage=\"read\"} 50.25\n"
          "stoker_coordinator_job_stage_seconds_total{pipeline=\"a\",team=\"client:x\",stage=\"decode\"} 13\n"
          "stoker_coordinator_job_stage_seconds_total{pipeline=\"a\",team=\"client:x\",stage=\"augment\"} 0.25\n"
          "stoker_coordinator_job_stage_seconds_total{pipeline=\"a\",team=\"client:x\",stage=\"seal\"} 0.25\n"
+         "stoker_coordinator_job_stage_seconds_total{pipeline=\"a\",team=\"client:x\",stage=\"receive\"} 0.25\n"
          "stoker_coordinator_job_stage_seconds_total{pipeline=\"b\",team=\"client:y\",stage=\"read\"} 7\n";
   TopView view = MakeTopView(Read(before), Read(now), 2.0);
   ASSERT_EQ(view.rows.size(), 3u);

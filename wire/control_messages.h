@@ -161,7 +161,19 @@ struct ClientHeartbeatRequest {
   std::string local_group;  // as in RegisterClientRequest
   std::vector<std::string> rejected_workers;  // worker ids whose batches were not the plan's (kMaxRejectedWorkers)
   std::string session;                        // RegisterClientRequest::session
+  // The client's stages, cumulative (a NaN or negative one reads as 0): taking batches in, host-to-device.
+  double receive_seconds = 0, h2d_seconds = 0;
+
+  // The client's stages by name (the metrics' `stage` label, after UnitDoneRequest::kStages) and their seconds.
+  static constexpr std::array<const char*, 2> kStages = {"receive", "h2d"};
+  std::array<double, 2> StageSeconds() const { return {receive_seconds, h2d_seconds}; }
 };
+
+// The stages of a job's batches in their order, as the metrics' `stage` label: the workers' (UnitDoneRequest), then
+// its clients' (ClientHeartbeatRequest).
+inline constexpr std::array<const char*, 6> kJobStages = {"read", "decode", "augment", "seal", "receive", "h2d"};
+static_assert(kJobStages.size() == UnitDoneRequest::kStages.size() + ClientHeartbeatRequest::kStages.size());
+
 struct ClientHeartbeatResponse {
   uint64_t membership_version = 0;
   bool workers_changed = false;

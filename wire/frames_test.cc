@@ -124,6 +124,21 @@ TEST(Schema, AUnitsCostTravelsAndNonsenseReadsAsNone) {
   }
 }
 
+// A client's stages travel with its heartbeat, read the same way.
+TEST(Schema, AClientsStagesTravelAndNonsenseReadsAsNone) {
+  for (const auto& [sent, read] : std::vector<std::pair<double, double>>{
+           {0.5, 0.5}, {-1, 0}, {std::nan(""), 0}, {std::numeric_limits<double>::infinity(), 0}}) {
+    ClientHeartbeatRequest heartbeat{.client_id = "c-1", .job = "job", .receive_seconds = sent, .h2d_seconds = 2 * sent};
+    uint64_t id = 0;
+    auto decoded = DecodeRequest(EncodeRequest(9, heartbeat), &id);
+    ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+    const auto* back = std::get_if<ClientHeartbeatRequest>(&decoded->body);
+    ASSERT_NE(back, nullptr);
+    EXPECT_EQ(back->receive_seconds, read) << sent;
+    EXPECT_EQ(back->h2d_seconds, 2 * read) << sent;
+  }
+}
+
 TEST(Schema, ReplyStatusRoundTrips) {
   capnp::MallocMessageBuilder message;
   auto reply = message.initRoot<wire::Reply>();

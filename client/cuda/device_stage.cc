@@ -1,6 +1,7 @@
 // DeviceStage with CUDA (see device_stage.h for the life of a slot).
 #include "client/cuda/device_stage.h"
 
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -10,6 +11,7 @@
 #include "client/cuda/normalize.h"
 #include "client/src/convert_host.h"
 #include "base/sync.h"
+#include "stoker/clock.h"
 
 namespace stoker::client {
 
@@ -229,7 +231,9 @@ Status DeviceStage::Stage(size_t slot, client::ReceivedBatch& batch, client::Sta
   if (batch.opened) {
     s.pinned = std::move(batch.opened);  // the slot's old buffer goes back to the pool
   } else {
+    const auto copy_start = std::chrono::steady_clock::now();
     batch.CopyPayloadTo(s.pinned.get());
+    report->copy_seconds = ToSeconds(std::chrono::steady_clock::now() - copy_start);
   }
   uint8_t* tail = s.pinned.get() + m.tail_offset;
   std::memcpy(tail, batch.labels.data(), batch.labels.size() * sizeof(int64_t));

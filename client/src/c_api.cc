@@ -222,6 +222,7 @@ int stoker_loader_stats_json(stoker_loader* loader, char* buf, size_t capacity, 
     j.Key("input_stall_seconds").Value(s.client.stall_seconds);
     j.Key("startup_seconds").Value(s.client.startup_seconds);
     j.Key("step_seconds").Value(s.client.step_seconds);
+    j.Key("receive_seconds").Value(s.client.receive_seconds).Key("h2d_seconds").Value(s.client.h2d_seconds);
     j.Key("samples_delivered").Value(s.client.samples_delivered);
     j.Key("samples_quarantined").Value(s.client.samples_quarantined);
     j.Key("quarantined_by_reason").BeginObject();

@@ -123,6 +123,8 @@ uint64_t ClientCore::TakeAck(ClientHeartbeatRequest& hb) {
   hb.received_above.assign(window_->received_above().begin(), window_->received_above().end());
   hb.step_seconds = stats_.step_seconds;
   hb.stall_seconds = stats_.stall_seconds;
+  hb.receive_seconds = stats_.receive_seconds;
+  hb.h2d_seconds = stats_.h2d_seconds;
   hb.samples_delivered = stats_.samples_delivered;
   ack_dirty_ = false;
   return ++heartbeats_sent_;
@@ -155,6 +157,11 @@ bool ClientCore::CountWrongSamples(uint64_t unit, uint64_t attempt) {
 void ClientCore::CountSealRefused(bool replayed) {
   MutexLock lock(mu_);
   ++(replayed ? stats_.dropped_replayed : stats_.dropped_seal_failed);
+}
+
+void ClientCore::CountReceiveSeconds(double seconds) {
+  MutexLock lock(mu_);
+  stats_.receive_seconds += seconds;
 }
 
 void ClientCore::CountBadFrame() {
@@ -398,6 +405,8 @@ void ClientCore::StageLoop() {
       return;
     }
     h2d_bytes_ += report.h2d_bytes;
+    stats_.receive_seconds += report.copy_seconds;
+    if (report.h2d_seconds > 0) stats_.h2d_seconds += report.h2d_seconds;
     staged_ = g + 1;
     ready_.NotifyAll();
   }

@@ -98,7 +98,7 @@ class ClientCore {
   void CountBadFrame();
   // A sealed batch that did not open (replayed: its counters were taken before).
   void CountSealRefused(bool replayed);
-  // A batch whose sample ids or padding are not the plan's: counted, never delivered.
+  void CountReceiveSeconds(double seconds);  // time a thread spent opening a batch (ClientStats::receive_seconds)
   // Counts a batch whose samples are not the plan's. True when it came under the attempt the coordinator lists for
   // its unit now: a live lease's batch, so the lie is its sender's, not an old plan's batch sent late.
   bool CountWrongSamples(uint64_t unit, uint64_t attempt);

@@ -81,6 +81,20 @@ TEST_F(ClientCoreTest, StepsAreMeasuredOnTheClientsClock) {
   EXPECT_EQ(s.position, 3u);
 }
 
+// What the client's threads spent taking batches in goes with its heartbeats, cumulative, to the coordinator's stage
+// counters (stoker_coordinator_job_stage_seconds_total); Shares.ThreeJobs... sees a sealed client's there.
+TEST_F(ClientCoreTest, TheTimeTakingBatchesInGoesWithEachHeartbeat) {
+  core_->CountReceiveSeconds(0.25);
+  ClientHeartbeatRequest heartbeat;
+  core_->TakeAck(heartbeat);
+  EXPECT_DOUBLE_EQ(heartbeat.receive_seconds, 0.25);
+  core_->CountReceiveSeconds(0.5);
+  core_->TakeAck(heartbeat);
+  EXPECT_DOUBLE_EQ(heartbeat.receive_seconds, 0.75);
+  EXPECT_DOUBLE_EQ(heartbeat.h2d_seconds, 0) << "the host path copies nothing to a device";
+  EXPECT_DOUBLE_EQ(core_->Stats().receive_seconds, 0.75);
+}
+
 TEST_F(ClientCoreTest, EpochsEndBetweenTheirBatchesAndTheJobAfterTheLast) {
   std::vector<std::string> seen;
   for (uint64_t g = 0; g < 6; ++g) {

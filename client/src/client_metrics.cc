@@ -179,6 +179,8 @@ void CollectClient(const ClientCore& c, MetricFamilies& out) {
       MetricType::Counter, s.stall_seconds);
   one("stoker_client_startup_wait_seconds_total", "Seconds next() waited for this client's first batch.",
       MetricType::Counter, s.startup_seconds);
+  one("stoker_client_receive_seconds_total", "Seconds this client's threads spent opening batches and copying them "
+      "into pinned memory (stage receive).", MetricType::Counter, s.receive_seconds);
   one("stoker_client_h2d_bytes_total", "Bytes copied host to device (0 on the host path).", MetricType::Counter,
       static_cast<double>(h2d_bytes));
   histogram("stoker_client_h2d_seconds",

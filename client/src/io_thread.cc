@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 
 #include "auth/curve.h"
@@ -66,6 +67,7 @@ struct IoThread::Opening {
   std::vector<size_t> offsets;  // each frame's place in `into`
   std::atomic<size_t> left{0};
   std::atomic<bool> failed{false};
+  std::atomic<int64_t> open_ns{0};  // the openers' time on its frames (ClientStats::receive_seconds)
 };
 
 zmq::context_t& ProcessContext() {
@@ -343,7 +345,9 @@ bool IoThread::Unseal(const std::string& worker_id, WorkerConnection& w, StatusO
       return false;
     }
   }
+  const auto open_start = std::chrono::steady_clock::now();  // what the work took, not the protocol's time
   Status opened = w.seal->Open(header, payload, trailer_bytes, into.get());
+  core_->CountReceiveSeconds(ToSeconds(std::chrono::steady_clock::now() - open_start));
   if (!opened.ok()) {
     STOKER_LOG(kDebug) << "dropped a sealed batch: " << opened.ToString();
     core_->CountSealRefused(opened.code() == StatusCode::kAlreadyExists);
@@ -374,7 +378,10 @@ void IoThread::OpenOnPool(const std::string& worker_id, SealedConnection::Sealed
   for (size_t f = 0; f < opening->payload.size(); ++f) {
     OpenPool().Push([opening, f, opened = opened_, core = core_](std::monostate&) {
       uint8_t* out = opening->into ? opening->into.get() + opening->offsets[f] : nullptr;
+      const auto start = std::chrono::steady_clock::now();
       if (!SealedConnection::OpenFrame(opening->sealed, f, opening->payload[f], out).ok()) opening->failed.store(true);
+      opening->open_ns.fetch_add(std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - start).count(),
+                                 std::memory_order_relaxed);
       if (opening->left.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
       {
         MutexLock lock(opened->mu);
@@ -392,6 +399,7 @@ void IoThread::FinishOpens() {
     done.swap(opened_->done);
   }
   for (const std::shared_ptr<Opening>& o : done) {
+    core_->CountReceiveSeconds(ToSeconds(Duration(o->open_ns.load(std::memory_order_relaxed))));
     auto it = workers_.find(o->worker_id);
     Status accepted = o->failed.load() ? DataLossError("a sealed frame failed its tag")
                       : it == workers_.end() || !it->second.seal

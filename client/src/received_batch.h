@@ -66,6 +66,7 @@ struct ReceivedBatch {
 struct StageReport {
   double h2d_seconds = -1;   // the transfer of this slot's previous batch, once measured (< 0: none)
   uint64_t h2d_bytes = 0;    // bytes this call queued for transfer
+  double copy_seconds = 0;   // the host copy into the pinned slot (0 for a batch opened into one)
 };
 
 // Called on the client's staging thread only, for global positions in increasing order; `slot` is

@@ -119,6 +119,9 @@ struct ClientStats {
   double startup_seconds = 0;          // of that, the wait for this client's first batch
   double step_seconds = 0;             // time between consecutive batches returned by Next() (after the first)
   double stall_seconds = 0;            // of that, waiting while the consumer had nothing to do (input stall)
+  double receive_seconds = 0;          // this client's threads taking batches in: opening sealed ones, copying them
+                                       // into pinned memory (the GPU path), summed over batches and threads
+  double h2d_seconds = 0;              // batches' host-to-device copies, from CUDA events (0 on the host path)
   double last_batch_unix_seconds = 0;  // when Next() last returned a batch (Connect() time before the first)
   bool end_of_job = false;             // every batch of every epoch delivered
   uint32_t prefetched = 0;             // batches received and not yet handed out

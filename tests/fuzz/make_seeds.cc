@@ -48,7 +48,7 @@ void ControlFrames(const std::string& dir) {
       RegisterClientRequest{"c-1", "job", 0, Spec(), 8, ResumePoint{5, 99}},
       ClientHeartbeatRequest{.client_id = "c-1", .job = "job", .consumed = 4, .received_watermark = 6,
                              .received_above = {8, 9}, .membership_version = 2, .rejected_workers = {"w-2"},
-                             .session = std::string(32, 's')},
+                             .session = std::string(32, 's'), .receive_seconds = 0.25, .h2d_seconds = 0.125},
       GetJobRequest{"w-1", "job"},
       DeregisterRequest{"c-1", "job", 0, std::string(32, 's')}};
   for (size_t i = 0; i < requests.size(); ++i) Write(dir, "request-" + std::to_string(i), Bytes(EncodeRequest(i + 1, requests[i])));
