@@ -7,7 +7,8 @@ replicas, units) and the GPU view (input stall beside dcgm-exporter's DCGM_FI_PR
     /usr/bin/python3 scripts/dashboards.py --check   # exit 1 if the committed files differ from what this writes
 
 Each dashboard has a `datasource` variable (never __inputs) and namespace / pipeline / pod / gpu variables; every
-panel query uses $__rate_interval where it takes a rate. tests/observability/live_test.py evaluates every query
+panel query uses $__rate_interval where it takes a rate. A repeated row is collapsed and holds its own panels
+(`panels()` lists them all). tests/observability/live_test.py evaluates every query
 against a real Prometheus scraping a live demo. Standard library only.
 """
 import argparse
@@ -55,12 +56,19 @@ class Layout:
     def __init__(self):
         self.x, self.y, self.row_h, self.next_id = 0, 0, 0, 1
         self.panels = []
+        self.into = self.panels  # where add() puts panels: the dashboard's list, or a collapsed row's own
 
     def row(self, title, repeat=None):
-        """A row; with `repeat` (a variable's name), Grafana shows it once per value selected, each with that value."""
+        """A row. With `repeat` (a variable's name) Grafana shows it once per value selected, each with that value,
+        collapsed (its panels held in the row, drawn when opened): a pool of 200 pipelines loads 200 rows, not 600
+        panels."""
         self._newline()
-        self.panels.append({"type": "row", "title": title, "id": self._id(), "collapsed": False, "panels": [],
-                            "gridPos": {"h": 1, "w": 24, "x": 0, "y": self.y}, **({"repeat": repeat} if repeat else {})})
+        row = {"type": "row", "title": title, "id": self._id(), "collapsed": bool(repeat), "panels": [],
+               "gridPos": {"h": 1, "w": 24, "x": 0, "y": self.y}}
+        if repeat:
+            row["repeat"] = repeat
+        self.panels.append(row)
+        self.into = row["panels"] if repeat else self.panels
         self.y += 1
 
     def add(self, panel, w, h):
@@ -68,7 +76,7 @@ class Layout:
             self._newline()
         panel["id"] = self._id()
         panel["gridPos"] = {"h": h, "w": w, "x": self.x, "y": self.y}
-        self.panels.append(panel)
+        self.into.append(panel)
         self.x += w
         self.row_h = max(self.row_h, h)
 
@@ -80,6 +88,15 @@ class Layout:
     def _id(self):
         self.next_id += 1
         return self.next_id - 1
+
+
+def panels(board):
+    """Every panel of a dashboard that draws something: the top level's and those collapsed rows hold."""
+    for panel in board["panels"]:
+        if panel["type"] == "row":
+            yield from panel.get("panels", [])
+        else:
+            yield panel
 
 
 def targets(queries):

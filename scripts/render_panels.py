@@ -23,6 +23,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 
+import dashboards  # noqa: E402  (beside this script: every panel of a dashboard, rows held too)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OVERVIEW = os.path.join(ROOT, "helm", "stoker", "files", "dashboards", "stoker-overview.json")
 KEY_PANELS = [
@@ -92,7 +94,7 @@ def main():
     parser.add_argument("--minutes", type=float, default=10, help="time range to draw (default: %(default)s)")
     args = parser.parse_args()
     with open(OVERVIEW) as f:
-        panels = {p["title"]: p for p in json.load(f)["panels"] if p["type"] != "row"}
+        panels = {p["title"]: p for p in dashboards.panels(json.load(f))}
     missing = [t for t in KEY_PANELS if t not in panels]
     if missing:
         print(f"panels not in {OVERVIEW}: {missing}", file=sys.stderr)

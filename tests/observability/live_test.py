@@ -37,6 +37,8 @@ import yaml
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RULES = os.path.join(ROOT, "helm", "stoker", "files", "rules.yaml")
 DASHBOARDS = os.path.join(ROOT, "helm", "stoker", "files", "dashboards")
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from dashboards import panels as drawn_panels  # noqa: E402 (every panel, those in collapsed rows too)
 FAKE_UUIDS = ["GPU-0fa4e000-0000-4000-8000-000000000000", "GPU-0fa4e000-0000-4000-8000-000000000001"]
 # Grafana's variables, as "All" selects them, and its interval macros at our 1-second scrape interval.
 SUBSTITUTIONS = {"$__rate_interval": "20s", "$__interval": "5s", "$__range": "5m",
@@ -262,9 +264,7 @@ def dashboard_queries():
             variables.append((name, v["name"], v["definition"]))
         if "__inputs" in board:
             raise Failure(f"{name}: uses __inputs instead of a datasource variable")
-        for panel in board["panels"]:
-            if panel["type"] == "row":
-                continue
+        for panel in drawn_panels(board):
             if panel["datasource"] != {"type": "prometheus", "uid": "${datasource}"}:
                 raise Failure(f"{name} / {panel['title']}: datasource is not the variable")
             for target in panel["targets"]:
