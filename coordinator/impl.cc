@@ -3,7 +3,6 @@
 #include "coordinator/impl.h"
 
 #include <algorithm>
-#include <tuple>
 #include <utility>
 
 #include "dataset/checkpoint.h"
@@ -12,21 +11,6 @@
 #include "coordinator/journal.h"
 
 namespace stoker::coordinator {
-namespace {
-
-// How long a worker may hold a lease without sending its unit: kUnitDeadlineFactor times what the unit's samples cost
-// one pipeline thread at the job's reported cost, and never less than kUnitDeadlineFloor. A worker that renews a lease
-// and never sends would otherwise hold its rank's window shut for as long as it lives.
-constexpr Duration kUnitDeadlineFloor = std::chrono::seconds(60);
-constexpr double kUnitDeadlineFactor = 20;
-
-Duration UnitDeadline(double sample_seconds, uint64_t samples) {
-  const double seconds = kUnitDeadlineFactor * sample_seconds * static_cast<double>(samples);
-  if (!(seconds > ToSeconds(kUnitDeadlineFloor))) return kUnitDeadlineFloor;
-  return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(std::min(seconds, 1e7)));
-}
-
-}  // namespace
 
 CoordinatorImpl::CoordinatorImpl(const CoordinatorOptions& options, const Clock& clock, Env& env, Journal* journal)
     : options_(options),
@@ -215,7 +199,7 @@ void CoordinatorImpl::ExcuseSilence(Duration silence) {
       r.last_heard += silence;
       for (auto& [unit, lease] : r.active) {
         lease.expiry += silence;
-        lease.since += silence;
+        lease.sent_at += silence;
       }
       for (ParkedRequest& p : r.parked) p.deadline += silence;
     }
@@ -257,24 +241,13 @@ void CoordinatorImpl::ForgetIdleJobsLocked(TimePoint now) {
 }
 
 void CoordinatorImpl::ExpireLeasesAndClientsLocked(TimePoint now) {
-  std::vector<std::tuple<std::string, std::string, std::string>> overdue;  // job, worker, why
   for (auto& [name, job] : jobs_) {
-    const double sample_seconds = shares_.BoundedSampleSecondsOf(name);  // what a unit's deadline scales with
     for (uint32_t rank = 0; rank < job.ranks.size(); ++rank) {
       RankRuntime& r = job.ranks[rank];
       std::vector<std::pair<uint64_t, uint64_t*>> released;
       for (const auto& [unit, lease] : r.active) {
-        const Duration held = now - lease.since;
-        if (lease.sent) {
-          if (held > options_.ack_timeout) released.emplace_back(unit, &stats_.releases.unacked);
-        } else if (now > lease.expiry) {
-          released.emplace_back(unit, &stats_.releases.lease_expired);
-        } else if (held > UnitDeadline(sample_seconds, uint64_t{lease.batches} * job.plan.batch_size())) {
-          released.emplace_back(unit, &stats_.releases.overdue);
-          overdue.emplace_back(name, lease.worker_id, "it held unit " + std::to_string(unit) + " of rank " +
-                                                          std::to_string(rank) + " unsent for " +
-                                                          std::to_string(ToMillis(held) / 1000) + " s");
-        }
+        if (!lease.sent && now > lease.expiry) released.emplace_back(unit, &stats_.releases.lease_expired);
+        if (lease.sent && now - lease.sent_at > options_.ack_timeout) released.emplace_back(unit, &stats_.releases.unacked);
       }
       for (auto [unit, counter] : released) ReleaseLocked(r, unit, counter);
       if (r.session_live && now - r.last_heard > options_.client_timeout) {
@@ -285,7 +258,6 @@ void CoordinatorImpl::ExpireLeasesAndClientsLocked(TimePoint now) {
       }
     }
   }
-  for (const auto& [name, worker_id, why] : overdue) ReportWorkerLocked(name, jobs_.at(name), worker_id, why);
   ServeAllJobsLocked();
   for (auto& [name, job] : jobs_) {
     for (RankRuntime& r : job.ranks) ExpireParkedLocked(r, now);

@@ -116,7 +116,6 @@ struct ReleaseCounts {
   uint64_t session_reset = 0;
   uint64_t not_adopted = 0;  // after a restart: units leased before it that no worker reported
   uint64_t reported = 0;     // leased to a worker a client of the job reported (ClientHeartbeat.rejectedWorkers)
-  uint64_t overdue = 0;      // held unsent past its deadline (UnitDeadline): the job leases that worker no more
 };
 
 // One job's units by state (all epochs, all ranks) and where its slowest rank is.
@@ -138,7 +137,8 @@ struct JobStats {
   double sample_seconds = 0;     // pipeline-thread seconds a sample costs the pool's workers (0: not reported yet)
   double cost_factor = 1;        // that against the pool's reference: what its grants are charged per sample
   double stall = 0;              // its clients' stall as its order within shares counts it (FairShare::StallOf)
-  std::array<double, kJobStages.size()> stage_seconds{};  // by stage (kJobStages): workers' as costed, clients' ones
+  // Its batches' seconds by stage (kJobStages): the pool workers' thread time as costed, then its clients'.
+  std::array<double, kJobStages.size()> stage_seconds{};
 };
 
 struct CoordinatorStats {
@@ -157,7 +157,7 @@ struct CoordinatorStats {
   uint64_t sessions_unbound = 0;     // sessions started without a secret (older clients): bound to their key only
   uint64_t jobs_removed = 0;         // jobs forgotten after their retention without clients
   uint64_t shape_changes = 0;        // jobs re-planned for another shape by a checkpoint
-  uint64_t workers_reported = 0;     // (job, worker) pairs the job leases no more: reported by a client, or overdue
+  uint64_t workers_reported = 0;     // (job, worker) pairs a client reported: the job leases that worker no more
   size_t jobs = 0;
   ReleaseCounts releases;
   size_t workers = 0;
@@ -228,7 +228,7 @@ class CoordinatorImpl {
     std::string worker_id;
     TimePoint expiry;
     bool sent = false;
-    TimePoint since;  // when it was granted (or adopted), then when it was sent
+    TimePoint sent_at;
     uint32_t batches = 0;  // batches the worker makes for it (its unit less what the client already had)
     std::string team;      // its job's (JobTeamLocked): whose cap (TeamPolicy::max_workers) its unsent batches count to
     bool local = false;    // leased to a node-local worker: the client's own cores, outside the team's share and cap
@@ -301,9 +301,9 @@ class CoordinatorImpl {
   bool IsLocalLocked(const std::string& worker_id) const STOKER_REQUIRES(mu_);
   // Spends one of `identity`'s new-worker registrations; RESOURCE_EXHAUSTED when none is left.
   Status SpendRegistrationLocked(const std::string& identity) STOKER_REQUIRES(mu_);
-  // `worker_id` failed `job` (`why`, for the log): the job leases it nothing more, and its leases of the job go back.
+  // A client of `job` reported `worker_id`: the job leases it nothing more, and its leases of the job go back.
   void ReportWorkerLocked(const std::string& job_name, JobRuntime& job, const std::string& worker_id,
-                          const std::string& why) STOKER_REQUIRES(mu_);
+                          const std::string& reporter) STOKER_REQUIRES(mu_);
   // Ranks with a live session held under `identity`.
   size_t LiveRanksHeldLocked(const std::string& identity) const STOKER_REQUIRES(mu_);
 

@@ -397,7 +397,7 @@ StatusOr<ClientHeartbeatResponse> CoordinatorImpl::ClientHeartbeat(const ClientH
   for (uint64_t unit : units) CommitIfCompleteLocked(*job, request.rank, unit);
   // After the ack: the reported workers' units are leased again with what the client already holds skipped.
   for (const std::string& worker_id : request.rejected_workers) {
-    ReportWorkerLocked(request.job, *job, worker_id, "client " + request.client_id + " got batches not the plan's");
+    ReportWorkerLocked(request.job, *job, worker_id, request.client_id);
   }
   if (consumed_advanced) ServeParkedLocked(request.job, *job, request.rank);
   if (watermark >= total) AnswerParkedEmptyLocked(r, true);

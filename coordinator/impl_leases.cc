@@ -68,7 +68,7 @@ void CoordinatorImpl::HoldLocked(RankRuntime& r, uint64_t unit, ActiveLease leas
 void CoordinatorImpl::MarkSentLocked(ActiveLease& lease, TimePoint now) {
   if (lease.sent) return;
   lease.sent = true;
-  lease.since = now;
+  lease.sent_at = now;
   auto take = [&](std::unordered_map<std::string, uint32_t>& unsent, const std::string& key) {
     auto it = unsent.find(key);
     if (it == unsent.end()) return;
@@ -82,7 +82,7 @@ void CoordinatorImpl::MarkSentLocked(ActiveLease& lease, TimePoint now) {
 void CoordinatorImpl::DropLocked(RankRuntime& r, uint64_t unit) {
   auto it = r.active.find(unit);
   if (it == r.active.end()) return;
-  MarkSentLocked(it->second, it->second.since);  // whatever it had not sent leaves the worker's queue too
+  MarkSentLocked(it->second, it->second.sent_at);  // whatever it had not sent leaves the worker's queue too
   r.active.erase(it);
 }
 
@@ -136,8 +136,8 @@ LeaseGrant CoordinatorImpl::GrantLocked(const std::string& job_name, JobRuntime&
   if (w != workers_.end()) ++w->second.leases_granted;
   if (w != workers_.end() && !w->second.local_group.empty()) {  // the client's own cores: no share, cap or guarantee
     ++stats_.leases_granted_local;
-    HoldLocked(r, unit, ActiveLease{g.attempt, worker_id, clock_.Now() + options_.lease_ttl, false, clock_.Now(),
-                                    batches, team, true});
+    HoldLocked(r, unit, ActiveLease{g.attempt, worker_id, clock_.Now() + options_.lease_ttl, false, {}, batches, team,
+                                    true});
     return g;
   }
   shares_.Charge(team, job_name, samples);
@@ -152,7 +152,7 @@ LeaseGrant CoordinatorImpl::GrantLocked(const std::string& job_name, JobRuntime&
     guarantee->second.amount = std::max(-second, guarantee->second.amount) - seconds;
   }
   HoldLocked(r, unit,
-             ActiveLease{g.attempt, worker_id, clock_.Now() + options_.lease_ttl, false, clock_.Now(), batches, team});
+             ActiveLease{g.attempt, worker_id, clock_.Now() + options_.lease_ttl, false, {}, batches, team});
   return g;
 }
 

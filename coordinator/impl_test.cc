@@ -159,57 +159,6 @@ TEST_F(CoordinatorImplTest, UnrenewedLeaseExpiresButHeartbeatsKeepItAlive) {
   EXPECT_EQ(impl_->Stats().units_pending, 1u);
 }
 
-// A worker that renews a lease and never sends its unit would hold the rank's window shut for as long as it lives:
-// past the unit's deadline (a minute here, where the job's cost is not known) the unit goes to another worker under
-// a new attempt, and the job leases that worker nothing more.
-TEST_F(CoordinatorImplTest, AWorkerThatRenewsALeaseButNeverSendsLosesItAndTheJob) {
-  Register("c-a", 0, 4);
-  AddWorker("w-1");
-  AddWorker("w-2");
-  std::vector<LeaseGrant> g = Lease("w-1", 0, 1);
-  ASSERT_EQ(g.size(), 1u);
-  auto second = [&] {
-    clock_.Advance(Millis(1000));
-    ASSERT_TRUE(impl_->WorkerHeartbeat({"w-1", {{"job", 0, g[0].unit, g[0].attempt}}, false}).ok());
-    ASSERT_TRUE(impl_->WorkerHeartbeat({"w-2", {}, false}).ok());
-    ASSERT_TRUE(Ack("c-a", 0, 0, 0).ok());
-    impl_->Tick();
-  };
-  for (int i = 0; i < 60; ++i) ASSERT_NO_FATAL_FAILURE(second());
-  EXPECT_EQ(impl_->Stats().releases.overdue, 0u) << "at the deadline, not past it";
-  ASSERT_NO_FATAL_FAILURE(second());
-  EXPECT_EQ(impl_->Stats().releases.overdue, 1u);
-  EXPECT_EQ(impl_->Stats().workers_reported, 1u);
-  auto refused = impl_->RequestLease(1, {"w-1", "job", 0, 1, 0});
-  EXPECT_EQ(refused.status().code(), StatusCode::kPermissionDenied) << refused.status().ToString();
-  std::vector<LeaseGrant> again = Lease("w-2", 0, 1);
-  ASSERT_EQ(again.size(), 1u);
-  EXPECT_EQ(again[0].unit, g[0].unit);
-  EXPECT_GT(again[0].attempt, g[0].attempt);
-  EXPECT_FALSE(Sent("w-1", g[0]).ok()) << "its late report is not the lease's";
-}
-
-// The deadline grows with what the unit costs: 20 times its samples at the job's reported cost, when that is more
-// than a minute.
-TEST_F(CoordinatorImplTest, AUnitsDeadlineGrowsWithItsCost) {
-  Register("c-a", 0, 4);
-  AddWorker("w-1");
-  std::vector<LeaseGrant> g = Lease("w-1", 0, 2);
-  ASSERT_EQ(g.size(), 2u);
-  // The first unit cost 2 s a sample: the second's deadline is 20 x 2 s x its samples (400 s for 10).
-  ASSERT_TRUE(impl_->UnitDone({"w-1", "job", 0, g[0].unit, g[0].attempt, UnitOutcome::kSent, g[0].batch_count, {},
-                               2.0 * g[0].batch_count * spec_.batch_size})
-                  .ok());
-  for (int i = 0; i < 120; ++i) {
-    clock_.Advance(Millis(1000));
-    ASSERT_TRUE(impl_->WorkerHeartbeat({"w-1", {{"job", 0, g[1].unit, g[1].attempt}}, false}).ok());
-    ASSERT_TRUE(Ack("c-a", 0, 0, 0).ok());
-    impl_->Tick();
-  }
-  EXPECT_EQ(impl_->Stats().releases.overdue, 0u) << "two minutes of a 400 s deadline";
-  EXPECT_EQ(impl_->Stats().workers_reported, 0u);
-}
-
 TEST_F(CoordinatorImplTest, SentButUnacknowledgedUnitsAreReleasedAfterTheAckTimeout) {
   Register("c-a", 0, 4);
   AddWorker("w-1");

@@ -241,7 +241,7 @@ bool CoordinatorImpl::AdoptLocked(const LeaseRef& ref, const std::string& worker
     return false;
   }
   HoldLocked(r, ref.unit,
-             ActiveLease{ref.attempt, worker_id, now + options_.lease_ttl, false, now, job->plan.Unit(ref.unit).count,
+             ActiveLease{ref.attempt, worker_id, now + options_.lease_ttl, false, {}, job->plan.Unit(ref.unit).count,
                          JobTeamLocked(*job)});
   r.pending.erase(ref.unit);
   ++stats_.leases_adopted;
@@ -335,11 +335,11 @@ bool CoordinatorImpl::IsLocalLocked(const std::string& worker_id) const {
 // only keep workers from the jobs it holds ranks of. Its units already leased to the worker go back at once, sent or
 // not (the client dropped what came), and its parked requests for the job are answered empty.
 void CoordinatorImpl::ReportWorkerLocked(const std::string& job_name, JobRuntime& job, const std::string& worker_id,
-                                         const std::string& why) {
+                                         const std::string& reporter) {
   if (workers_.count(worker_id) == 0 || !job.reported_workers.insert(worker_id).second) return;
   ++stats_.workers_reported;
-  STOKER_LOG(kWarning) << "worker " << worker_id << " failed job " << job_name << " (" << why
-                       << "): the job leases it nothing more";
+  STOKER_LOG(kWarning) << "client " << reporter << " of job " << job_name << " reported worker " << worker_id
+                       << " for batches that are not the plan's: the job leases it nothing more";
   for (RankRuntime& r : job.ranks) {
     std::vector<uint64_t> held;
     for (const auto& [unit, lease] : r.active) {
@@ -355,7 +355,7 @@ Status CoordinatorImpl::MayServeLocked(const WorkerRuntime& w, const std::string
                                        uint32_t rank) const {
   if (job.reported_workers.count(worker_id) != 0) {
     return PermissionDeniedError("worker " + worker_id + " was reported by a client of this job for batches that "
-                                 "were not the plan's, or held a unit past its deadline: it serves this job no more");
+                                 "were not the plan's: it serves this job no more");
   }
   if (w.local_group.empty()) return Status::Ok();
   const RankRuntime& r = job.ranks[rank];

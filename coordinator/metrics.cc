@@ -105,14 +105,14 @@ void CollectLeasing(const CoordinatorStats& s, uint32_t max_workers, MetricFamil
                            std::pair{"unacked", r.unacked}, std::pair{"undeliverable", r.undeliverable},
                            std::pair{"abandoned", r.abandoned}, std::pair{"drain", r.drain},
                            std::pair{"session_reset", r.session_reset}, std::pair{"not_adopted", r.not_adopted},
-                           std::pair{"reported", r.reported}, std::pair{"overdue", r.overdue}}) {
+                           std::pair{"reported", r.reported}}) {
     releases.Add({{"reason", reason}}, static_cast<double>(n));
   }
   out.push_back(releases.Build());
   out.push_back(FamilyBuilder("stoker_coordinator_workers_reported_total",
-                              "Workers a job leases nothing more: its client reported them for batches that were "
-                              "not the plan's, or they held one of its units unsent past the unit's deadline (once "
-                              "per job and registered worker).",
+                              "Workers a job's client reported for batches that were not the plan's (each time "
+                              "a job's client names a registered worker the job had not excluded): the job leases "
+                              "that worker nothing more.",
                               MetricType::Counter)
                     .Add({}, static_cast<double>(s.workers_reported))
                     .Build());
