@@ -264,7 +264,7 @@ TEST_F(SchedulingTest, AClientsStagesCountAsWhatTheyGrewBy) {
     ASSERT_TRUE(impl_->ClientHeartbeat(hb).ok());
   };
   auto counted = [&] {
-    const auto& s = impl_->Stats().job_stats.at(0).stage_seconds;
+    const auto s = impl_->Stats().job_stats.at(0).stage_seconds;  // a copy: Stats() is a temporary
     return std::pair{s[4], s[5]};
   };
   report("c-a", 100, 50);
