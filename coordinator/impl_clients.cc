@@ -24,28 +24,30 @@ std::string SecondsAgo(Duration d) {
 // thread and copies run in parallel, but not on more than this many threads).
 constexpr double kMaxClientStageGrowth = 64;
 
-// What the stage figures `request` reports grew by since `counted`, the part of its client's figures counted so far,
-// `seconds` after the rank was last heard: at most kMaxClientStageGrowth x `seconds` (up to a minute) each, the rest
-// counted later, so a client cannot make its job's counters grow faster (nor to +Inf). The figures are cumulative
-// since the client's process started: from a client other than `of`, the one last heard on the rank (a new session,
-// or any after a coordinator restart), they set where counting starts and count nothing; a figure that went back
-// sets it again.
-template <size_t N>
-std::array<double, N> StageGrowth(std::string& of, std::array<double, N>& counted,
-                                  const ClientHeartbeatRequest& request, double seconds) {
-  const std::array<double, N> now = request.StageSeconds();
-  std::array<double, N> grew{};
+// Adds to `totals` (the job's client stages) what the stage figures `request` reports grew by since `counted`, the
+// part of its client's figures counted so far, `seconds` after the rank was last heard: at most
+// kMaxClientStageGrowth x `seconds` (up to a minute) each, the rest counted later, so a client cannot make its job's
+// counters grow faster (nor to +Inf). The figures are cumulative since the client's process started: from a client
+// other than `of`, the one last heard on the rank (a new session, or any after a coordinator restart), they set where
+// counting starts and count nothing; a figure that went back sets it again.
+void CountClientStages(std::string& of, std::array<double, ClientHeartbeatRequest::kStages.size()>& counted,
+                       const ClientHeartbeatRequest& request, double seconds, double* totals) {
+  const auto now = request.StageSeconds();
   if (of != request.client_id) {
     of = request.client_id;
     counted = now;
-    return grew;
+    return;
   }
-  for (size_t i = 0; i < N; ++i) {
-    const double allowed = kMaxClientStageGrowth * std::clamp(seconds, 0.0, 60.0);
-    grew[i] = now[i] < counted[i] ? 0 : std::min(now[i] - counted[i], allowed);
-    counted[i] = now[i] < counted[i] ? now[i] : counted[i] + grew[i];
+  const double allowed = kMaxClientStageGrowth * std::clamp(seconds, 0.0, 60.0);
+  for (size_t i = 0; i < now.size(); ++i) {
+    if (now[i] < counted[i]) {
+      counted[i] = now[i];
+      continue;
+    }
+    const double grew = std::min(now[i] - counted[i], allowed);
+    counted[i] += grew;
+    totals[i] += grew;
   }
-  return grew;
 }
 
 }  // namespace
@@ -373,8 +375,8 @@ StatusOr<ClientHeartbeatResponse> CoordinatorImpl::ClientHeartbeat(const ClientH
   }
   const TimePoint heard_before = r.last_heard;
   r.last_heard = clock_.Now();
-  const auto grew = StageGrowth(r.stages_of, r.client_stages, request, ToSeconds(r.last_heard - heard_before));
-  for (size_t i = 0; i < grew.size(); ++i) job->stage_seconds[UnitDoneRequest::kStages.size() + i] += grew[i];
+  CountClientStages(r.stages_of, r.client_stages, request, ToSeconds(r.last_heard - heard_before),
+                    &job->stage_seconds[UnitDoneRequest::kStages.size()]);
   if (r.local_group != request.local_group) {  // a coordinator that restarted learns it again
     r.local_group = request.local_group;
     request_list = true;

@@ -340,27 +340,26 @@ def overview():
 
 def pipeline_rows(l):
     """A row per pipeline selected: what it gets against what it would take, whether it waits and why, and which
-    stage of its batches' way the time goes to."""
-    one = PIPELINE  # in a repeated row, $pipeline is the row's one pipeline
+    stage of its batches' way the time goes to. In a repeated row, $pipeline is the row's one pipeline."""
     l.row("Pipeline $pipeline", repeat="pipeline")
     l.add(timeseries("$pipeline: samples leased and demanded",
                      "Samples per second the pool's workers were given to make for it (its share), and what its "
                      "training loops would consume if input never stalled (its demand). Below its demand with "
                      "input stall: it is held to its share, or the pool is short.",
-                     [(rate("stoker_coordinator_job_samples_leased_total", one), "leased"),
-                      (f"sum(stoker_coordinator_demand_samples_per_second{{{one}}})", "demand")],
+                     [(rate("stoker_coordinator_job_samples_leased_total", PIPELINE), "leased"),
+                      (f"sum(stoker_coordinator_demand_samples_per_second{{{PIPELINE}}})", "demand")],
                      "short"), 8, 8)
     l.add(timeseries("$pipeline: input stall and its cause",
                      "Its GPUs' input stall (the worst rank's), under the cause the coordinator names while it is "
                      "3 % or more: cap, workers, window or scheduling (\"Which pipeline waits for input, and why\").",
-                     [(f"stoker_coordinator_input_stall_ratio{{{one}}}", "stall"),
-                      (f"stoker_coordinator_input_bottleneck{{{one}}} * ignoring (cause) group_left "
-                       f"stoker_coordinator_input_stall_ratio{{{one}}}", "{{cause}}")],
+                     [(f"stoker_coordinator_input_stall_ratio{{{PIPELINE}}}", "stall"),
+                      (f"stoker_coordinator_input_bottleneck{{{PIPELINE}}} * ignoring (cause) group_left "
+                       f"stoker_coordinator_input_stall_ratio{{{PIPELINE}}}", "{{cause}}")],
                      "percentunit", 1, STARVATION), 8, 8)
     l.add(timeseries("$pipeline: a batch's time by stage",
                      "Of the time its batches spent on their way, the part each stage took, workers' then "
                      "clients': read, decode, augment, seal, receive, h2d. The largest is where to look first.",
-                     [(per_stage(rate(STAGES, one, by="pipeline")), "{{stage}}")],
+                     [(per_stage(rate(STAGES, PIPELINE, by="pipeline")), "{{stage}}")],
                      "percentunit", 1), 8, 8)
 
 
