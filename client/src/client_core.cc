@@ -169,6 +169,11 @@ void ClientCore::CountBadFrame() {
   ++stats_.dropped_bad_frame;
 }
 
+void ClientCore::CountWorkerReconnect() {
+  MutexLock lock(mu_);
+  ++stats_.worker_reconnects;
+}
+
 void ClientCore::CountWorkerError() {
   MutexLock lock(mu_);
   ++stats_.worker_errors;

@@ -96,6 +96,7 @@ class ClientCore {
   void ForgetAttempts();
   // A batch refused before it reached the window (malformed, wrong shape or payload): counted, never delivered.
   void CountBadFrame();
+  void CountWorkerReconnect();
   // A sealed batch that did not open (replayed: its counters were taken before).
   void CountSealRefused(bool replayed);
   void CountReceiveSeconds(double seconds);  // time a thread spent opening a batch (ClientStats::receive_seconds)

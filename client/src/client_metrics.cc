@@ -148,6 +148,49 @@ ClientProcess::Member MemberFor(const std::shared_ptr<ClientCore>& core, int gpu
   return member;
 }
 
+namespace {
+
+// What the client refused or had to redo: batches dropped by reason, quarantined samples by reason, workers' errors
+// and connections opened anew.
+void CollectWhatWentWrong(const ClientStats& s, const MetricLabels& l, MetricFamilies& out) {
+  using prometheus::MetricType;
+  auto one = [&](const char* name, const char* help, MetricType type, double value) {
+    out.push_back(FamilyBuilder(name, help, type).Add(l, value).Build());
+  };
+  FamilyBuilder dropped("stoker_client_dropped_batches_total", "Batches received and not delivered, by reason.",
+                        MetricType::Counter);
+  const std::pair<const char*, uint64_t> reasons[] = {{"duplicate", s.dropped_duplicate},
+                                                      {"stale_attempt", s.dropped_stale_attempt},
+                                                      {"bad_frame", s.dropped_bad_frame},
+                                                      {"out_of_window", s.dropped_out_of_window},
+                                                      {"unlisted", s.dropped_unlisted},
+                                                      {"wrong_samples", s.dropped_wrong_samples},
+                                                      {"seal_failed", s.dropped_seal_failed},
+                                                      {"replayed", s.dropped_replayed}};
+  for (const auto& [reason, n] : reasons) {
+    MetricLabels with = l;
+    with.emplace_back("reason", reason);
+    dropped.Add(with, static_cast<double>(n));
+  }
+  out.push_back(dropped.Build());
+  FamilyBuilder quarantined("stoker_client_quarantined_samples_total",
+                            "Samples next() delivered flagged quarantined (zero pixels, label -1), by the reason their "
+                            "worker gave.", MetricType::Counter);
+  for (const auto& [reason, n] : s.quarantined_by_reason) {
+    MetricLabels with = l;
+    with.emplace_back("reason", reason);
+    quarantined.Add(with, static_cast<double>(n));
+  }
+  out.push_back(quarantined.Build());
+  one("stoker_client_worker_errors_total", "Error messages received from workers.", MetricType::Counter,
+      static_cast<double>(s.worker_errors));
+  one("stoker_client_worker_reconnects_total",
+      "Sealed data connections opened anew because their worker answered nothing to an offer.", MetricType::Counter,
+      static_cast<double>(s.worker_reconnects));
+}
+
+}  // namespace
+
 // Runs on the scraping thread.
 void CollectClient(const ClientCore& c, MetricFamilies& out) {
   using prometheus::MetricType;
@@ -200,33 +243,7 @@ void CollectClient(const ClientCore& c, MetricFamilies& out) {
       s.connected_workers);
   one("stoker_client_position_batches", "Global index of the next batch next() returns.", MetricType::Gauge,
       static_cast<double>(s.position));
-  FamilyBuilder dropped("stoker_client_dropped_batches_total", "Batches received and not delivered, by reason.",
-                        MetricType::Counter);
-  const std::pair<const char*, uint64_t> reasons[] = {{"duplicate", s.dropped_duplicate},
-                                                      {"stale_attempt", s.dropped_stale_attempt},
-                                                      {"bad_frame", s.dropped_bad_frame},
-                                                      {"out_of_window", s.dropped_out_of_window},
-                                                      {"unlisted", s.dropped_unlisted},
-                                                      {"wrong_samples", s.dropped_wrong_samples},
-                                                      {"seal_failed", s.dropped_seal_failed},
-                                                      {"replayed", s.dropped_replayed}};
-  for (const auto& [reason, n] : reasons) {
-    MetricLabels with = l;
-    with.emplace_back("reason", reason);
-    dropped.Add(with, static_cast<double>(n));
-  }
-  out.push_back(dropped.Build());
-  FamilyBuilder quarantined("stoker_client_quarantined_samples_total",
-                            "Samples next() delivered flagged quarantined (zero pixels, label -1), by the reason their "
-                            "worker gave.", MetricType::Counter);
-  for (const auto& [reason, n] : s.quarantined_by_reason) {
-    MetricLabels with = l;
-    with.emplace_back("reason", reason);
-    quarantined.Add(with, static_cast<double>(n));
-  }
-  out.push_back(quarantined.Build());
-  one("stoker_client_worker_errors_total", "Error messages received from workers.", MetricType::Counter,
-      static_cast<double>(s.worker_errors));
+  CollectWhatWentWrong(s, l, out);
   CollectTransportErrors("client", c.transport_errors().Counts(), l, out);
 }
 

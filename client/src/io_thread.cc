@@ -157,6 +157,7 @@ void IoThread::Turn() {
   if (items[0].revents & ZMQ_POLLIN) DrainControl();
   impl_.Tick();
   CarryOut();
+  WatchConnections();
 }
 
 // Leaving (or giving back a claim no session used): workers stop making batches for us, and the rank is free.
@@ -210,9 +211,7 @@ void IoThread::CarryOut() {
 
 void IoThread::SendCredit(WorkerConnection& w, const Credit& credit) {
   if (w.seal && !w.seal->ready()) {
-    w.pending_credit = credit;  // sent with the connection's keys
-    // Credits are refreshed every second: an offer unanswered for two (lost with a reset) is made again.
-    if (clock_.Now() - w.last_offer >= Millis(2000)) SendOffer(w);
+    w.pending_credit = credit;  // sent with the connection's keys (an unanswered offer: WatchConnections)
     return;
   }
   zmq::message_t frame = EncodeCredit(credit);
@@ -244,8 +243,16 @@ void IoThread::SendOffer(WorkerConnection& w) {
 // One DEALER to the worker's data port, as a CURVE client of the key the coordinator listed for it. Creating a
 // socket can fail (EMFILE: out of file descriptors): an error, never a crash.
 Status IoThread::OpenWorker(const WorkerInfo& info) {
+  STOKER_ASSIGN_OR_RETURN(WorkerConnection w, Connect(info));
+  STOKER_LOG(kDebug) << "connected to worker " << info.worker_id << " at " << info.data_endpoint;
+  WorkerConnection& placed = workers_[info.worker_id] = std::move(w);
+  if (placed.seal) SendOffer(placed);
+  return Status::Ok();
+}
+
+StatusOr<IoThread::WorkerConnection> IoThread::Connect(const WorkerInfo& info) {
   WorkerConnection w;
-  w.endpoint = info.data_endpoint;
+  w.info = info;
   try {
     w.socket = std::make_unique<zmq::socket_t>(ProcessContext(), zmq::socket_type::dealer);
     SocketOptions o;
@@ -269,10 +276,37 @@ Status IoThread::OpenWorker(const WorkerInfo& info) {
     core_->transport_errors().Note("connect_worker", e);
     return UnavailableError("cannot connect to worker " + info.worker_id + ": " + e.what());
   }
-  STOKER_LOG(kDebug) << "connected to worker " << info.worker_id << " at " << info.data_endpoint;
-  WorkerConnection& placed = workers_[info.worker_id] = std::move(w);
-  if (placed.seal) SendOffer(placed);
-  return Status::Ok();
+  return w;
+}
+
+// A sealed connection can die while the list still names its worker where it was. A worker refuses every ticket
+// until its registration has brought the ticket key, and libzmq (4.3) never retries a connection whose handshake
+// was refused: a worker that joined a moment before this client dialed it, or one restarted in place (the same id
+// and port, as a pod's container restarted) that the socket reconnected to before it registered, is never heard
+// from again on that socket, and credits and offers sent on it go nowhere. So a connection silent for
+// kProbeSilence is offered again (a live worker answers whether or not it has batches for us), and one whose offer
+// goes unanswered for reopen_after is opened anew with a new socket, the wait doubling until a welcome comes.
+void IoThread::WatchConnections() {
+  const TimePoint now = clock_.Now();
+  if (now < next_watch_) return;
+  next_watch_ = now + Millis(500);
+  for (auto& [id, w] : workers_) {
+    if (!w.seal) continue;  // unsealed: no handshake to refuse, and ZeroMQ reconnects by itself
+    const bool answered = w.last_heard >= w.last_offer;
+    if (answered && now - w.last_heard >= kProbeSilence) {
+      SendOffer(w);
+    } else if (!answered && now - w.last_offer >= w.reopen_after) {
+      StatusOr<WorkerConnection> fresh = Connect(w.info);
+      if (!fresh.ok()) continue;  // counted as connect_worker; tried again at the next watch
+      STOKER_LOG(kWarning) << "worker " << id << " answered nothing on its data connection for "
+                           << ToMillis(now - w.last_offer) << " ms: connecting to it again";
+      core_->CountWorkerReconnect();
+      fresh->pending_credit = std::move(w.pending_credit);
+      fresh->reopen_after = std::min(2 * w.reopen_after, kMaxReopen);
+      w = std::move(*fresh);
+      SendOffer(w);
+    }
+  }
 }
 
 // ---- the workers' batches --------------------------------------------------------------------------------------
@@ -281,6 +315,7 @@ void IoThread::DrainWorker(const std::string& id, WorkerConnection& w) {
   for (int i = 0; i < 64; ++i) {
     zmq::message_t header;
     if (!ReceiveFrame(w, header)) return;
+    w.last_heard = clock_.Now();
     std::vector<zmq::message_t> payload = ReceivePayload(w, header.more());
     // A sealed batch's last frame is its trailer, and its header's bytes are associated data: kept as they came.
     std::optional<zmq::message_t> trailer;
@@ -311,6 +346,7 @@ bool IoThread::Unseal(const std::string& worker_id, WorkerConnection& w, StatusO
       core_->CountBadFrame();
       return false;
     }
+    w.reopen_after = kFirstReopen;
     if (w.pending_credit) SendCredit(w, *std::exchange(w.pending_credit, std::nullopt));
     return false;
   }

@@ -63,12 +63,19 @@ class IoThread {
   void Start(RankClaim claim);
 
  private:
+  // WatchConnections: a sealed connection silent this long is offered again, whose answer shows it alive; an offer
+  // unanswered for kFirstReopen, then twice as long each time up to kMaxReopen, opens it anew.
+  static constexpr Duration kProbeSilence = Millis(5000);
+  static constexpr Duration kFirstReopen = Millis(2000);
+  static constexpr Duration kMaxReopen = Millis(32000);
   struct WorkerConnection {
-    std::string endpoint;
+    WorkerInfo info;  // as listed: where to connect, and with which ticket and seal key
     std::unique_ptr<zmq::socket_t> socket;
     std::unique_ptr<SealedConnection> seal;  // null without CURVE
     std::optional<Credit> pending_credit;    // the latest credit, until the connection's keys are there
     TimePoint last_offer;
+    TimePoint last_heard;                    // when a frame last came (none yet: the clock's zero)
+    Duration reopen_after = kFirstReopen;    // an offer unanswered this long opens the connection anew
   };
 
   void Run();
@@ -80,6 +87,12 @@ class IoThread {
   StatusOr<bool> PollControl(std::chrono::milliseconds timeout);
   void DrainControl();
   Status OpenWorker(const WorkerInfo& info);
+  // A DEALER to `info`'s data port (a PLAIN client of its ticket, sealed, unless the port is insecure or
+  // node-local); connect() only starts the connection.
+  StatusOr<WorkerConnection> Connect(const WorkerInfo& info);
+  // Sealed connections that may be dead though the list still names their worker (io_thread.cc says how one dies):
+  // probed when silent, opened anew when the probe goes unanswered. Twice a second at most.
+  void WatchConnections();
   void SendCredit(WorkerConnection& w, const Credit& credit);
   void SendOffer(WorkerConnection& w);
   // Handles what only the connection's sealing is about (a welcome, the worker's request to offer again, opening
@@ -104,6 +117,7 @@ class IoThread {
   ClientImpl impl_;
   zmq::socket_t control_;
   std::map<std::string, WorkerConnection> workers_;  // by worker id
+  TimePoint next_watch_;
   struct Opening;
   struct Opened {  // shared with the openers, which may outlive this thread's last turn
     Mutex mu;

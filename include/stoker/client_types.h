@@ -115,6 +115,8 @@ struct ClientStats {
                                            // lease's confirmation) that were sealed and opened straight into a
                                            // pinned buffer (GPU path): their decryption was their one host copy
   uint64_t worker_errors = 0;          // DataError messages from workers (e.g. a job a worker cannot load)
+  uint64_t worker_reconnects = 0;      // sealed data connections opened anew: their worker answered nothing to an
+                                       // offer (a refused handshake, which ZeroMQ never retries)
   double wait_seconds = 0;             // time Next() spent blocked waiting for a batch (startup included)
   double startup_seconds = 0;          // of that, the wait for this client's first batch
   double step_seconds = 0;             // time between consecutive batches returned by Next() (after the first)

@@ -262,6 +262,37 @@ TEST_F(FaultTest, WorkerPartitionedFromTheCoordinatorFencesItself) {
   Finish(cluster, spec, consumers);
 }
 
+// 9b. A worker restarted in place (the same id and port: a pod's container restarted by the kubelet) while it cannot
+// reach the coordinator. The clients' sockets reconnect to it at once, and until its registration brings the ticket
+// key it refuses every handshake. ZeroMQ never retries a refused handshake, so those connections are dead though the
+// list still names the worker where it was: a client opens its connection anew when the worker answers nothing.
+TEST_F(FaultTest, AWorkerRestartedInPlaceIsServedAgainOnceItRegisters) {
+  // Leases long enough that the coordinator keeps the first process registered until the second registers: the list
+  // the clients hold names the same worker at the same port throughout.
+  tools::LocalCluster cluster(ClusterIn(dir_, {"--lease-ttl", "5s", "--heartbeat-interval", "100ms"}));
+  ASSERT_TRUE(cluster.StartCoordinator().ok());
+  auto proxy = tools::TcpProxy::Start(cluster.coordinator_endpoint());
+  ASSERT_TRUE(proxy.ok());
+  auto first = cluster.StartWorker(1, {"--worker-id", "w-in-place"});
+  ASSERT_TRUE(first.ok());
+  JobSpec spec = Spec("in-place", data_, 2, 4, 3);
+  auto consumers = StartConsumers(cluster, spec, "in-place", 100);
+  ASSERT_TRUE(tools::WaitForLines(cluster.ConsumerLog(consumers[0]), 4, kWait, &cluster.consumer(consumers[0])).ok());
+  (*proxy)->Blackhole();
+  cluster.worker(*first).Kill();
+  auto second = cluster.StartWorker(1, {"--worker-id", "w-in-place", "--listen", cluster.worker_endpoint(*first)},
+                                    (*proxy)->endpoint());
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  ASSERT_TRUE(WaitForMetric(cluster.worker_metrics(*second),
+                            "stoker_worker_handshakes_total{result=\"refused\",reason=\"no_ticket_key\"}", 1, kWait)
+                  .ok());
+  (*proxy)->Heal();
+  // What the clients had prefetched keeps them going a while: the restarted worker must send to them.
+  Status served = WaitForMetric(cluster.worker_metrics(*second), "stoker_worker_batches_total", 1, kWait);
+  ASSERT_TRUE(served.ok()) << served.ToString() << "\n" << cluster.ReadLog("worker-1");
+  Finish(cluster, spec, consumers);
+}
+
 // 10. A worker stopped (SIGSTOP) longer than its lease, then resumed: nobody waits for it, and whatever it sends
 // afterwards is fenced (it fences itself; the client drops stale attempts and duplicates).
 TEST_F(FaultTest, WorkerStoppedPastItsLeaseThenResumed) {
