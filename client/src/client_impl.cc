@@ -292,6 +292,13 @@ void ClientImpl::UpdateWorkers(const std::vector<WorkerInfo>& list) {
   }
 }
 
+const WorkerInfo* ClientImpl::Listed(const std::string& worker_id) const {
+  for (const WorkerInfo& info : listed_) {
+    if (info.worker_id == worker_id) return &info;
+  }
+  return nullptr;
+}
+
 // Opens listed workers not yet connected nor passed over, in the list's order (the coordinator puts those that
 // have delivered first): at most kMaxOpensPerRound, up to max_workers in all.
 void ClientImpl::OpenListed() {

@@ -66,6 +66,8 @@ class ClientImpl {
   // Whether `info` is one of this client's node-local workers: an ipc:// socket in its local directory, this
   // client having a local group. Connected to unsealed.
   bool IsNodeLocal(const WorkerInfo& info) const;
+  // The latest list's entry for `worker_id`, or null: what a connection opened anew dials with.
+  const WorkerInfo* Listed(const std::string& worker_id) const;
 
   // ---- the session (the core is started) ----------------------------------------------------------------------
   // The rank is ours: connect to the listed workers, credit them, and from now on heartbeat.

@@ -210,8 +210,10 @@ void IoThread::CarryOut() {
 }
 
 void IoThread::SendCredit(WorkerConnection& w, const Credit& credit) {
-  if (w.seal && !w.seal->ready()) {
-    w.pending_credit = credit;  // sent with the connection's keys (an unanswered offer: WatchConnections)
+  w.credits = credit.credits;
+  if (w.seal && (!w.seal->ready() || w.seal->offering())) {
+    // Under the keys the welcome brings: the worker dropped the old ones for the offer (and would count it refused).
+    w.pending_credit = credit;
     return;
   }
   zmq::message_t frame = EncodeCredit(credit);
@@ -279,13 +281,12 @@ StatusOr<IoThread::WorkerConnection> IoThread::Connect(const WorkerInfo& info) {
   return w;
 }
 
-// A sealed connection can die while the list still names its worker where it was. A worker refuses every ticket
-// until its registration has brought the ticket key, and libzmq (4.3) never retries a connection whose handshake
-// was refused: a worker that joined a moment before this client dialed it, or one restarted in place (the same id
-// and port, as a pod's container restarted) that the socket reconnected to before it registered, is never heard
-// from again on that socket, and credits and offers sent on it go nowhere. So a connection silent for
-// kProbeSilence is offered again (a live worker answers whether or not it has batches for us), and one whose offer
-// goes unanswered for reopen_after is opened anew with a new socket, the wait doubling until a welcome comes.
+// A sealed connection can die while the list still names its worker: a worker refuses every ticket until its
+// registration has brought the ticket key, and libzmq (4.3) never retries a refused handshake. A worker that joined
+// a moment before we dialed it, or one restarted in place (same id and port) before it registered, is never heard on
+// that socket again. So a connection silent for kProbeSilence while it holds our credit is offered again (a live
+// worker answers), and one whose offer goes unanswered for reopen_after is opened anew, the wait doubling until a
+// welcome. An offer makes a new session, and a batch being sealed under the old one goes back: hence the long silence.
 void IoThread::WatchConnections() {
   const TimePoint now = clock_.Now();
   if (now < next_watch_) return;
@@ -293,15 +294,17 @@ void IoThread::WatchConnections() {
   for (auto& [id, w] : workers_) {
     if (!w.seal) continue;  // unsealed: no handshake to refuse, and ZeroMQ reconnects by itself
     const bool answered = w.last_heard >= w.last_offer;
-    if (answered && now - w.last_heard >= kProbeSilence) {
+    if (answered && w.credits > 0 && now - w.last_heard >= kProbeSilence) {
       SendOffer(w);
     } else if (!answered && now - w.last_offer >= w.reopen_after) {
-      StatusOr<WorkerConnection> fresh = Connect(w.info);
+      const WorkerInfo* listed = impl_.Listed(id);  // the latest list's ticket and seal key for it
+      StatusOr<WorkerConnection> fresh = Connect(listed != nullptr ? *listed : w.info);
       if (!fresh.ok()) continue;  // counted as connect_worker; tried again at the next watch
       STOKER_LOG(kWarning) << "worker " << id << " answered nothing on its data connection for "
                            << ToMillis(now - w.last_offer) << " ms: connecting to it again";
       core_->CountWorkerReconnect();
       fresh->pending_credit = std::move(w.pending_credit);
+      fresh->credits = w.credits;
       fresh->reopen_after = std::min(2 * w.reopen_after, kMaxReopen);
       w = std::move(*fresh);
       SendOffer(w);

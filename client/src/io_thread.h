@@ -63,9 +63,9 @@ class IoThread {
   void Start(RankClaim claim);
 
  private:
-  // WatchConnections: a sealed connection silent this long is offered again, whose answer shows it alive; an offer
-  // unanswered for kFirstReopen, then twice as long each time up to kMaxReopen, opens it anew.
-  static constexpr Duration kProbeSilence = Millis(5000);
+  // WatchConnections: a sealed connection silent this long while credited is offered again, whose answer shows it
+  // alive; an offer unanswered for kFirstReopen, then twice as long each time up to kMaxReopen, opens it anew.
+  static constexpr Duration kProbeSilence = Millis(10000);
   static constexpr Duration kFirstReopen = Millis(2000);
   static constexpr Duration kMaxReopen = Millis(32000);
   struct WorkerConnection {
@@ -75,6 +75,7 @@ class IoThread {
     std::optional<Credit> pending_credit;    // the latest credit, until the connection's keys are there
     TimePoint last_offer;
     TimePoint last_heard;                    // when a frame last came (none yet: the clock's zero)
+    uint32_t credits = 0;                    // the last credit given: 0, nothing is owed us, so silence says nothing
     Duration reopen_after = kFirstReopen;    // an offer unanswered this long opens the connection anew
   };
 
