@@ -91,9 +91,11 @@ struct HttpServer::Connection {
 HttpServer::HttpServer(HttpServerOptions options, std::map<std::string, HttpHandler> routes)
     : options_(std::move(options)), routes_(std::move(routes)) {}
 
-StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& options,
-                                                        std::map<std::string, HttpHandler> routes) {
-  STOKER_ASSIGN_OR_RETURN(auto host_port, ParseHostPort(options.listen));
+namespace {
+
+// A listening socket bound to one "host:port" (`text`, for errors: the whole flag), the address as bound in *bound.
+StatusOr<int> Listen(const std::string& one, const std::string& text, std::string* bound) {
+  STOKER_ASSIGN_OR_RETURN(auto host_port, ParseHostPort(one));
   addrinfo hints{};
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;
@@ -102,44 +104,56 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions&
   std::string port_text = std::to_string(host_port.second);
   int rc = ::getaddrinfo(host_port.first.c_str(), port_text.c_str(), &hints, &found);
   if (rc != 0 || found == nullptr) {
-    return InvalidArgumentError("cannot resolve '" + host_port.first + "' (from " + options.listen +
-                                "): " + ::gai_strerror(rc));
+    return InvalidArgumentError("cannot resolve '" + host_port.first + "' (from " + text + "): " + ::gai_strerror(rc));
   }
   sockaddr_in addr;
   std::memcpy(&addr, found->ai_addr, sizeof(addr));
   ::freeaddrinfo(found);
-
-  auto server = std::unique_ptr<HttpServer>(new HttpServer(options, std::move(routes)));
-  server->listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (server->listen_fd_ < 0) return UnavailableError(std::string("socket: ") + std::strerror(errno));
-  int one = 1;
-  ::setsockopt(server->listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (::bind(server->listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    int err = errno;
-    ::close(server->listen_fd_);
-    server->listen_fd_ = -1;
-    return UnavailableError("cannot listen on " + options.listen + ": " + std::strerror(err));
-  }
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return UnavailableError(std::string("socket: ") + std::strerror(errno));
+  int on = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
   socklen_t len = sizeof(addr);
   // The kernel's largest queue: a full one drops a probe's SYN, and its retry comes a second later (then 3, 7, ...
   // seconds), past a kubelet probe's timeout. Queued connections cost the kernel little; Accept() takes them all.
-  if (::listen(server->listen_fd_, SOMAXCONN) != 0 ||
-      ::getsockname(server->listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(fd, SOMAXCONN) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
     int err = errno;
-    ::close(server->listen_fd_);
-    server->listen_fd_ = -1;
-    return UnavailableError("cannot listen on " + options.listen + ": " + std::strerror(err));
+    ::close(fd);
+    return UnavailableError("cannot listen on " + one + ": " + std::strerror(err));
   }
-  server->port_ = ntohs(addr.sin_port);
   char ip[INET_ADDRSTRLEN] = {};
   ::inet_ntop(AF_INET, &addr.sin_addr, ip, sizeof(ip));
-  server->address_ = std::string(ip) + ":" + std::to_string(server->port_);
-  server->stop_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (server->stop_fd_ < 0) {
-    ::close(server->listen_fd_);
-    server->listen_fd_ = -1;
-    return InternalError("eventfd failed");
+  *bound = std::string(ip) + ":" + std::to_string(ntohs(addr.sin_port));
+  return fd;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& options,
+                                                        std::map<std::string, HttpHandler> routes) {
+  auto server = std::unique_ptr<HttpServer>(new HttpServer(options, std::move(routes)));
+  std::vector<std::string> addresses;
+  for (size_t at = 0; at <= options.listen.size();) {
+    const size_t comma = std::min(options.listen.find(',', at), options.listen.size());
+    addresses.push_back(options.listen.substr(at, comma - at));
+    at = comma + 1;
   }
+  if (addresses.size() > kMaxListenAddresses) {
+    return InvalidArgumentError("'" + options.listen + "': at most " + std::to_string(kMaxListenAddresses) +
+                                " addresses");
+  }
+  for (const std::string& one : addresses) {
+    std::string bound;
+    StatusOr<int> fd = Listen(one, options.listen, &bound);
+    if (!fd.ok()) return fd.status();  // the destructor closes those bound already
+    server->listen_fds_.push_back(*fd);
+    server->addresses_.push_back(bound);
+  }
+  const std::string& first = server->addresses_.front();
+  server->port_ = static_cast<uint16_t>(std::stoi(first.substr(first.rfind(':') + 1)));
+  server->stop_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (server->stop_fd_ < 0) return InternalError("eventfd failed");
   server->thread_ = std::thread([s = server.get()] { s->Serve(); });
   return server;
 }
@@ -151,7 +165,7 @@ HttpServer::~HttpServer() {
     (void)n;
   }
   if (thread_.joinable()) thread_.join();
-  if (listen_fd_ >= 0) ::close(listen_fd_);
+  for (int fd : listen_fds_) ::close(fd);
   if (stop_fd_ >= 0) ::close(stop_fd_);
 }
 
@@ -164,7 +178,8 @@ void HttpServer::Serve() {
   while (true) {
     std::vector<pollfd> fds;
     fds.push_back({stop_fd_, POLLIN, 0});
-    fds.push_back({listen_fd_, POLLIN, 0});
+    for (int fd : listen_fds_) fds.push_back({fd, POLLIN, 0});
+    const size_t first_connection = 1 + listen_fds_.size();
     TimePoint now = std::chrono::steady_clock::now();
     TimePoint soonest = now + Millis(1000);
     for (auto& [fd, c] : connections) {
@@ -172,7 +187,8 @@ void HttpServer::Serve() {
       soonest = std::min(soonest, c.deadline);
     }
     if (now < accept_paused_until_) {
-      fds[1].fd = -1;  // out of descriptors: poll() ignores negative fds, so the listener does not spin
+      // Out of descriptors: poll() ignores negative fds, so the listeners do not spin.
+      for (size_t i = 1; i < first_connection; ++i) fds[i].fd = -1;
       soonest = std::min(soonest, accept_paused_until_);
     }
     int timeout_ms = static_cast<int>(std::max<int64_t>(0, ToMillis(soonest - now)) + 1);
@@ -184,8 +200,10 @@ void HttpServer::Serve() {
     // What poll() reported belongs to the connections polled: one accepted below may have been given the
     // descriptor number of one it evicted, and must not be read or written on that one's readiness.
     const uint64_t polled_through = accepted_.load();
-    if (fds[1].revents & POLLIN) Accept(connections);
-    for (size_t i = 2; i < fds.size(); ++i) {
+    for (size_t i = 1; i < first_connection; ++i) {
+      if (fds[i].revents & POLLIN) Accept(fds[i].fd, connections);
+    }
+    for (size_t i = first_connection; i < fds.size(); ++i) {
       auto it = connections.find(fds[i].fd);
       if (it == connections.end() || fds[i].revents == 0 || it->second.accepted > polled_through) continue;
       Connection& c = it->second;
@@ -228,9 +246,9 @@ void HttpServer::Serve() {
   }
 }
 
-void HttpServer::Accept(std::map<int, Connection>& connections) {
+void HttpServer::Accept(int listen_fd, std::map<int, Connection>& connections) {
   for (int i = 0; i < 1024; ++i) {  // what is queued, up to a bound that keeps the others served in a flood
-    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
         accept_paused_until_ = std::chrono::steady_clock::now() + Millis(100);

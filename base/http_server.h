@@ -24,6 +24,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "stoker/clock.h"
 #include "stoker/status.h"
@@ -42,7 +43,9 @@ struct HttpResponse {
 using HttpHandler = std::function<HttpResponse()>;
 
 struct HttpServerOptions {
-  std::string listen = "0.0.0.0:9400";  // "host:port", ":port" or "*:port" (all interfaces); port 0 picks one
+  // "host:port", ":port" or "*:port" (all interfaces), port 0 picking one; or several, comma-separated (at most
+  // kMaxListenAddresses), each bound: "10.1.2.3:9400,127.0.0.1:9400" serves a pod's IP and kubectl port-forward.
+  std::string listen = "0.0.0.0:9400";
   Duration io_timeout = Millis(5000);   // a connection must send its request and take the response within this
   size_t max_request_bytes = 8192;      // request line + headers
   size_t max_connections = 64;
@@ -57,6 +60,7 @@ struct HttpServerStats {
 
 class HttpServer {
  public:
+  static constexpr size_t kMaxListenAddresses = 4;
   // Binds and starts serving. Errors: InvalidArgument (unparseable address), Unavailable (cannot bind).
   static StatusOr<std::unique_ptr<HttpServer>> Start(const HttpServerOptions& options,
                                                      std::map<std::string, HttpHandler> routes);
@@ -64,16 +68,17 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
+  // The first address's port, and "host:port" as bound (the wildcard host as 0.0.0.0).
   uint16_t port() const { return port_; }
-  // "host:port" as bound (the wildcard host as 0.0.0.0).
-  const std::string& address() const { return address_; }
+  const std::string& address() const { return addresses_.front(); }
+  const std::vector<std::string>& addresses() const { return addresses_; }  // every one, in the order given
   HttpServerStats Stats() const;
 
  private:
   HttpServer(HttpServerOptions options, std::map<std::string, HttpHandler> routes);
   struct Connection;
   void Serve();
-  void Accept(std::map<int, Connection>& connections);
+  void Accept(int listen_fd, std::map<int, Connection>& connections);
   void EvictOldest(std::map<int, Connection>& connections);
   void Read(Connection& c);
   void ReadAndWrite(Connection& c);
@@ -82,11 +87,11 @@ class HttpServer {
 
   const HttpServerOptions options_;
   const std::map<std::string, HttpHandler> routes_;
-  int listen_fd_ = -1;
+  std::vector<int> listen_fds_;
   int stop_fd_ = -1;
   TimePoint accept_paused_until_;  // serving thread only
   uint16_t port_ = 0;
-  std::string address_;
+  std::vector<std::string> addresses_;
   std::atomic<uint64_t> accepted_{0};  // written by the serving thread only
   std::atomic<uint64_t> responses_{0};
   std::atomic<uint64_t> rejected_{0};

@@ -400,6 +400,40 @@ TEST(HttpServer, BadAddressesAndBusyPortsAreClearErrors) {
   EXPECT_NE(second.status().message().find(first->address()), std::string::npos) << second.status().ToString();
 }
 
+// A pod's admin port: its IP for the kubelet and Prometheus, 127.0.0.1 for kubectl port-forward, nothing else.
+TEST(HttpServer, ServesEveryAddressItIsGivenAndNoOther) {
+  HttpServerOptions options;
+  options.listen = "127.0.0.1:0,127.0.0.2:0";
+  auto server = HttpServer::Start(options, {{"/hello", [] { return HttpResponse{200, "text/plain", "hi\n"}; }}});
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  ASSERT_EQ((*server)->addresses().size(), 2u);
+  EXPECT_EQ((*server)->address(), (*server)->addresses()[0]);
+  for (const std::string& address : (*server)->addresses()) {
+    auto get = HttpGet(address, "/hello");
+    ASSERT_TRUE(get.ok()) << address << ": " << get.status().ToString();
+    EXPECT_EQ(get->body, "hi\n");
+  }
+  const std::string elsewhere = "127.0.0.3:" + std::to_string((*server)->port());
+  EXPECT_FALSE(HttpGet(elsewhere, "/hello").ok()) << elsewhere << " is not one of the addresses";
+
+  // One address that cannot be bound fails the whole list, and leaves none of the others bound.
+  HttpServerOptions clash;
+  const std::string free_first = "127.0.0.4:" + std::to_string((*server)->port());
+  clash.listen = free_first + "," + (*server)->addresses()[1];
+  auto refused = HttpServer::Start(clash, {});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
+  HttpServerOptions again;
+  again.listen = free_first;
+  EXPECT_TRUE(HttpServer::Start(again, {}).ok()) << free_first << " was left bound";
+
+  for (const char* bad : {"127.0.0.1:0,", ",127.0.0.1:0", "127.0.0.1:0,127.0.0.2:0,127.0.0.3:0,127.0.0.4:0,127.0.0.5:0"}) {
+    HttpServerOptions o;
+    o.listen = bad;
+    EXPECT_EQ(HttpServer::Start(o, {}).status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+}
+
 TEST(AdminServer, ProbesReportLivenessReadinessAndState) {
   MetricsHub hub("test");
   FakeClock clock;

@@ -125,8 +125,8 @@ StatusOr<Config> ParseFlags(int argc, char** argv) {
   flags.AddString("job-retention", &retention, "a job no client has held for this long is forgotten");
   flags.AddUint("journal-compact-bytes", &c.compact_bytes, "rewrite the journal as a snapshot beyond this size");
   flags.AddString("metrics-listen", &c.metrics_listen,
-                  "HTTP address for /metrics, /healthz, /readyz and /state (host:port; port 0 picks one; empty: "
-                  "none)");
+                  "HTTP address for /metrics, /healthz, /readyz and /state (host:port, or up to 4 comma-separated, "
+                  "e.g. POD_IP:PORT,127.0.0.1:PORT; port 0 picks one; empty: none)");
   flags.AddString("metrics-address-file", &c.metrics_address_file, "write the bound metrics address here");
   flags.AddUint32("max-workers", &c.max_workers,
                   "the autoscaler's ceiling on workers, exported for the 'workers saturated' alert (0: unknown)");

@@ -67,7 +67,8 @@ StatusOr<ConsumeOptions> ParseConsumeFlags(int argc, char** argv) {
   flags.AddUint("pause-after", &o.pause_after, "stop reading after this many batches for --pause-ms (tests)");
   flags.AddUint32("pause-ms", &o.pause_ms, "how long to stop reading");
   flags.AddString("metrics-listen", &o.client.metrics_listen,
-                  "serve /metrics, /healthz, /readyz, /state on this host:port (port 0 picks one; default: "
+                  "serve /metrics, /healthz, /readyz, /state on this host:port (or up to 4 comma-separated; "
+                  "port 0 picks one; default: "
                   "$STOKER_METRICS_LISTEN, else none)");
   flags.AddString("metrics-address-file", &o.metrics_address_file, "write the bound metrics address here");
   flags.AddInt("gpu", &gpu, "CUDA ordinal this rank feeds, for the gpu/gpu_uuid labels (-1: none)");

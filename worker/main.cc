@@ -100,8 +100,8 @@ StatusOr<Config> ParseFlags(int argc, char** argv) {
   flags.AddInt("lifeline-fd", &c.lifeline_fd,
                "exit at once when this inherited pipe reaches end-of-file: the process that started this one is gone (stoker's local mode; -1: none)");
   flags.AddString("metrics-listen", &c.metrics_listen,
-                  "HTTP address for /metrics, /healthz, /readyz and /state (host:port; port 0 picks one; empty: "
-                  "none)");
+                  "HTTP address for /metrics, /healthz, /readyz and /state (host:port, or up to 4 comma-separated, "
+                  "e.g. POD_IP:PORT,127.0.0.1:PORT; port 0 picks one; empty: none)");
   flags.AddString("metrics-address-file", &c.metrics_address_file, "write the bound metrics address here");
   flags.AddString("log-level", &log_level, "debug|info|warning|error");
   flags.AddUint32("max-image-megapixels", &max_megapixels,

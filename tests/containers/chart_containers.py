@@ -60,7 +60,9 @@ class PodContainer:
                 if e["valueFrom"].get("fieldRef", {}).get("fieldPath") == "status.podIP":
                     self.notes.add("status.podIP -> the container's address on the test network")
             else:
-                out[e["name"]] = e["value"]
+                # As the kubelet does: $(NAME) of a variable defined earlier is its value; any other stays as written.
+                out[e["name"]] = re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", lambda m: out.get(m.group(1), m.group(0)),
+                                        e["value"])
         out.update(self.extra_env)
         return out
 

@@ -139,6 +139,17 @@ async function common(docs, name) {
           check(flags[component].has(e.name), `${who}/${c.name} sets ${e.name}, which the binary does not read`);
         }
       }
+      // The admin port on the pod's IP and loopback only: POD_IP (status.podIP) defined before the kubelet expands it.
+      const names = (c.env || []).map((e) => e.name);
+      const listen = envOf(c).STOKER_METRICS_LISTEN;
+      if (listen) {
+        const port = listen.split(':').pop();
+        check(listen === `$(POD_IP):${port},127.0.0.1:${port}` && /^[0-9]+$/.test(port),
+          `${who}/${c.name} serves its admin port on ${listen}, not the pod's IP and 127.0.0.1`);
+        check(envOf(c).POD_IP?.fieldRef?.fieldPath === 'status.podIP' &&
+          names.indexOf('POD_IP') < names.indexOf('STOKER_METRICS_LISTEN'),
+        `${who}/${c.name}: POD_IP is not the pod's IP defined before STOKER_METRICS_LISTEN`);
+      }
       if (w.kind !== 'Job') {
         check(c.readinessProbe?.httpGet?.path === '/readyz' && c.livenessProbe?.httpGet?.path === '/healthz',
           `${who}/${c.name} probes are not /readyz and /healthz`);
@@ -480,7 +491,7 @@ const cases = [
     const env = side ? envOf(side) : {};
     check(env.STOKER_THREADS === '4' && side?.resources.requests.cpu === '4', 'local workers: not 4 threads on 4 cores');
     check(env.STOKER_LOCAL_DIR === '/run/stoker-local', `local workers: the local dir is ${env.STOKER_LOCAL_DIR}`);
-    check(env.STOKER_METRICS_LISTEN === ':9403' && side?.livenessProbe?.httpGet?.path === '/healthz' &&
+    check(env.STOKER_METRICS_LISTEN === '$(POD_IP):9403,127.0.0.1:9403' && side?.livenessProbe?.httpGet?.path === '/healthz' &&
       side.readinessProbe?.httpGet?.path === '/readyz' &&
       side.ports?.some((p) => p.name === side.livenessProbe.httpGet.port && p.containerPort === 9403),
     'local workers: the sidecar is not probed on its metrics port');

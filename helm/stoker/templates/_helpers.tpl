@@ -145,6 +145,21 @@ httpGet:
 timeoutSeconds: 2
 {{- end }}
 
+{{/* The admin port (/metrics, /healthz, /readyz, /state) on the pod's IP, where the kubelet probes and Prometheus
+scrapes, and on 127.0.0.1, where kubectl port-forward arrives: nowhere else the pod may have an interface. Call with
+the port; the container's env lists stoker.podIpEnv first, whose $(POD_IP) the kubelet expands; port 0: none. */}}
+{{- define "stoker.adminListen" -}}
+{{- if gt (int .) 0 -}}
+$(POD_IP):{{ . }},127.0.0.1:{{ . }}
+{{- end -}}
+{{- end }}
+{{- define "stoker.podIpEnv" -}}
+- name: POD_IP
+  valueFrom:
+    fieldRef:
+      fieldPath: status.podIP
+{{- end }}
+
 {{/* CURVE for one component's pod: its role's key (a Secret, mounted read-only) and the trust file (a
 ConfigMap), named to the process by STOKER_KEY_FILE and STOKER_TRUST_FILE; with security.curve false, STOKER_INSECURE.
 Call with (dict "root" $ "role" "worker"). */}}
