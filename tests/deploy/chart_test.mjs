@@ -232,7 +232,9 @@ function checkKeyHook(docs, name) {
   check(hook, `${name}: no key hook Job`);
   if (!hook) return;
   const { job } = hook;
-  check(job.metadata.annotations['helm.sh/hook'] === 'pre-install', `${name}: the key hook is not a pre-install hook`);
+  // At upgrades too: a team the upgrade adds gets its key and its trust line.
+  check(job.metadata.annotations['helm.sh/hook'] === 'pre-install,pre-upgrade',
+    `${name}: the key hook is not a pre-install and pre-upgrade hook`);
   const spec = podSpec(job);
   const c = spec.containers[0];
   check(c.command[0] === 'python3' && c.command[1] === '-c' &&
@@ -249,13 +251,15 @@ function checkKeyHook(docs, name) {
   check(sa && sa.automountServiceAccountToken === false && binding && role,
     `${name}: the key hook's ServiceAccount, Role and RoleBinding are not hooks of their own`);
   for (const d of [sa, role, binding]) {
+    check(d?.metadata.annotations['helm.sh/hook'] === job.metadata.annotations['helm.sh/hook'],
+      `${name}: ${d?.kind} is not there at every run of the key hook Job`);
     check(Number(d?.metadata.annotations['helm.sh/hook-weight']) < Number(job.metadata.annotations['helm.sh/hook-weight']),
       `${name}: ${d?.kind} is not created before the key hook Job`);
   }
   const rules = (role?.rules || []).map((r) => JSON.stringify([r.apiGroups, r.resources, r.verbs, r.resourceNames ?? []]));
   const expected = [
     [[''], ['secrets'], ['get'], [...Object.values(hook.secrets), ...Object.values(hook.teams)]],
-    [[''], ['configmaps'], ['get'], [hook.trust]],
+    [[''], ['configmaps'], ['get', 'update'], [hook.trust]],
     [[''], ['secrets', 'configmaps'], ['create'], []],
   ].map((r) => JSON.stringify(r));
   check(isDeepStrictEqual(rules.sort(), expected.sort()), `${name}: the key hook's Role is not limited: ${rules}`);
@@ -386,6 +390,12 @@ const cases = [
     check(ofKind(docs, 'Secret').length === 0, 'generated keys per team: the chart renders key material the hook makes');
     check(!mountedSecrets(docs).some((n) => Object.values(teams ?? {}).includes(n)),
       'generated keys per team: a pod of the chart mounts a team\'s key');
+    // A team added by an upgrade rolls the coordinator, which reads the trust file the hook extends, and only it.
+    const sum = (d, kind, component) => one(d, kind, component)?.spec.template.metadata.annotations['stoker.io/security-checksum'];
+    const more = render(['ci/default-values.yaml'], ['--set', 'security.teams={team-a,team-b,team-c}'], []);
+    check(sum(docs, 'StatefulSet', 'coordinator') !== sum(more, 'StatefulSet', 'coordinator') &&
+      sum(docs, 'Deployment', 'worker') === sum(more, 'Deployment', 'worker'),
+    'generated keys per team: adding a team does not roll the coordinator alone');
   }, []],
   ['team keys given', ['ci/default-values.yaml'], [...teamKey('team-a'), ...teamKey('team-b'), '--set',
     'security.teams={team-a}'], (docs) => {

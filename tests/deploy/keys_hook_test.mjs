@@ -4,7 +4,8 @@
 // `stoker keygen`, each in the Secret its role's pods mount, and the trust ConfigMap listing the three; a second run
 // keeps them; a run after a partial one completes it; damage it cannot repair (a trust file without the keys, a
 // Secret holding another role's key) fails, saying what to do, and no secret key text is ever printed. With
-// security.teams it also makes a client key named after each team, in that team's Secret, listed in the trust file.
+// security.teams it also makes a client key named after each team, in that team's Secret, listed in the trust file;
+// an upgrade that adds a team (or follows a team's Secret deleted to make it anew) writes that team's line in.
 //
 //   node tests/deploy/keys_hook_test.mjs --helm .tools/helm/helm --bin build/bin
 import { test } from 'node:test';
@@ -44,10 +45,12 @@ const command = hookCommand();
 // Teams. (One named as the release would share the example Job's key's identity, client:stoker: the chart refuses it.)
 const teamCommand = hookCommand(['--set', 'security.teams={team-a,team-b}']);
 
-// A namespace's Secrets and ConfigMaps, as the API server keeps them, behind a bearer token.
+// A namespace's Secrets and ConfigMaps, as the API server keeps them, behind a bearer token: a PUT must carry the
+// object's resourceVersion (409 if it changed since), as the real one's optimistic concurrency has it.
 function fakeApi() {
   const objects = new Map();  // "secrets/name" -> object
   const requests = [];
+  let version = 0;
   const server = http.createServer((req, res) => {
     let body = '';
     req.on('data', (c) => { body += c; });
@@ -66,8 +69,20 @@ function fakeApi() {
         const obj = JSON.parse(body);
         const key = `${kind}/${obj.metadata.name}`;
         if (objects.has(key)) return reply(409, { message: 'already exists' });
+        obj.metadata.resourceVersion = String(++version);
         objects.set(key, obj);
         return reply(201, obj);
+      }
+      if (req.method === 'PUT' && name) {
+        const obj = JSON.parse(body);
+        const held = objects.get(`${kind}/${name}`);
+        if (!held) return reply(404, { message: `${kind} "${name}" not found` });
+        if (obj.metadata?.name !== name || obj.metadata?.resourceVersion !== held.metadata.resourceVersion) {
+          return reply(409, { message: 'the object has been modified' });
+        }
+        obj.metadata.resourceVersion = String(++version);
+        objects.set(`${kind}/${name}`, obj);
+        return reply(200, obj);
       }
       return reply(403, { message: `forbidden: ${req.method} ${req.url}` });
     });
@@ -191,6 +206,73 @@ test('makes a client key per team, named after it, in its Secret and the trust f
   assert.equal(wrong.status, 1);
   assert.match(wrong.out, /Secret stoker-client-team-a-key exists but its 'key' is not team team-a's key/);
   assert.ok(!secretsPrinted(api, wrong.out), 'a secret key was printed');
+}));
+
+test('an upgrade that adds a team lists its new key; a team made anew replaces its line', () => withFakeApi(async (api) => {
+  assert.equal((await runHook(api, teamCommand)).status, 0);
+  const before = new Map([...api.objects].map(([k, v]) => [k, JSON.stringify(v)]));
+  const added = await runHook(api, hookCommand(['--set', 'security.teams={team-a,team-b,team-c}']));
+  assert.equal(added.status, 0, added.out);
+  for (const [k, v] of before) {
+    if (k !== 'configmaps/stoker-trust') assert.equal(JSON.stringify(api.objects.get(k)), v, `${k} changed`);
+  }
+  const teamC = keyText(api.objects.get('secrets/stoker-client-team-c-key'));
+  assertTrusts(api, 'client', teamC, 'team-c');
+  for (const role of ['coordinator', 'worker', 'client']) {
+    assertTrusts(api, role, keyText(api.objects.get(`secrets/stoker-${role}-key`)));
+  }
+  for (const team of ['team-a', 'team-b']) {
+    assertTrusts(api, 'client', keyText(api.objects.get(`secrets/stoker-client-${team}-key`)), team);
+  }
+  assert.equal(api.requests.filter((q) => q.startsWith('PUT')).length, 1, 'not one update of the trust file');
+  assert.ok(!secretsPrinted(api, added.out), 'a secret key was printed');
+
+  // Team A's key made anew (its Secret deleted): its new line replaces the old, which no longer admits anyone.
+  const oldA = field(keyText(api.objects.get('secrets/stoker-client-team-a-key')), 'public');
+  api.objects.delete('secrets/stoker-client-team-a-key');
+  const anew = await runHook(api, teamCommand);
+  assert.equal(anew.status, 0, anew.out);
+  const newA = keyText(api.objects.get('secrets/stoker-client-team-a-key'));
+  assertTrusts(api, 'client', newA, 'team-a');
+  const trust = api.objects.get('configmaps/stoker-trust').data.trust;
+  assert.ok(!trust.includes(oldA), 'the team\'s old key is still trusted');
+  assert.equal(trust.match(/^client team-a /gm).length, 1, 'team-a is listed more than once');
+  assertTrusts(api, 'client', teamC, 'team-c');  // a team the values no longer name keeps its line (its key too)
+
+  // A trust file that lacks a role's key is still refused, teams or not.
+  const coordinatorLine = `coordinator stoker ${field(keyText(api.objects.get('secrets/stoker-coordinator-key')), 'public')}\n`;
+  const cm = api.objects.get('configmaps/stoker-trust');
+  cm.data.trust = cm.data.trust.replace(coordinatorLine, '');
+  const stale = await runHook(api, teamCommand);
+  assert.equal(stale.status, 1);
+  assert.match(stale.out, /ConfigMap stoker-trust exists but does not list the keys/);
+}));
+
+test('an update that meets a newer trust file reads it again', () => withFakeApi(async (api) => {
+  assert.equal((await runHook(api)).status, 0);
+  // Another writer changes the ConfigMap between the hook's read and its update, once: the hook's PUT carries the
+  // version it read, is refused, and the hook reads again and keeps the other writer's line.
+  let raced = false;
+  const get = Map.prototype.get;
+  api.objects.get = function (key) {
+    const obj = get.call(this, key);
+    if (key === 'configmaps/stoker-trust' && !raced && api.requests.at(-1)?.startsWith('GET /api/v1/namespaces/stoker/configmaps')) {
+      raced = true;
+      const copy = structuredClone(obj);
+      obj.data.trust += 'client other 0000000000000000000000000000000000000000\n';
+      obj.metadata.resourceVersion = 'raced';
+      return copy;
+    }
+    return obj;
+  };
+  const r = await runHook(api, teamCommand);
+  assert.equal(r.status, 0, r.out);
+  assert.ok(raced, 'the race was not staged');
+  const trust = api.objects.get('configmaps/stoker-trust').data.trust;
+  assert.match(trust, /^client other 0{40}$/m, 'the other writer\'s line was lost');
+  for (const team of ['team-a', 'team-b']) {
+    assertTrusts(api, 'client', keyText(api.objects.get(`secrets/stoker-client-${team}-key`)), team);
+  }
 }));
 
 test('without the token the API refuses it, and it says so', () => withFakeApi(async (api) => {

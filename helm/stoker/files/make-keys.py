@@ -4,7 +4,8 @@ For each role (coordinator, worker, client) it keeps the role's Secret if it alr
 that stopped half-way), else makes a key pair with `stoker keygen` and creates the Secret (key `key`, the key file);
 so too for each team (--team), whose client key is named after the team (identity client:<team>: a team is its
 key's name). Then it creates the trust ConfigMap (key `trust`) from all their public keys, or, if it exists, checks
-that it lists them. Each object carries Helm's ownership metadata, so a later `helm upgrade` that passes keys of your
+that it lists them: a team's key it does not list (a team an upgrade added, or one whose Secret was deleted to make
+it anew) is written in, replacing any earlier line of that team; any other key missing fails. Each object carries Helm's ownership metadata, so a later `helm upgrade` that passes keys of your
 own takes them over. Secret key text is never printed; the trust lines are public.
 
 It talks to the Kubernetes API with the pod's service-account token, whose Role allows reading only these objects
@@ -119,20 +120,47 @@ def role_key(api, args, role, secret, directory, team=None):
     raise Failure(f"Secret {secret} was created and then vanished")
 
 
-def trust_config_map(api, args, keys):
+def add_team_lines(api, args, found, team_lines):
+    """Writes `team_lines` into the trust ConfigMap `found`, each in place of the lines of its identity; False if
+    the ConfigMap changed since it was read (read it again)."""
+    replaced = {tuple(line.split()[:2]) for line in team_lines}
+    kept = [line for line in found["data"]["trust"].splitlines()
+            if line.lstrip().startswith("#") or tuple(line.split()[:2]) not in replaced]
+    found["data"]["trust"] = "".join(line + "\n" for line in kept + team_lines)
+    path = f"/api/v1/namespaces/{args.namespace}/configmaps/{args.trust}"
+    code, answer = api.call("PUT", path, found)  # carries the resourceVersion read: refused if it changed since
+    if code == 409:
+        return False
+    if code != 200:
+        raise Failure(f"updating ConfigMap {args.trust}: HTTP {code}: {answer.get('message', '')}")
+    print(f"trust: listed in ConfigMap {args.trust}:\n  " + "\n  ".join(team_lines))
+    return True
+
+
+def trust_config_map(api, args, keys, team_keys):
     path = f"/api/v1/namespaces/{args.namespace}/configmaps"
-    lines = [trust_line(text) for text in keys]
-    code, found = api.call("GET", f"{path}/{args.trust}")
-    if code == 200:
-        listed = {tuple(line.split()) for line in found.get("data", {}).get("trust", "").splitlines()
+    lines = [trust_line(text) for text in keys + team_keys]
+    for _ in range(5):
+        code, found = api.call("GET", f"{path}/{args.trust}")
+        if code != 200:
+            break
+        found.setdefault("data", {}).setdefault("trust", "")
+        listed = {tuple(line.split()) for line in found["data"]["trust"].splitlines()
                   if line.strip() and not line.lstrip().startswith("#")}
         missing = [line for line in lines if tuple(line.split()) not in listed]
-        if missing:
+        teams = [trust_line(text) for text in team_keys]
+        others = [line for line in missing if line not in teams]
+        if others:
             raise Failure(f"ConfigMap {args.trust} exists but does not list the keys of the Secrets: add these lines "
                           f"to its 'trust', or delete it (kubectl -n {args.namespace} delete configmap {args.trust}) "
-                          "and install again:\n  " + "\n  ".join(missing))
-        print(f"trust: ConfigMap {args.trust} lists the {len(lines)} keys")
-        return
+                          "and install again:\n  " + "\n  ".join(others))
+        if not missing:
+            print(f"trust: ConfigMap {args.trust} lists the {len(lines)} keys")
+            return
+        if add_team_lines(api, args, found, missing):
+            return
+    else:
+        raise Failure(f"ConfigMap {args.trust} changed under every one of 5 updates: run the upgrade again")
     if code != 404:
         raise Failure(f"reading ConfigMap {args.trust}: HTTP {code}: {found.get('message', '')}")
     text = "# the public keys this release trusts (made by the chart's key hook; stoker keygen)\n" + \
@@ -140,7 +168,7 @@ def trust_config_map(api, args, keys):
     body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata(args.trust, args), "data": {"trust": text}}
     code, answer = api.call("POST", path, body)
     if code == 409:
-        return trust_config_map(api, args, keys)  # made meanwhile: check that one
+        return trust_config_map(api, args, keys, team_keys)  # made meanwhile: check that one
     if code not in (200, 201):
         raise Failure(f"creating ConfigMap {args.trust}: HTTP {code}: {answer.get('message', '')}")
     print(f"trust: made ConfigMap {args.trust}:\n  " + "\n  ".join(lines))
@@ -178,9 +206,9 @@ def main():
     try:
         with tempfile.TemporaryDirectory() as directory:
             keys = [role_key(api, args, role, secrets[role], directory) for role in ROLES]
-            for team, secret in args.team:  # a directory each: a team may share the release's name
-                keys.append(role_key(api, args, "client", secret, tempfile.mkdtemp(dir=directory), team=team))
-        trust_config_map(api, args, keys)
+            team_keys = [role_key(api, args, "client", secret, tempfile.mkdtemp(dir=directory), team=team)
+                         for team, secret in args.team]  # a directory each: a team may share the release's name
+        trust_config_map(api, args, keys, team_keys)
     except Failure as e:
         print(f"make-keys: {e}", file=sys.stderr)
         return 1

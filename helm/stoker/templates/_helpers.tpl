@@ -285,10 +285,12 @@ characters as component names are (a Secret's name may be 253 long; a cut one co
 {{- end }}
 
 {{/* A pod annotation that changes with its role's key and the trust file, so a new key or trust list rolls the
-pods (each process reads them once, at start). Call with (dict "root" $ "role" "worker"). */}}
+pods (each process reads them once, at start); the coordinator's also with the teams, whose keys it alone trusts
+(an upgrade that adds a team has the key hook list the team's new key). Call with (dict "root" $ "role" "worker"). */}}
 {{- define "stoker.securityChecksum" -}}
 {{- $s := .root.Values.security }}
-stoker.io/security-checksum: {{ printf "%v/%s/%s/%s" $s.curve (get $s.keys .role) (get $s.existingSecrets .role) $s.trust | sha256sum | trunc 16 | quote }}
+{{- $teams := ternary (include "stoker.teams" .root) "" (eq .role "coordinator") }}
+stoker.io/security-checksum: {{ printf "%v/%s/%s/%s%s" $s.curve (get $s.keys .role) (get $s.existingSecrets .role) $s.trust $teams | sha256sum | trunc 16 | quote }}
 {{- end }}
 
 {{/* The Secret holding the object-storage credentials (keys AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and optionally
