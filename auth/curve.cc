@@ -70,7 +70,11 @@ StatusOr<std::unique_ptr<ZapHandler>> ZapHandler::Start(zmq::context_t& context,
 }
 
 ZapHandler::~ZapHandler() {
-  stop_.store(true);
+  {
+    MutexLock lock(mu_);
+    stop_.store(true);
+    key_set_.NotifyAll();  // a handshake waiting for the ticket key
+  }
   if (thread_.joinable()) thread_.join();
 }
 
@@ -98,6 +102,7 @@ void ZapHandler::Serve() {
 void ZapHandler::SetTicketKey(std::string key) {
   MutexLock lock(mu_);
   ticket_key_ = std::move(key);
+  key_set_.NotifyAll();
 }
 
 // PLAIN credentials: the user name is the client's identity, the password its ticket for this worker.
@@ -111,6 +116,12 @@ std::string ZapHandler::CheckTicket(const std::vector<zmq::message_t>& request, 
   std::string key;
   {
     MutexLock lock(mu_);
+    waiting_.fetch_add(1);
+    key_set_.WaitUntil(mu_, wait_for_key_until_, [&] {
+      mu_.AssertHeld();
+      return !ticket_key_.empty() || stop_.load();
+    });
+    waiting_.fetch_sub(1);
     key = ticket_key_;
   }
   if (key.empty()) {

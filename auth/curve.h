@@ -14,6 +14,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -24,6 +25,7 @@
 
 #include "auth/keys.h"
 #include "base/metrics.h"
+#include "stoker/clock.h"
 #include "stoker/status.h"
 #include "base/sync.h"
 #include "wire/transport_errors.h"
@@ -54,14 +56,20 @@ class ZapHandler {
   ZapHandler(const ZapHandler&) = delete;
   ZapHandler& operator=(const ZapHandler&) = delete;
 
-  // The worker's ticket key, from its registration reply (plain only; until then every PLAIN handshake is refused).
+  // The worker's ticket key, from its registration reply (plain only). Until it comes a PLAIN handshake waits for
+  // it, within the handler's first kWaitForTicketKey: a client that dials a worker as it joins (the list reaches
+  // clients as soon as the registration's reply leaves) is admitted a moment later, not refused (ZeroMQ never
+  // retries a refused handshake). After that, a handshake without the key is refused at once.
   void SetTicketKey(std::string key);
+  static constexpr Duration kWaitForTicketKey = Millis(10000);
 
   // Handshakes refused, by reason ("unknown_key", "mechanism", "bad_ticket", "no_ticket_key"), and admitted.
   std::map<std::string, uint64_t> Refused() const;
   // ZAP requests the handler could not receive or answer, by site ("zap_recv", "zap_reply"): logged once, counted.
   std::map<std::string, uint64_t> Errors() const { return errors_.Counts(); }
   uint64_t admitted() const { return admitted_.load(); }
+  // Handshakes waiting for the ticket key now (0 or 1: the handler answers in turn).
+  int waiting_for_key() const { return waiting_.load(); }
 
  private:
   ZapHandler(zmq::context_t& context, std::vector<TrustedKey> admitted, bool plain);
@@ -75,9 +83,13 @@ class ZapHandler {
   const bool plain_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> admitted_{0};
+  mutable std::atomic<int> waiting_{0};
   mutable Mutex mu_;
   std::map<std::string, uint64_t> refused_ STOKER_GUARDED_BY(mu_);
   std::string ticket_key_ STOKER_GUARDED_BY(mu_);
+  mutable CondVar key_set_;  // SetTicketKey, or the handler stopping
+  const std::chrono::steady_clock::time_point wait_for_key_until_ =
+      std::chrono::steady_clock::now() + kWaitForTicketKey;
   TransportErrors errors_;
   std::thread thread_;
 };

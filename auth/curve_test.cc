@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "auth/data_tickets.h"
 #include "auth/keys.h"
 #include "wire/frames.h"
 #include "tests/support/curve_peer.h"
@@ -160,6 +161,66 @@ TEST(ZapHandler, AnUnknownKeyAndAKeyOfARoleTheServerDoesNotServeAreRefusedAndCou
   CollectHandshakes("worker", &data_port.zap(), families);
   ASSERT_EQ(families.size(), 1u);
   EXPECT_EQ(families[0].name, "stoker_worker_handshakes_total");
+}
+
+// Polls (5 s at most) until `zap` holds a handshake waiting for its ticket key.
+bool AHandshakeWaits(const ZapHandler& zap) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (zap.waiting_for_key() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // another thread's state: polled, with a deadline
+  }
+  return zap.waiting_for_key() == 1;
+}
+
+// A worker's data port before its registration brought the ticket key: a client that dials it then (it was listed
+// the moment the reply left) is held, and admitted once the key comes; ZeroMQ would never retry a refusal. Stopping
+// the handler while a handshake waits does not wait out the window.
+TEST(ZapHandler, APlainHandshakeWaitsForTheTicketKeyAndIsAdmittedWhenItComes) {
+  zmq::context_t context, client_context;
+  auto zap = ZapHandler::Start(context, {}, /*plain=*/true);
+  ASSERT_TRUE(zap.ok()) << zap.status().ToString();
+  zmq::socket_t router(context, zmq::socket_type::router);
+  MakePlainServer(router);
+  router.bind("tcp://127.0.0.1:*");
+  const std::string endpoint = router.get(zmq::sockopt::last_endpoint);
+  const std::string worker_key = WorkerTicketKey(std::string(32, 'k'), "w-1");
+  zmq::socket_t dealer(client_context, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);  // a message a refused handshake left queued must not hold the context open
+  MakePlainClient(dealer, "client:team-a", DataTicket(worker_key, "client:team-a"));
+  dealer.connect(endpoint);
+  zmq::message_t hello("hello", 5);
+  ASSERT_TRUE(dealer.send(hello, zmq::send_flags::dontwait));
+  zmq::pollitem_t items[] = {{router.handle(), 0, ZMQ_POLLIN, 0}};
+  ASSERT_TRUE(AHandshakeWaits(**zap)) << "the handshake never reached the handler";
+  ASSERT_TRUE(PollOnce(items, std::chrono::milliseconds(0)).ok());
+  EXPECT_FALSE(items[0].revents & ZMQ_POLLIN) << "admitted without a ticket key";
+  (*zap)->SetTicketKey(worker_key);
+  ASSERT_TRUE(PollOnce(items, std::chrono::milliseconds(5000)).ok());
+  ASSERT_TRUE(items[0].revents & ZMQ_POLLIN) << "not admitted once the key came";
+  zmq::message_t routing, body;
+  ASSERT_TRUE(router.recv(routing));
+  ASSERT_TRUE(router.recv(body));
+  EXPECT_EQ(PeerIdentityOf(body), "client:team-a");
+  EXPECT_EQ((*zap)->admitted(), 1u);
+  EXPECT_EQ((*zap)->Refused().count("no_ticket_key"), 0u);
+
+  // A handshake waiting when the handler stops: the destructor wakes it rather than wait out the window.
+  zmq::context_t other_context, other_client_context;
+  auto waiting = ZapHandler::Start(other_context, {}, /*plain=*/true);
+  ASSERT_TRUE(waiting.ok());
+  zmq::socket_t other_router(other_context, zmq::socket_type::router);
+  other_router.set(zmq::sockopt::linger, 0);
+  MakePlainServer(other_router);
+  other_router.bind("tcp://127.0.0.1:*");
+  zmq::socket_t other_dealer(other_client_context, zmq::socket_type::dealer);
+  other_dealer.set(zmq::sockopt::linger, 0);
+  MakePlainClient(other_dealer, "client:team-a", DataTicket(worker_key, "client:team-a"));
+  other_dealer.connect(other_router.get(zmq::sockopt::last_endpoint));
+  (void)other_dealer.send(zmq::message_t("hello", 5), zmq::send_flags::dontwait);
+  ASSERT_TRUE(AHandshakeWaits(**waiting)) << "the handshake never reached the handler";
+  const auto stopping = std::chrono::steady_clock::now();
+  waiting->reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - stopping, ZapHandler::kWaitForTicketKey / 2);
 }
 
 }  // namespace
