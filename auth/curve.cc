@@ -69,6 +69,9 @@ StatusOr<std::unique_ptr<ZapHandler>> ZapHandler::Start(zmq::context_t& context,
   return handler;
 }
 
+static_assert(ZapHandler::kWaitForTicketKey < Millis(SocketOptions{}.handshake_ivl_ms),
+              "a handshake held for the ticket key would be dropped by the handshake limit first");
+
 ZapHandler::~ZapHandler() {
   {
     MutexLock lock(mu_);
@@ -116,12 +119,14 @@ std::string ZapHandler::CheckTicket(const std::vector<zmq::message_t>& request, 
   std::string key;
   {
     MutexLock lock(mu_);
-    waiting_.fetch_add(1);
-    key_set_.WaitUntil(mu_, wait_for_key_until_, [&] {
-      mu_.AssertHeld();
-      return !ticket_key_.empty() || stop_.load();
-    });
-    waiting_.fetch_sub(1);
+    if (ticket_key_.empty()) {
+      waiting_.fetch_add(1);
+      key_set_.WaitUntil(mu_, wait_for_key_until_, [&] {
+        mu_.AssertHeld();
+        return !ticket_key_.empty() || stop_.load();
+      });
+      waiting_.fetch_sub(1);
+    }
     key = ticket_key_;
   }
   if (key.empty()) {

@@ -59,9 +59,10 @@ class ZapHandler {
   // The worker's ticket key, from its registration reply (plain only). Until it comes a PLAIN handshake waits for
   // it, within the handler's first kWaitForTicketKey: a client that dials a worker as it joins (the list reaches
   // clients as soon as the registration's reply leaves) is admitted a moment later, not refused (ZeroMQ never
-  // retries a refused handshake). After that, a handshake without the key is refused at once.
+  // retries a refused handshake). After that, a handshake without the key is refused at once. The window is shorter
+  // than the sockets' handshake limit (SocketOptions::handshake_ivl_ms), which would drop a connection held longer.
   void SetTicketKey(std::string key);
-  static constexpr Duration kWaitForTicketKey = Millis(10000);
+  static constexpr Duration kWaitForTicketKey = Millis(4000);
 
   // Handshakes refused, by reason ("unknown_key", "mechanism", "bad_ticket", "no_ticket_key"), and admitted.
   std::map<std::string, uint64_t> Refused() const;

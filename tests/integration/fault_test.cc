@@ -264,7 +264,7 @@ TEST_F(FaultTest, WorkerPartitionedFromTheCoordinatorFencesItself) {
 
 // 9b. A worker restarted in place (the same id and port: a pod's container restarted by the kubelet) while it cannot
 // reach the coordinator. The clients' sockets reconnect to it at once; it holds their handshakes for the ticket key
-// its registration brings, and once that wait has run out (10 s) refuses them. ZeroMQ never retries a refused
+// its registration brings, and once that wait has run out (4 s) refuses them. ZeroMQ never retries a refused
 // handshake, so those connections are dead though the list still names the worker where it was: a client opens its
 // connection anew when the worker answers nothing.
 TEST_F(FaultTest, AWorkerRestartedInPlaceIsServedAgainOnceItRegisters) {
