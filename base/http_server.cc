@@ -93,8 +93,13 @@ HttpServer::HttpServer(HttpServerOptions options, std::map<std::string, HttpHand
 
 namespace {
 
-// A listening socket bound to one "host:port" (`text`, for errors: the whole flag), the address as bound in *bound.
-StatusOr<int> Listen(const std::string& one, const std::string& text, std::string* bound) {
+// A listening socket bound to one "host:port" (`text`, for errors: the whole flag), and where it is bound.
+struct Bound {
+  int fd = -1;
+  uint16_t port = 0;
+  std::string address;  // "ip:port"
+};
+StatusOr<Bound> Listen(const std::string& one, const std::string& text) {
   STOKER_ASSIGN_OR_RETURN(auto host_port, ParseHostPort(one));
   addrinfo hints{};
   hints.ai_family = AF_INET;
@@ -124,8 +129,8 @@ StatusOr<int> Listen(const std::string& one, const std::string& text, std::strin
   }
   char ip[INET_ADDRSTRLEN] = {};
   ::inet_ntop(AF_INET, &addr.sin_addr, ip, sizeof(ip));
-  *bound = std::string(ip) + ":" + std::to_string(ntohs(addr.sin_port));
-  return fd;
+  const uint16_t port = ntohs(addr.sin_port);
+  return Bound{fd, port, std::string(ip) + ":" + std::to_string(port)};
 }
 
 }  // namespace
@@ -144,14 +149,12 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions&
                                 " addresses");
   }
   for (const std::string& one : addresses) {
-    std::string bound;
-    StatusOr<int> fd = Listen(one, options.listen, &bound);
-    if (!fd.ok()) return fd.status();  // the destructor closes those bound already
-    server->listen_fds_.push_back(*fd);
-    server->addresses_.push_back(bound);
+    StatusOr<Bound> bound = Listen(one, options.listen);
+    if (!bound.ok()) return bound.status();  // the destructor closes those bound already
+    if (server->listen_fds_.empty()) server->port_ = bound->port;
+    server->listen_fds_.push_back(bound->fd);
+    server->addresses_.push_back(bound->address);
   }
-  const std::string& first = server->addresses_.front();
-  server->port_ = static_cast<uint16_t>(std::stoi(first.substr(first.rfind(':') + 1)));
   server->stop_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (server->stop_fd_ < 0) return InternalError("eventfd failed");
   server->thread_ = std::thread([s = server.get()] { s->Serve(); });

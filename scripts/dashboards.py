@@ -111,11 +111,20 @@ def rate(counter, selector, by=None):
 
 
 STAGES = "stoker_coordinator_job_stage_seconds_total"
+LEASED = "stoker_coordinator_job_samples_leased_total"
+# Each pipeline's input stall under the cause the coordinator names (the cause's series is 1, the others 0).
+STALL_BY_CAUSE = (f"stoker_coordinator_input_bottleneck{{{PIPELINE}}} * ignoring (cause) group_left "
+                  f"stoker_coordinator_input_stall_ratio{{{PIPELINE}}}")
 
 
 def per_stage(per_pipeline):
     """Each pipeline's seconds by stage per second, over `per_pipeline` (an expression by pipeline)."""
     return f"{rate(STAGES, PIPELINE, by='pipeline, stage')} / ignoring (stage) group_left {per_pipeline}"
+
+
+def stage_shares():
+    """Each pipeline's split of its batches' time by stage."""
+    return per_stage(rate(STAGES, PIPELINE, by="pipeline"))
 
 
 def quantile(q, histogram, selector, by=None):
@@ -217,40 +226,38 @@ def overview():
                       (f"sum(stoker_coordinator_demand_samples_per_second{{{PIPELINE}}})", "clients demand")],
                      "short"), 12, 8)
     l.row("Sharing the pool between jobs")
-    leased = "stoker_coordinator_job_samples_leased_total"
     l.add(timeseries("Share of the pool by team",
                      "Each team's part of the samples the workers were given to make (a team is the name of its "
                      "client key). With every team waiting, the parts follow the teams' weights "
                      "(coordinator.teamWeights); a team that needs less leaves the rest to the others.",
-                     [(f"{rate(leased, NS, by='team')} / ignoring (team) group_left {rate(leased, NS)}",
+                     [(f"{rate(LEASED, NS, by='team')} / ignoring (team) group_left {rate(LEASED, NS)}",
                        "{{team}}")],
                      "percentunit", 1), 8, 8)
     l.add(timeseries("Samples leased per pipeline",
                      "Samples per second the workers were given to make for each pipeline, and its team: within a "
                      "team, its pipelines share its part equally unless one needs less.",
-                     [(rate(leased, PIPELINE, by="pipeline, team"), "{{pipeline}} ({{team}})")],
+                     [(rate(LEASED, PIPELINE, by="pipeline, team"), "{{pipeline}} ({{team}})")],
                      "short"), 8, 8)
     l.add(timeseries("Which pipeline waits for input, and why",
                      "Each pipeline's input stall under the cause the coordinator names while it is 3 % or more: "
                      "cap (its team wants more than coordinator.teamMaxWorkers allows), workers (the pool is "
                      "busy: add workers, or weigh the team higher), window (raise the clients' prefetch), "
                      "scheduling (report it). 0 under the other causes.",
-                     [(f"stoker_coordinator_input_bottleneck{{{PIPELINE}}} * ignoring (cause) group_left "
-                       f"stoker_coordinator_input_stall_ratio{{{PIPELINE}}}", "{{pipeline}}: {{cause}}")],
+                     [(STALL_BY_CAUSE, "{{pipeline}}: {{cause}}")],
                      "percentunit", 1), 8, 8)
     l.add(timeseries("Where each pipeline's batches' time goes, by stage",
                      "Of the time each pipeline's batches spent on their way, the part each stage took: on the "
                      "pool's workers read (storage), decode and augment (CPU: more workers, or a cheaper "
                      "pipeline), seal (encryption); on the clients receive (opening, copying into pinned memory) "
                      "and h2d (the copy to the GPU). From the workers' unit reports and the clients' heartbeats.",
-                     [(per_stage(rate(STAGES, PIPELINE, by="pipeline")), "{{pipeline}}: {{stage}}")],
+                     [(stage_shares(), "{{pipeline}}: {{stage}}")],
                      "percentunit", 1), 12, 8)
     l.add(timeseries("Time per sample by pipeline and stage",
                      "About the seconds one of the pipeline's samples takes in each stage (the workers' a little "
                      "low: node-local workers' and re-leased samples count below the line only): what its share of "
                      "the pool buys (a pipeline whose samples cost twice as much gets half the samples for the same "
                      "share), and what its clients spend on each.",
-                     [(per_stage(rate(leased, PIPELINE, by="pipeline")), "{{pipeline}}: {{stage}}")],
+                     [(per_stage(rate(LEASED, PIPELINE, by="pipeline")), "{{pipeline}}: {{stage}}")],
                      "s"), 12, 8)
     l.row("Workers")
     l.add(timeseries("Worker thread time: busy vs backpressure",
@@ -346,20 +353,19 @@ def pipeline_rows(l):
                      "Samples per second the pool's workers were given to make for it (its share), and what its "
                      "training loops would consume if input never stalled (its demand). Below its demand with "
                      "input stall: it is held to its share, or the pool is short.",
-                     [(rate("stoker_coordinator_job_samples_leased_total", PIPELINE), "leased"),
+                     [(rate(LEASED, PIPELINE), "leased"),
                       (f"sum(stoker_coordinator_demand_samples_per_second{{{PIPELINE}}})", "demand")],
                      "short"), 8, 8)
     l.add(timeseries("$pipeline: input stall and its cause",
                      "Its GPUs' input stall (the worst rank's), under the cause the coordinator names while it is "
                      "3 % or more: cap, workers, window or scheduling (\"Which pipeline waits for input, and why\").",
                      [(f"stoker_coordinator_input_stall_ratio{{{PIPELINE}}}", "stall"),
-                      (f"stoker_coordinator_input_bottleneck{{{PIPELINE}}} * ignoring (cause) group_left "
-                       f"stoker_coordinator_input_stall_ratio{{{PIPELINE}}}", "{{cause}}")],
+                      (STALL_BY_CAUSE, "{{cause}}")],
                      "percentunit", 1, STARVATION), 8, 8)
     l.add(timeseries("$pipeline: a batch's time by stage",
                      "Of the time its batches spent on their way, the part each stage took, workers' then "
                      "clients': read, decode, augment, seal, receive, h2d. The largest is where to look first.",
-                     [(per_stage(rate(STAGES, PIPELINE, by="pipeline")), "{{stage}}")],
+                     [(stage_shares(), "{{stage}}")],
                      "percentunit", 1), 8, 8)
 
 

@@ -150,13 +150,16 @@ ClientProcess::Member MemberFor(const std::shared_ptr<ClientCore>& core, int gpu
 
 namespace {
 
+// A family of one series, labelled `l`.
+void One(MetricFamilies& out, const MetricLabels& l, const char* name, const char* help,
+         prometheus::MetricType type, double value) {
+  out.push_back(FamilyBuilder(name, help, type).Add(l, value).Build());
+}
+
 // What the client refused or had to redo: batches dropped by reason, quarantined samples by reason, workers' errors
 // and connections opened anew.
 void CollectWhatWentWrong(const ClientStats& s, const MetricLabels& l, MetricFamilies& out) {
   using prometheus::MetricType;
-  auto one = [&](const char* name, const char* help, MetricType type, double value) {
-    out.push_back(FamilyBuilder(name, help, type).Add(l, value).Build());
-  };
   FamilyBuilder dropped("stoker_client_dropped_batches_total", "Batches received and not delivered, by reason.",
                         MetricType::Counter);
   const std::pair<const char*, uint64_t> reasons[] = {{"duplicate", s.dropped_duplicate},
@@ -182,9 +185,9 @@ void CollectWhatWentWrong(const ClientStats& s, const MetricLabels& l, MetricFam
     quarantined.Add(with, static_cast<double>(n));
   }
   out.push_back(quarantined.Build());
-  one("stoker_client_worker_errors_total", "Error messages received from workers.", MetricType::Counter,
+  One(out, l, "stoker_client_worker_errors_total", "Error messages received from workers.", MetricType::Counter,
       static_cast<double>(s.worker_errors));
-  one("stoker_client_worker_reconnects_total",
+  One(out, l, "stoker_client_worker_reconnects_total",
       "Sealed data connections opened anew because their worker answered nothing to an offer.", MetricType::Counter,
       static_cast<double>(s.worker_reconnects));
 }
@@ -198,7 +201,7 @@ void CollectClient(const ClientCore& c, MetricFamilies& out) {
   const uint64_t h2d_bytes = c.h2d_bytes();
   const MetricLabels& l = c.labels();
   auto one = [&](const char* name, const char* help, MetricType type, double value) {
-    out.push_back(FamilyBuilder(name, help, type).Add(l, value).Build());
+    One(out, l, name, help, type, value);
   };
   auto histogram = [&](const char* name, const char* help, const prometheus::Histogram& h) {
     out.push_back(FamilyBuilder(name, help, MetricType::Histogram).Add(l, h).Build());

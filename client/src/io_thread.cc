@@ -254,7 +254,6 @@ Status IoThread::OpenWorker(const WorkerInfo& info) {
 
 StatusOr<IoThread::WorkerConnection> IoThread::Connect(const WorkerInfo& info) {
   WorkerConnection w;
-  w.info = info;
   try {
     w.socket = std::make_unique<zmq::socket_t>(ProcessContext(), zmq::socket_type::dealer);
     SocketOptions o;
@@ -297,8 +296,9 @@ void IoThread::WatchConnections() {
     if (answered && w.credits > 0 && now - w.last_heard >= kProbeSilence) {
       SendOffer(w);
     } else if (!answered && now - w.last_offer >= w.reopen_after) {
-      const WorkerInfo* listed = impl_.Listed(id);  // the latest list's ticket and seal key for it
-      StatusOr<WorkerConnection> fresh = Connect(listed != nullptr ? *listed : w.info);
+      const WorkerInfo* listed = impl_.Listed(id);  // its latest ticket; CarryOut has closed connections unlisted
+      if (listed == nullptr) continue;
+      StatusOr<WorkerConnection> fresh = Connect(*listed);
       if (!fresh.ok()) continue;  // counted as connect_worker; tried again at the next watch
       STOKER_LOG(kWarning) << "worker " << id << " answered nothing on its data connection for "
                            << ToMillis(now - w.last_offer) << " ms: connecting to it again";

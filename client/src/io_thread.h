@@ -69,7 +69,6 @@ class IoThread {
   static constexpr Duration kFirstReopen = Millis(2000);
   static constexpr Duration kMaxReopen = Millis(32000);
   struct WorkerConnection {
-    WorkerInfo info;  // as listed: where to connect, and with which ticket and seal key
     std::unique_ptr<zmq::socket_t> socket;
     std::unique_ptr<SealedConnection> seal;  // null without CURVE
     std::optional<Credit> pending_credit;    // the latest credit, until the connection's keys are there

@@ -139,7 +139,8 @@ def add_team_lines(api, args, found, team_lines):
 
 def trust_config_map(api, args, keys, team_keys):
     path = f"/api/v1/namespaces/{args.namespace}/configmaps"
-    lines = [trust_line(text) for text in keys + team_keys]
+    teams = [trust_line(text) for text in team_keys]
+    lines = [trust_line(text) for text in keys] + teams
     for _ in range(5):
         code, found = api.call("GET", f"{path}/{args.trust}")
         if code != 200:
@@ -148,7 +149,6 @@ def trust_config_map(api, args, keys, team_keys):
         listed = {tuple(line.split()) for line in found["data"]["trust"].splitlines()
                   if line.strip() and not line.lstrip().startswith("#")}
         missing = [line for line in lines if tuple(line.split()) not in listed]
-        teams = [trust_line(text) for text in team_keys]
         others = [line for line in missing if line not in teams]
         if others:
             raise Failure(f"ConfigMap {args.trust} exists but does not list the keys of the Secrets: add these lines "
