@@ -183,7 +183,7 @@ TEST(ZapHandler, APlainHandshakeWaitsForTheTicketKeyAndIsAdmittedWhenItComes) {
   MakePlainServer(router);
   router.bind("tcp://127.0.0.1:*");
   const std::string endpoint = router.get(zmq::sockopt::last_endpoint);
-  const std::string worker_key = WorkerTicketKey(std::string(32, 'k'), "w-1");
+  const std::string worker_key = WorkerTicketKey(std::string(32, 'k'), "w-1", "");
   zmq::socket_t dealer(client_context, zmq::socket_type::dealer);
   dealer.set(zmq::sockopt::linger, 0);  // a message a refused handshake left queued must not hold the context open
   MakePlainClient(dealer, "client:team-a", DataTicket(worker_key, "client:team-a"));

@@ -34,8 +34,11 @@ StatusOr<std::string> DataTicketMasterKey(const KeyPair& coordinator) {
   return key;
 }
 
-std::string WorkerTicketKey(const std::string& master_key, const std::string& worker_id) {
-  return KeyedHash(master_key, "worker\n" + worker_id);
+std::string WorkerTicketKey(const std::string& master_key, const std::string& worker_id,
+                            const std::string& session_check) {
+  if (session_check.empty()) return KeyedHash(master_key, "worker\n" + worker_id);
+  // The check has a fixed length, so it goes first and the id after it: no two (check, id) pairs read alike.
+  return KeyedHash(master_key, "worker session\n" + session_check + worker_id);
 }
 
 std::string DataTicket(const std::string& worker_key, const std::string& client_identity) {

@@ -1,13 +1,14 @@
 // Data tickets and seal keys: how a worker's data port knows its clients. The coordinator derives a master key from
-// its own CURVE secret key, and from that one key per worker id, which the worker gets in its registration reply
-// (over the encrypted control plane). A client gets, in every worker list, a ticket and a seal key for each
+// its own CURVE secret key, and from that one key per worker id and session (the SessionCheck of the secret the
+// worker process drew), which the worker gets in its registration reply (over the encrypted control plane): a
+// process that registers the id after it (a restart, or a stolen worker key once the id is lost) gets another key. A client gets, in every worker list, a ticket and a seal key for each
 // worker, both keyed BLAKE2b of its own authenticated identity under that worker's key (with different labels).
 // It connects with ZeroMQ's PLAIN mechanism (user name = its identity, password = the ticket), and the worker's ZAP
 // handler admits it only if the ticket is that identity's: a data connection belongs to an identity the
 // coordinator vouched for, and no client can speak for another. The ticket crosses the network in the clear (PLAIN),
 // so it only keeps strangers out; the seal key never does, and the connection's keys derive from it (auth/seal.h),
 // so only that identity can read its batches or send credits the worker accepts. Nothing here is stored: the keys
-// are derived again after a restart.
+// are derived again after a restart (the coordinator journals each worker's SessionCheck).
 //
 // Thread safety: pure functions.
 #pragma once
@@ -21,8 +22,9 @@ namespace stoker {
 
 // 32 bytes, from the coordinator's key pair (its secret key never leaves the process).
 StatusOr<std::string> DataTicketMasterKey(const KeyPair& coordinator);
-// A worker's 32-byte ticket key.
-std::string WorkerTicketKey(const std::string& master_key, const std::string& worker_id);
+// A worker's 32-byte ticket key, for its session's SessionCheck (empty: a worker that sent no secret).
+std::string WorkerTicketKey(const std::string& master_key, const std::string& worker_id,
+                            const std::string& session_check);
 // The ticket for `client_identity` at the worker holding `worker_key`: 64 hexadecimal characters.
 std::string DataTicket(const std::string& worker_key, const std::string& client_identity);
 // The seal key `client_identity` and the worker holding `worker_key` share (32 bytes): what their sealed

@@ -100,6 +100,7 @@ void CoordinatorImpl::Restore(const Update& update) {
     w.data_public_key = joined->data_public_key;
     w.identity = joined->identity;
     w.data_sealed = joined->data_sealed;
+    w.session_check = joined->session_check;
   } else if (const auto* left = std::get_if<WorkerLeft>(&update)) {
     workers_.erase(left->worker_id);
   }

@@ -208,7 +208,7 @@ std::vector<LeaseGrant> CoordinatorImpl::TryLeaseLocked(const std::string& job_n
 StatusOr<std::optional<LeaseResponse>> CoordinatorImpl::RequestLease(RequestHandle handle, const LeaseRequest& request,
                                                                       const Caller& caller) {
   MutexLock lock(mu_);
-  STOKER_ASSIGN_OR_RETURN(WorkerRuntime * w, CallingWorkerLocked(request.worker_id, caller));
+  STOKER_ASSIGN_OR_RETURN(WorkerRuntime * w, CallingWorkerLocked(request.worker_id, request.session, caller));
   w->last_heard = clock_.Now();
   JobRuntime* job = FindJobLocked(request.job);
   if (job == nullptr) return NotFoundError("unknown job '" + request.job + "'");
@@ -327,12 +327,14 @@ void CoordinatorImpl::CountCostLocked(JobRuntime& job, const UnitDoneRequest& re
 
 Status CoordinatorImpl::UnitDone(const UnitDoneRequest& request, const Caller& caller) {
   MutexLock lock(mu_);
-  // A hand-back from a worker gone meanwhile still counts, but only from the identity it registered as; a report
-  // naming another worker's lease is refused below by the lease check.
-  auto wit = workers_.find(request.worker_id);
-  if (wit != workers_.end() && wit->second.identity != caller.identity) {
-    return PermissionDeniedError("worker " + request.worker_id + " is registered under another key");
+  // Only from the registered worker's own process: another process of the key could otherwise hand back, or report
+  // as sent, the units of any worker /state lists. A worker counted lost holds no lease any more (its sent units
+  // wait for their acks held by none, RemoveWorkerLocked), so there is nothing left for it to report.
+  if (workers_.count(request.worker_id) == 0) {
+    stats_.quarantine_refused_not_holder += request.quarantined.size();
+    return AbortedError("worker " + request.worker_id + " is not registered: it holds no lease");
   }
+  STOKER_RETURN_IF_ERROR(CallingWorkerLocked(request.worker_id, request.session, caller).status());
   JobRuntime* job = FindJobLocked(request.job);
   if (job == nullptr) return NotFoundError("unknown job '" + request.job + "'");
   if (request.rank >= job->ranks.size() || request.unit >= job->plan.total_units()) {

@@ -444,7 +444,7 @@ TEST_F(CoordinatorImplTest, SealedDataPortsGetTheirTicketKeyAndClientsTheirOwnTi
   const Caller worker{"worker:pool"};
   auto sealed = impl_->RegisterWorker({"w-sealed", "tcp://a:1", 1, "t", "", true}, worker);
   ASSERT_TRUE(sealed.ok()) << sealed.status().ToString();
-  EXPECT_EQ(sealed->data_ticket_key, WorkerTicketKey(options_.data_ticket_master, "w-sealed"));
+  EXPECT_EQ(sealed->data_ticket_key, WorkerTicketKey(options_.data_ticket_master, "w-sealed", ""));
   EXPECT_EQ(impl_->RegisterWorker({"w-curve", "tcp://b:1", 1, "t", std::string(40, 'k'), false}, worker)
                 .status().code(),
             StatusCode::kInvalidArgument);

@@ -64,11 +64,22 @@ Status CoordinatorImpl::CheckNewWorkerLocked(const RegisterWorkerRequest& reques
   if (request.data_sealed && !request.data_public_key.empty()) {
     return InvalidArgumentError("worker " + request.worker_id + " registers a sealed data port with a CURVE key");
   }
+  if (!request.session.empty() && request.session.size() != kSessionSecretBytes) {
+    return InvalidArgumentError("a worker session's secret is " + std::to_string(kSessionSecretBytes) + " bytes");
+  }
   auto it = workers_.find(request.worker_id);
   if (it != workers_.end()) {
     const WorkerRuntime& w = it->second;
     if (w.identity != caller.identity) {
       return PermissionDeniedError("worker id " + request.worker_id + " is registered under another key");
+    }
+    // A live id is its registrant's process's: every pod of the role holds the same key, and /state lists the ids.
+    // The registrant retrying has the secret; a restarted process registers once the old one is counted lost. An
+    // id bound to no secret (an older worker's, or one from an older journal) is never bound while it lives: a
+    // registration with a secret is then another process, which must not take it over.
+    if (w.session_check.empty() ? !request.session.empty() : !SessionMatches(w.session_check, request.session)) {
+      return AlreadyExistsError("worker id " + request.worker_id + " is registered by another process and not "
+                                "lost; it can be registered again once it is (silent for the lease TTL)");
     }
     // A registered id keeps its data port until it is lost: clients follow the list to it, so a port that changed
     // under a live id would divert them (a stolen worker key re-registering the real workers' ids, which /state
@@ -131,10 +142,11 @@ StatusOr<RegisterWorkerResponse> CoordinatorImpl::RegisterWorker(const RegisterW
                                                                  const Caller& caller) {
   MutexLock lock(mu_);
   if (Status allowed = CheckNewWorkerLocked(request, caller); !allowed.ok()) {
-    auto moved = workers_.find(request.worker_id);
-    if (allowed.code() == StatusCode::kAlreadyExists && !std::exchange(moved->second.move_refused, true)) {
+    auto live = workers_.find(request.worker_id);
+    if (allowed.code() == StatusCode::kAlreadyExists && !std::exchange(live->second.move_refused, true)) {
       STOKER_LOG(kWarning) << "refused a registration of worker id " << request.worker_id << " at "
-                           << request.data_endpoint << ": it is registered at " << moved->second.data_endpoint
+                           << request.data_endpoint << ": it is registered at " << live->second.data_endpoint
+                           << (SessionMatches(live->second.session_check, request.session) ? "" : " by another process")
                            << " and not lost (further refusals for this id are only counted)";
     }
     return allowed;
@@ -144,14 +156,15 @@ StatusOr<RegisterWorkerResponse> CoordinatorImpl::RegisterWorker(const RegisterW
   WorkerRuntime& w = it->second;
   if (w.joined == 0) w.joined = ++workers_joined_;
   const uint32_t threads = std::max<uint32_t>(1, request.threads);
-  // A registered id's data port, sealing and key are the ones it registered with (CheckNewWorkerLocked).
+  // A registered id's data port, sealing, key and session are the ones it registered with (CheckNewWorkerLocked).
+  if (inserted) w.session_check = request.session.empty() ? std::string() : SessionCheck(request.session);
   if (inserted || w.threads != threads) {
     ++membership_version_;
     // A node-local worker is not journaled: its group is a secret the journal does not keep, and after a restart it
     // registers again (with it) rather than come back as a pool worker whose ipc:// socket nobody can reach.
     if (request.local_group.empty()) {
       ApplyLocked(WorkerJoined{request.worker_id, request.data_endpoint, threads, request.data_public_key,
-                               caller.identity, request.data_sealed});
+                               caller.identity, request.data_sealed, w.session_check});
     }
   }
   w.data_sealed = request.data_sealed;
@@ -169,34 +182,42 @@ StatusOr<RegisterWorkerResponse> CoordinatorImpl::RegisterWorker(const RegisterW
   RegisterWorkerResponse response{static_cast<uint32_t>(ToMillis(options_.heartbeat_interval)),
                                   static_cast<uint32_t>(ToMillis(options_.lease_ttl))};
   if (request.data_sealed && !options_.data_ticket_master.empty()) {
-    response.data_ticket_key = WorkerTicketKey(options_.data_ticket_master, request.worker_id);
+    response.data_ticket_key = WorkerTicketKey(options_.data_ticket_master, request.worker_id, w.session_check);
   }
   return response;
 }
 
 StatusOr<CoordinatorImpl::WorkerRuntime*> CoordinatorImpl::CallingWorkerLocked(const std::string& worker_id,
+                                                                                const std::string& session,
                                                                                 const Caller& caller) {
   auto it = workers_.find(worker_id);
   if (it == workers_.end()) {  // whatever the key: a node-local worker with its client's key registers again too
     return FailedPreconditionError("worker " + worker_id + " is not registered (coordinator restarted or it timed "
                                    "out): register again");
   }
-  if (it->second.identity != caller.identity) {
+  WorkerRuntime& w = it->second;
+  if (w.identity != caller.identity) {
     return PermissionDeniedError("worker " + worker_id + " is registered under another key");
   }
-  return &it->second;
-}
-
-bool CoordinatorImpl::IsRegisteredWorker(const std::string& worker_id, const Caller& caller) const {
-  MutexLock lock(mu_);
-  auto it = workers_.find(worker_id);
-  return it != workers_.end() && it->second.identity == caller.identity;
+  if (!session.empty() && session.size() != kSessionSecretBytes) {
+    return InvalidArgumentError("a worker session's secret is " + std::to_string(kSessionSecretBytes) + " bytes");
+  }
+  if (!SessionMatches(w.session_check, session)) {
+    ++stats_.worker_session_refused;
+    if (!std::exchange(w.session_refused, true)) {
+      STOKER_LOG(kWarning) << "refused a request for worker " << worker_id << " from another process of its key "
+                           << (caller.identity.empty() ? std::string("(none: --insecure)") : caller.identity)
+                           << " (further refusals for this id are only counted)";
+    }
+    return PermissionDeniedError("worker " + worker_id + " is registered by another process");
+  }
+  return &w;
 }
 
 StatusOr<WorkerHeartbeatResponse> CoordinatorImpl::WorkerHeartbeat(const WorkerHeartbeatRequest& request,
                                                                    const Caller& caller) {
   MutexLock lock(mu_);
-  STOKER_ASSIGN_OR_RETURN(WorkerRuntime * w, CallingWorkerLocked(request.worker_id, caller));
+  STOKER_ASSIGN_OR_RETURN(WorkerRuntime * w, CallingWorkerLocked(request.worker_id, request.session, caller));
   const TimePoint now = clock_.Now();
   w->last_heard = now;
   if (request.draining && !w->draining) STOKER_LOG(kInfo) << "worker " << request.worker_id << " is draining";
@@ -261,9 +282,15 @@ void CoordinatorImpl::RemoveWorkerLocked(const std::string& worker_id, uint64_t*
     for (uint32_t rank = 0; rank < job.ranks.size(); ++rank) {
       RankRuntime& r = job.ranks[rank];
       std::vector<uint64_t> lost;
-      for (const auto& [unit, lease] : r.active) {
-        // Units it already sent wait for the client's ack (or the ack timeout); the rest are redone elsewhere.
-        if (lease.worker_id == worker_id && !lease.sent) lost.push_back(unit);
+      for (auto& [unit, lease] : r.active) {
+        if (lease.worker_id != worker_id) continue;
+        // Units it already sent wait for the client's ack (or the ack timeout), held by no worker: a process that
+        // registers the id later is another, and reports nothing on them. The rest are redone elsewhere.
+        if (lease.sent) {
+          lease.worker_id.clear();
+        } else {
+          lost.push_back(unit);
+        }
       }
       for (uint64_t unit : lost) ReleaseLocked(r, unit, counter);
       // Its requests waiting for work are answered now, not at their deadline: the sweep below looks only at
@@ -297,7 +324,7 @@ std::vector<WorkerInfo> CoordinatorImpl::WorkerListLocked(const std::string& cli
     const WorkerRuntime& w = entry->second;
     std::string ticket, seal_key;
     if (w.data_sealed && w.local_group.empty() && !options_.data_ticket_master.empty() && !client_identity.empty()) {
-      const std::string worker_key = WorkerTicketKey(options_.data_ticket_master, id);
+      const std::string worker_key = WorkerTicketKey(options_.data_ticket_master, id, w.session_check);
       ticket = DataTicket(worker_key, client_identity);
       seal_key = DataSealKey(worker_key, client_identity);
     }
@@ -383,7 +410,7 @@ StatusOr<JobSpec> CoordinatorImpl::GetJob(const std::string& name, const Caller&
 Status CoordinatorImpl::Deregister(const DeregisterRequest& request, const Caller& caller) {
   MutexLock lock(mu_);
   if (workers_.count(request.sender_id) != 0) {
-    STOKER_RETURN_IF_ERROR(CallingWorkerLocked(request.sender_id, caller).status());
+    STOKER_RETURN_IF_ERROR(CallingWorkerLocked(request.sender_id, request.session, caller).status());
     STOKER_LOG(kInfo) << "worker " << request.sender_id << " left";
     RemoveWorkerLocked(request.sender_id, &stats_.releases.drain);
     return Status::Ok();

@@ -109,13 +109,15 @@ void CollectLeasing(const CoordinatorStats& s, uint32_t max_workers, MetricFamil
     releases.Add({{"reason", reason}}, static_cast<double>(n));
   }
   out.push_back(releases.Build());
-  out.push_back(FamilyBuilder("stoker_coordinator_workers_reported_total",
-                              "Workers a job's client reported for batches that were not the plan's (each time "
-                              "a job's client names a registered worker the job had not excluded): the job leases "
-                              "that worker nothing more.",
-                              MetricType::Counter)
-                    .Add({}, static_cast<double>(s.workers_reported))
-                    .Build());
+  Single(out, "stoker_coordinator_workers_reported_total",
+         "Workers a job's client reported for batches that were not the plan's (each time a job's client names a "
+         "registered worker the job had not excluded): the job leases that worker nothing more.",
+         MetricType::Counter, static_cast<double>(s.workers_reported));
+  Single(out, "stoker_coordinator_worker_session_refused_total",
+         "Requests naming a registered worker from another process of its key (without the secret its registration "
+         "carried), refused: a stolen worker key acting for the workers /state lists, or a restarted worker's old "
+         "process.",
+         MetricType::Counter, static_cast<double>(s.worker_session_refused));
   out.push_back(FamilyBuilder("stoker_coordinator_workers",
                               "Registered workers by state: the pool's active and draining ones, and node-local "
                               "ones (beside one client each).",

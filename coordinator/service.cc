@@ -217,8 +217,10 @@ void CoordinatorService::HandleMessage(const std::string& peer, zmq::message_t& 
     Send({peer, "", decoded->request_id, reply.to_string(), nullptr, received});
     return;
   }
-  // Retries are recognised per authenticated identity and sender id: another identity cannot read them.
-  const std::string cache_key = caller.identity + "/" + decoded->sender_id;
+  // Retries are recognised per authenticated identity, sender id and (a worker's) session: neither another identity
+  // nor another process of the same key naming the sender id can read them.
+  std::string cache_key = caller.identity + "/" + decoded->sender_id;
+  if (const auto* lease = std::get_if<LeaseRequest>(&decoded->body)) cache_key += "/" + lease->session;
   if (std::holds_alternative<LeaseRequest>(decoded->body)) {
     // A retried lease request: answer with what the first one got, or wait for the parked one's answer.
     if (parked_.count({cache_key, decoded->request_id}) != 0) return;

@@ -58,6 +58,7 @@ struct WorkerJoined {
   std::string data_public_key;  // its data port's CURVE key, listed to clients (empty without CURVE)
   std::string identity;         // the authenticated identity it registered as (empty without CURVE)
   bool data_sealed = false;     // its data port checks data tickets and seals batches
+  std::string session_check;    // SessionCheck of its registration's secret; empty: bound to its key only
 };
 struct WorkerLeft {
   std::string worker_id;

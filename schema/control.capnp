@@ -87,6 +87,11 @@ struct RegisterWorker {
                                 # training process and the workers beside it share through a file; its dataEndpoint
                                 # is then an ipc:// socket on their host, unsealed (dataSealed false). It may
                                 # authenticate with a client key: it then serves only ranks held under that key
+  session @6 :Data;             # a secret the worker process drew (32 random bytes): the worker id is bound to it
+                                # while registered, so its heartbeats, lease requests, unit reports and
+                                # deregistration count only when they carry it (WorkerHeartbeat.session, ...), and
+                                # a live id registered by another session is ALREADY_EXISTS until it is lost. Its
+                                # data ticket key is derived from it. Empty (an older worker): bound to the key only
 }
 
 struct RegisterWorkerReply {
@@ -111,6 +116,7 @@ struct WorkerHeartbeat {
   # Telemetry for the coordinator's worker-count advice (recommended_workers), cumulative since the worker started:
   busySeconds @2 :Float64;      # pipeline-thread seconds spent making samples
   samplesMade @3 :UInt64;       # samples read, decoded and augmented
+  session @4 :Data;             # its registration's secret (RegisterWorker.session)
 }
 
 struct WorkerHeartbeatReply {
@@ -123,6 +129,7 @@ struct LeaseRequest {
   rank @1 :UInt32;
   maxBatches @2 :UInt32;        # the worker's unused credit for that rank: leases never exceed it
   waitMs @3 :UInt32;            # if nothing can be leased now, park the request this long (0: answer at once)
+  session @4 :Data;             # its registration's secret (RegisterWorker.session)
 }
 
 struct Lease {
@@ -176,6 +183,7 @@ struct UnitDone {
   decodeSeconds @9 :Float64;
   augmentSeconds @10 :Float64;
   sealSeconds @11 :Float64;
+  session @12 :Data;            # its registration's secret (RegisterWorker.session)
 }
 
 # --- clients -------------------------------------------------------------------------------------------------
@@ -267,5 +275,5 @@ struct Deregister {
   # A worker leaving (after draining) or a client closing. Held leases are re-leased; a client's rank is freed.
   job @0 :Text;                 # clients: the job and rank they held
   rank @1 :UInt32;
-  session @2 :Data;             # clients: their registration's secret (RegisterClient.session)
+  session @2 :Data;             # their registration's secret (RegisterClient.session, RegisterWorker.session)
 }

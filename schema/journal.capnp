@@ -81,4 +81,6 @@ struct WorkerJoined {
   dataPublicKey @3 :Text;         # its data port's CURVE key, listed to clients (empty without CURVE)
   identity @4 :Text;              # the authenticated identity it registered as (empty without CURVE)
   dataSealed @5 :Bool;            # its data port checks data tickets and seals batches (auth/seal.h)
+  sessionCheck @6 :Data;          # SessionCheck of its registration's secret (auth/data_tickets.h); empty: bound to
+                                  # its key only (a worker that sent none, or a journal older than worker sessions)
 }

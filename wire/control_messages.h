@@ -64,6 +64,7 @@ struct RegisterWorkerRequest {
   std::string data_public_key;  // z85; empty without CURVE
   bool data_sealed = false;     // the data port checks data tickets and seals batches (auth/seal.h)
   std::string local_group;      // non-empty: node-local to the clients of this group (schema/control.capnp)
+  std::string session;          // the worker process's secret (32 random bytes; empty: an older worker)
 };
 struct RegisterWorkerResponse {
   uint32_t heartbeat_interval_ms = 0;
@@ -77,6 +78,7 @@ struct WorkerHeartbeatRequest {
   bool draining = false;
   double busy_seconds = 0;   // telemetry, cumulative
   uint64_t samples_made = 0;
+  std::string session;  // RegisterWorkerRequest::session
 };
 struct WorkerHeartbeatResponse {
   std::vector<LeaseRef> revoked;
@@ -88,6 +90,7 @@ struct LeaseRequest {
   uint32_t rank = 0;
   uint32_t max_batches = 0;
   uint32_t wait_ms = 0;
+  std::string session;  // RegisterWorkerRequest::session
 };
 struct LeaseResponse {
   std::vector<LeaseGrant> leases;
@@ -106,6 +109,7 @@ struct UnitDoneRequest {
   double busy_seconds = 0;  // pipeline-thread seconds the batches sent took (a NaN or negative one reads as 0)
   // Of those, by stage (the same reading of bad values).
   double read_seconds = 0, decode_seconds = 0, augment_seconds = 0, seal_seconds = 0;
+  std::string session;  // RegisterWorkerRequest::session
 
   // The stages by name (the metrics' `stage` label) and their seconds, in that order.
   static constexpr std::array<const char*, 4> kStages = {"read", "decode", "augment", "seal"};
@@ -185,7 +189,7 @@ struct DeregisterRequest {
   std::string sender_id;  // "w-…" or "c-…"
   std::string job;
   uint32_t rank = 0;
-  std::string session;  // a client's: RegisterClientRequest::session
+  std::string session;  // RegisterClientRequest::session or RegisterWorkerRequest::session
 };
 
 struct GetJobRequest {

@@ -16,6 +16,7 @@ WorkerImpl::WorkerImpl(const WorkerOptions& options, std::string id, uint32_t th
                        const BuildCounters& counters)
     : options_(options),
       id_(std::move(id)),
+      session_(NewSessionSecret()),
       threads_(threads),
       clock_(clock),
       counters_(counters),
@@ -43,11 +44,11 @@ void WorkerImpl::Register(const std::string& advertised_endpoint, bool data_seal
 
 void WorkerImpl::SendRegister() {
   Send(RegisterWorkerRequest{id_, advertised_, threads_, GetBuildInfo().version, "", data_sealed_,
-                            options_.local_group});
+                            options_.local_group, session_});
 }
 
 void WorkerImpl::SendHeartbeat() {
-  WorkerHeartbeatRequest hb{id_, {}, draining_, counters_.busy_ns.load() * 1e-9, counters_.samples.load()};
+  WorkerHeartbeatRequest hb{id_, {}, draining_, counters_.busy_ns.load() * 1e-9, counters_.samples.load(), session_};
   for (const auto& [key, unit] : units_) {
     hb.leases.push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key), unit.lease.attempt});
   }
@@ -91,8 +92,8 @@ void WorkerImpl::HandleReply(const DecodedReply& reply) {
 
 void WorkerImpl::RegisterReplied(const DecodedReply& reply) {
   if (!reply.status.ok()) {
-    // ALREADY_EXISTS: this id is still registered at another data port (a worker restarted with a fixed id on a
-    // new port) until the coordinator counts that one lost; RESOURCE_EXHAUSTED: the coordinator is full. Both pass:
+    // ALREADY_EXISTS: this id is still registered at another data port or by another process (a worker restarted
+    // with a fixed id) until the coordinator counts that one lost; RESOURCE_EXHAUSTED: the coordinator is full. Both pass:
     // ask again every second. Anything else (a key of the wrong role, a bad endpoint) stays refused.
     const StatusCode code = reply.status.code();
     const bool for_now = code == StatusCode::kAlreadyExists || code == StatusCode::kResourceExhausted;
@@ -441,7 +442,7 @@ void WorkerImpl::AbandonAll() {
   while (!units_.empty()) GiveBack(units_.begin(), UnitOutcome::kAbandoned);
 }
 
-uint64_t WorkerImpl::Deregister() { return Send(DeregisterRequest{id_, "", 0}); }
+uint64_t WorkerImpl::Deregister() { return Send(DeregisterRequest{id_, "", 0, session_}); }
 
 // ---- state -----------------------------------------------------------------------------------------------------
 

@@ -199,6 +199,9 @@ class WorkerImpl {
 
   const WorkerOptions options_;
   const std::string id_;
+  // Drawn at start (auth/data_tickets.h NewSessionSecret) and carried by every request for this worker id: the
+  // coordinator binds the id to it, so another process of the worker key cannot act for this one.
+  const std::string session_;
   const uint32_t threads_;
   const Clock& clock_;
   const BuildCounters& counters_;

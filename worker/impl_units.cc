@@ -18,7 +18,7 @@ void WorkerImpl::RequestLeases() {
     // Asking for less than a unit would only be parked: wait until a whole unit fits (or nothing is in hand).
     if (free < std::min(stream.credits, jit->second->spec.batches_per_unit) && in_hand > 0) continue;
     const uint64_t id = Send(LeaseRequest{id_, std::get<0>(key), std::get<1>(key), free,
-                                          static_cast<uint32_t>(ToMillis(options_.lease_wait))});
+                                          static_cast<uint32_t>(ToMillis(options_.lease_wait)), session_});
     stream.lease_request = id;
     lease_requests_[id] = key;
   }
@@ -206,6 +206,7 @@ void WorkerImpl::ReportUnit(const UnitKey& key, const UnitWork& work, UnitOutcom
   for (size_t i = 0; i < stage_seconds.size(); ++i) stage_seconds[i] = static_cast<double>(work.stage_ns[i]) * 1e-9;
   done.SetStageSeconds(stage_seconds);
   done.quarantined = work.quarantined;
+  done.session = session_;
   Send(std::move(done));
 }
 

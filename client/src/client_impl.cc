@@ -280,7 +280,10 @@ void ClientImpl::UpdateWorkers(const std::vector<WorkerInfo>& list) {
       it = connections_.erase(it);
       continue;
     }
-    if (listed->second->data_endpoint != it->second.endpoint) Open(*listed->second);  // moved: opened again there
+    // Moved, or registered again by a new process (a new ticket key): opened again there.
+    if (listed->second->data_endpoint != it->second.endpoint || listed->second->data_ticket != it->second.ticket) {
+      Open(*listed->second);
+    }
     ++it;
   }
   std::erase_if(passed_over_, [&](const std::string& id) { return present.count(id) == 0; });
@@ -314,7 +317,8 @@ void ClientImpl::OpenListed() {
 
 // A connection to `info` (anew, or again at its new endpoint), credited.
 void ClientImpl::Open(const WorkerInfo& info) {
-  connections_[info.worker_id] = Connection{info.data_endpoint, clock_.Now(), clock_.Now(), IsNodeLocal(info)};
+  connections_[info.worker_id] =
+      Connection{info.data_endpoint, info.data_ticket, clock_.Now(), clock_.Now(), IsNodeLocal(info)};
   outbox_.opens.push_back(info);
   GiveCredit(info.worker_id, credits_);
 }

@@ -102,6 +102,7 @@ class ClientImpl {
  private:
   struct Connection {
     std::string endpoint;
+    std::string ticket;  // its data ticket: a new one (the worker id registered by a new process) opens it again
     TimePoint credited;
     TimePoint opened;
     bool local = false;  // a node-local worker's: never passed over

@@ -41,10 +41,12 @@ JobSpec Spec() {
 
 void ControlFrames(const std::string& dir) {
   const std::vector<RequestBody> requests = {
-      RegisterWorkerRequest{"w-1", "tcp://10.0.0.1:7401", 4, "0.1.0", std::string(40, 'k')},
-      WorkerHeartbeatRequest{"w-1", {{"job", 0, 3, 7}}, false, 1.5, 100},
-      LeaseRequest{"w-1", "job", 1, 4, 1000},
-      UnitDoneRequest{"w-1", "job", 0, 3, 7, UnitOutcome::kSent, 1, {{17, "decode_error", "bad"}}, 0.5, 0.1, 0.2, 0.15, 0.05},
+      RegisterWorkerRequest{"w-1", "tcp://10.0.0.1:7401", 4, "0.1.0", std::string(40, 'k'), false, "",
+                            std::string(32, 's')},
+      WorkerHeartbeatRequest{"w-1", {{"job", 0, 3, 7}}, false, 1.5, 100, std::string(32, 's')},
+      LeaseRequest{"w-1", "job", 1, 4, 1000, std::string(32, 's')},
+      UnitDoneRequest{"w-1", "job", 0, 3, 7, UnitOutcome::kSent, 1, {{17, "decode_error", "bad"}}, 0.5, 0.1, 0.2, 0.15, 0.05,
+                      std::string(32, 's')},
       RegisterClientRequest{"c-1", "job", 0, Spec(), 8, ResumePoint{5, 99}},
       ClientHeartbeatRequest{.client_id = "c-1", .job = "job", .consumed = 4, .received_watermark = 6,
                              .received_above = {8, 9}, .membership_version = 2, .rejected_workers = {"w-2"},
@@ -99,7 +101,7 @@ void Journals(const std::string& dir) {
                                        RankSessionStarted{"job", 0, "c-1", 0, 8, "client:a", std::string(32, 'h')},
                                        RankProgress{"job", 0, 6, 4},
                                        AttemptsReserved{"job", 0, 1024},
-                                       WorkerJoined{"w-1", "tcp://10.0.0.1:7401", 2, "", "worker:w", true},
+                                       WorkerJoined{"w-1", "tcp://10.0.0.1:7401", 2, "", "worker:w", true, std::string(32, 'c')},
                                        WorkerLeft{"w-1"},
                                        JobReshaped{reshaped, 1025, 1},
                                        JobRemoved{"job"}};

@@ -322,8 +322,12 @@ TEST_F(BadInput, ServersRejectGarbageAndUnknownJobsOnTheWire) {
   ASSERT_TRUE(get_reply.ok());
   EXPECT_EQ(get_reply->status.code(), StatusCode::kNotFound);  // and the coordinator is still serving
 
-  SealedPeer data(context, cluster.worker_endpoint(0), client_key->identity(), worker_id,
-                  CredentialsFor(*coordinator_key, worker_id, client_key->identity()));
+  auto dataset = MakeJpegDataset(dir.path(), "listed", 4, 4);
+  ASSERT_TRUE(dataset.ok()) << dataset.status().ToString();
+  auto listed = ListedCredentials(context, cluster.coordinator_endpoint(), *coordinator_key, *client_key,
+                                  SpecFor("listed", *dataset, 1, 2), worker_id);
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  SealedPeer data(context, cluster.worker_endpoint(0), client_key->identity(), worker_id, *listed);
   data.socket().send(zmq::str_buffer("garbage!"), zmq::send_flags::none);
   ASSERT_TRUE(data.Handshake()) << "the garbage before it left the connection usable";
   ASSERT_TRUE(data.SendCredit(Credit{"nope", 0, "c-test", 2, 0}));

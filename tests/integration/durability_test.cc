@@ -256,8 +256,11 @@ TEST_F(Durability, OversizedFramesAndExtraFramesFromKeyHoldersAreRefused) {
   auto state = HttpGet(cluster_->worker_metrics(0), "/state");
   ASSERT_TRUE(state.ok());
   const std::string worker_id = JsonField(state->body, "id");
-  zmq::socket_t data_port = PlainDealer(context, cluster_->worker_endpoint(0), client_key->identity(),
-                                        CredentialsFor(*coordinator_key, worker_id, client_key->identity()).ticket);
+  auto listed = ListedCredentials(context, cluster_->coordinator_endpoint(), *coordinator_key, *client_key,
+                                  SpecOver("listed", data_, 1, 8, 1), worker_id);
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  zmq::socket_t data_port =
+      PlainDealer(context, cluster_->worker_endpoint(0), client_key->identity(), listed->ticket);
   ASSERT_TRUE(data_port.send(zmq::buffer(two_mib), zmq::send_flags::none));
   EXPECT_TRUE(cluster_->coordinator().running());
   EXPECT_TRUE(cluster_->worker(0).running());

@@ -265,11 +265,12 @@ TEST_F(FaultTest, WorkerPartitionedFromTheCoordinatorFencesItself) {
 // 9b. A worker restarted in place (the same id and port: a pod's container restarted by the kubelet) while it cannot
 // reach the coordinator. The clients' sockets reconnect to it at once; it holds their handshakes for the ticket key
 // its registration brings, and once that wait has run out (4 s) refuses them. ZeroMQ never retries a refused
-// handshake, so those connections are dead though the list still names the worker where it was: a client opens its
-// connection anew when the worker answers nothing.
+// handshake, so those connections are dead though the list still names the worker where it was. The new process
+// registers once the coordinator has counted the old one lost (another process of a live id is refused), under a
+// new ticket key: the clients' next lists carry new tickets and their connections are opened anew (or, failing
+// that, a client opens anew a connection whose worker answers nothing).
 TEST_F(FaultTest, AWorkerRestartedInPlaceIsServedAgainOnceItRegisters) {
-  // Leases long enough that the coordinator keeps the first process registered until the second registers: the list
-  // the clients hold names the same worker at the same port throughout.
+  // Leases long enough that the coordinator still lists the first process while the second refuses handshakes.
   tools::LocalCluster cluster(ClusterIn(dir_, {"--lease-ttl", "5s", "--heartbeat-interval", "100ms"}));
   ASSERT_TRUE(cluster.StartCoordinator().ok());
   auto proxy = tools::TcpProxy::Start(cluster.coordinator_endpoint());

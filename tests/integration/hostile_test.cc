@@ -231,8 +231,10 @@ TEST_F(Hostile, AnotherProcessOfTheSameKeyCannotActForAClient) {
   auto worker_state = HttpGet(cluster_->worker_metrics(0), "/state");
   ASSERT_TRUE(worker_state.ok());
   const std::string worker_id = JsonField(worker_state->body, "id");
-  SealedPeer thief(context, cluster_->worker_endpoint(0), keys.client.identity(), worker_id,
-                   CredentialsFor(keys.coordinator, worker_id, keys.client.identity()));
+  auto listed = ListedCredentials(context, cluster_->coordinator_endpoint(), keys.coordinator, keys.client,
+                                  SpecOver("listed", data_, 1, 8, 1), worker_id);
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  SealedPeer thief(context, cluster_->worker_endpoint(0), keys.client.identity(), worker_id, *listed);
   ASSERT_TRUE(thief.Handshake()) << "the key's own credentials are admitted";
   const auto until = std::chrono::steady_clock::now() + seconds(3);
   while (std::chrono::steady_clock::now() < until) {
@@ -266,11 +268,17 @@ TEST_F(Hostile, NoOtherKeyCanStealAClientsBatchesFromAWorker) {
   const Credit steal{"victim", 0, victim_id, 64, 0};
 
   zmq::context_t context;
-  const DataPortCredentials mallorys = CredentialsFor(keys.coordinator, worker_id, keys.mallory.identity());
+  auto listed = [&](const KeyPair& key, const std::string& job) {
+    auto got = ListedCredentials(context, cluster_->coordinator_endpoint(), keys.coordinator, key,
+                                 SpecOver(job, data_, 1, 8, 1), worker_id);
+    EXPECT_TRUE(got.ok()) << got.status().ToString();
+    return got.ok() ? *got : DataPortCredentials{};
+  };
+  const DataPortCredentials mallorys = listed(keys.mallory, "listed-m");
   SealedPeer thief(context, ep, keys.mallory.identity(), worker_id, mallorys);
   ASSERT_TRUE(thief.Handshake()) << "a trusted client with its own credentials is admitted and keyed";
   ASSERT_TRUE(thief.SendCredit(steal));
-  DataPortCredentials sniffed = CredentialsFor(keys.coordinator, worker_id, keys.client.identity());
+  DataPortCredentials sniffed = listed(keys.client, "listed-c");
   sniffed.seal_key = mallorys.seal_key;  // the ticket travels in the clear; the seal key never does
   SealedPeer eavesdropper(context, ep, keys.client.identity(), worker_id, sniffed);
   ASSERT_TRUE(eavesdropper.Handshake()) << "a real ticket passes the handshake";
@@ -360,6 +368,51 @@ TEST_F(Hostile, MadeUpWorkersListedFirstCannotStarveAClient) {
   ASSERT_TRUE(cluster_->StartWorker().ok());
   JobSpec spec = SpecOver("starve", data_, 1, 8, 1);
   ASSERT_TRUE(cluster_->StartConsumer("victim", spec, 0, {"--max-worker-connections", "2"}).ok());
+  ExpectExactDelivery(*cluster_, spec, data_, 1);
+}
+
+// Every worker pod holds the one worker key, and /state lists the workers' ids and data ports. With the key a
+// process re-registered a live worker's id with the worker's own fields and was given its ticket key (issue 29), and
+// could keep a dead worker's entry alive, hand its leases back, report them sent, or end it. Now a worker id is
+// bound to the secret its process registered with: each of those is refused (and counted), the real worker keeps
+// serving, and the victim gets every sample exactly once.
+TEST_F(Hostile, AStolenWorkerKeyCannotActForTheWorkersStateLists) {
+  Keys keys = MakeKeysWithMallory(dir_);
+  ASSERT_NO_FATAL_FAILURE(Start(96, 32, /*workers=*/1));
+  JobSpec spec = SpecOver("victim", data_, 1, 8, 2);
+  std::string state, victim_id;
+  ASSERT_NO_FATAL_FAILURE(StartVictim(spec, &state, &victim_id, /*hold_ms=*/100));
+  auto worker_state = HttpGet(cluster_->worker_metrics(0), "/state");
+  ASSERT_TRUE(worker_state.ok());
+  const std::string worker_id = JsonField(worker_state->body, "id"), endpoint = JsonField(state, "endpoint");
+  ASSERT_EQ(endpoint.rfind("tcp://", 0), 0u) << state;
+
+  zmq::context_t context;
+  zmq::socket_t stolen = Dealer(context, cluster_->coordinator_endpoint(), keys.worker, keys.coordinator.public_z85);
+  for (const std::string& secret : {std::string(), NewSessionSecret()}) {
+    RegisterWorkerRequest same{worker_id, endpoint, 1, "x", "", true};
+    same.session = secret;
+    auto reply = AskReply(stolen, same);
+    ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+    EXPECT_EQ(reply->status.code(), StatusCode::kAlreadyExists) << reply->status.ToString();
+    EXPECT_FALSE(std::holds_alternative<RegisterWorkerResponse>(reply->body)) << "the worker's ticket key was given";
+  }
+  std::vector<RequestBody> as_the_worker = {
+      WorkerHeartbeatRequest{worker_id},
+      LeaseRequest{worker_id, "victim", 0, 64, 0},
+      UnitDoneRequest{worker_id, "victim", 0, 0, 1, UnitOutcome::kAbandoned, 0, {}},
+      UnitDoneRequest{worker_id, "victim", 0, 0, 1, UnitOutcome::kSent, 2, {}},
+      DeregisterRequest{worker_id, "", 0},
+  };
+  for (const RequestBody& body : as_the_worker) {
+    Status s = Ask(stolen, body);
+    EXPECT_EQ(s.code(), StatusCode::kPermissionDenied) << body.index() << ": " << s.ToString();
+  }
+  StatusOr<double> refused =
+      ScrapeMetric(cluster_->coordinator_metrics(), "stoker_coordinator_worker_session_refused_total");
+  ASSERT_TRUE(refused.ok()) << refused.status().ToString();
+  EXPECT_EQ(*refused, static_cast<double>(as_the_worker.size()));
+  EXPECT_NE(cluster_->ReadLog("coordinator").find("refused a request for worker " + worker_id), std::string::npos);
   ExpectExactDelivery(*cluster_, spec, data_, 1);
 }
 
@@ -477,8 +530,10 @@ TEST_F(Hostile, AdmittedKeysCannotGrowTheCoordinatorOrAWorker) {
   auto worker_state = HttpGet(cluster_->worker_metrics(0), "/state");
   ASSERT_TRUE(worker_state.ok());
   const std::string worker_id = JsonField(worker_state->body, "id");
-  SealedPeer data(context, cluster_->worker_endpoint(0), keys.mallory.identity(), worker_id,
-                  CredentialsFor(keys.coordinator, worker_id, keys.mallory.identity()));
+  auto listed = ListedCredentials(context, ep, keys.coordinator, keys.mallory, SpecOver("listed", data_, 1, 8, 1),
+                                  worker_id);
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  SealedPeer data(context, cluster_->worker_endpoint(0), keys.mallory.identity(), worker_id, *listed);
   ASSERT_TRUE(data.Handshake());
   for (int i = 0; i < 5000; ++i) {  // each send waits at most the socket's 2 s; one that times out ends the flood
     if (!data.SendCredit(Credit{"made-up-" + std::to_string(i), 0, "c-m", 64, 0}) ||
