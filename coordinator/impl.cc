@@ -243,12 +243,18 @@ void CoordinatorImpl::ForgetIdleJobsLocked(TimePoint now) {
 
 void CoordinatorImpl::ExpireLeasesAndClientsLocked(TimePoint now) {
   for (auto& [name, job] : jobs_) {
+    std::vector<std::string> struck;  // a worker once for each lease it did not deliver while others did
     for (uint32_t rank = 0; rank < job.ranks.size(); ++rank) {
       RankRuntime& r = job.ranks[rank];
       std::vector<std::pair<uint64_t, uint64_t*>> released;
       for (const auto& [unit, lease] : r.active) {
-        if (!lease.sent && now > lease.expiry) released.emplace_back(unit, &stats_.releases.lease_expired);
-        if (lease.sent && now - lease.sent_at > options_.ack_timeout) released.emplace_back(unit, &stats_.releases.unacked);
+        uint64_t* counter = nullptr;
+        if (!lease.sent && now > lease.expiry) counter = &stats_.releases.lease_expired;
+        if (lease.sent && now - lease.sent_at > options_.ack_timeout) counter = &stats_.releases.unacked;
+        if (OverdueLocked(job, lease, now)) counter = &stats_.releases.overdue;
+        if (counter == nullptr) continue;
+        released.emplace_back(unit, counter);
+        if (OthersCommittedSinceLocked(job, lease.worker_id, lease.leased_at)) struck.push_back(lease.worker_id);
       }
       for (auto [unit, counter] : released) ReleaseLocked(r, unit, counter);
       if (r.session_live && now - r.last_heard > options_.client_timeout) {
@@ -258,6 +264,7 @@ void CoordinatorImpl::ExpireLeasesAndClientsLocked(TimePoint now) {
         AnswerParkedEmptyLocked(r, false);
       }
     }
+    for (const std::string& worker_id : struck) StrikeLocked(name, job, worker_id, now);
   }
   ServeAllJobsLocked();
   for (auto& [name, job] : jobs_) {

@@ -25,8 +25,8 @@
 // which are adopted rather than redone; clients that held ranks resume their sessions with their next heartbeat.
 //
 // The methods live in impl.cc (restart, time), impl_workers.cc, impl_leases.cc (leasing, unit reports), impl_parked.cc,
-// impl_teams.cc, impl_clients.cc (jobs, ranks, acks), impl_reshape.cc and impl_state.cc. Thread safety: all public
-// methods may be called from any thread.
+// impl_overdue.cc (who delivers), impl_teams.cc, impl_clients.cc (jobs, ranks, acks), impl_reshape.cc and
+// impl_state.cc. Thread safety: all public methods may be called from any thread.
 #pragma once
 
 #include <algorithm>
@@ -167,6 +167,7 @@ class CoordinatorImpl {
     uint32_t batches = 0;  // batches the worker makes for it (its unit less what the client already had)
     std::string team;      // its job's (JobTeamLocked): whose cap (TeamPolicy::max_workers) its unsent batches count to
     bool local = false;    // leased to a node-local worker: the client's own cores, outside the team's share and cap
+    TimePoint leased_at;   // when it was granted (or adopted after a restart)
   };
   struct ParkedRequest {
     RequestHandle handle = 0;
@@ -210,6 +211,18 @@ class CoordinatorImpl {
     // Workers a client of this job reported for batches that were not the plan's: registered ones only, dropped
     // when they leave, so never more than the registry holds. Not journaled: a client reports in every heartbeat.
     std::set<std::string> reported_workers;
+    // Who delivers (impl_overdue.cc): how long a unit takes from its lease to its commit (a moving average over the
+    // job's commits), and per registered worker (dropped when it leaves) when it last committed one, its strikes
+    // for leases it kept or claimed past that while others committed, and its bench.
+    Duration commit_time{};
+    uint64_t commits = 0;
+    struct Delivery {
+      std::optional<TimePoint> last_commit;
+      uint32_t strikes = 0;          // since its last commit
+      uint32_t benched = 0;          // times benched: each bench lasts twice the last
+      TimePoint benched_until;
+    };
+    std::map<std::string, Delivery> delivery;
   };
   struct WorkerRuntime {
     std::string data_endpoint;
@@ -374,6 +387,18 @@ class CoordinatorImpl {
   void ExpireWorkersLocked(TimePoint now) STOKER_REQUIRES(mu_);
   void ForgetIdleJobsLocked(TimePoint now) STOKER_REQUIRES(mu_);
   void ExpireLeasesAndClientsLocked(TimePoint now) STOKER_REQUIRES(mu_);
+  // Who delivers (impl_overdue.cc). A commit of `lease`'s unit, now; whether an unsent `lease` is overdue (older
+  // than the lease TTL and kOverdueFactor times the job's lease-to-commit time while another worker committed a
+  // unit since it was granted); a lease of `worker_id` gone back unsent or unacknowledged while others committed:
+  // a strike, and at kStrikes a bench (its leases of the job go back and it gets none for a while); whether it is
+  // benched.
+  void NoteCommitLocked(JobRuntime& job, const ActiveLease& lease, TimePoint now) STOKER_REQUIRES(mu_);
+  bool OverdueLocked(const JobRuntime& job, const ActiveLease& lease, TimePoint now) const STOKER_REQUIRES(mu_);
+  bool OthersCommittedSinceLocked(const JobRuntime& job, const std::string& worker_id, TimePoint since) const
+      STOKER_REQUIRES(mu_);
+  void StrikeLocked(const std::string& job_name, JobRuntime& job, const std::string& worker_id, TimePoint now)
+      STOKER_REQUIRES(mu_);
+  bool BenchedLocked(const JobRuntime& job, const std::string& worker_id, TimePoint now) const STOKER_REQUIRES(mu_);
   void WriteWorkersLocked(JsonWriter& j, TimePoint now) const STOKER_REQUIRES(mu_);
   void WriteJobsLocked(JsonWriter& j, const CoordinatorStats& stats) const STOKER_REQUIRES(mu_);
   void ApplyLocked(const Update& update) STOKER_REQUIRES(mu_);

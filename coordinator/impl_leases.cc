@@ -37,6 +37,7 @@ bool CoordinatorImpl::CommitIfCompleteLocked(JobRuntime& job, uint32_t rank, uin
   if (it != r.active.end()) {  // a client took its batches: a worker that delivers (WorkerListLocked)
     auto worker = workers_.find(it->second.worker_id);
     if (worker != workers_.end()) worker->second.delivered = true;
+    NoteCommitLocked(job, it->second, clock_.Now());
   }
   if (it != r.active.end() && !it->second.sent) {
     // Acked before its worker's UnitDone arrived: remember the holder, whose quarantine report is still to come.
@@ -58,6 +59,7 @@ void CoordinatorImpl::ReleaseLocked(RankRuntime& r, uint64_t unit, uint64_t* cou
 
 void CoordinatorImpl::HoldLocked(RankRuntime& r, uint64_t unit, ActiveLease lease) {
   DropLocked(r, unit);
+  lease.leased_at = clock_.Now();
   if (!lease.sent) {
     unsent_by_worker_[lease.worker_id] += lease.batches;
     if (!lease.local) unsent_by_team_[lease.team] += lease.batches;

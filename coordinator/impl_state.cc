@@ -201,6 +201,10 @@ void CoordinatorImpl::WriteJobsLocked(JsonWriter& j, const CoordinatorStats& sta
         .EndObject()
         .Key("reported_workers").BeginArray();
     for (const std::string& id : job.reported_workers) j.Value(id);
+    j.EndArray().Key("benched_workers").BeginArray();
+    for (const auto& [id, delivery] : job.delivery) {
+      if (BenchedLocked(job, id, clock_.Now())) j.Value(id);
+    }
     j.EndArray().Key("ranks").BeginArray();
     for (uint32_t rank = 0; rank < job.ranks.size(); ++rank) {
       const RankRuntime& r = job.ranks[rank];

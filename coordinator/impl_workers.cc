@@ -279,6 +279,7 @@ void CoordinatorImpl::RemoveWorkerLocked(const std::string& worker_id, uint64_t*
   if (journaled) ApplyLocked(WorkerLeft{worker_id});
   for (auto& [name, job] : jobs_) {
     job.reported_workers.erase(worker_id);
+    job.delivery.erase(worker_id);
     for (uint32_t rank = 0; rank < job.ranks.size(); ++rank) {
       RankRuntime& r = job.ranks[rank];
       std::vector<uint64_t> lost;
@@ -383,6 +384,10 @@ Status CoordinatorImpl::MayServeLocked(const WorkerRuntime& w, const std::string
   if (job.reported_workers.count(worker_id) != 0) {
     return PermissionDeniedError("worker " + worker_id + " was reported by a client of this job for batches that "
                                  "were not the plan's: it serves this job no more");
+  }
+  if (BenchedLocked(job, worker_id, clock_.Now())) {
+    return PermissionDeniedError("worker " + worker_id + " held units of this job it did not deliver while other "
+                                 "workers did: it is benched for the job for a while");
   }
   if (w.local_group.empty()) return Status::Ok();
   const RankRuntime& r = job.ranks[rank];

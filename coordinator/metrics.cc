@@ -105,7 +105,7 @@ void CollectLeasing(const CoordinatorStats& s, uint32_t max_workers, MetricFamil
                            std::pair{"unacked", r.unacked}, std::pair{"undeliverable", r.undeliverable},
                            std::pair{"abandoned", r.abandoned}, std::pair{"drain", r.drain},
                            std::pair{"session_reset", r.session_reset}, std::pair{"not_adopted", r.not_adopted},
-                           std::pair{"reported", r.reported}}) {
+                           std::pair{"reported", r.reported}, std::pair{"overdue", r.overdue}}) {
     releases.Add({{"reason", reason}}, static_cast<double>(n));
   }
   out.push_back(releases.Build());
@@ -118,6 +118,10 @@ void CollectLeasing(const CoordinatorStats& s, uint32_t max_workers, MetricFamil
          "carried), refused: a stolen worker key acting for the workers /state lists, or a restarted worker's old "
          "process.",
          MetricType::Counter, static_cast<double>(s.worker_session_refused));
+  Single(out, "stoker_coordinator_workers_benched_total",
+         "Times a worker was benched for a job (leased none of it for a minute, doubling each time): it held unsent, "
+         "or reported sent and never delivered, three units of the job in a row while other workers delivered.",
+         MetricType::Counter, static_cast<double>(s.workers_benched));
   out.push_back(FamilyBuilder("stoker_coordinator_workers",
                               "Registered workers by state: the pool's active and draining ones, and node-local "
                               "ones (beside one client each).",

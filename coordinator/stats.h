@@ -25,6 +25,7 @@ struct ReleaseCounts {
   uint64_t session_reset = 0;
   uint64_t not_adopted = 0;  // after a restart: units leased before it that no worker reported
   uint64_t reported = 0;     // leased to a worker a client of the job reported (ClientHeartbeat.rejectedWorkers)
+  uint64_t overdue = 0;      // leased and unsent far longer than the job's units take while others committed
 };
 
 // One job's units by state (all epochs, all ranks) and where its slowest rank is.
@@ -68,6 +69,7 @@ struct CoordinatorStats {
   uint64_t shape_changes = 0;        // jobs re-planned for another shape by a checkpoint
   uint64_t workers_reported = 0;     // (job, worker) pairs a client reported: the job leases that worker no more
   uint64_t worker_session_refused = 0;  // requests for a registered worker without its session's secret
+  uint64_t workers_benched = 0;  // (job, worker) benches: kStrikes leases kept or claimed while others delivered
   size_t jobs = 0;
   ReleaseCounts releases;
   size_t workers = 0;

@@ -312,6 +312,25 @@ TEST_F(FaultTest, WorkerStoppedPastItsLeaseThenResumed) {
   Finish(cluster, spec, consumers);
 }
 
+// 10b. A worker stuck on a read that never returns (here every sample takes an hour): its heartbeats renew its leases,
+// so before, nothing expired and the job waited for it for ever. Its units now go back once they are far older than
+// the job's pace while the other worker delivers, and every epoch is exact.
+TEST_F(FaultTest, AStuckWorkerThatRenewsItsLeasesIsWorkedAround) {
+  tools::LocalCluster cluster(ClusterIn(dir_));
+  ASSERT_TRUE(cluster.StartCoordinator().ok());
+  ASSERT_TRUE(cluster.StartWorker(1, {"--inject-sample-delay", "3600s"}).ok());  // joins first: it gets units
+  ASSERT_TRUE(WaitForMetric(cluster.coordinator_metrics(), "stoker_coordinator_workers{state=\"active\"}", 1, kWait)
+                  .ok());
+  ASSERT_TRUE(cluster.StartWorker().ok());
+  JobSpec spec = Spec("stuck", data_, 2, 4, 2);
+  auto consumers = StartConsumers(cluster, spec, "stuck", /*hold_ms=*/5);
+  Finish(cluster, spec, consumers);
+  StatusOr<double> overdue =
+      ScrapeMetric(cluster.coordinator_metrics(), "stoker_coordinator_releases_total{reason=\"overdue\"}");
+  ASSERT_TRUE(overdue.ok()) << overdue.status().ToString();
+  EXPECT_GE(*overdue, 1) << "the stuck worker held no unit";
+}
+
 // 11. A training process crashes and resumes from its checkpoint token: the batches after the token are
 // delivered once, none before it.
 TEST_F(FaultTest, ClientRestartedFromCheckpointGetsExactlyTheRest) {
