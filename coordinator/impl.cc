@@ -201,6 +201,7 @@ void CoordinatorImpl::ExcuseSilence(Duration silence) {
       for (auto& [unit, lease] : r.active) {
         lease.expiry += silence;
         lease.sent_at += silence;
+        lease.leased_at += silence;
       }
       for (ParkedRequest& p : r.parked) p.deadline += silence;
     }
@@ -251,10 +252,12 @@ void CoordinatorImpl::ExpireLeasesAndClientsLocked(TimePoint now) {
         uint64_t* counter = nullptr;
         if (!lease.sent && now > lease.expiry) counter = &stats_.releases.lease_expired;
         if (lease.sent && now - lease.sent_at > options_.ack_timeout) counter = &stats_.releases.unacked;
-        if (OverdueLocked(job, lease, now)) counter = &stats_.releases.overdue;
+        if (OverdueLocked(job, r, lease, now)) counter = &stats_.releases.overdue;
         if (counter == nullptr) continue;
         released.emplace_back(unit, counter);
-        if (OthersCommittedSinceLocked(job, lease.worker_id, lease.leased_at)) struck.push_back(lease.worker_id);
+        if (!lease.worker_id.empty() && OthersDeliveredSinceLocked(r, lease.worker_id, lease.leased_at)) {
+          struck.push_back(lease.worker_id);
+        }
       }
       for (auto [unit, counter] : released) ReleaseLocked(r, unit, counter);
       if (r.session_live && now - r.last_heard > options_.client_timeout) {

@@ -190,6 +190,8 @@ class CoordinatorImpl {
     std::array<double, ClientHeartbeatRequest::kStages.size()> client_stages{};  // of its figures, counted so far
     // Replayed from the journal, its client not heard since: for a client timeout only its secret may claim it.
     bool restored = false;
+    // The two latest-leased committed units by distinct workers: (worker, when leased) (impl_overdue.cc).
+    std::array<std::pair<std::string, TimePoint>, 2> recent_commits{};
   };
   struct JobRuntime {
     Plan plan;
@@ -211,14 +213,16 @@ class CoordinatorImpl {
     // Workers a client of this job reported for batches that were not the plan's: registered ones only, dropped
     // when they leave, so never more than the registry holds. Not journaled: a client reports in every heartbeat.
     std::set<std::string> reported_workers;
-    // Who delivers (impl_overdue.cc): how long a unit takes from its lease to its commit (a moving average over the
-    // job's commits), and per registered worker (dropped when it leaves) when it last committed one, its strikes
-    // for leases it kept or claimed past that while others committed, and its bench.
+    // Who delivers (impl_overdue.cc): how long a unit takes from its lease to its commit (moving averages over the
+    // job's commits and, per registered worker, dropped when it leaves, over its own), the worker's strikes for
+    // leases it kept or claimed while others delivered, and its bench.
     Duration commit_time{};
     uint64_t commits = 0;
     struct Delivery {
-      std::optional<TimePoint> last_commit;
+      Duration commit_time{};
+      uint64_t commits = 0;
       uint32_t strikes = 0;          // since its last commit
+      TimePoint last_strike;
       uint32_t benched = 0;          // times benched: each bench lasts twice the last
       TimePoint benched_until;
     };
@@ -387,15 +391,17 @@ class CoordinatorImpl {
   void ExpireWorkersLocked(TimePoint now) STOKER_REQUIRES(mu_);
   void ForgetIdleJobsLocked(TimePoint now) STOKER_REQUIRES(mu_);
   void ExpireLeasesAndClientsLocked(TimePoint now) STOKER_REQUIRES(mu_);
-  // Who delivers (impl_overdue.cc). A commit of `lease`'s unit, now; whether an unsent `lease` is overdue (older
-  // than the lease TTL and kOverdueFactor times the job's lease-to-commit time while another worker committed a
-  // unit since it was granted); a lease of `worker_id` gone back unsent or unacknowledged while others committed:
-  // a strike, and at kStrikes a bench (its leases of the job go back and it gets none for a while); whether it is
-  // benched.
-  void NoteCommitLocked(JobRuntime& job, const ActiveLease& lease, TimePoint now) STOKER_REQUIRES(mu_);
-  bool OverdueLocked(const JobRuntime& job, const ActiveLease& lease, TimePoint now) const STOKER_REQUIRES(mu_);
-  bool OthersCommittedSinceLocked(const JobRuntime& job, const std::string& worker_id, TimePoint since) const
+  // Who delivers (impl_overdue.cc). A commit of `lease`'s unit of rank `r`, now; whether an unsent `lease` is
+  // overdue (older than OverdueAfterLocked while another worker delivered a unit of the rank leased after it);
+  // whether one has; how old a lease of `worker_id` may grow; a lease of `worker_id` gone back unsent or
+  // unacknowledged while another delivered: a strike, and at kStrikes a bench (its unsent leases of the job go
+  // back and it gets none of the job for a while); whether it is benched.
+  void NoteCommitLocked(JobRuntime& job, RankRuntime& r, const ActiveLease& lease, TimePoint now) STOKER_REQUIRES(mu_);
+  bool OverdueLocked(const JobRuntime& job, const RankRuntime& r, const ActiveLease& lease, TimePoint now) const
       STOKER_REQUIRES(mu_);
+  bool OthersDeliveredSinceLocked(const RankRuntime& r, const std::string& worker_id, TimePoint since) const
+      STOKER_REQUIRES(mu_);
+  Duration OverdueAfterLocked(const JobRuntime& job, const std::string& worker_id) const STOKER_REQUIRES(mu_);
   void StrikeLocked(const std::string& job_name, JobRuntime& job, const std::string& worker_id, TimePoint now)
       STOKER_REQUIRES(mu_);
   bool BenchedLocked(const JobRuntime& job, const std::string& worker_id, TimePoint now) const STOKER_REQUIRES(mu_);

@@ -37,7 +37,7 @@ bool CoordinatorImpl::CommitIfCompleteLocked(JobRuntime& job, uint32_t rank, uin
   if (it != r.active.end()) {  // a client took its batches: a worker that delivers (WorkerListLocked)
     auto worker = workers_.find(it->second.worker_id);
     if (worker != workers_.end()) worker->second.delivered = true;
-    NoteCommitLocked(job, it->second, clock_.Now());
+    NoteCommitLocked(job, r, it->second, clock_.Now());
   }
   if (it != r.active.end() && !it->second.sent) {
     // Acked before its worker's UnitDone arrived: remember the holder, whose quarantine report is still to come.

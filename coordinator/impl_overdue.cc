@@ -1,14 +1,16 @@
 // CoordinatorImpl, who delivers: a worker that holds leases and never sends (stuck on a read that never returns, or
 // a stolen worker key hoarding a rank's window) would keep a job waiting for ever, since its heartbeats renew the
 // leases; one that reports units sent and never sends them costs an ack timeout each, and re-leases may go back to
-// it. Both are judged against what the job's other workers do, never against a fixed time:
-// - a lease unsent for longer than the lease TTL and kOverdueFactor times the job's lease-to-commit time, while
-//   another worker has committed a unit of the job since it was granted, goes back (releases{reason="overdue"});
-// - a lease gone back unsent (overdue, or not renewed) or unacknowledged while another worker committed since it
-//   was granted is a strike against its worker; a commit clears them; at kStrikes the worker is benched for the
-//   job: its leases of the job go back and it is leased none for kFirstBench, twice as long each time after.
-// A job nobody commits for strikes nobody, so slow storage for every worker never benches any; and a bench needs a
-// worker that committed meanwhile, so it never leaves a job without one that delivers.
+// it. Both are judged against what the rank's other workers do, never against a fixed time:
+// - a lease unsent for longer than OverdueAfterLocked (the lease TTL, kOverdueFactor times the job's lease-to-commit
+//   time, and kOwnPaceFactor times its worker's own), while another worker has committed a unit of the same rank
+//   that was leased after it, goes back (releases{reason="overdue"});
+// - a lease gone back unsent (overdue, or not renewed) or unacknowledged on that evidence is a strike against its
+//   worker, at most one per OverdueAfterLocked; a commit of its own clears them; at kStrikes the worker is benched
+//   for the job: its unsent leases of the job go back and it is leased none of the job for kFirstBench, twice as
+//   long each time after.
+// Work leased later and delivered first is the evidence: storage slow for every worker, or a client that stops
+// taking batches, gives none, so strikes nobody.
 #include <algorithm>
 
 #include "base/logging.h"
@@ -19,49 +21,77 @@ namespace stoker::coordinator {
 namespace {
 
 constexpr int kOverdueFactor = 4;
+constexpr int kOwnPaceFactor = 2;
 constexpr uint32_t kStrikes = 3;
 constexpr Duration kFirstBench = std::chrono::minutes(1);
 constexpr Duration kLongestBench = std::chrono::hours(1);
 
+// A moving average over about the last 16 values: it follows a pace without one slow unit setting it.
+void Average(Duration& average, uint64_t& count, Duration value) {
+  average = count == 0 ? value : average + (value - average) / 16;
+  ++count;
+}
+
 }  // namespace
 
-void CoordinatorImpl::NoteCommitLocked(JobRuntime& job, const ActiveLease& lease, TimePoint now) {
-  const Duration took = now - lease.leased_at;
-  // A moving average over about the last 16 commits: it follows the job's pace without one slow unit setting it.
-  job.commit_time = job.commits == 0 ? took : job.commit_time + (took - job.commit_time) / 16;
-  ++job.commits;
-  if (workers_.count(lease.worker_id) == 0) return;  // gone: nothing to keep for it
+void CoordinatorImpl::NoteCommitLocked(JobRuntime& job, RankRuntime& r, const ActiveLease& lease, TimePoint now) {
+  Average(job.commit_time, job.commits, now - lease.leased_at);
+  if (lease.worker_id.empty()) return;  // its worker is gone
+  // The rank's two latest-leased commits by distinct workers: enough to tell whether anyone but a given worker has
+  // delivered work leased after a given time.
+  auto& recent = r.recent_commits;
+  auto mine = std::find_if(recent.begin(), recent.end(), [&](const auto& c) { return c.first == lease.worker_id; });
+  if (mine != recent.end()) {
+    mine->second = std::max(mine->second, lease.leased_at);
+  } else if (recent[1].first.empty() || lease.leased_at > recent[1].second) {
+    recent[1] = {lease.worker_id, lease.leased_at};
+  }
+  if (recent[1].second > recent[0].second) std::swap(recent[0], recent[1]);
+  if (workers_.count(lease.worker_id) == 0) return;
   JobRuntime::Delivery& d = job.delivery[lease.worker_id];
-  d.last_commit = now;
+  Average(d.commit_time, d.commits, now - lease.leased_at);
   d.strikes = 0;
 }
 
-bool CoordinatorImpl::OthersCommittedSinceLocked(const JobRuntime& job, const std::string& worker_id,
+bool CoordinatorImpl::OthersDeliveredSinceLocked(const RankRuntime& r, const std::string& worker_id,
                                                  TimePoint since) const {
-  return std::any_of(job.delivery.begin(), job.delivery.end(), [&](const auto& entry) {
-    return entry.first != worker_id && entry.second.last_commit.has_value() && *entry.second.last_commit > since;
+  return std::any_of(r.recent_commits.begin(), r.recent_commits.end(), [&](const auto& c) {
+    return c.second > since && !c.first.empty() && c.first != worker_id;
   });
 }
 
-bool CoordinatorImpl::OverdueLocked(const JobRuntime& job, const ActiveLease& lease, TimePoint now) const {
+Duration CoordinatorImpl::OverdueAfterLocked(const JobRuntime& job, const std::string& worker_id) const {
+  Duration after = std::max<Duration>(options_.lease_ttl, kOverdueFactor * job.commit_time);
+  auto it = job.delivery.find(worker_id);
+  if (it != job.delivery.end() && it->second.commits > 0) after = std::max(after, kOwnPaceFactor * it->second.commit_time);
+  return after;
+}
+
+bool CoordinatorImpl::OverdueLocked(const JobRuntime& job, const RankRuntime& r, const ActiveLease& lease,
+                                    TimePoint now) const {
   if (lease.sent || job.commits == 0 || lease.worker_id.empty()) return false;
   const Duration age = now - lease.leased_at;
   if (age <= options_.lease_ttl || age <= kOverdueFactor * job.commit_time) return false;
-  return OthersCommittedSinceLocked(job, lease.worker_id, lease.leased_at);
+  return OthersDeliveredSinceLocked(r, lease.worker_id, lease.leased_at) &&
+         age > OverdueAfterLocked(job, lease.worker_id);
 }
 
 void CoordinatorImpl::StrikeLocked(const std::string& job_name, JobRuntime& job, const std::string& worker_id,
                                    TimePoint now) {
   if (workers_.count(worker_id) == 0) return;
   JobRuntime::Delivery& d = job.delivery[worker_id];
+  // One strike per spell: a worker whose several units go back together has failed once, not several times.
+  if (d.strikes > 0 && now - d.last_strike < OverdueAfterLocked(job, worker_id)) return;
+  d.last_strike = now;
   if (++d.strikes < kStrikes) return;
   d.strikes = 0;
   const Duration bench = std::min<Duration>(kLongestBench, kFirstBench * (uint64_t{1} << std::min(d.benched, 6u)));
   ++d.benched;
   d.benched_until = now + bench;
   ++stats_.workers_benched;
-  STOKER_LOG(kWarning) << "worker " << worker_id << " held or claimed " << kStrikes << " units of job " << job_name
-                       << " that it did not deliver while other workers did: it is leased none of the job for "
+  STOKER_LOG(kWarning) << "worker " << worker_id << " held or claimed units of job " << job_name << " that it did "
+                       << "not deliver while other workers delivered work leased after them, " << kStrikes
+                       << " times: it is leased none of the job for "
                        << std::chrono::duration_cast<std::chrono::seconds>(bench).count() << " s";
   for (RankRuntime& r : job.ranks) {
     std::vector<uint64_t> held;

@@ -1,8 +1,8 @@
 // Who delivers (coordinator/impl_overdue.cc): a worker whose heartbeats renew leases it never sends (stuck on a read,
-// or a stolen worker key hoarding a rank's window) kept a job waiting for ever. It is judged against the job's other
+// or a stolen worker key hoarding a rank's window) kept a job waiting for ever. It is judged against the rank's other
 // workers: its unit goes back once older than the lease TTL and four times the job's lease-to-commit time while
-// another worker committed meanwhile, and three such strikes bench it for the job. With nobody delivering, nobody is
-// struck.
+// another worker delivered a unit of the rank leased after it, and three such spells bench it for the job. With
+// nobody delivering, or only work leased before it, or only on another rank, nobody is struck.
 #include "coordinator/impl_test_fixture.h"
 
 namespace stoker::coordinator {
@@ -27,6 +27,7 @@ TEST_F(OverdueTest, AWorkerHoldingUnitsWhileAnotherDeliversLosesThemAndIsBenched
     std::vector<LeaseGrant> stuck = Lease("w-stuck", 0, 1);
     ASSERT_EQ(stuck.size(), 1u);
     EXPECT_EQ(stuck[0].first_batch, 0u) << "the unit it lost is leased first again";
+    clock_.Advance(Millis(1));  // leased after it
     std::vector<LeaseGrant> good = Lease("w-good", 0, 1);
     ASSERT_EQ(good.size(), 1u);
     clock_.Advance(Millis(100));
@@ -76,6 +77,59 @@ TEST_F(OverdueTest, WithNobodyDeliveringNobodyIsStruck) {
   }
   EXPECT_EQ(impl_->Stats().releases.overdue, 0u);
   EXPECT_EQ(impl_->Stats().units_leased, 2u);
+  EXPECT_TRUE(Sent("w-slow", slow[0]).ok()) << "still its lease";
+}
+
+// A worker whose units all go back in one tick has failed once: one strike, never a bench from one spell.
+TEST_F(OverdueTest, UnitsGoingBackTogetherAreOneStrike) {
+  Register("c-a", 0, /*window=*/8);
+  AddWorker("w-stuck");
+  AddWorker("w-good");
+  std::vector<LeaseGrant> stuck = Lease("w-stuck", 0, 4);
+  ASSERT_EQ(stuck.size(), 4u);
+  clock_.Advance(Millis(1));
+  std::vector<LeaseGrant> good = Lease("w-good", 0, 1);
+  ASSERT_EQ(good.size(), 1u);
+  ASSERT_TRUE(Sent("w-good", good[0]).ok());
+  ASSERT_TRUE(Ack("c-a", 0, 0, 0, {good[0].first_batch}).ok());
+  clock_.Advance(options_.lease_ttl - Millis(100));
+  ASSERT_NO_FATAL_FAILURE(Beat("w-stuck", stuck));
+  ASSERT_NO_FATAL_FAILURE(Beat("w-good"));
+  clock_.Advance(Millis(200));
+  impl_->Tick();
+  EXPECT_EQ(impl_->Stats().releases.overdue, 4u);
+  EXPECT_EQ(impl_->Stats().workers_benched, 0u) << "four units, one spell";
+  EXPECT_TRUE(impl_->RequestLease(9, {"w-stuck", "job", 0, 1, 0}).ok());
+}
+
+// Evidence is work leased after the unit and delivered on the same rank: commits of units leased before it (made
+// before a stall that holds every worker) or of another rank's (whose client may be the fast one) are none.
+TEST_F(OverdueTest, CommitsOfEarlierLeasesOrOfAnotherRankAreNoEvidence) {
+  Register("c-a", 0, /*window=*/8);
+  Register("c-b", 1, /*window=*/8);
+  AddWorker("w-slow");
+  AddWorker("w-other");
+  std::vector<LeaseGrant> earlier = Lease("w-other", 0, 1);
+  ASSERT_EQ(earlier.size(), 1u);
+  clock_.Advance(Millis(10));
+  std::vector<LeaseGrant> slow = Lease("w-slow", 0, 2);
+  ASSERT_EQ(slow.size(), 2u);
+  clock_.Advance(Millis(10));
+  std::vector<LeaseGrant> elsewhere = Lease("w-other", 1, 1);
+  ASSERT_EQ(elsewhere.size(), 1u);
+  for (const LeaseGrant& g : {earlier[0], elsewhere[0]}) ASSERT_TRUE(Sent("w-other", g).ok());
+  ASSERT_TRUE(Ack("c-a", 0, 0, 1).ok());
+  ASSERT_TRUE(Ack("c-b", 1, 0, 1).ok());
+  ASSERT_EQ(impl_->Stats().units_committed, 2u);
+  for (int i = 0; i < 10; ++i) {
+    clock_.Advance(Millis(1000));
+    ASSERT_NO_FATAL_FAILURE(Beat("w-slow", slow));
+    ASSERT_NO_FATAL_FAILURE(Beat("w-other"));
+    ASSERT_TRUE(Ack("c-a", 0, 0, 1).ok());
+    ASSERT_TRUE(Ack("c-b", 1, 0, 1).ok());
+    impl_->Tick();
+  }
+  EXPECT_EQ(impl_->Stats().releases.overdue, 0u);
   EXPECT_TRUE(Sent("w-slow", slow[0]).ok()) << "still its lease";
 }
 
