@@ -196,8 +196,13 @@ void CoordinatorImpl::ExcuseSilence(Duration silence) {
   for (auto& [id, w] : workers_) w.last_heard += silence;
   for (auto& [name, job] : jobs_) {
     if (job.idle_since) *job.idle_since += silence;
+    for (auto& [id, d] : job.delivery) {
+      if (d.last_strike) *d.last_strike += silence;
+      d.benched_until += silence;
+    }
     for (RankRuntime& r : job.ranks) {
       r.last_heard += silence;
+      for (auto& commit : r.recent_commits) commit.second += silence;
       for (auto& [unit, lease] : r.active) {
         lease.expiry += silence;
         lease.sent_at += silence;
@@ -255,7 +260,9 @@ void CoordinatorImpl::ExpireLeasesAndClientsLocked(TimePoint now) {
         if (OverdueLocked(job, r, lease, now)) counter = &stats_.releases.overdue;
         if (counter == nullptr) continue;
         released.emplace_back(unit, counter);
-        if (!lease.worker_id.empty() && OthersDeliveredSinceLocked(r, lease.worker_id, lease.leased_at)) {
+        // Unacknowledged: only if the client took work sent after it (a client that stopped takes nothing).
+        const TimePoint since = lease.sent ? lease.sent_at : lease.leased_at;
+        if (!lease.worker_id.empty() && OthersDeliveredSinceLocked(r, lease.worker_id, since)) {
           struck.push_back(lease.worker_id);
         }
       }
@@ -267,6 +274,8 @@ void CoordinatorImpl::ExpireLeasesAndClientsLocked(TimePoint now) {
         AnswerParkedEmptyLocked(r, false);
       }
     }
+    std::sort(struck.begin(), struck.end());
+    struck.erase(std::unique(struck.begin(), struck.end()), struck.end());
     for (const std::string& worker_id : struck) StrikeLocked(name, job, worker_id, now);
   }
   ServeAllJobsLocked();

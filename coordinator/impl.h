@@ -168,6 +168,9 @@ class CoordinatorImpl {
     std::string team;      // its job's (JobTeamLocked): whose cap (TeamPolicy::max_workers) its unsent batches count to
     bool local = false;    // leased to a node-local worker: the client's own cores, outside the team's share and cap
     TimePoint leased_at;   // when it was granted (or adopted after a restart)
+    // Whose commit says nothing of a worker's pace (impl_overdue.cc): adopted after a restart (granted before it),
+    // or a re-lease of only the batches the client lacked.
+    bool no_pace = false;
   };
   struct ParkedRequest {
     RequestHandle handle = 0;
@@ -221,8 +224,8 @@ class CoordinatorImpl {
     struct Delivery {
       Duration commit_time{};
       uint64_t commits = 0;
-      uint32_t strikes = 0;          // since its last commit
-      TimePoint last_strike;
+      uint32_t strikes = 0;          // since its last commit, each within kStrikeMemory of the one before
+      std::optional<TimePoint> last_strike;
       uint32_t benched = 0;          // times benched: each bench lasts twice the last
       TimePoint benched_until;
     };

@@ -155,6 +155,7 @@ LeaseGrant CoordinatorImpl::GrantLocked(const std::string& job_name, JobRuntime&
   }
   HoldLocked(r, unit,
              ActiveLease{g.attempt, worker_id, clock_.Now() + options_.lease_ttl, false, {}, batches, team});
+  r.active[unit].no_pace = batches < range.count;  // only what the client lacked: quicker than a unit
   return g;
 }
 

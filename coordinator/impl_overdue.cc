@@ -5,12 +5,15 @@
 // - a lease unsent for longer than OverdueAfterLocked (the lease TTL, kOverdueFactor times the job's lease-to-commit
 //   time, and kOwnPaceFactor times its worker's own), while another worker has committed a unit of the same rank
 //   that was leased after it, goes back (releases{reason="overdue"});
-// - a lease gone back unsent (overdue, or not renewed) or unacknowledged on that evidence is a strike against its
-//   worker, at most one per OverdueAfterLocked; a commit of its own clears them; at kStrikes the worker is benched
-//   for the job: its unsent leases of the job go back and it is leased none of the job for kFirstBench, twice as
-//   long each time after.
-// Work leased later and delivered first is the evidence: storage slow for every worker, or a client that stops
-// taking batches, gives none, so strikes nobody.
+// - a lease gone back unsent (overdue, or not renewed) on that evidence, or unacknowledged while another worker
+//   delivered a unit of the rank leased after it was sent, is a strike against its worker, at most one per
+//   OverdueAfterLocked; a commit of its own clears them, and so does a long pause between two; at kStrikes the
+//   worker is benched for the job: its unsent leases of the job go back and it is leased none of the job for
+//   kFirstBench, twice as long each time after, for as long as its id stays registered.
+// Work leased later and delivered first is the evidence, and only a pool worker's whole unit counts (a node-local
+// worker has no network to cross, a re-lease of a few missing batches is quick, a lease adopted after a restart has
+// no known start). A stall of every worker strikes at most the workers whose older units were overtaken just
+// before it; a client that stops taking batches delivers nothing later, so strikes nobody.
 #include <algorithm>
 
 #include "base/logging.h"
@@ -23,6 +26,7 @@ namespace {
 constexpr int kOverdueFactor = 4;
 constexpr int kOwnPaceFactor = 2;
 constexpr uint32_t kStrikes = 3;
+constexpr int kStrikeMemory = 4;  // spells
 constexpr Duration kFirstBench = std::chrono::minutes(1);
 constexpr Duration kLongestBench = std::chrono::hours(1);
 
@@ -35,22 +39,27 @@ void Average(Duration& average, uint64_t& count, Duration value) {
 }  // namespace
 
 void CoordinatorImpl::NoteCommitLocked(JobRuntime& job, RankRuntime& r, const ActiveLease& lease, TimePoint now) {
-  Average(job.commit_time, job.commits, now - lease.leased_at);
+  // A whole unit a pool worker was leased is the measure of pace and the evidence against others; a node-local
+  // worker's (no network between), a re-lease of a few missing batches, or one adopted after a restart is neither.
+  const bool paced = !lease.no_pace && !lease.local;
+  if (paced) Average(job.commit_time, job.commits, now - lease.leased_at);
   if (lease.worker_id.empty()) return;  // its worker is gone
-  // The rank's two latest-leased commits by distinct workers: enough to tell whether anyone but a given worker has
-  // delivered work leased after a given time.
-  auto& recent = r.recent_commits;
-  auto mine = std::find_if(recent.begin(), recent.end(), [&](const auto& c) { return c.first == lease.worker_id; });
-  if (mine != recent.end()) {
-    mine->second = std::max(mine->second, lease.leased_at);
-  } else if (recent[1].first.empty() || lease.leased_at > recent[1].second) {
-    recent[1] = {lease.worker_id, lease.leased_at};
+  if (paced) {
+    // The rank's two latest-leased commits by distinct workers: enough to tell whether anyone but a given worker
+    // has delivered work leased after a given time.
+    auto& recent = r.recent_commits;
+    auto mine = std::find_if(recent.begin(), recent.end(), [&](const auto& c) { return c.first == lease.worker_id; });
+    if (mine != recent.end()) {
+      mine->second = std::max(mine->second, lease.leased_at);
+    } else if (recent[1].first.empty() || lease.leased_at > recent[1].second) {
+      recent[1] = {lease.worker_id, lease.leased_at};
+    }
+    if (recent[1].second > recent[0].second) std::swap(recent[0], recent[1]);
   }
-  if (recent[1].second > recent[0].second) std::swap(recent[0], recent[1]);
   if (workers_.count(lease.worker_id) == 0) return;
   JobRuntime::Delivery& d = job.delivery[lease.worker_id];
-  Average(d.commit_time, d.commits, now - lease.leased_at);
-  d.strikes = 0;
+  if (paced) Average(d.commit_time, d.commits, now - lease.leased_at);
+  d.strikes = 0;  // it delivers
 }
 
 bool CoordinatorImpl::OthersDeliveredSinceLocked(const RankRuntime& r, const std::string& worker_id,
@@ -80,8 +89,11 @@ void CoordinatorImpl::StrikeLocked(const std::string& job_name, JobRuntime& job,
                                    TimePoint now) {
   if (workers_.count(worker_id) == 0) return;
   JobRuntime::Delivery& d = job.delivery[worker_id];
-  // One strike per spell: a worker whose several units go back together has failed once, not several times.
-  if (d.strikes > 0 && now - d.last_strike < OverdueAfterLocked(job, worker_id)) return;
+  // One strike per spell: a worker whose several units go back together has failed once, not several times. And
+  // strikes are of a run: one long after the last starts the count again.
+  const Duration spell = OverdueAfterLocked(job, worker_id);
+  if (d.last_strike && now - *d.last_strike < spell) return;
+  if (d.last_strike && now - *d.last_strike > kStrikeMemory * spell) d.strikes = 0;
   d.last_strike = now;
   if (++d.strikes < kStrikes) return;
   d.strikes = 0;

@@ -264,6 +264,7 @@ bool CoordinatorImpl::AdoptLocked(const LeaseRef& ref, const std::string& worker
   HoldLocked(r, ref.unit,
              ActiveLease{ref.attempt, worker_id, now + options_.lease_ttl, false, {}, job->plan.Unit(ref.unit).count,
                          JobTeamLocked(*job)});
+  r.active[ref.unit].no_pace = true;  // granted before the restart: when, nobody knows
   r.pending.erase(ref.unit);
   ++stats_.leases_adopted;
   return true;
