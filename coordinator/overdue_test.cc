@@ -133,5 +133,35 @@ TEST_F(OverdueTest, CommitsOfEarlierLeasesOrOfAnotherRankAreNoEvidence) {
   EXPECT_TRUE(Sent("w-slow", slow[0]).ok()) << "still its lease";
 }
 
+// A unit that waits for its ack is judged by work leased after it was sent: a client that took the other worker's
+// unit and then stopped taking batches says nothing against the worker that sent to it last, however often.
+TEST_F(OverdueTest, AnUnacknowledgedUnitIsJudgedFromWhenItWasSent) {
+  Register("c-a", 0, /*window=*/8);
+  AddWorker("w-last");
+  AddWorker("w-other");
+  std::vector<uint64_t> received;
+  for (int round = 0; round < 3; ++round) {
+    std::vector<LeaseGrant> last = Lease("w-last", 0, 1);
+    ASSERT_EQ(last.size(), 1u);
+    clock_.Advance(Millis(1));
+    std::vector<LeaseGrant> other = Lease("w-other", 0, 1);
+    ASSERT_EQ(other.size(), 1u);
+    ASSERT_TRUE(Sent("w-other", other[0]).ok());
+    received.push_back(other[0].first_batch);
+    ASSERT_TRUE(Ack("c-a", 0, 0, 0, received).ok());  // leased after w-last's unit, delivered before it was sent
+    clock_.Advance(Millis(10));
+    ASSERT_TRUE(Sent("w-last", last[0]).ok());
+    for (int i = 0; i < 6; ++i) {  // the client takes nothing more; the ack timeout is 5 s
+      clock_.Advance(Millis(1000));
+      ASSERT_NO_FATAL_FAILURE(Beat("w-last"));
+      ASSERT_NO_FATAL_FAILURE(Beat("w-other"));
+      ASSERT_TRUE(Ack("c-a", 0, 0, 0, received).ok());
+      impl_->Tick();
+    }
+    ASSERT_EQ(impl_->Stats().releases.unacked, static_cast<uint64_t>(round + 1));
+  }
+  EXPECT_EQ(impl_->Stats().workers_benched, 0u) << "struck for a client that stopped";
+}
+
 }  // namespace
 }  // namespace stoker::coordinator
