@@ -26,7 +26,7 @@ TEST(DataTickets, ATicketIsItsIdentitysAtItsWorkerAndNoOneElses) {
   EXPECT_NE(*DataTicketMasterKey(*other), *master) << "another coordinator key, other tickets";
 }
 
-std::string Hex(const std::string& bytes) {
+std::string HexOf(const std::string& bytes) {
   std::string hex;
   for (unsigned char c : bytes) hex += "0123456789abcdef"[c >> 4], hex += "0123456789abcdef"[c & 15];
   return hex;
@@ -39,9 +39,9 @@ std::string Hex(const std::string& bytes) {
 TEST(DataTickets, AWorkersTicketKeyIsItsSessionsAndKnownAnswersHold) {
   std::string master, check;
   for (int i = 0; i < 32; ++i) master.push_back(static_cast<char>(i)), check.push_back(static_cast<char>(32 + i));
-  EXPECT_EQ(Hex(WorkerTicketKey(master, "w-1", check)),
+  EXPECT_EQ(HexOf(WorkerTicketKey(master, "w-1", check)),
             "96372c5efabb69a2d2dd39dee87b2d6473f653b200191924b27e22229dd19d0a");  // b"worker session\n" + check + id
-  EXPECT_EQ(Hex(WorkerTicketKey(master, "w-1", "")),
+  EXPECT_EQ(HexOf(WorkerTicketKey(master, "w-1", "")),
             "dade11d060cc9df25b89cc31ec667f718bb7492130cebd13829f710124fbfe8d");  // b"worker\nw-1": unbound
   const std::string a = SessionCheck(NewSessionSecret()), b = SessionCheck(NewSessionSecret());
   EXPECT_NE(WorkerTicketKey(master, "w-1", a), WorkerTicketKey(master, "w-1", b));
@@ -55,7 +55,7 @@ TEST(RankSessions, ASessionsCheckIsItsSecretsBlake2bAndNoOtherSecretMatches) {
   std::string secret;
   for (int i = 0; i < 32; ++i) secret.push_back(static_cast<char>(i));
   const std::string check = SessionCheck(secret);
-  EXPECT_EQ(Hex(check), "24c857127a1530d3aed224e2397eb773a99400a7aff75da1d2d17d3074dbe694");
+  EXPECT_EQ(HexOf(check), "24c857127a1530d3aed224e2397eb773a99400a7aff75da1d2d17d3074dbe694");
   EXPECT_TRUE(SessionMatches(check, secret));
   EXPECT_FALSE(SessionMatches(check, ""));
   EXPECT_FALSE(SessionMatches(check, secret.substr(0, 31)));
