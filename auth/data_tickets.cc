@@ -75,6 +75,12 @@ std::string NewSessionSecret() {
   return secret;
 }
 
+Status CheckSessionSecret(const std::string& secret) {
+  if (secret.empty() || secret.size() == kSessionSecretBytes) return Status::Ok();
+  return InvalidArgumentError("a session's secret is " + std::to_string(kSessionSecretBytes) +
+                              " random bytes (auth/data_tickets.h)");
+}
+
 std::string SessionCheck(const std::string& secret) {
   static_assert(crypto_generichash_BYTES == kSessionCheckBytes);
   EnsureSodium();

@@ -41,6 +41,8 @@ bool VerifyDataTicket(const std::string& worker_key, const std::string& client_i
 constexpr size_t kSessionSecretBytes = 32;
 constexpr size_t kSessionCheckBytes = 32;  // SessionCheck's length
 std::string NewSessionSecret();
+// OK for an empty secret (none sent) or one of kSessionSecretBytes; INVALID_ARGUMENT otherwise.
+Status CheckSessionSecret(const std::string& secret);
 std::string SessionCheck(const std::string& secret);
 // Whether `secret` is the one `check` was made from; true when `check` is empty (a session its client started
 // without a secret, or one replayed from a journal older than sessions).

@@ -255,10 +255,15 @@ void CoordinatorImpl::ExpireLeasesAndClientsLocked(TimePoint now) {
       std::vector<std::pair<uint64_t, uint64_t*>> released;
       for (const auto& [unit, lease] : r.active) {
         uint64_t* counter = nullptr;
-        if (!lease.sent && now > lease.expiry) counter = &stats_.releases.lease_expired;
-        if (lease.sent && now - lease.sent_at > options_.ack_timeout) counter = &stats_.releases.unacked;
-        if (OverdueLocked(job, r, lease, now)) counter = &stats_.releases.overdue;
-        if (counter == nullptr) continue;
+        if (!lease.sent && now > lease.expiry) {
+          counter = &stats_.releases.lease_expired;
+        } else if (lease.sent && now - lease.sent_at > options_.ack_timeout) {
+          counter = &stats_.releases.unacked;
+        } else if (OverdueLocked(job, r, lease, now)) {
+          counter = &stats_.releases.overdue;
+        } else {
+          continue;
+        }
         released.emplace_back(unit, counter);
         // Unacknowledged: only if the client took work sent after it (a client that stopped takes nothing).
         const TimePoint since = lease.sent ? lease.sent_at : lease.leased_at;

@@ -263,6 +263,10 @@ class CoordinatorImpl {
   // A client of `job` reported `worker_id`: the job leases it nothing more, and its leases of the job go back.
   void ReportWorkerLocked(const std::string& job_name, JobRuntime& job, const std::string& worker_id,
                           const std::string& reporter) STOKER_REQUIRES(mu_);
+  // Hands `worker_id`'s leases of `job` back (only those not sent yet, with `unsent_only`), counted in `counter`,
+  // and answers its parked requests there empty.
+  void HandBackLocked(JobRuntime& job, const std::string& worker_id, bool unsent_only, uint64_t* counter)
+      STOKER_REQUIRES(mu_);
   // Ranks with a live session held under `identity`.
   size_t LiveRanksHeldLocked(const std::string& identity) const STOKER_REQUIRES(mu_);
 

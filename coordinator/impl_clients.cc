@@ -296,10 +296,7 @@ StatusOr<RegisterClientResponse> CoordinatorImpl::RegisterOnJobLocked(const Regi
   if (token.has_value()) {  // may re-plan the job for the request's shape
     STOKER_ASSIGN_OR_RETURN(resume_at, ResumeStartLocked(request, *token, job));
   }
-  if (!request.session.empty() && request.session.size() != kSessionSecretBytes) {
-    return InvalidArgumentError("a session's secret is " + std::to_string(kSessionSecretBytes) +
-                                " random bytes (auth/data_tickets.h)");
-  }
+  STOKER_RETURN_IF_ERROR(CheckSessionSecret(request.session));
   STOKER_RETURN_IF_ERROR(CheckClaimLocked(request, *job, caller));
   RankRuntime& r = job->ranks[request.rank];
   const RankView view = ViewLocked(*job, request.rank);

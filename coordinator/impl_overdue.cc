@@ -80,8 +80,7 @@ bool CoordinatorImpl::OverdueLocked(const JobRuntime& job, const RankRuntime& r,
                                     TimePoint now) const {
   if (lease.sent || job.commits == 0 || lease.worker_id.empty()) return false;
   const Duration age = now - lease.leased_at;
-  if (age <= options_.lease_ttl || age <= kOverdueFactor * job.commit_time) return false;
-  return OthersDeliveredSinceLocked(r, lease.worker_id, lease.leased_at) &&
+  return age > options_.lease_ttl && OthersDeliveredSinceLocked(r, lease.worker_id, lease.leased_at) &&
          age > OverdueAfterLocked(job, lease.worker_id);
 }
 
@@ -105,14 +104,7 @@ void CoordinatorImpl::StrikeLocked(const std::string& job_name, JobRuntime& job,
                        << "not deliver while other workers delivered work leased after them, " << kStrikes
                        << " times: it is leased none of the job for "
                        << std::chrono::duration_cast<std::chrono::seconds>(bench).count() << " s";
-  for (RankRuntime& r : job.ranks) {
-    std::vector<uint64_t> held;
-    for (const auto& [unit, lease] : r.active) {
-      if (lease.worker_id == worker_id && !lease.sent) held.push_back(unit);
-    }
-    for (uint64_t unit : held) ReleaseLocked(r, unit, &stats_.releases.overdue);
-    AnswerParkedFromLocked(r, worker_id);
-  }
+  HandBackLocked(job, worker_id, /*unsent_only=*/true, &stats_.releases.overdue);
 }
 
 bool CoordinatorImpl::BenchedLocked(const JobRuntime& job, const std::string& worker_id, TimePoint now) const {

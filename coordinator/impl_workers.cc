@@ -64,9 +64,7 @@ Status CoordinatorImpl::CheckNewWorkerLocked(const RegisterWorkerRequest& reques
   if (request.data_sealed && !request.data_public_key.empty()) {
     return InvalidArgumentError("worker " + request.worker_id + " registers a sealed data port with a CURVE key");
   }
-  if (!request.session.empty() && request.session.size() != kSessionSecretBytes) {
-    return InvalidArgumentError("a worker session's secret is " + std::to_string(kSessionSecretBytes) + " bytes");
-  }
+  STOKER_RETURN_IF_ERROR(CheckSessionSecret(request.session));
   auto it = workers_.find(request.worker_id);
   if (it != workers_.end()) {
     const WorkerRuntime& w = it->second;
@@ -199,9 +197,7 @@ StatusOr<CoordinatorImpl::WorkerRuntime*> CoordinatorImpl::CallingWorkerLocked(c
   if (w.identity != caller.identity) {
     return PermissionDeniedError("worker " + worker_id + " is registered under another key");
   }
-  if (!session.empty() && session.size() != kSessionSecretBytes) {
-    return InvalidArgumentError("a worker session's secret is " + std::to_string(kSessionSecretBytes) + " bytes");
-  }
+  STOKER_RETURN_IF_ERROR(CheckSessionSecret(session));
   if (!SessionMatches(w.session_check, session)) {
     ++stats_.worker_session_refused;
     if (!std::exchange(w.session_refused, true)) {
@@ -369,15 +365,20 @@ void CoordinatorImpl::ReportWorkerLocked(const std::string& job_name, JobRuntime
   ++stats_.workers_reported;
   STOKER_LOG(kWarning) << "client " << reporter << " of job " << job_name << " reported worker " << worker_id
                        << " for batches that are not the plan's: the job leases it nothing more";
+  HandBackLocked(job, worker_id, /*unsent_only=*/false, &stats_.releases.reported);
+  ServeAllJobsLocked();
+}
+
+void CoordinatorImpl::HandBackLocked(JobRuntime& job, const std::string& worker_id, bool unsent_only,
+                                     uint64_t* counter) {
   for (RankRuntime& r : job.ranks) {
     std::vector<uint64_t> held;
     for (const auto& [unit, lease] : r.active) {
-      if (lease.worker_id == worker_id) held.push_back(unit);
+      if (lease.worker_id == worker_id && !(unsent_only && lease.sent)) held.push_back(unit);
     }
-    for (uint64_t unit : held) ReleaseLocked(r, unit, &stats_.releases.reported);
+    for (uint64_t unit : held) ReleaseLocked(r, unit, counter);
     AnswerParkedFromLocked(r, worker_id);
   }
-  ServeAllJobsLocked();
 }
 
 Status CoordinatorImpl::MayServeLocked(const WorkerRuntime& w, const std::string& worker_id, const JobRuntime& job,
