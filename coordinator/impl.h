@@ -386,10 +386,11 @@ class CoordinatorImpl {
   // check that every rank of a re-planned job resumes from the same point; the re-plan.
   static StatusOr<CheckpointToken> ResumeTokenOf(const RegisterClientRequest& request);
   StatusOr<uint64_t> ResumeStartLocked(const RegisterClientRequest& request, const CheckpointToken& token,
-                                       JobRuntime*& job) STOKER_REQUIRES(mu_);
+                                       JobRuntime*& job, const Caller& caller) STOKER_REQUIRES(mu_);
   Status CheckJoinLocked(const JobRuntime& job, uint64_t start, const CheckpointToken& token) const
       STOKER_REQUIRES(mu_);
-  Status ReshapeLocked(JobRuntime*& job, const JobSpec& shape, const CheckpointToken& token) STOKER_REQUIRES(mu_);
+  Status ReshapeLocked(JobRuntime*& job, const JobSpec& shape, const CheckpointToken& token,
+                       const Caller* live_caller) STOKER_REQUIRES(mu_);
   // The registered worker `worker_id` if `caller`, carrying `session`, may act for it: FAILED_PRECONDITION if
   // unknown (register again), PERMISSION_DENIED if it registered under another identity or another session.
   StatusOr<WorkerRuntime*> CallingWorkerLocked(const std::string& worker_id, const std::string& session,

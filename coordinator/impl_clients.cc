@@ -150,7 +150,12 @@ Status CoordinatorImpl::CheckRegistrationLocked(const RegisterClientRequest& req
       std::string message = "job '" + request.job + "' already exists with a different spec:";
       for (const auto& d : diff) message += " " + d + ";";
       if (std::any_of(diff.begin(), diff.end(), [](const std::string& d) { return JobSpec::IsShapeField(d); })) {
-        message += " (a job changes shape when it resumes from a checkpoint)";
+        message += job.record->shape_changes == 0
+                       ? " (a job changes shape when it resumes from a checkpoint)"
+                       : " (the job changed shape to " + std::to_string(spec.world_size) + " ranks x " +
+                             std::to_string(spec.batch_size) + " from epoch " + std::to_string(spec.origin_epoch) +
+                             " sample " + std::to_string(spec.origin_offset) +
+                             ": a rank joins it with a checkpoint token of that point)";
       }
       return FailedPreconditionError(message);
     }
@@ -171,7 +176,8 @@ Status CoordinatorImpl::CheckRegistrationLocked(const RegisterClientRequest& req
 }
 
 // A live session is its holder's alone: only the same client of the same identity continues it; nobody takes it
-// over, with a checkpoint or without, until it ends (deregistered, or silent for --client-timeout).
+// over, with a checkpoint or without, until it ends (deregistered, or silent for --client-timeout). The exception
+// is a live change (ResumePoint::live) by the holder's own team: its trainers agreed that the holder has left.
 Status CoordinatorImpl::CheckClaimLocked(const RegisterClientRequest& request, const JobRuntime& job,
                                          const Caller& caller) const {
   const RankRuntime& r = job.ranks[request.rank];
@@ -181,7 +187,9 @@ Status CoordinatorImpl::CheckClaimLocked(const RegisterClientRequest& request, c
   // A session replayed after a restart is its client's until it has been silent for the client timeout, as a live
   // one is: another process of the same key could otherwise take the rank before its client's next heartbeat.
   const bool held = r.session_live || (r.restored && clock_.Now() - r.last_heard <= options_.client_timeout);
-  if (held && (!same || request.resume.has_value())) {
+  const bool live = request.resume.has_value() && request.resume->live &&
+                    FairShare::TeamOf(view.holder) == FairShare::TeamOf(caller.identity);
+  if (held && (!same || request.resume.has_value()) && !live) {
     return AlreadyExistsError("rank " + std::to_string(request.rank) + " of job '" + request.job +
                               "' is held by a live client (" + view.client_id + ", last heard " +
                               SecondsAgo(clock_.Now() - r.last_heard) +
@@ -198,6 +206,10 @@ void CoordinatorImpl::StartSessionLocked(const RegisterClientRequest& request, J
   const RankView before = ViewLocked(job, request.rank);
   const uint64_t total = job.plan.total_batches();
   const uint64_t start = resume_at.has_value() ? *resume_at : std::min(before.consumed, total);
+  if (r.session_live && before.client_id != request.client_id) {  // a live change by its team (CheckClaimLocked)
+    STOKER_LOG(kInfo) << "client " << request.client_id << " takes rank " << request.rank << " of job " << request.job
+                      << " over from live client " << before.client_id << " (a live shape change)";
+  }
   // Without a secret (a client older than this coordinator), the session is bound to its key only.
   if (request.session.empty()) {
     ++stats_.sessions_unbound;
@@ -294,7 +306,7 @@ StatusOr<RegisterClientResponse> CoordinatorImpl::RegisterOnJobLocked(const Regi
   STOKER_RETURN_IF_ERROR(CheckRegistrationLocked(request, *job, token.has_value() && token->version == 2));
   std::optional<uint64_t> resume_at;
   if (token.has_value()) {  // may re-plan the job for the request's shape
-    STOKER_ASSIGN_OR_RETURN(resume_at, ResumeStartLocked(request, *token, job));
+    STOKER_ASSIGN_OR_RETURN(resume_at, ResumeStartLocked(request, *token, job, caller));
   }
   STOKER_RETURN_IF_ERROR(CheckSessionSecret(request.session));
   STOKER_RETURN_IF_ERROR(CheckClaimLocked(request, *job, caller));

@@ -6,7 +6,9 @@
 // step starting there continues at that step. Otherwise the job is re-planned: its spec takes the registration's
 // shape and the token's point as its origin, every rank starts afresh at the new plan's first batch, and every
 // lease of the old shape is void (attempts above all the old ones). Only when no client of the job has trained
-// since its session began: a stray token cannot take a running job from under its ranks.
+// since its session began: a stray token cannot take a running job from under its ranks. A live change
+// (ResumePoint::live) is the exception: the ranks still training agreed on the point, and their sessions end, but
+// only ranks the caller's own team holds, and never a change that other ranks are still joining at another point.
 #include <algorithm>
 
 #include "base/logging.h"
@@ -43,7 +45,8 @@ StatusOr<CheckpointToken> CoordinatorImpl::ResumeTokenOf(const RegisterClientReq
 }
 
 StatusOr<uint64_t> CoordinatorImpl::ResumeStartLocked(const RegisterClientRequest& request,
-                                                      const CheckpointToken& token, JobRuntime*& job) {
+                                                      const CheckpointToken& token, JobRuntime*& job,
+                                                      const Caller& caller) {
   const JobSpec& spec = job->record->spec;
   if (token.version == 1) {
     const uint64_t expected = SpecFingerprint(spec);
@@ -86,12 +89,19 @@ StatusOr<uint64_t> CoordinatorImpl::ResumeStartLocked(const RegisterClientReques
       return *at;
     }
   }
-  STOKER_RETURN_IF_ERROR(ReshapeLocked(job, shape, token));
+  const bool live = request.resume->live;
+  const Plan::Point changed_at{spec.origin_epoch, spec.origin_offset};
+  if (live && Plan::NormalOrigin(spec, job->record->num_samples, token.point) != changed_at) {
+    // A live change over one that other ranks are still joining at another point: whose steps would count?
+    STOKER_RETURN_IF_ERROR(CheckJoinLocked(*job, job->plan.total_batches() + 1, token));
+  }
+  STOKER_RETURN_IF_ERROR(ReshapeLocked(job, shape, token, live ? &caller : nullptr));
   return job->plan.StartBatch();
 }
 
 // After a shape change every rank must resume from the same point: a rank that has not claimed its place in the
 // new shape yet and comes with a token of another step would leave the steps between uncovered or covered twice.
+// (`start` past the plan's end: whatever the point, as a live change over another point asks.)
 Status CoordinatorImpl::CheckJoinLocked(const JobRuntime& job, uint64_t start, const CheckpointToken& token) const {
   if (job.record->shape_changes == 0 || start == job.plan.StartBatch()) return Status::Ok();
   for (const RankRecord& r : job.record->ranks) {
@@ -105,7 +115,8 @@ Status CoordinatorImpl::CheckJoinLocked(const JobRuntime& job, uint64_t start, c
   return Status::Ok();
 }
 
-Status CoordinatorImpl::ReshapeLocked(JobRuntime*& job, const JobSpec& shape, const CheckpointToken& token) {
+Status CoordinatorImpl::ReshapeLocked(JobRuntime*& job, const JobSpec& shape, const CheckpointToken& token,
+                                      const Caller* live_caller) {
   const std::string name = job->record->spec.name;
   const uint64_t num_samples = job->record->num_samples;
   if (shape.world_size > options_.max_ranks_per_job) {
@@ -113,15 +124,22 @@ Status CoordinatorImpl::ReshapeLocked(JobRuntime*& job, const JobSpec& shape, co
                                   " ranks; this coordinator allows " + std::to_string(options_.max_ranks_per_job) +
                                   " (--max-ranks-per-job)");
   }
-  // A rank whose client is training now keeps the job in its shape.
+  // A rank whose client is training now keeps the job in its shape, unless the change is live and the rank is
+  // the caller's team's (another team's key cannot end a job's sessions).
   std::vector<std::string> busy;
+  bool others = false;
   for (uint32_t rank = 0; rank < job->ranks.size(); ++rank) {
     const RankRecord& record = job->record->ranks[rank];
     if (job->ranks[rank].session_live && record.consumed > record.start_batch) {
       busy.push_back(std::to_string(rank) + " (" + record.client_id + ")");
+      others |= live_caller != nullptr && FairShare::TeamOf(record.holder) != FairShare::TeamOf(live_caller->identity);
     }
   }
-  if (!busy.empty()) {
+  if (others) {
+    return PermissionDeniedError("job '" + name + "' has ranks of another team training; a live shape change ends "
+                                 "only sessions of the caller's team");
+  }
+  if (!busy.empty() && live_caller == nullptr) {
     std::string list;
     for (const auto& b : busy) list += (list.empty() ? "" : ", ") + b;
     return AlreadyExistsError("job '" + name + "' runs as " + Shape(job->record->spec) + " and its rank" +
@@ -160,10 +178,14 @@ Status CoordinatorImpl::ReshapeLocked(JobRuntime*& job, const JobSpec& shape, co
   for (RankRuntime& r : job->ranks) r.next_attempt = floor;
   job->idle_since.reset();
   ++stats_.shape_changes;
-  STOKER_LOG(kInfo) << "job " << name << " changed shape: " << Shape(old) << " -> " << Shape(spec) << " from "
-                    << PointText(origin) << " (a checkpoint of rank " << token.rank << " at "
-                    << PointText(token.point) << "); " << plan.steps_per_epoch() - plan.FirstBatch(origin.epoch)
-                    << " steps of that epoch left";
+  std::string ended;
+  for (const auto& b : busy) ended += (ended.empty() ? "" : ", ") + b;
+  if (live_caller != nullptr) ++stats_.live_shape_changes;
+  STOKER_LOG(kInfo) << "job " << name << " changed shape" << (live_caller != nullptr ? " live" : "") << ": "
+                    << Shape(old) << " -> " << Shape(spec) << " from " << PointText(origin) << " (a checkpoint of rank "
+                    << token.rank << " at " << PointText(token.point) << "); "
+                    << plan.steps_per_epoch() - plan.FirstBatch(origin.epoch) << " steps of that epoch left"
+                    << (ended.empty() ? "" : "; the sessions of rank(s) " + ended + " ended");
   return Status::Ok();
 }
 

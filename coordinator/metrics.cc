@@ -24,7 +24,7 @@ void CollectJobs(const CoordinatorStats& s, MetricFamilies& out) {
   FamilyBuilder ranks("stoker_coordinator_ranks", "Ranks of each pipeline, by whether a client holds them.",
                       MetricType::Gauge);
   FamilyBuilder shape_changes("stoker_coordinator_job_shape_changes_total",
-                              "Times a checkpoint resumed the pipeline on another shape (ranks x batch size).",
+                              "Times the pipeline changed shape (ranks x batch size), from a checkpoint or live.",
                               MetricType::Counter);
   FamilyBuilder batch_size("stoker_coordinator_job_batch_size", "The pipeline's batch size per rank, as it runs now.",
                            MetricType::Gauge);
@@ -109,19 +109,6 @@ void CollectLeasing(const CoordinatorStats& s, uint32_t max_workers, MetricFamil
     releases.Add({{"reason", reason}}, static_cast<double>(n));
   }
   out.push_back(releases.Build());
-  Single(out, "stoker_coordinator_workers_reported_total",
-         "Workers a job's client reported for batches that were not the plan's (each time a job's client names a "
-         "registered worker the job had not excluded): the job leases that worker nothing more.",
-         MetricType::Counter, static_cast<double>(s.workers_reported));
-  Single(out, "stoker_coordinator_worker_session_refused_total",
-         "Requests naming a registered worker from another process of its key (without the secret its registration "
-         "carried), refused: a stolen worker key acting for the workers /state lists, or a restarted worker's old "
-         "process.",
-         MetricType::Counter, static_cast<double>(s.worker_session_refused));
-  Single(out, "stoker_coordinator_workers_benched_total",
-         "Times a worker was benched for a job (leased none of it for a minute, doubling each time): it held unsent, "
-         "or reported sent and never delivered, three units of the job in a row while other workers delivered.",
-         MetricType::Counter, static_cast<double>(s.workers_benched));
   out.push_back(FamilyBuilder("stoker_coordinator_workers",
                               "Registered workers by state: the pool's active and draining ones, and node-local "
                               "ones (beside one client each).",
@@ -176,6 +163,27 @@ void CollectLeasing(const CoordinatorStats& s, uint32_t max_workers, MetricFamil
                     .Add({{"reason", "not_in_unit"}}, static_cast<double>(s.quarantine_refused_not_in_unit))
                     .Add({{"reason", "over_cap"}}, static_cast<double>(s.quarantine_refused_over_cap))
                     .Build());
+}
+
+// Workers reported, refused or benched, and live shape changes: what peers did that the coordinator acted on.
+void CollectEvents(const CoordinatorStats& s, MetricFamilies& out) {
+  Single(out, "stoker_coordinator_workers_reported_total",
+         "Workers a job's client reported for batches that were not the plan's (each time a job's client names a "
+         "registered worker the job had not excluded): the job leases that worker nothing more.",
+         MetricType::Counter, static_cast<double>(s.workers_reported));
+  Single(out, "stoker_coordinator_worker_session_refused_total",
+         "Requests naming a registered worker from another process of its key (without the secret its registration "
+         "carried), refused: a stolen worker key acting for the workers /state lists, or a restarted worker's old "
+         "process.",
+         MetricType::Counter, static_cast<double>(s.worker_session_refused));
+  Single(out, "stoker_coordinator_live_shape_changes_total",
+         "Live shape changes: jobs re-planned from the point their ranks agreed on while ranks of the old shape "
+         "were training (those sessions end; the survivors join the new shape).",
+         MetricType::Counter, static_cast<double>(s.live_shape_changes));
+  Single(out, "stoker_coordinator_workers_benched_total",
+         "Times a worker was benched for a job (leased none of it for a minute, doubling each time): it held unsent, "
+         "or reported sent and never delivered, three units of the job in a row while other workers delivered.",
+         MetricType::Counter, static_cast<double>(s.workers_benched));
 }
 
 // Requests by method and status, their latency, rejected frames, transport errors, the journal.
@@ -243,6 +251,7 @@ Collector CoordinatorCollector(const CoordinatorImpl& impl, const CoordinatorSer
     const CoordinatorStats s = impl.Stats();
     CollectJobs(s, out);
     CollectLeasing(s, max_workers, out);
+    CollectEvents(s, out);
     CollectService(service, journal, out);
   };
 }

@@ -1,7 +1,8 @@
 // Resuming a checkpoint on another shape (impl_reshape.cc), on the fake clock: the job is re-planned from the
 // checkpoint's point for the new ranks and batch size, the old shape's clients and leases are fenced, a busy job
 // is not taken over, what decides the data must match (named when it does not), every rank must resume from the
-// same point, and the change survives a restart from the journal.
+// same point, and the change survives a restart from the journal. And live changes: a job re-planned at the point
+// its ranks agreed on while the old shape trains, ending only its own team's sessions.
 #include <gtest/gtest.h>
 
 #include "coordinator/impl_test_fixture.h"
@@ -186,6 +187,86 @@ TEST_F(ReshapeTest, TheNewShapeSurvivesARestartFromTheJournal) {
   ASSERT_TRUE(plain.ok()) << plain.status().ToString();
   EXPECT_EQ(plain->start_batch, 2u);
   EXPECT_EQ(restarted.Stats().job_stats[0].shape_changes, 1u);
+}
+
+// ---- live changes (ResumePoint::live): the ranks agreed on a point while the old shape was training ----
+
+class LiveReshapeTest : public ReshapeTest {
+ protected:
+  // Both ranks of the fixture's job trained to `position`, still live; rank 0's token there.
+  std::string TrainingAt(uint64_t position, const Caller& caller = {}) {
+    for (uint32_t rank = 0; rank < 2; ++rank) {
+      const std::string client = rank == 0 ? "c-a" : "c-b";
+      EXPECT_TRUE(impl_->RegisterClient({client, "job", rank, spec_, 4}, caller).ok());
+      EXPECT_TRUE(impl_->ClientHeartbeat({client, "job", rank, position, position, {}, 0}, caller).ok());
+    }
+    const JobSpec job = *impl_->GetJob("job");
+    return EncodeCheckpointToken(MakeCheckpointToken(job, *Plan::Make(job, 100), 0, position));
+  }
+  StatusOr<RegisterClientResponse> Live(const std::string& client, uint32_t rank, const JobSpec& spec,
+                                        const std::string& token, const Caller& caller = {}) {
+    return impl_->RegisterClient({client, "job", rank, spec, 4, ResumePoint{0, 0, token, true}}, caller);
+  }
+};
+
+TEST_F(LiveReshapeTest, TheJobIsReplannedAtOnceAndTheOldShapesSessionsEnd) {
+  const std::string token = TrainingAt(2);
+  ASSERT_EQ(Resume("n-0", 0, Shaped(3, 5), token).status().code(), StatusCode::kAlreadyExists)
+      << "without live, the training ranks keep the job";
+  auto r = Live("n-0", 0, Shaped(3, 5), token);  // rank 1 of the old shape died; rank 0 carries on as 3 x 5
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->start_batch, 2u);
+  EXPECT_EQ(r->spec.origin_offset, 40u);
+  EXPECT_EQ(Ack("c-b", 1, 3, 3).code(), StatusCode::kAborted) << "the departed rank's session ended";
+  // Its client, registering again on the old shape, is refused: it cannot take a rank of the new plan.
+  EXPECT_EQ(impl_->RegisterClient({"c-b", "job", 1, spec_, 4}).status().code(), StatusCode::kFailedPrecondition);
+  // The others join from the same point, live or not.
+  ASSERT_TRUE(Live("n-1", 1, Shaped(3, 5), token).ok());
+  auto joined = Resume("n-2", 2, Shaped(3, 5), token);
+  ASSERT_TRUE(joined.ok()) << joined.status().ToString();
+  EXPECT_EQ(joined->start_batch, 2u);
+  const CoordinatorStats stats = impl_->Stats();
+  EXPECT_EQ(stats.shape_changes, 1u);
+  EXPECT_EQ(stats.live_shape_changes, 1u);
+}
+
+TEST_F(LiveReshapeTest, OnlyTheCallersTeamsSessionsAreEnded) {
+  const std::string token = TrainingAt(2, Caller{"client:vision"});
+  auto other = Live("n-0", 0, Shaped(3, 5), token, Caller{"client:speech"});
+  EXPECT_EQ(other.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(other.status().message().find("caller's team"), std::string::npos) << other.status().ToString();
+  EXPECT_EQ(impl_->GetJob("job")->world_size, 2u);
+  EXPECT_TRUE(impl_->ClientHeartbeat({"c-b", "job", 1, 3, 3, {}, 0}, Caller{"client:vision"}).ok()) << "untouched";
+  EXPECT_TRUE(Live("n-0", 0, Shaped(3, 5), token, Caller{"client2:vision"}).ok()) << "another key of the team";
+}
+
+TEST_F(LiveReshapeTest, AChangeNotEveryRankJoinedIsNotReplannedFromAnotherPoint) {
+  const std::string token = TrainingAt(2);
+  ASSERT_TRUE(Live("n-0", 0, Shaped(3, 5), token).ok());
+  auto later = DecodeCheckpointToken(token);
+  later->point.offset += 5;
+  auto r = Live("n-1", 1, Shaped(4, 5), EncodeCheckpointToken(*later));
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(r.status().message().find("resume every rank from the same checkpoint"), std::string::npos)
+      << r.status().ToString();
+  // From the same point, the ranks may agree on yet another shape (one more left before all had joined).
+  auto again = Live("n-1", 1, Shaped(2, 5), token);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->spec.world_size, 2u);
+  EXPECT_EQ(again->start_batch, 4u);  // 40 of 100 at 10 a step: steps 4..9 of the 2 x 5 plan's 10
+  EXPECT_EQ(Ack("n-0", 0, 3, 3).code(), StatusCode::kAborted) << "the 3 x 5 shape's session ended too";
+}
+
+TEST_F(LiveReshapeTest, ARankOfTheSameShapeIsTakenOverFromItsTeam) {
+  const std::string token = TrainingAt(2);
+  // Rank 1's process died; its session lives until the client timeout. Its replacement resumes at the agreed point.
+  EXPECT_EQ(Resume("n-1", 1, spec_, token).status().code(), StatusCode::kAlreadyExists);
+  auto r = Live("n-1", 1, spec_, token);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->start_batch, 2u);
+  EXPECT_EQ(Ack("c-b", 1, 3, 3).code(), StatusCode::kAborted);
+  EXPECT_TRUE(Ack("c-a", 0, 3, 3).ok()) << "the surviving rank goes on in its session";
+  EXPECT_EQ(impl_->Stats().shape_changes, 0u);
 }
 
 // What a framework's len() asks before it gives the checkpoint back: the job as another shape would have it, with

@@ -40,7 +40,7 @@ struct JobStats {
   uint32_t ranks = 0;
   uint32_t ranks_held = 0;       // with a live client session
   uint32_t batch_size = 0;
-  uint32_t shape_changes = 0;    // times a checkpoint resumed it on another shape
+  uint32_t shape_changes = 0;    // times it changed shape (a checkpoint resumed it on another, or live)
   std::string team;              // of the key its lowest-numbered held rank was taken with
   TeamPolicy policy;             // its team's
   uint64_t samples_leased = 0;   // since the coordinator started (or the job was re-planned)
@@ -66,7 +66,8 @@ struct CoordinatorStats {
   uint64_t sessions_resumed = 0;     // a client's session continued (after a restart or a pause)
   uint64_t sessions_unbound = 0;     // sessions started without a secret (older clients): bound to their key only
   uint64_t jobs_removed = 0;         // jobs forgotten after their retention without clients
-  uint64_t shape_changes = 0;        // jobs re-planned for another shape by a checkpoint
+  uint64_t shape_changes = 0;        // jobs re-planned for another shape by a checkpoint (or a live change)
+  uint64_t live_shape_changes = 0;   // of them, live: the old shape's training sessions ended
   uint64_t workers_reported = 0;     // (job, worker) pairs a client reported: the job leases that worker no more
   uint64_t worker_session_refused = 0;  // requests for a registered worker without its session's secret
   uint64_t workers_benched = 0;  // (job, worker) benches: kStrikes leases kept or claimed while others delivered

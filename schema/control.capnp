@@ -213,6 +213,10 @@ struct RegisterClient {
   session @11 :Data;            # a secret the client drew (32 random bytes, one per process): only a registration
                                 # carrying it continues the rank's session, and its heartbeats and deregistration
                                 # must carry it too. The coordinator keeps (and journals) only its hash.
+  resumeLive @12 :Bool;         # with a version 2 token of another shape: a live shape change. The job is re-planned
+                                # from the token's point although ranks of its old shape are training; their sessions
+                                # end (they join the new shape from the same point). Only over ranks the caller's
+                                # team holds (PERMISSION_DENIED otherwise).
 }
 
 struct WorkerInfo {

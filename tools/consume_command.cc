@@ -61,6 +61,9 @@ StatusOr<ConsumeOptions> ParseConsumeFlags(int argc, char** argv) {
   flags.AddString("checkpoint-file", &o.checkpoint_file, "write a checkpoint token here (atomically)");
   flags.AddUint("checkpoint-every", &o.checkpoint_every, "... after every this many batches (0: only at the end)");
   flags.AddString("resume-from", &resume_from, "read a checkpoint token from this file and resume from it");
+  flags.AddBool("resume-live", &o.client.resume_live,
+                "with --resume-from on another shape: a live shape change (the old shape's ranks of this team that "
+                "are training end now instead of being waited for)");
   flags.AddString("claim-timeout", &claim,
                   "a rank a live session holds (a crashed predecessor, until the coordinator's client timeout): "
                   "ask again this long before failing");

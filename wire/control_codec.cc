@@ -46,6 +46,7 @@ struct SpecAndResume {
       m.setResumeFrom(c.resume->position);
       m.setResumeSpecFingerprint(c.resume->spec_fingerprint);
       m.setResumeToken(c.resume->token);
+      m.setResumeLive(c.resume->live);
     }
   }
   Status Get(wire::RegisterClient::Reader m, RegisterClientRequest* c) const {
@@ -53,7 +54,7 @@ struct SpecAndResume {
       STOKER_ASSIGN_OR_RETURN(c->spec, FromWire(m.getSpec()));
     }
     if (m.getHasResume()) {
-      c->resume = ResumePoint{m.getResumeFrom(), m.getResumeSpecFingerprint(), m.getResumeToken()};
+      c->resume = ResumePoint{m.getResumeFrom(), m.getResumeSpecFingerprint(), m.getResumeToken(), m.getResumeLive()};
     }
     return Status::Ok();
   }

@@ -125,6 +125,7 @@ struct ResumePoint {
   uint64_t position = 0;          // version 1: global batch index
   uint64_t spec_fingerprint = 0;  // version 1: SpecFingerprint of the job the checkpoint was taken in
   std::string token;              // the whole token: what the coordinator goes by when it is there
+  bool live = false;  // a live shape change: the old shape's training ranks end (RegisterClient.resumeLive)
 };
 
 struct RegisterClientRequest {

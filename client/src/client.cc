@@ -101,7 +101,10 @@ Status CheckOptions(const ClientOptions& options) {
 }
 
 StatusOr<std::optional<ResumePoint>> ResumePointOf(const ClientOptions& options) {
-  if (options.resume_token.empty()) return std::optional<ResumePoint>();
+  if (options.resume_token.empty()) {
+    if (options.resume_live) return InvalidArgumentError("resume_live (a live shape change) needs a resume_token");
+    return std::optional<ResumePoint>();
+  }
   STOKER_ASSIGN_OR_RETURN(CheckpointToken token, DecodeCheckpointToken(options.resume_token));
   // A version 2 token says how much of the epoch the job had trained on, which is the same for every rank: any
   // rank's token resumes any rank. A version 1 token names its rank's own position.
@@ -110,7 +113,11 @@ StatusOr<std::optional<ResumePoint>> ResumePointOf(const ClientOptions& options)
                                 std::to_string(token.rank) + ", not job '" + options.job + "' rank " +
                                 std::to_string(options.rank));
   }
-  return std::optional<ResumePoint>(ResumePoint{token.position, token.spec_fingerprint, options.resume_token});
+  if (options.resume_live && token.version == 1) {
+    return InvalidArgumentError("a live shape change needs a version 2 checkpoint token (this one is version 1)");
+  }
+  return std::optional<ResumePoint>(
+      ResumePoint{token.position, token.spec_fingerprint, options.resume_token, options.resume_live});
 }
 
 StatusOr<Security> SecurityOf(const ClientOptions& options, bool local) {

@@ -76,6 +76,8 @@ LoaderFlags::LoaderFlags(FlagSet& flags) {
                   "client id (default: random c-...); one per process: a live client's id is refused to another "
                   "process until that client leaves or its session times out");
   flags.AddString("resume-token", &c.resume_token, "a checkpoint token to resume from");
+  flags.AddBool("resume-live", &c.resume_live,
+                "with resume-token: a live shape change; the old shape's training ranks (of this team) end now");
   flags.AddString("metrics-listen", &c.metrics_listen, "serve /metrics etc. on this host:port (default: none)");
   flags.AddString("connect-timeout", &connect_timeout_, "how long to retry an unreachable coordinator");
   flags.AddInt("device", &device_, "CUDA device to deliver batches on (-1: host memory)");

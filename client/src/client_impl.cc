@@ -209,7 +209,16 @@ void ClientImpl::RegisterReplied(const DecodedReply& reply) {
       // ended. Stop asking workers for batches and tell the application.
       LoseSession(reply.status.WithContext("this client lost its rank"));
     }
-  } else if (auto* r = std::get_if<RegisterClientResponse>(&reply.body)) {
+  } else if (auto* r = std::get_if<RegisterClientResponse>(&reply.body);
+             r != nullptr && SpecFingerprint(r->spec) != SpecFingerprint(core_.spec())) {
+    // The job was re-planned while this client was away (a live shape change by its other ranks): this client's
+    // plan is not the job's any more. Its rank joins the new shape only with a checkpoint token (a new Client).
+    Send(DeregisterRequest{core_.client_id(), options_.job, options_.rank, session_});
+    LoseSession(FailedPreconditionError("job '" + options_.job + "' changed shape to " +
+                                        std::to_string(r->spec.world_size) + " ranks x " +
+                                        std::to_string(r->spec.batch_size) +
+                                        ": join it from the agreed checkpoint (a live shape change)"));
+  } else if (r != nullptr) {
     core_.ForgetAttempts();  // a new coordinator session: its attempts are the ones that count
     membership_version_ = r->membership_version;
     UpdateWorkers(r->workers);

@@ -578,6 +578,23 @@ TEST_F(ClientImplTest, ARankTakenOverEndsTheSession) {
   EXPECT_TRUE(outbox_.credits.empty()) << "no more credits";
 }
 
+TEST_F(ClientImplTest, AJobReplannedWhileTheSessionWasLostEndsItAndGivesTheRankBack) {
+  Start({Worker(1)});
+  impl().Tick();
+  Reply(Take<ClientHeartbeatRequest>(), std::monostate{}, AbortedError("rank 0 has another session"));
+  RequestTracker::Pending again = Take<RegisterClientRequest>();
+  Clear();
+  RegisterClientResponse replanned = Registered({Worker(1)});
+  replanned.spec.world_size = 3;  // a live shape change by the job's other ranks
+  replanned.spec.origin_offset = 2;
+  Reply(again, replanned);
+  EXPECT_TRUE(impl().session_lost());
+  Status lost = core_->Next(Millis(1)).status();
+  EXPECT_EQ(lost.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(lost.message().find("changed shape to 3 ranks"), std::string::npos) << lost.message();
+  EXPECT_EQ(Count<DeregisterRequest>(), 1u) << "the rank claimed in the new plan is given back";
+}
+
 TEST_F(ClientImplTest, LeavingWithdrawsEveryCreditAndDeregisters) {
   Start({Worker(1), Worker(2)});
   Clear();

@@ -44,6 +44,11 @@ struct ClientOptions {
   std::string resume_token;              // from Checkpoint(): start exactly after the last batch consumed then.
                                          // The rank must be free: a crashed process's session ends after the
                                          // coordinator's client timeout (see claim_timeout)
+  // With resume_token: a live shape change (docs/design.md, "Shape changes while running"). The job is re-planned
+  // from the token's point at once, although ranks of its old shape are training: their sessions end, and each
+  // survivor joins the new shape from the same token (Client::Checkpoint, Close, a new Client). Only over ranks
+  // of this client's own team. Without it, a resume on another shape waits until the old clients have left.
+  bool resume_live = false;
   // Observability (docs/observability.md). The process serves /metrics, /healthz, /readyz and /state on this
   // host:port, started by the first Client that asks; the process's other Clients join that endpoint. Empty:
   // $STOKER_METRICS_LISTEN, and if that is unset too, no server (Stats() still works). A port that cannot be

@@ -344,6 +344,36 @@ class Loader:
             return
         self._reconnect(_state.token_for(state, self._job, self.rank, self.ranks, self._batch_size))
 
+    def reshape(self, rank, ranks, *, batch_size=None, state=None):
+        """A live shape change, without a checkpoint or a restart: this process goes on as rank `rank` of `ranks`
+        (with `batch_size` per rank, default unchanged) from `state` (default: this Loader's state_dict(), the batch
+        after the last one taken). Every surviving rank calls it with the same state, which the ranks agree on as
+        they agree on their new group (a fault-tolerant trainer's quorum); new ranks call load_state_dict() with it
+        after reshape(..) on a fresh Loader, or reshape() itself. The coordinator re-plans what is left of the epoch
+        from that point at once: the old shape's sessions still training (a departed rank's among them) end, so
+        nobody waits for its client timeout; only sessions of this process's team can be ended that way. Every
+        rank of the new shape takes the same number of steps, and every sample of the epoch is trained on exactly
+        once across the change. StokerError as load_state_dict(); FAILED_PRECONDITION when another rank already
+        changed the job's shape from another point that not every rank has joined yet."""
+        if self._closed:
+            raise StokerError(_capi.FAILED_PRECONDITION, "the Loader is closed")
+        if self._follower:
+            raise StokerError(_capi.FAILED_PRECONDITION, "a tensor-parallel follower follows its leader's shape")
+        if not 0 <= rank < ranks:
+            raise ValueError(f"rank {rank} is not one of {ranks} ranks")
+        if state is None:
+            state = self.state_dict()
+        self._device = self.device  # as connected: the rank's GPU stays its own
+        self._rank, self._ranks, self._job_info = rank, ranks, None
+        if batch_size is not None:
+            self._batch_size = self._options["batch_size"] = batch_size
+        token = _state.token_for(state, self._job, rank, ranks, self._batch_size)
+        self._options["resume_live"] = True  # this registration only: later ones resume as usual
+        try:
+            self._reconnect(token)
+        finally:
+            del self._options["resume_live"]
+
     def _reconnect(self, token):
         self._disconnect()
         self._resume_token = token
