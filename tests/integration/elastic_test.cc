@@ -2,7 +2,8 @@
 // coordinator killed and restarted, 3 ranks x 6 from that checkpoint (a worker killed meanwhile) across an epoch's
 // end, then 6 ranks x 3 to the job's end. Judged in the positions of each epoch's order (tools/shaped_check.h):
 // every sample of every epoch exactly once, at most the last shape's remainder not delivered, equal batches per rank
-// within each shape. And the refusals: another seed or dataset, named.
+// within each shape. A live change (the old shape still training, one of its ranks dead) across a coordinator
+// restart, judged the same way. And the refusals: another seed or dataset, named.
 #include <gtest/gtest.h>
 
 #include <csignal>
@@ -112,6 +113,74 @@ TEST_F(ElasticTest, ACheckpointResumesOnFewerThenMoreRanksExactlyOnce) {
   for (const auto& b : *batches) ASSERT_TRUE(doubled.Record(b).ok());
   ASSERT_TRUE(doubled.Record((*batches)[12]).ok());
   EXPECT_FALSE(doubled.Check(0).ok());
+}
+
+// A live change (resume-live): ranks of 4 x 4 train on (each step held 250 ms) past the point they agree on; one
+// of them dies (its session held: the client timeout is two minutes); rank 0 of 3 x 4 resumes live from that point
+// at once, the coordinator is restarted before the other two join, and the old shape's live clients are told.
+TEST_F(ElasticTest, ALiveChangeEndsTheOldShapesSessionsAndSurvivesACoordinatorRestart) {
+  tools::LocalCluster cluster(ClusterIn(dir_, {"--client-timeout", "120s"}));
+  ASSERT_TRUE(cluster.StartCoordinator().ok());
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(cluster.StartWorker().ok());
+  const std::vector<size_t> old = Stage(cluster, Shaped(4, 4), "a", {"--checkpoint-every", "2", "--hold-ms", "250"});
+  ASSERT_EQ(old.size(), 4u) << "every consumer of the stage started";
+  ASSERT_TRUE(tools::WaitForLines(cluster.ConsumerLog(old[0]), 4, kRunTimeout, &cluster.consumer(old[0])).ok());
+  const std::string agreed = ReadFile(dir_.Join("a0.ckpt"));  // the point the ranks agree on (2 or more steps)
+  dir_.Write("agreed.ckpt", agreed);
+  auto token = DecodeCheckpointToken(agreed);
+  ASSERT_TRUE(token.ok()) << token.status().ToString();
+  const uint64_t steps = token->point.offset / 16;
+  ASSERT_EQ(token->point.epoch, 0u);
+  ASSERT_GE(steps, 2u);
+  for (size_t id : old) {  // every rank trained to the point (as ranks that step together have), rank 0 past it
+    const size_t lines = id == old[0] ? steps + 1 : steps;
+    ASSERT_TRUE(tools::WaitForLines(cluster.ConsumerLog(id), lines, kRunTimeout, &cluster.consumer(id)).ok());
+  }
+  cluster.consumer(old[3]).Kill();  // rank 3 dies; the others go on until they are told
+
+  const std::vector<std::string> from = {"--resume-from", dir_.Join("agreed.ckpt"), "--claim-timeout", "2s"};
+  std::vector<std::string> live = from;
+  live.push_back("--resume-live");
+  auto first = cluster.StartConsumer("b0", Shaped(3, 4), 0, live);
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(tools::WaitForLines(cluster.ConsumerLog(*first), 1, kRunTimeout, &cluster.consumer(*first)).ok())
+      << cluster.ConsumerOutput(*first);
+  ASSERT_TRUE(cluster.RestartCoordinator({"--client-timeout", "120s"}).ok());  // before the others have joined
+  std::vector<size_t> joined = {*first};
+  for (uint32_t rank = 1; rank < 3; ++rank) {
+    auto c = cluster.StartConsumer("b" + std::to_string(rank), Shaped(3, 4), rank, from);
+    ASSERT_TRUE(c.ok());
+    joined.push_back(*c);
+  }
+  ASSERT_NO_FATAL_FAILURE(WaitAll(cluster, joined));
+  for (int i = 0; i < 3; ++i) {  // the old shape's live clients end, naming the new shape
+    EXPECT_EQ(cluster.consumer(old[i]).Wait(kRunTimeout), 1);
+    EXPECT_NE(cluster.ConsumerOutput(old[i]).find("changed shape to 3 ranks x 4"), std::string::npos)
+        << cluster.ConsumerOutput(old[i]);
+  }
+
+  // The old shape's batches after the agreed point were not trained on: cut, as a trainer's restart would.
+  std::vector<std::string> logs;
+  for (size_t id : old) logs.push_back(cluster.ConsumerLog(id));
+  for (size_t id : joined) logs.push_back(cluster.ConsumerLog(id));
+  auto batches = ReadLogs(logs);
+  ASSERT_TRUE(batches.ok()) << batches.status().ToString();
+  tools::ShapedChecker checker(base_, data_.samples);
+  size_t cut = 0;
+  for (const auto& b : *batches) {
+    if (b.shape.ranks == 4 && b.batch.epoch * 7 + b.batch.index >= steps) {
+      ++cut;
+      continue;
+    }
+    ASSERT_TRUE(checker.Record(b).ok());
+  }
+  EXPECT_GT(cut, 0u) << "the old shape trained past the point, so the cut proves something";
+  const tools::ShapedVerdict epoch0 = checker.Check(0), epoch1 = checker.Check(1);
+  EXPECT_TRUE(epoch0.ok()) << epoch0.Describe();
+  EXPECT_TRUE(epoch1.ok()) << epoch1.Describe();
+  const std::string point = "3x4@0+" + std::to_string(token->point.offset);
+  EXPECT_NE(epoch0.shapes.find(point), std::string::npos) << epoch0.shapes;
+  EXPECT_NE(epoch0.shapes.find("4x4 [" + std::to_string(steps)), std::string::npos) << epoch0.shapes;
 }
 
 TEST_F(ElasticTest, AResumeOnAnotherShapeIsRefusedForAnotherSeedOrDataset) {
