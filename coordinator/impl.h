@@ -387,8 +387,12 @@ class CoordinatorImpl {
   static StatusOr<CheckpointToken> ResumeTokenOf(const RegisterClientRequest& request);
   StatusOr<uint64_t> ResumeStartLocked(const RegisterClientRequest& request, const CheckpointToken& token,
                                        JobRuntime*& job, const Caller& caller) STOKER_REQUIRES(mu_);
-  Status CheckJoinLocked(const JobRuntime& job, uint64_t start, const CheckpointToken& token) const
-      STOKER_REQUIRES(mu_);
+  Status CheckLiveLocked(const JobRuntime& job, const RegisterClientRequest& request,
+                         const CheckpointToken& token) const STOKER_REQUIRES(mu_);
+  bool EveryRankJoinedLocked(const JobRuntime& job) const STOKER_REQUIRES(mu_);
+  Status NotJoinedError(const JobRuntime& job, const CheckpointToken& token) const STOKER_REQUIRES(mu_);
+  // A session holds the rank: live, or replayed after a restart and not yet silent for the client timeout.
+  bool HeldLocked(const RankRuntime& r) const STOKER_REQUIRES(mu_);
   Status ReshapeLocked(JobRuntime*& job, const JobSpec& shape, const CheckpointToken& token,
                        const Caller* live_caller) STOKER_REQUIRES(mu_);
   // The registered worker `worker_id` if `caller`, carrying `session`, may act for it: FAILED_PRECONDITION if

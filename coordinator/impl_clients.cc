@@ -175,6 +175,12 @@ Status CoordinatorImpl::CheckRegistrationLocked(const RegisterClientRequest& req
   return Status::Ok();
 }
 
+// A session replayed after a restart is its client's until it has been silent for the client timeout, as a live one
+// is: another process of the same key could otherwise take the rank before its client's next heartbeat.
+bool CoordinatorImpl::HeldLocked(const RankRuntime& r) const {
+  return r.session_live || (r.restored && clock_.Now() - r.last_heard <= options_.client_timeout);
+}
+
 // A live session is its holder's alone: only the same client of the same identity continues it; nobody takes it
 // over, with a checkpoint or without, until it ends (deregistered, or silent for --client-timeout). The exception
 // is a live change (ResumePoint::live) by the holder's own team: its trainers agreed that the holder has left.
@@ -184,9 +190,7 @@ Status CoordinatorImpl::CheckClaimLocked(const RegisterClientRequest& request, c
   const RankView view = ViewLocked(job, request.rank);
   const bool same = view.client_id == request.client_id && view.holder == caller.identity &&
                     SessionMatches(view.session_check, request.session);
-  // A session replayed after a restart is its client's until it has been silent for the client timeout, as a live
-  // one is: another process of the same key could otherwise take the rank before its client's next heartbeat.
-  const bool held = r.session_live || (r.restored && clock_.Now() - r.last_heard <= options_.client_timeout);
+  const bool held = HeldLocked(r);
   const bool live = request.resume.has_value() && request.resume->live &&
                     FairShare::TeamOf(view.holder) == FairShare::TeamOf(caller.identity);
   if (held && (!same || request.resume.has_value()) && !live) {
@@ -304,11 +308,11 @@ StatusOr<RegisterClientResponse> CoordinatorImpl::RegisterOnJobLocked(const Regi
     STOKER_ASSIGN_OR_RETURN(token, ResumeTokenOf(request));
   }
   STOKER_RETURN_IF_ERROR(CheckRegistrationLocked(request, *job, token.has_value() && token->version == 2));
+  STOKER_RETURN_IF_ERROR(CheckSessionSecret(request.session));
   std::optional<uint64_t> resume_at;
   if (token.has_value()) {  // may re-plan the job for the request's shape
     STOKER_ASSIGN_OR_RETURN(resume_at, ResumeStartLocked(request, *token, job, caller));
   }
-  STOKER_RETURN_IF_ERROR(CheckSessionSecret(request.session));
   STOKER_RETURN_IF_ERROR(CheckClaimLocked(request, *job, caller));
   RankRuntime& r = job->ranks[request.rank];
   const RankView view = ViewLocked(*job, request.rank);

@@ -49,6 +49,7 @@ StatusOr<uint64_t> CoordinatorImpl::ResumeStartLocked(const RegisterClientReques
                                                       const Caller& caller) {
   const JobSpec& spec = job->record->spec;
   if (token.version == 1) {
+    if (request.resume->live) STOKER_RETURN_IF_ERROR(CheckLiveLocked(*job, request, token));  // refused
     const uint64_t expected = SpecFingerprint(spec);
     if (token.spec_fingerprint != expected) {
       return FailedPreconditionError("the checkpoint was taken in a different job spec or dataset than job '" +
@@ -83,36 +84,54 @@ StatusOr<uint64_t> CoordinatorImpl::ResumeStartLocked(const RegisterClientReques
     shape.batch_size = request.spec->batch_size;
     shape.batches_per_unit = request.spec->batches_per_unit;
   }
+  const bool live = request.resume->live;
+  if (live) STOKER_RETURN_IF_ERROR(CheckLiveLocked(*job, request, token));
   if (SameShape(shape, spec)) {
     if (auto at = job->plan.BatchAt(token.point); at.has_value()) {
-      STOKER_RETURN_IF_ERROR(CheckJoinLocked(*job, *at, token));
+      if (at != job->plan.StartBatch() && !EveryRankJoinedLocked(*job)) return NotJoinedError(*job, token);
       return *at;
     }
-  }
-  const bool live = request.resume->live;
-  const Plan::Point changed_at{spec.origin_epoch, spec.origin_offset};
-  if (live && Plan::NormalOrigin(spec, job->record->num_samples, token.point) != changed_at) {
-    // A live change over one that other ranks are still joining at another point: whose steps would count?
-    STOKER_RETURN_IF_ERROR(CheckJoinLocked(*job, job->plan.total_batches() + 1, token));
   }
   STOKER_RETURN_IF_ERROR(ReshapeLocked(job, shape, token, live ? &caller : nullptr));
   return job->plan.StartBatch();
 }
 
+// A live change is the job's ranks' agreement on a point: it needs a version 2 token and the shape it changes to
+// (the registration's spec), never goes back behind the job's last change (a stale token would deal again what was
+// trained on since), and is not made from another point while ranks of that change are still joining it (whose
+// steps would count?). From the same point the ranks may agree on yet another shape.
+Status CoordinatorImpl::CheckLiveLocked(const JobRuntime& job, const RegisterClientRequest& request,
+                                        const CheckpointToken& token) const {
+  if (token.version != 2 || !request.spec.has_value()) {
+    return InvalidArgumentError("a live shape change needs a version 2 checkpoint token and the job's spec (the "
+                                "shape it changes to)");
+  }
+  const JobSpec& spec = job.record->spec;
+  const Plan::Point changed_at{spec.origin_epoch, spec.origin_offset};
+  const Plan::Point point = Plan::NormalOrigin(spec, job.record->num_samples, token.point);
+  if (std::pair(point.epoch, point.offset) < std::pair(changed_at.epoch, changed_at.offset)) {
+    return FailedPreconditionError("this checkpoint resumes from " + PointText(token.point) + ", behind job '" +
+                                   spec.name + "''s last shape change (from " + PointText(changed_at) +
+                                   "): a live change never goes back over what was trained on since");
+  }
+  if (point != changed_at && !EveryRankJoinedLocked(job)) return NotJoinedError(job, token);
+  return Status::Ok();
+}
+
 // After a shape change every rank must resume from the same point: a rank that has not claimed its place in the
 // new shape yet and comes with a token of another step would leave the steps between uncovered or covered twice.
-// (`start` past the plan's end: whatever the point, as a live change over another point asks.)
-Status CoordinatorImpl::CheckJoinLocked(const JobRuntime& job, uint64_t start, const CheckpointToken& token) const {
-  if (job.record->shape_changes == 0 || start == job.plan.StartBatch()) return Status::Ok();
-  for (const RankRecord& r : job.record->ranks) {
-    if (r.session == 0) {
-      return FailedPreconditionError(
-          "this checkpoint resumes from " + PointText(token.point) + "; job '" + job.record->spec.name +
-          "' changed shape to resume from " + PointText(job.plan.PointOf(job.plan.StartBatch())) +
-          " and not every rank has joined it: resume every rank from the same checkpoint");
-    }
-  }
-  return Status::Ok();
+bool CoordinatorImpl::EveryRankJoinedLocked(const JobRuntime& job) const {
+  return job.record->shape_changes == 0 ||
+         std::all_of(job.record->ranks.begin(), job.record->ranks.end(), [](const RankRecord& r) {
+           return r.session != 0;
+         });
+}
+
+Status CoordinatorImpl::NotJoinedError(const JobRuntime& job, const CheckpointToken& token) const {
+  return FailedPreconditionError("this checkpoint resumes from " + PointText(token.point) + "; job '" +
+                                 job.record->spec.name + "' changed shape to resume from " +
+                                 PointText(job.plan.PointOf(job.plan.StartBatch())) +
+                                 " and not every rank has joined it: resume every rank from the same checkpoint");
 }
 
 Status CoordinatorImpl::ReshapeLocked(JobRuntime*& job, const JobSpec& shape, const CheckpointToken& token,
@@ -124,16 +143,15 @@ Status CoordinatorImpl::ReshapeLocked(JobRuntime*& job, const JobSpec& shape, co
                                   " ranks; this coordinator allows " + std::to_string(options_.max_ranks_per_job) +
                                   " (--max-ranks-per-job)");
   }
-  // A rank whose client is training now keeps the job in its shape, unless the change is live and the rank is
-  // the caller's team's (another team's key cannot end a job's sessions).
+  // A rank whose client is training now keeps the job in its shape, unless the change is live; a live change ends
+  // only sessions of the caller's team (another team's key cannot end a job's sessions, trained on or not).
   std::vector<std::string> busy;
   bool others = false;
   for (uint32_t rank = 0; rank < job->ranks.size(); ++rank) {
     const RankRecord& record = job->record->ranks[rank];
-    if (job->ranks[rank].session_live && record.consumed > record.start_batch) {
-      busy.push_back(std::to_string(rank) + " (" + record.client_id + ")");
-      others |= live_caller != nullptr && FairShare::TeamOf(record.holder) != FairShare::TeamOf(live_caller->identity);
-    }
+    if (!HeldLocked(job->ranks[rank])) continue;
+    if (record.consumed > record.start_batch) busy.push_back(std::to_string(rank) + " (" + record.client_id + ")");
+    others |= live_caller != nullptr && FairShare::TeamOf(record.holder) != FairShare::TeamOf(live_caller->identity);
   }
   if (others) {
     return PermissionDeniedError("job '" + name + "' has ranks of another team training; a live shape change ends "

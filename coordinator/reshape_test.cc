@@ -257,6 +257,54 @@ TEST_F(LiveReshapeTest, AChangeNotEveryRankJoinedIsNotReplannedFromAnotherPoint)
   EXPECT_EQ(Ack("n-0", 0, 3, 3).code(), StatusCode::kAborted) << "the 3 x 5 shape's session ended too";
 }
 
+TEST_F(LiveReshapeTest, AStaleTokenCannotTakeTheJobBackBehindItsLastChange) {
+  const std::string stale = TrainingAt(1);  // sample 20
+  ASSERT_TRUE(Ack("c-a", 0, 2, 2).ok());
+  ASSERT_TRUE(Ack("c-b", 1, 2, 2).ok());
+  const JobSpec job = *impl_->GetJob("job");
+  const std::string token = EncodeCheckpointToken(MakeCheckpointToken(job, *Plan::Make(job, 100), 0, 2));
+  ASSERT_TRUE(Live("n-0", 0, Shaped(3, 5), token).ok());  // from sample 40
+  auto back = Live("n-1", 1, Shaped(2, 5), stale);          // from sample 20: what 3 x 5 trained since, again?
+  EXPECT_EQ(back.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(back.status().message().find("behind job 'job''s last shape change"), std::string::npos)
+      << back.status().ToString();
+  EXPECT_EQ(Live("n-1", 1, Shaped(3, 5), stale).status().code(), StatusCode::kFailedPrecondition)
+      << "nor one rank of the same shape";
+  EXPECT_EQ(impl_->GetJob("job")->origin_offset, 40u);
+}
+
+TEST_F(LiveReshapeTest, ALiveChangeNeedsAVersion2TokenAndTheShape) {
+  const std::string token = TrainingAt(2);
+  auto bare = impl_->RegisterClient({"n-1", "job", 1, std::nullopt, 4, ResumePoint{0, 0, token, true}});
+  EXPECT_EQ(bare.status().code(), StatusCode::kInvalidArgument) << "without the spec: which shape?";
+  const uint64_t fingerprint = SpecFingerprint(*impl_->GetJob("job"));
+  auto v1 = impl_->RegisterClient({"n-1", "job", 1, spec_, 4, ResumePoint{2, fingerprint, "", true}});
+  EXPECT_EQ(v1.status().code(), StatusCode::kInvalidArgument) << v1.status().ToString();
+  EXPECT_TRUE(Ack("c-b", 1, 3, 3).ok()) << "rank 1 still its holder's";
+}
+
+TEST_F(LiveReshapeTest, AnotherTeamsSessionsAreNotEndedIdleOrAfterARestart) {
+  // Registered, not trained on yet: still another team's.
+  ASSERT_TRUE(impl_->RegisterClient({"c-a", "job", 0, spec_, 4}, Caller{"client:vision"}).ok());
+  JobSpec job = *impl_->GetJob("job");
+  const std::string token = EncodeCheckpointToken(MakeCheckpointToken(job, *Plan::Make(job, 100), 0, 0));
+  EXPECT_EQ(Live("n-0", 0, Shaped(3, 5), token, Caller{"client:speech"}).status().code(),
+            StatusCode::kPermissionDenied);
+  // Trained on, and the coordinator restarted: the session is replayed and held until the client timeout.
+  ASSERT_TRUE(impl_->ClientHeartbeat({"c-a", "job", 0, 2, 2, {}, 0}, Caller{"client:vision"}).ok());
+  const std::vector<Update> snapshot = impl_->Snapshot();
+  impl_ = std::make_unique<CoordinatorImpl>(options_, clock_, env_);
+  for (const Update& u : snapshot) impl_->Restore(u);
+  impl_->FinishRestore();
+  job = *impl_->GetJob("job");
+  const std::string later = EncodeCheckpointToken(MakeCheckpointToken(job, *Plan::Make(job, 100), 0, 2));
+  EXPECT_EQ(Live("n-0", 1, Shaped(3, 5), later, Caller{"client:speech"}).status().code(),
+            StatusCode::kPermissionDenied);
+  // Without live, a replayed session that trained keeps the job as a live one does.
+  EXPECT_EQ(Resume("n-0", 1, Shaped(3, 5), later).status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(impl_->GetJob("job")->world_size, 2u);
+}
+
 TEST_F(LiveReshapeTest, ARankOfTheSameShapeIsTakenOverFromItsTeam) {
   const std::string token = TrainingAt(2);
   // Rank 1's process died; its session lives until the client timeout. Its replacement resumes at the agreed point.

@@ -119,8 +119,10 @@ void ClientImpl::Start(const RegisterClientResponse& registered) {
   started_ = true;
   const JobSpec& spec = registered.spec;
   // Registering again after a lost session sends the job as registered (its manifest fingerprint and, resumed on
-  // another shape, its origin): a coordinator that forgot the job creates it again with the same plan.
-  if (claim_request_.spec.has_value()) claim_request_.spec = spec;
+  // another shape, its origin): a coordinator that forgot the job creates it again with the same plan, and one
+  // whose job changed shape meanwhile refuses the claim (an attached client's too) instead of giving it a rank of
+  // the new plan.
+  claim_request_.spec = spec;
   // A worker must be able to hold at least one whole unit for us, or it could never lease one.
   credits_ = std::max(options_.credits_per_worker, spec.batches_per_unit);
   heartbeat_interval_ = Millis(std::max<uint32_t>(50, registered.heartbeat_interval_ms));

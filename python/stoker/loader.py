@@ -99,8 +99,9 @@ class Loader:
     StokerError(ALREADY_EXISTS). A resumed rank takes over at once. tensor_parallel, agreement: (nccl_id, size,
     rank) for a group sharing this rank over NCCL, and for the data-parallel ranks' agreement step (see
     stoker/loader.h). framework: "torch" (default when importable) or "numpy". delivery_log: a file to append one
-    line per batch taken to, for `stoker check` (stoker.delivery_log); "{rank}" in it becomes the rank. Any other
-    flag of the C ABI (stoker::client::LoaderFlags) by name: prefetch=8, resume_token=..., metrics_listen=...
+    line per batch taken to, for `stoker check` (stoker.delivery_log); "{rank}" in it becomes the rank (the one
+    first connected as), "{pid}" the process id. Any other flag of the C ABI (stoker::client::LoaderFlags) by name:
+    prefetch=8, resume_token=..., metrics_listen=...
     """
 
     def __init__(self, coordinator, job, *, manifest=None, batch_size=None, ranks=None, rank=None, epochs=None,
@@ -307,7 +308,8 @@ class Loader:
         if self._delivery_log_path is None:
             return
         if self._delivery_log is None:
-            path = self._delivery_log_path.replace("{rank}", str(self._job_info["rank"]))
+            path = self._delivery_log_path.replace("{rank}", str(self._job_info["rank"])).replace(
+                "{pid}", str(os.getpid()))
             self._delivery_log = open(path, "a", buffering=1)  # a line at a time: a crash loses none
         if self._log_shape:
             self._delivery_log.write(shape_line(self._job_info) + "\n")
@@ -348,29 +350,46 @@ class Loader:
         """A live shape change, without a checkpoint or a restart: this process goes on as rank `rank` of `ranks`
         (with `batch_size` per rank, default unchanged) from `state` (default: this Loader's state_dict(), the batch
         after the last one taken). Every surviving rank calls it with the same state, which the ranks agree on as
-        they agree on their new group (a fault-tolerant trainer's quorum); new ranks call load_state_dict() with it
-        after reshape(..) on a fresh Loader, or reshape() itself. The coordinator re-plans what is left of the epoch
-        from that point at once: the old shape's sessions still training (a departed rank's among them) end, so
-        nobody waits for its client timeout; only sessions of this process's team can be ended that way. Every
+        they agree on their new group (a fault-tolerant trainer's quorum); a new rank calls it on a fresh Loader
+        with that state. The coordinator re-plans what is left of the epoch from that point at once: the old
+        shape's sessions (a departed rank's among them) end, so nobody waits for its client timeout; only sessions
+        of this process's team can be ended that way, and the point may not be behind the job's last change. Every
         rank of the new shape takes the same number of steps, and every sample of the epoch is trained on exactly
-        once across the change. StokerError as load_state_dict(); FAILED_PRECONDITION when another rank already
-        changed the job's shape from another point that not every rank has joined yet."""
+        once across the change when the state is the point the ranks really trained to. StokerError as
+        load_state_dict(); FAILED_PRECONDITION when another rank already changed the job's shape from another point
+        that not every rank has joined yet. A Loader of an agreement or tensor-parallel group cannot change shape
+        (its NCCL group would be the old one): open a new Loader with the new group. With delivery_log, give each
+        process its own file ("{pid}"): ranks renumber across a change."""
         if self._closed:
             raise StokerError(_capi.FAILED_PRECONDITION, "the Loader is closed")
-        if self._follower:
-            raise StokerError(_capi.FAILED_PRECONDITION, "a tensor-parallel follower follows its leader's shape")
+        if self._collective:
+            raise StokerError(_capi.FAILED_PRECONDITION, "a Loader in an agreement or tensor-parallel group cannot "
+                              "change shape live: open a new Loader with the new group's NCCL ids")
         if not 0 <= rank < ranks:
             raise ValueError(f"rank {rank} is not one of {ranks} ranks")
         if state is None:
+            if not self._ptr:
+                raise ValueError("reshape() of a Loader that never connected needs the state to resume from")
             state = self.state_dict()
-        self._device = self.device  # as connected: the rank's GPU stays its own
-        self._rank, self._ranks, self._job_info = rank, ranks, None
-        if batch_size is not None:
-            self._batch_size = self._options["batch_size"] = batch_size
-        token = _state.token_for(state, self._job, rank, ranks, self._batch_size)
+        batch_size = self._batch_size if batch_size is None else batch_size
+        token = _state.token_for(state, self._job, rank, ranks, batch_size)  # raises before anything changes
+        if _state.decode_token(token)["version"] == 1:
+            raise StokerError(_capi.FAILED_PRECONDITION, "a state written before stoker resumed on another shape "
+                              "cannot change the job's shape")
+        device = self.device  # as connected: the rank's GPU stays its own
+        before = (self._rank, self._ranks, self._batch_size, self._options.get("batch_size"), self._device,
+                  self._resume_token)
+        self._rank, self._ranks, self._batch_size, self._job_info = rank, ranks, batch_size, None
+        self._options["batch_size"], self._device = batch_size, device
         self._options["resume_live"] = True  # this registration only: later ones resume as usual
         try:
             self._reconnect(token)
+        except BaseException:
+            # Disconnected: the next use connects as before this call (and is told if the job changed shape).
+            (self._rank, self._ranks, self._batch_size, self._options["batch_size"], self._device,
+             self._resume_token) = before
+            self._job_info = None
+            raise
         finally:
             del self._options["resume_live"]
 

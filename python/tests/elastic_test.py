@@ -6,7 +6,7 @@ together (the driver plays their quorum: it decides the point every survivor res
   - a rank killed mid-epoch (its session still held: the coordinator's client timeout is two minutes) does not hold
     the others up: the survivors' Loader.reshape() re-plans the job at the agreed point at once, without restarting;
   - two ranks added later (new processes given the survivors' state) and another batch size;
-  - a worker killed during the change;
+  - a worker killed during the change (one survivor has joined the new shape, two have not);
   - `stoker check` over every rank's delivery log: each epoch's samples exactly once (at most the remainder not
     delivered), every rank of a shape the same number of steps;
   - a rank left out of the change that lives on is told at its next heartbeat: its Loader raises, naming the
@@ -126,8 +126,11 @@ class ElasticTest(unittest.TestCase):
         # The survivors agree on the point after step 2 and go on as 3 x 4 (12 a step): the 64 left are 5 steps.
         state = group[0].ask(do="state")
         self.assertEqual((state["epoch"], state["offset"]), (0, 32))
-        self.reshape(group, 3, 4, state)
-        self.cluster.procs[1].kill()  # a worker dies during the change
+        self.reshape(group[:1], 3, 4, state)
+        self.cluster.procs[1].kill()  # a worker dies during the change: one survivor has joined, two have not
+        for new_rank in (1, 2):
+            answer = group[new_rank].ask(do="reshape", rank=new_rank, ranks=3, batch_size=4, state=state)
+            self.assertEqual(answer.get("ranks"), 3, answer)
         self.step_all(group, 2)
 
         # Two ranks join (new processes, given the survivors' state) and every rank takes 2 a step: 5 x 2.
@@ -174,6 +177,22 @@ class ElasticTest(unittest.TestCase):
                 break
         self.assertIn("code", refused, "the old shape's client kept delivering")
         self.assertIn("changed shape", refused["message"])
+
+    def test_what_cannot_change_shape_is_refused_before_anything_changes(self):
+        import stoker
+        spec = self.spec(2, 4)
+        spec.pop("delivery_log")
+        loader = stoker.Loader(spec.pop("coordinator"), **spec, rank=0)
+        with self.assertRaises(ValueError):  # never connected: from which point?
+            loader.reshape(0, 1)
+        with self.assertRaises(ValueError):
+            loader.reshape(2, 2)
+        grouped = stoker.Loader(self.cluster.endpoint, **dict(spec, agreement=("00" * 128, 2, 0)), rank=0)
+        with self.assertRaises(stoker.StokerError) as refused:
+            grouped.reshape(0, 1, state={})
+        self.assertIn("agreement or tensor-parallel group", str(refused.exception))
+        loader.close()
+        grouped.close()
 
 
 if __name__ == "__main__":
