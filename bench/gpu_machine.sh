@@ -13,7 +13,8 @@
 # on every GPU; for the machines with 32 or more cores: SCALE_WORKERS 8,16,32,48 on 64; SCALE_WORKERS= or
 # SCALE_DDP_WORKERS= empty skips that part; SCALE_DDP_GPUS 2 runs DDP on two of the GPUs), elastic
 # (bench/elastic_bench.py: ResNet-50 with DDP on N GPUs resumed on N - 1 and back on N, exact, against synthetic;
-# ELASTIC_WORKERS, ELASTIC_GPUS).
+# ELASTIC_WORKERS, ELASTIC_GPUS), elastic-live (python/tests/elastic_test.py, then the PyTorch tests), feed-curve
+# (gpu_feed_bench end to end at FEED_CURVE's worker counts: the client's cost against its rate).
 # Results: $OUT/*.json, $OUT/gpu_machine.log.
 # LD_LIBRARY_PATH is set for our binaries only: PyTorch on that machine must keep its own libraries.
 set -uo pipefail
@@ -117,6 +118,17 @@ if want feed; then
     --worker-threads 3
 fi
 
+# The client's cost against the rate it is fed at: gpu_feed_bench end to end (sealed and --insecure in each run)
+# with more skip-decode workers each time, all on this host beside the client (FEED_CURVE: workers x threads).
+if want feed-curve; then
+  section "GPU feed: client CPU per 20,000 img/s against the rate (workers x threads: ${FEED_CURVE:-1x1 1x2 2x2 4x3})"
+  lscpu | grep -E "^(CPU\(s\)|Thread|Core|Socket|Model name|L2|L3)"
+  for shape in ${FEED_CURVE:-1x1 1x2 2x2 4x3}; do
+    ours "$BUNDLE/bin/gpu_feed_bench" --json "$OUT/feed-curve-$shape.json" --seconds ${FEED_SECONDS:-6} \
+      --workers "${shape%x*}" --worker-threads "${shape#*x}" 2>&1 | sed -n '/^3\. end to end/,$p'
+  done
+fi
+
 # The client's benchmarks for this build against an earlier one (.bundle/old/bin, BEFORE=<its revision>, made by
 # scripts/bundle-gpu.sh when STOKER_BUNDLE_BEFORE names a build directory), alternating, on the same machine: what
 # a refactoring may not cost. Each binary starts the coordinator and workers beside it, of its own build.
@@ -149,6 +161,16 @@ if want lightning; then
     --bin-dir "$BUNDLE/bin" --server-lib-dir "$BUNDLE/lib" 2>&1 | tail -12
   timeout 480 python3 "$BUNDLE/lightning_bench.py" --bundle "$BUNDLE" --out "$OUT" \
     --workers "${LIGHTNING_WORKERS:-14}" 2>&1 | grep -vE "^(generating|indexing):"
+fi
+
+# Live shape changes (python/tests/elastic_test.py) and the PyTorch tests, Lightning's resumed on one device fewer
+# among them, with this machine's PyTorch and Lightning.
+if want elastic-live; then
+  section "live shape changes, then the PyTorch tests with Lightning"
+  PYTHONPATH="$BUNDLE/python" timeout 240 python3 "$BUNDLE/tests/elastic_test.py" \
+    --bin-dir "$BUNDLE/bin" --server-lib-dir "$BUNDLE/lib" 2>&1 | grep -vE "ResourceWarning|tracemalloc|^  " | tail -8
+  PYTHONPATH="$BUNDLE/python" timeout 420 python3 "$BUNDLE/tests/torch_test.py" \
+    --bin-dir "$BUNDLE/bin" --server-lib-dir "$BUNDLE/lib" 2>&1 | tail -14
 fi
 
 if want scale; then

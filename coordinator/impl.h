@@ -390,6 +390,7 @@ class CoordinatorImpl {
   Status CheckLiveLocked(const JobRuntime& job, const RegisterClientRequest& request,
                          const CheckpointToken& token) const STOKER_REQUIRES(mu_);
   bool EveryRankJoinedLocked(const JobRuntime& job) const STOKER_REQUIRES(mu_);
+  Status CheckNotBehindLocked(const JobRuntime& job, uint32_t rank, uint64_t at) const STOKER_REQUIRES(mu_);
   Status NotJoinedError(const JobRuntime& job, const CheckpointToken& token) const STOKER_REQUIRES(mu_);
   // A session holds the rank: live, or replayed after a restart and not yet silent for the client timeout.
   bool HeldLocked(const RankRuntime& r) const STOKER_REQUIRES(mu_);

@@ -159,6 +159,15 @@ Status CoordinatorImpl::CheckRegistrationLocked(const RegisterClientRequest& req
       }
       return FailedPreconditionError(message);
     }
+    // A client's re-registration carries the spec it registered, origin and all: one of a plan the job left since.
+    const bool has_origin = request.spec->origin_epoch != 0 || request.spec->origin_offset != 0;
+    if (!shape_may_change && has_origin &&
+        (request.spec->origin_epoch != spec.origin_epoch || request.spec->origin_offset != spec.origin_offset)) {
+      return FailedPreconditionError("job '" + request.job + "' changed shape again (now from epoch " +
+                                     std::to_string(spec.origin_epoch) + " sample " +
+                                     std::to_string(spec.origin_offset) +
+                                     "): a rank joins it with a checkpoint token of that point");
+    }
   }
   if (request.rank >= shape.world_size) {
     return InvalidArgumentError("job '" + request.job + "' has ranks 0.." + std::to_string(shape.world_size - 1) +

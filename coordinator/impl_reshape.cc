@@ -89,6 +89,7 @@ StatusOr<uint64_t> CoordinatorImpl::ResumeStartLocked(const RegisterClientReques
   if (SameShape(shape, spec)) {
     if (auto at = job->plan.BatchAt(token.point); at.has_value()) {
       if (at != job->plan.StartBatch() && !EveryRankJoinedLocked(*job)) return NotJoinedError(*job, token);
+      if (live) STOKER_RETURN_IF_ERROR(CheckNotBehindLocked(*job, request.rank, *at));
       return *at;
     }
   }
@@ -115,6 +116,30 @@ Status CoordinatorImpl::CheckLiveLocked(const JobRuntime& job, const RegisterCli
                                    "): a live change never goes back over what was trained on since");
   }
   if (point != changed_at && !EveryRankJoinedLocked(job)) return NotJoinedError(job, token);
+  // From the change's own point again once every rank has joined it and some trained: those steps would be dealt
+  // again. (While a rank has not joined, no step of ranks that step together can have been trained.)
+  if (point == changed_at && EveryRankJoinedLocked(job) &&
+      std::any_of(job.record->ranks.begin(), job.record->ranks.end(),
+                  [](const RankRecord& r) { return r.consumed > r.start_batch; })) {
+    return FailedPreconditionError("this checkpoint resumes from " + PointText(token.point) + ", where job '" +
+                                   spec.name + "' last changed shape, and its ranks have trained since: resume "
+                                   "from the point they trained to");
+  }
+  return Status::Ok();
+}
+
+// A live registration of the same shape (a rank taken over) more than a step behind another held rank: a stale
+// state, which would deal that rank's trained steps again. (One step behind is a step that failed.)
+Status CoordinatorImpl::CheckNotBehindLocked(const JobRuntime& job, uint32_t rank, uint64_t at) const {
+  for (uint32_t other = 0; other < job.ranks.size(); ++other) {
+    const RankRecord& r = job.record->ranks[other];
+    if (other != rank && HeldLocked(job.ranks[other]) && r.consumed > at + 1) {
+      return FailedPreconditionError("this checkpoint resumes rank " + std::to_string(rank) + " at batch " +
+                                     std::to_string(at) + " and rank " + std::to_string(other) + " of job '" +
+                                     job.record->spec.name + "' has consumed to batch " +
+                                     std::to_string(r.consumed) + ": resume from the point the ranks trained to");
+    }
+  }
   return Status::Ok();
 }
 
@@ -150,7 +175,10 @@ Status CoordinatorImpl::ReshapeLocked(JobRuntime*& job, const JobSpec& shape, co
   for (uint32_t rank = 0; rank < job->ranks.size(); ++rank) {
     const RankRecord& record = job->record->ranks[rank];
     if (!HeldLocked(job->ranks[rank])) continue;
-    if (record.consumed > record.start_batch) busy.push_back(std::to_string(rank) + " (" + record.client_id + ")");
+    // (Only live sessions count as training: a session replayed after a restart may have ended before it.)
+    if (job->ranks[rank].session_live && record.consumed > record.start_batch) {
+      busy.push_back(std::to_string(rank) + " (" + record.client_id + ")");
+    }
     others |= live_caller != nullptr && FairShare::TeamOf(record.holder) != FairShare::TeamOf(live_caller->identity);
   }
   if (others) {

@@ -300,9 +300,32 @@ TEST_F(LiveReshapeTest, AnotherTeamsSessionsAreNotEndedIdleOrAfterARestart) {
   const std::string later = EncodeCheckpointToken(MakeCheckpointToken(job, *Plan::Make(job, 100), 0, 2));
   EXPECT_EQ(Live("n-0", 1, Shaped(3, 5), later, Caller{"client:speech"}).status().code(),
             StatusCode::kPermissionDenied);
-  // Without live, a replayed session that trained keeps the job as a live one does.
-  EXPECT_EQ(Resume("n-0", 1, Shaped(3, 5), later).status().code(), StatusCode::kAlreadyExists);
   EXPECT_EQ(impl_->GetJob("job")->world_size, 2u);
+}
+
+TEST_F(LiveReshapeTest, TheChangesOwnPointIsStaleOnceEveryRankJoinedAndTrained) {
+  const std::string token = TrainingAt(2);
+  for (uint32_t rank = 0; rank < 3; ++rank) {
+    ASSERT_TRUE(Live("n-" + std::to_string(rank), rank, Shaped(3, 5), token).ok());
+  }
+  for (uint32_t rank = 0; rank < 3; ++rank) ASSERT_TRUE(Ack("n-" + std::to_string(rank), rank, 4, 4).ok());
+  // A replacement handed the change's state, or a retried change, after two steps were trained: refused.
+  auto again = Live("x-0", 0, Shaped(2, 5), token);
+  EXPECT_EQ(again.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(again.status().message().find("have trained since"), std::string::npos) << again.status().ToString();
+  EXPECT_EQ(Live("x-1", 1, Shaped(3, 5), token).status().code(), StatusCode::kFailedPrecondition);
+  // A replacement more than a step behind the others: refused; one step behind (a step that failed): taken over.
+  const JobSpec job = *impl_->GetJob("job");
+  auto at = [&](uint64_t batch) {
+    return EncodeCheckpointToken(MakeCheckpointToken(job, *Plan::Make(job, 100), 0, batch));
+  };
+  for (uint32_t rank = 0; rank < 3; ++rank) ASSERT_TRUE(Ack("n-" + std::to_string(rank), rank, 5, 5).ok());
+  auto behind = Live("x-1", 1, Shaped(3, 5), at(3));
+  EXPECT_EQ(behind.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(behind.status().message().find("has consumed to batch 5"), std::string::npos) << behind.status().ToString();
+  auto taken = Live("x-1", 1, Shaped(3, 5), at(4));
+  ASSERT_TRUE(taken.ok()) << taken.status().ToString();
+  EXPECT_EQ(taken->start_batch, 4u);
 }
 
 TEST_F(LiveReshapeTest, ARankOfTheSameShapeIsTakenOverFromItsTeam) {

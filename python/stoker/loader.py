@@ -367,6 +367,9 @@ class Loader:
                               "change shape live: open a new Loader with the new group's NCCL ids")
         if not 0 <= rank < ranks:
             raise ValueError(f"rank {rank} is not one of {ranks} ranks")
+        if self._options.get("attach"):
+            raise StokerError(_capi.INVALID_ARGUMENT, "a live shape change sends the job's spec: an attached "
+                              "Loader (attach=True) cannot make one")
         if state is None:
             if not self._ptr:
                 raise ValueError("reshape() of a Loader that never connected needs the state to resume from")
@@ -377,18 +380,18 @@ class Loader:
             raise StokerError(_capi.FAILED_PRECONDITION, "a state written before stoker resumed on another shape "
                               "cannot change the job's shape")
         device = self.device  # as connected: the rank's GPU stays its own
-        before = (self._rank, self._ranks, self._batch_size, self._options.get("batch_size"), self._device,
-                  self._resume_token)
+        before = (self._rank, self._ranks, self._batch_size, self._options.get("batch_size"), self._device)
         self._rank, self._ranks, self._batch_size, self._job_info = rank, ranks, batch_size, None
         self._options["batch_size"], self._device = batch_size, device
         self._options["resume_live"] = True  # this registration only: later ones resume as usual
         try:
             self._reconnect(token)
         except BaseException:
-            # Disconnected: the next use connects as before this call (and is told if the job changed shape).
-            (self._rank, self._ranks, self._batch_size, self._options["batch_size"], self._device,
-             self._resume_token) = before
-            self._job_info = None
+            # Disconnected: the next use connects in the shape before this call, without a token (where the rank's
+            # last session stopped; a token of an earlier point would deal its steps again), and is told if the job
+            # changed shape.
+            (self._rank, self._ranks, self._batch_size, self._options["batch_size"], self._device) = before[:5]
+            self._resume_token, self._job_info = None, None
             raise
         finally:
             del self._options["resume_live"]
