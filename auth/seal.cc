@@ -11,12 +11,15 @@
 #include <openssl/params.h>
 #include <sodium.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #if STOKER_WITH_IPSEC_MB
+#include <emmintrin.h>
 #include <intel-ipsec-mb.h>
 #include <openssl/crypto.h>
 #endif
@@ -107,6 +110,51 @@ uint8_t kNothing = 0;
 uint8_t* OrNothing(uint8_t* p) { return p != nullptr ? p : &kNothing; }
 const uint8_t* OrNothing(const uint8_t* p) { return p != nullptr ? p : &kNothing; }
 
+// Opening a large frame into another buffer may go through a chunk that stays in this core's L1 cache, streamed
+// on to `out` with non-temporal stores: `out` is a pinned slot the GPU reads next and this core never reads, so its
+// lines need not be read in before they are written, a third less memory traffic than decrypting into it directly.
+// Where one core's memory bandwidth is what bounds opening, that is what it saves; where it is not, the extra pass
+// over the chunk costs (bench/RESULTS.md section 27). $STOKER_OPEN_STREAM=1 turns it on.
+constexpr size_t kStreamChunk = 16 << 10;
+constexpr size_t kStreamAbove = 1 << 20;
+
+std::atomic<int> stream_opens{-1};  // -1: not decided yet (SealOpenStreaming)
+
+// memcpy with non-temporal stores for the 16-byte-aligned middle.
+void StreamCopy(uint8_t* dst, const uint8_t* src, size_t n) {
+  const size_t head = std::min(n, (16 - reinterpret_cast<uintptr_t>(dst) % 16) % 16);
+  std::memcpy(dst, src, head);
+  size_t at = head;
+  for (; at + 64 <= n; at += 64) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + at));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + at + 16));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + at + 32));
+    const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + at + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + at), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + at + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + at + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + at + 48), d);
+  }
+  std::memcpy(dst + at, src + at, n - at);
+}
+
+// GCM's decryption of `in` into `out` through the cached chunk; `computed` gets the tag. The fence puts the
+// streamed bytes in memory before anything this thread writes after (the batch's hand-off) can be seen.
+void StreamedOpen(IMB_MGR* m, const gcm_key_data& expanded, const uint8_t* iv, std::span<const uint8_t> aad,
+                  std::span<const uint8_t> in, std::span<uint8_t> out, uint8_t* computed) {
+  alignas(64) thread_local uint8_t chunk[kStreamChunk];
+  gcm_context_data context;
+  IMB_AES256_GCM_INIT(m, &expanded, &context, iv, OrNothing(aad.data()), aad.size());
+  for (size_t at = 0; at < in.size(); at += kStreamChunk) {
+    const size_t n = std::min(kStreamChunk, in.size() - at);
+    IMB_AES256_GCM_DEC_UPDATE(m, &expanded, &context, chunk, in.data() + at, n);
+    StreamCopy(out.data() + at, chunk, n);
+  }
+  _mm_sfence();
+  IMB_AES256_GCM_DEC_FINALIZE(m, &expanded, &context, computed, kSealTagBytes);
+  sodium_memzero(chunk, sizeof(chunk));
+}
+
 // AES-256-GCM over `in` into `out` (the same size; may be `in`). Encrypting writes `tag`; decrypting checks it and
 // says whether it held.
 bool Gcm(bool encrypt, std::span<const uint8_t, kSealKeyBytes> key, std::span<const uint8_t, 12> iv,
@@ -118,7 +166,9 @@ bool Gcm(bool encrypt, std::span<const uint8_t, kSealKeyBytes> key, std::span<co
   gcm_context_data context;
   const std::span<const uint8_t> aad = Joined(associated);
   uint8_t computed[kSealTagBytes];
-  if (encrypt) {
+  if (!encrypt && in.data() != out.data() && in.size() >= kStreamAbove && SealOpenStreaming()) {
+    StreamedOpen(m, expanded, iv.data(), aad, in, out, computed);
+  } else if (encrypt) {
     IMB_AES256_GCM_ENC(m, &expanded, &context, OrNothing(out.data()), OrNothing(in.data()), in.size(), iv.data(),
                        OrNothing(aad.data()), aad.size(), computed, kSealTagBytes);
   } else {
@@ -307,6 +357,28 @@ Status SealSession::Open(uint64_t counter, std::span<const std::span<const uint8
 std::array<uint8_t, 4> SealFrameIndex(uint32_t frame) {
   return {static_cast<uint8_t>(frame), static_cast<uint8_t>(frame >> 8), static_cast<uint8_t>(frame >> 16),
           static_cast<uint8_t>(frame >> 24)};
+}
+
+bool SealOpenStreaming() {
+#if STOKER_WITH_IPSEC_MB
+  int on = stream_opens.load(std::memory_order_relaxed);
+  if (on < 0) {
+    const char* env = std::getenv("STOKER_OPEN_STREAM");
+    on = env != nullptr && std::string(env) == "1" ? 1 : 0;
+    stream_opens.store(on, std::memory_order_relaxed);
+  }
+  return on == 1;
+#else
+  return false;
+#endif
+}
+
+void SetSealOpenStreaming(bool on) {
+#if STOKER_WITH_IPSEC_MB
+  stream_opens.store(on ? 1 : 0, std::memory_order_relaxed);
+#else
+  (void)on;
+#endif
 }
 
 const char* SealCipherName() {

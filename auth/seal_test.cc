@@ -104,6 +104,30 @@ TEST(SealPrimitives, AesGcmRefusesAnyFlippedByteAndZeroesTheOutput) {
   refused({}, flipped(tag, 0), {kGcmAad}, "an empty frame");  // its output is empty (data() may be null)
 }
 
+// A frame large enough to be streamed (where the build can), into a destination at an odd offset: the same
+// plaintext streamed or not, and a flipped byte refused either way.
+TEST(SealPrimitives, ALargeFrameOpensTheSameStreamedOrNot) {
+  const Bytes key(32, 7), aad(100, 3);
+  const std::array<uint8_t, 12> iv = SealNonce(9);
+  Bytes plain(3 * (1 << 20) + 77);
+  for (size_t i = 0; i < plain.size(); ++i) plain[i] = static_cast<uint8_t>(i * 131 + (i >> 9));
+  Bytes sealed = plain;
+  std::array<uint8_t, 16> tag{};
+  AesGcmSeal(Sized<32>(key), iv, Parts{aad}, sealed, tag);
+  const bool before = SealOpenStreaming();
+  for (bool stream : {false, true}) {
+    SetSealOpenStreaming(stream);
+    Bytes out(plain.size() + 5, 0);
+    const std::span<uint8_t> at = std::span(out).subspan(5, plain.size());
+    ASSERT_TRUE(AesGcmOpen(Sized<32>(key), iv, Parts{aad}, sealed, at, tag).ok()) << stream;
+    EXPECT_TRUE(std::equal(at.begin(), at.end(), plain.begin())) << "streamed: " << stream;
+    Bytes flipped = sealed;
+    flipped[2 * (1 << 20) + 1] ^= 0x10;
+    EXPECT_EQ(AesGcmOpen(Sized<32>(key), iv, Parts{aad}, flipped, at, tag).code(), StatusCode::kDataLoss) << stream;
+  }
+  SetSealOpenStreaming(before);
+}
+
 // RFC 5869, appendix A; the outputs checked with Python's cryptography (HKDF(SHA256(), 42, salt, info).derive).
 TEST(SealPrimitives, HkdfMatchesRfc5869) {
   const Bytes ikm(22, 0x0b);
