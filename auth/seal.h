@@ -138,7 +138,8 @@ std::array<uint8_t, 4> SealFrameIndex(uint32_t frame);
 // Which library's AES-256-GCM the build seals with: "ipsec-mb" or "openssl".
 const char* SealCipherName();
 // Whether AesGcmOpen streams a large frame's plaintext into another buffer with non-temporal stores (intel-ipsec-mb
-// builds; seal.cc says when that pays): $STOKER_OPEN_STREAM=1 at first use, or as set here (tests, benchmarks).
+// builds; seal.cc says when that pays): on Intel CPUs unless $STOKER_OPEN_STREAM=0 (=1: on anywhere), decided at
+// first use, or as set here (tests, benchmarks).
 bool SealOpenStreaming();
 void SetSealOpenStreaming(bool on);
 // GCM's IV for frame `counter`: four zero bytes, then the counter big-endian.

@@ -14,7 +14,8 @@
 # SCALE_DDP_WORKERS= empty skips that part; SCALE_DDP_GPUS 2 runs DDP on two of the GPUs), elastic
 # (bench/elastic_bench.py: ResNet-50 with DDP on N GPUs resumed on N - 1 and back on N, exact, against synthetic;
 # ELASTIC_WORKERS, ELASTIC_GPUS), elastic-live (python/tests/elastic_test.py, then the PyTorch tests), feed-curve
-# (gpu_feed_bench end to end at FEED_CURVE's worker counts: the client's cost against its rate).
+# (gpu_feed_bench end to end at FEED_CURVE's worker counts: the client's cost against its rate), feed-stream
+# (seal_bench and gpu_feed_bench with opening streamed into the pinned slots and not, alternating).
 # Results: $OUT/*.json, $OUT/gpu_machine.log.
 # LD_LIBRARY_PATH is set for our binaries only: PyTorch on that machine must keep its own libraries.
 set -uo pipefail
@@ -161,6 +162,23 @@ if want lightning; then
     --bin-dir "$BUNDLE/bin" --server-lib-dir "$BUNDLE/lib" 2>&1 | tail -12
   timeout 480 python3 "$BUNDLE/lightning_bench.py" --bundle "$BUNDLE" --out "$OUT" \
     --workers "${LIGHTNING_WORKERS:-14}" 2>&1 | grep -vE "^(generating|indexing):"
+fi
+
+# Opening sealed batches streamed into the pinned slots (non-temporal stores) against directly: seal_bench, then
+# gpu_feed_bench end to end with STOKER_OPEN_STREAM=0 and =1 alternating, at FEED_CURVE's worker counts.
+if want feed-stream; then
+  section "GPU feed: opening streamed into pinned slots vs directly (${FEED_CURVE:-2x2 4x3}, ${FEED_ROUNDS:-2} rounds)"
+  ours "$BUNDLE/bin/seal_bench" --json "$OUT/seal-stream.json" | tail -4
+  for round in $(seq "${FEED_ROUNDS:-2}"); do
+    for shape in ${FEED_CURVE:-2x2 4x3}; do
+      for stream in 0 1; do
+        echo "--- round $round, $shape workers x threads, STOKER_OPEN_STREAM=$stream"
+        STOKER_OPEN_STREAM=$stream ours "$BUNDLE/bin/gpu_feed_bench" --seconds ${FEED_SECONDS:-6} \
+          --json "$OUT/feed-stream$stream-$shape-r$round.json" --workers "${shape%x*}" \
+          --worker-threads "${shape#*x}" 2>&1 | sed -n '/^3\. end to end/,$p' | grep -E "img/s|by thread"
+      done
+    done
+  done
 fi
 
 # Live shape changes (python/tests/elastic_test.py) and the PyTorch tests, Lightning's resumed on one device fewer
