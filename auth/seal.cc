@@ -122,9 +122,9 @@ constexpr size_t kStreamAbove = 1 << 20;
 
 std::atomic<int> stream_opens{-1};  // -1: not decided yet (SealOpenStreaming)
 
-// memcpy with non-temporal stores for the 16-byte-aligned middle.
+// memcpy with non-temporal stores for the cache-line-aligned middle.
 void StreamCopy(uint8_t* dst, const uint8_t* src, size_t n) {
-  const size_t head = std::min(n, (16 - reinterpret_cast<uintptr_t>(dst) % 16) % 16);
+  const size_t head = std::min(n, (64 - reinterpret_cast<uintptr_t>(dst) % 64) % 64);  // whole lines streamed
   std::memcpy(dst, src, head);
   size_t at = head;
   for (; at + 64 <= n; at += 64) {
@@ -155,6 +155,7 @@ void StreamedOpen(IMB_MGR* m, const gcm_key_data& expanded, const uint8_t* iv, s
   _mm_sfence();
   IMB_AES256_GCM_DEC_FINALIZE(m, &expanded, &context, computed, kSealTagBytes);
   sodium_memzero(chunk, sizeof(chunk));
+  sodium_memzero(&context, sizeof(context));  // its keystream for a last partial block, its GHASH state
 }
 
 // AES-256-GCM over `in` into `out` (the same size; may be `in`). Encrypting writes `tag`; decrypting checks it and
@@ -178,6 +179,7 @@ bool Gcm(bool encrypt, std::span<const uint8_t, kSealKeyBytes> key, std::span<co
                        OrNothing(aad.data()), aad.size(), computed, kSealTagBytes);
   }
   sodium_memzero(&expanded, sizeof(expanded));
+  sodium_memzero(&context, sizeof(context));
   STOKER_CHECK(imb_get_errno(m) == 0, "intel-ipsec-mb: GCM failed");
   if (encrypt) {
     std::memcpy(tag, computed, kSealTagBytes);
@@ -366,13 +368,15 @@ bool SealOpenStreaming() {
   int on = stream_opens.load(std::memory_order_relaxed);
   if (on < 0) {
     const char* env = std::getenv("STOKER_OPEN_STREAM");
+    int decided = 0;
     if (env != nullptr && (std::string(env) == "0" || std::string(env) == "1")) {
-      on = std::string(env) == "1" ? 1 : 0;
+      decided = std::string(env) == "1" ? 1 : 0;
     } else {
       __builtin_cpu_init();
-      on = __builtin_cpu_is("intel") ? 1 : 0;
+      decided = __builtin_cpu_is("intel") ? 1 : 0;
     }
-    stream_opens.store(on, std::memory_order_relaxed);
+    // Unless SetSealOpenStreaming decided meanwhile: then its choice stands.
+    on = stream_opens.compare_exchange_strong(on, decided, std::memory_order_relaxed) ? decided : on;
   }
   return on == 1;
 #else

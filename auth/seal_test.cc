@@ -104,28 +104,51 @@ TEST(SealPrimitives, AesGcmRefusesAnyFlippedByteAndZeroesTheOutput) {
   refused({}, flipped(tag, 0), {kGcmAad}, "an empty frame");  // its output is empty (data() may be null)
 }
 
-// A frame large enough to be streamed (where the build can), into a destination at an odd offset: the same
-// plaintext streamed or not, and a flipped byte refused either way.
+// A frame large enough to be streamed (where the build can), into a destination at a line-aligned and an odd
+// offset: the same plaintext streamed or not, and a flipped byte of the frame, its associated data or its tag
+// refused either way with the whole output zeroed.
 TEST(SealPrimitives, ALargeFrameOpensTheSameStreamedOrNot) {
-  const Bytes key(32, 7), aad(100, 3);
+  const Bytes key(32, 7);
+  Bytes aad(100, 3);
   const std::array<uint8_t, 12> iv = SealNonce(9);
   Bytes plain(3 * (1 << 20) + 77);
   for (size_t i = 0; i < plain.size(); ++i) plain[i] = static_cast<uint8_t>(i * 131 + (i >> 9));
   Bytes sealed = plain;
   std::array<uint8_t, 16> tag{};
   AesGcmSeal(Sized<32>(key), iv, Parts{aad}, sealed, tag);
-  const bool before = SealOpenStreaming();
+  struct Restore {
+    bool was = SealOpenStreaming();
+    ~Restore() { SetSealOpenStreaming(was); }
+  } restore;
+  const bool can_stream = std::string(SealCipherName()) == "ipsec-mb";
   for (bool stream : {false, true}) {
     SetSealOpenStreaming(stream);
-    Bytes out(plain.size() + 5, 0);
-    const std::span<uint8_t> at = std::span(out).subspan(5, plain.size());
-    ASSERT_TRUE(AesGcmOpen(Sized<32>(key), iv, Parts{aad}, sealed, at, tag).ok()) << stream;
-    EXPECT_TRUE(std::equal(at.begin(), at.end(), plain.begin())) << "streamed: " << stream;
-    Bytes flipped = sealed;
-    flipped[2 * (1 << 20) + 1] ^= 0x10;
-    EXPECT_EQ(AesGcmOpen(Sized<32>(key), iv, Parts{aad}, flipped, at, tag).code(), StatusCode::kDataLoss) << stream;
+    EXPECT_EQ(SealOpenStreaming(), stream && can_stream);
+    for (size_t offset : {0, 5}) {
+      Bytes buffer(plain.size() + 64 + offset, 0);
+      // (a 64-byte-aligned start, then `offset` past it)
+      const size_t align = (64 - reinterpret_cast<uintptr_t>(buffer.data()) % 64) % 64;
+      const std::span<uint8_t> out = std::span(buffer).subspan(align + offset, plain.size());
+      const std::string what = std::string(stream ? "streamed" : "directly") + " at +" + std::to_string(offset);
+      ASSERT_TRUE(AesGcmOpen(Sized<32>(key), iv, Parts{aad}, sealed, out, tag).ok()) << what;
+      EXPECT_TRUE(std::equal(out.begin(), out.end(), plain.begin())) << what;
+      const auto refused = [&](const Bytes& frame, const Bytes& associated, std::array<uint8_t, 16> t,
+                               const std::string& flip) {
+        EXPECT_EQ(AesGcmOpen(Sized<32>(key), iv, Parts{associated}, frame, out, t).code(), StatusCode::kDataLoss)
+            << what << ", " << flip;
+        EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](uint8_t b) { return b == 0; })) << what << ", " << flip;
+      };
+      Bytes flipped = sealed;
+      flipped[2 * (1 << 20) + 1] ^= 0x10;
+      refused(flipped, aad, tag, "the frame");
+      Bytes other_aad = aad;
+      other_aad[99] ^= 1;
+      refused(sealed, other_aad, tag, "the associated data");
+      std::array<uint8_t, 16> other_tag = tag;
+      other_tag[15] ^= 1;
+      refused(sealed, aad, other_tag, "the tag");
+    }
   }
-  SetSealOpenStreaming(before);
 }
 
 // RFC 5869, appendix A; the outputs checked with Python's cryptography (HKDF(SHA256(), 42, salt, info).derive).
