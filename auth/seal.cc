@@ -118,7 +118,7 @@ const uint8_t* OrNothing(const uint8_t* p) { return p != nullptr ? p : &kNothing
 // directly into rotating slots and 1.10x that streamed; an AMD EPYC core 10.1 GB/s directly and 0.77x streamed. So
 // it is on for Intel CPUs, off for others; $STOKER_OPEN_STREAM=1 or =0 decides instead.
 constexpr size_t kStreamChunk = 16 << 10;
-constexpr size_t kStreamAbove = 1 << 20;
+constexpr size_t kStreamAbove = 128 << 10;
 
 std::atomic<int> stream_opens{-1};  // -1: not decided yet (SealOpenStreaming)
 

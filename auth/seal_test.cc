@@ -104,7 +104,7 @@ TEST(SealPrimitives, AesGcmRefusesAnyFlippedByteAndZeroesTheOutput) {
   refused({}, flipped(tag, 0), {kGcmAad}, "an empty frame");  // its output is empty (data() may be null)
 }
 
-// A frame large enough to be streamed (where the build can), into a destination at a line-aligned and an odd
+// A frame large enough to be streamed (128 KiB or more, where the build can), into a destination at a line-aligned and an odd
 // offset: the same plaintext streamed or not, and a flipped byte of the frame, its associated data or its tag
 // refused either way with the whole output zeroed.
 TEST(SealPrimitives, ALargeFrameOpensTheSameStreamedOrNot) {
