@@ -39,6 +39,13 @@ JobSpec Spec() {
           .world_size = 2, .epochs = 2};
 }
 
+// A registration's resume point of a live shape change: a real version 2 token of Spec()'s job.
+ResumePoint LiveResume() {
+  const JobSpec spec = Spec();
+  auto plan = Plan::Make(spec, 96);
+  return ResumePoint{0, 0, EncodeCheckpointToken(MakeCheckpointToken(spec, *plan, 0, 2)), true};
+}
+
 void ControlFrames(const std::string& dir) {
   const std::vector<RequestBody> requests = {
       RegisterWorkerRequest{"w-1", "tcp://10.0.0.1:7401", 4, "0.1.0", std::string(40, 'k'), false, "",
@@ -52,7 +59,9 @@ void ControlFrames(const std::string& dir) {
                              .received_above = {8, 9}, .membership_version = 2, .rejected_workers = {"w-2"},
                              .session = std::string(32, 's'), .receive_seconds = 0.25, .h2d_seconds = 0.125},
       GetJobRequest{"w-1", "job"},
-      DeregisterRequest{"c-1", "job", 0, std::string(32, 's')}};
+      DeregisterRequest{"c-1", "job", 0, std::string(32, 's')},
+      // A live shape change: a version 2 token (resumeToken) with resumeLive, after every earlier request's seed.
+      RegisterClientRequest{"c-2", "job", 1, Spec(), 8, LiveResume(), false, "", std::string(32, 's')}};
   for (size_t i = 0; i < requests.size(); ++i) Write(dir, "request-" + std::to_string(i), Bytes(EncodeRequest(i + 1, requests[i])));
   const std::vector<ReplyBody> replies = {
       RegisterWorkerResponse{250, 1500, std::string(32, 't')},
