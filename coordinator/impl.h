@@ -387,8 +387,7 @@ class CoordinatorImpl {
   static StatusOr<CheckpointToken> ResumeTokenOf(const RegisterClientRequest& request);
   StatusOr<uint64_t> ResumeStartLocked(const RegisterClientRequest& request, const CheckpointToken& token,
                                        JobRuntime*& job, const Caller& caller) STOKER_REQUIRES(mu_);
-  Status CheckLiveLocked(const JobRuntime& job, const RegisterClientRequest& request,
-                         const CheckpointToken& token) const STOKER_REQUIRES(mu_);
+  Status CheckLiveLocked(const JobRuntime& job, const CheckpointToken& token) const STOKER_REQUIRES(mu_);
   bool EveryRankJoinedLocked(const JobRuntime& job) const STOKER_REQUIRES(mu_);
   Status CheckNotBehindLocked(const JobRuntime& job, uint32_t rank, uint64_t at) const STOKER_REQUIRES(mu_);
   Status NotJoinedError(const JobRuntime& job, const CheckpointToken& token) const STOKER_REQUIRES(mu_);

@@ -50,6 +50,13 @@ void CountClientStages(std::string& of, std::array<double, ClientHeartbeatReques
   }
 }
 
+// What a client of a plan the job has left is told.
+std::string ChangedShape(const JobSpec& spec) {
+  return "the job changed shape to " + std::to_string(spec.world_size) + " ranks x " +
+         std::to_string(spec.batch_size) + " from epoch " + std::to_string(spec.origin_epoch) + " sample " +
+         std::to_string(spec.origin_offset) + ": a rank joins it with a checkpoint token of that point";
+}
+
 }  // namespace
 
 // Whether `path` (resolved) lies in one of the resolved `dirs`.
@@ -150,12 +157,8 @@ Status CoordinatorImpl::CheckRegistrationLocked(const RegisterClientRequest& req
       std::string message = "job '" + request.job + "' already exists with a different spec:";
       for (const auto& d : diff) message += " " + d + ";";
       if (std::any_of(diff.begin(), diff.end(), [](const std::string& d) { return JobSpec::IsShapeField(d); })) {
-        message += job.record->shape_changes == 0
-                       ? " (a job changes shape when it resumes from a checkpoint)"
-                       : " (the job changed shape to " + std::to_string(spec.world_size) + " ranks x " +
-                             std::to_string(spec.batch_size) + " from epoch " + std::to_string(spec.origin_epoch) +
-                             " sample " + std::to_string(spec.origin_offset) +
-                             ": a rank joins it with a checkpoint token of that point)";
+        message += job.record->shape_changes == 0 ? " (a job changes shape when it resumes from a checkpoint)"
+                                                  : " (" + ChangedShape(spec) + ")";
       }
       return FailedPreconditionError(message);
     }
@@ -163,10 +166,7 @@ Status CoordinatorImpl::CheckRegistrationLocked(const RegisterClientRequest& req
     const bool has_origin = request.spec->origin_epoch != 0 || request.spec->origin_offset != 0;
     if (!shape_may_change && has_origin &&
         (request.spec->origin_epoch != spec.origin_epoch || request.spec->origin_offset != spec.origin_offset)) {
-      return FailedPreconditionError("job '" + request.job + "' changed shape again (now from epoch " +
-                                     std::to_string(spec.origin_epoch) + " sample " +
-                                     std::to_string(spec.origin_offset) +
-                                     "): a rank joins it with a checkpoint token of that point");
+      return FailedPreconditionError("job '" + request.job + "': " + ChangedShape(spec));
     }
   }
   if (request.rank >= shape.world_size) {

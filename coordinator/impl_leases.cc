@@ -153,9 +153,9 @@ LeaseGrant CoordinatorImpl::GrantLocked(const std::string& job_name, JobRuntime&
     const double second = shares_.PolicyOf(team).min_workers * worker_threads_;
     guarantee->second.amount = std::max(-second, guarantee->second.amount) - seconds;
   }
-  HoldLocked(r, unit,
-             ActiveLease{g.attempt, worker_id, clock_.Now() + options_.lease_ttl, false, {}, batches, team});
-  r.active[unit].no_pace = batches < range.count;  // only what the client lacked: quicker than a unit
+  ActiveLease lease{g.attempt, worker_id, clock_.Now() + options_.lease_ttl, false, {}, batches, team};
+  lease.no_pace = batches < range.count;  // only what the client lacked: quicker than a unit
+  HoldLocked(r, unit, std::move(lease));
   return g;
 }
 

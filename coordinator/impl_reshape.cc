@@ -48,8 +48,12 @@ StatusOr<uint64_t> CoordinatorImpl::ResumeStartLocked(const RegisterClientReques
                                                       const CheckpointToken& token, JobRuntime*& job,
                                                       const Caller& caller) {
   const JobSpec& spec = job->record->spec;
+  const bool live = request.resume->live;
+  if (live && (token.version != 2 || !request.spec.has_value())) {
+    return InvalidArgumentError("a live shape change needs a version 2 checkpoint token and the job's spec (the "
+                                "shape it changes to)");
+  }
   if (token.version == 1) {
-    if (request.resume->live) STOKER_RETURN_IF_ERROR(CheckLiveLocked(*job, request, token));  // refused
     const uint64_t expected = SpecFingerprint(spec);
     if (token.spec_fingerprint != expected) {
       return FailedPreconditionError("the checkpoint was taken in a different job spec or dataset than job '" +
@@ -84,8 +88,7 @@ StatusOr<uint64_t> CoordinatorImpl::ResumeStartLocked(const RegisterClientReques
     shape.batch_size = request.spec->batch_size;
     shape.batches_per_unit = request.spec->batches_per_unit;
   }
-  const bool live = request.resume->live;
-  if (live) STOKER_RETURN_IF_ERROR(CheckLiveLocked(*job, request, token));
+  if (live) STOKER_RETURN_IF_ERROR(CheckLiveLocked(*job, token));
   if (SameShape(shape, spec)) {
     if (auto at = job->plan.BatchAt(token.point); at.has_value()) {
       if (at != job->plan.StartBatch() && !EveryRankJoinedLocked(*job)) return NotJoinedError(*job, token);
@@ -97,16 +100,11 @@ StatusOr<uint64_t> CoordinatorImpl::ResumeStartLocked(const RegisterClientReques
   return job->plan.StartBatch();
 }
 
-// A live change is the job's ranks' agreement on a point: it needs a version 2 token and the shape it changes to
-// (the registration's spec), never goes back behind the job's last change (a stale token would deal again what was
-// trained on since), and is not made from another point while ranks of that change are still joining it (whose
-// steps would count?). From the same point the ranks may agree on yet another shape.
-Status CoordinatorImpl::CheckLiveLocked(const JobRuntime& job, const RegisterClientRequest& request,
-                                        const CheckpointToken& token) const {
-  if (token.version != 2 || !request.spec.has_value()) {
-    return InvalidArgumentError("a live shape change needs a version 2 checkpoint token and the job's spec (the "
-                                "shape it changes to)");
-  }
+// A live change is the job's ranks' agreement on a point (a version 2 token, ResumeStartLocked checked): it never
+// goes back behind the job's last change (a stale token would deal again what was trained on since), and is not
+// made from another point while ranks of that change are still joining it (whose steps would count?). From the
+// same point the ranks may agree on yet another shape.
+Status CoordinatorImpl::CheckLiveLocked(const JobRuntime& job, const CheckpointToken& token) const {
   const JobSpec& spec = job.record->spec;
   const Plan::Point changed_at{spec.origin_epoch, spec.origin_offset};
   const Plan::Point point = Plan::NormalOrigin(spec, job.record->num_samples, token.point);
@@ -115,10 +113,11 @@ Status CoordinatorImpl::CheckLiveLocked(const JobRuntime& job, const RegisterCli
                                    spec.name + "''s last shape change (from " + PointText(changed_at) +
                                    "): a live change never goes back over what was trained on since");
   }
-  if (point != changed_at && !EveryRankJoinedLocked(job)) return NotJoinedError(job, token);
+  const bool joined = EveryRankJoinedLocked(job);
+  if (point != changed_at && !joined) return NotJoinedError(job, token);
   // From the change's own point again once every rank has joined it and some trained: those steps would be dealt
   // again. (While a rank has not joined, no step of ranks that step together can have been trained.)
-  if (point == changed_at && EveryRankJoinedLocked(job) &&
+  if (point == changed_at && joined &&
       std::any_of(job.record->ranks.begin(), job.record->ranks.end(),
                   [](const RankRecord& r) { return r.consumed > r.start_batch; })) {
     return FailedPreconditionError("this checkpoint resumes from " + PointText(token.point) + ", where job '" +

@@ -257,10 +257,10 @@ bool CoordinatorImpl::AdoptLocked(const LeaseRef& ref, const std::string& worker
       job->plan.UnitEnd(ref.unit) <= ViewLocked(*job, ref.rank).received) {
     return false;
   }
-  HoldLocked(r, ref.unit,
-             ActiveLease{ref.attempt, worker_id, now + options_.lease_ttl, false, {}, job->plan.Unit(ref.unit).count,
-                         JobTeamLocked(*job)});
-  r.active[ref.unit].no_pace = true;  // granted before the restart: when, nobody knows
+  ActiveLease lease{ref.attempt, worker_id, now + options_.lease_ttl, false, {}, job->plan.Unit(ref.unit).count,
+                    JobTeamLocked(*job)};
+  lease.no_pace = true;  // granted before the restart: when, nobody knows
+  HoldLocked(r, ref.unit, std::move(lease));
   r.pending.erase(ref.unit);
   ++stats_.leases_adopted;
   return true;
