@@ -16,6 +16,25 @@ class OverdueTest : public CoordinatorImplTest {
     for (const LeaseGrant& g : held) hb.leases.push_back({g.job, g.rank, g.unit, g.attempt});
     ASSERT_TRUE(impl_->WorkerHeartbeat(hb).ok());
   }
+  // `n` units of rank 0 leased to `held_by`, then one leased to `by` a millisecond later, sent `after` that and
+  // taken by rank 0's client (`received` gathers what it took): work leased after `held_by`'s and delivered first.
+  // Returns `held_by`'s leases.
+  std::vector<LeaseGrant> Overtaken(const std::string& held_by, uint32_t n, const std::string& by,
+                                    std::vector<uint64_t>& received, Duration after = Millis(0)) {
+    std::vector<LeaseGrant> held = Lease(held_by, 0, n);
+    EXPECT_EQ(held.size(), n);
+    clock_.Advance(Millis(1));
+    std::vector<LeaseGrant> other = Lease(by, 0, 1);
+    if (other.size() != 1) {
+      ADD_FAILURE() << by << " was leased " << other.size() << " units, not 1";
+      return held;
+    }
+    clock_.Advance(after);
+    EXPECT_TRUE(Sent(by, other[0]).ok());
+    received.push_back(other[0].first_batch);
+    EXPECT_TRUE(Ack("c-a", 0, 0, 0, received).ok());
+    return held;
+  }
 };
 
 TEST_F(OverdueTest, AWorkerHoldingUnitsWhileAnotherDeliversLosesThemAndIsBenched) {
@@ -24,16 +43,10 @@ TEST_F(OverdueTest, AWorkerHoldingUnitsWhileAnotherDeliversLosesThemAndIsBenched
   AddWorker("w-good");
   std::vector<uint64_t> received;
   for (uint32_t strike = 1; strike <= 3; ++strike) {
-    std::vector<LeaseGrant> stuck = Lease("w-stuck", 0, 1);
+    // (batch 0 stays missing: the others are above the watermark)
+    std::vector<LeaseGrant> stuck = Overtaken("w-stuck", 1, "w-good", received, Millis(100));
     ASSERT_EQ(stuck.size(), 1u);
     EXPECT_EQ(stuck[0].first_batch, 0u) << "the unit it lost is leased first again";
-    clock_.Advance(Millis(1));  // leased after it
-    std::vector<LeaseGrant> good = Lease("w-good", 0, 1);
-    ASSERT_EQ(good.size(), 1u);
-    clock_.Advance(Millis(100));
-    ASSERT_TRUE(Sent("w-good", good[0]).ok());
-    received.push_back(good[0].first_batch);
-    ASSERT_TRUE(Ack("c-a", 0, 0, 0, received).ok());  // batch 0 missing: the others are above the watermark
     ASSERT_EQ(impl_->Stats().units_committed, strike);
     clock_.Advance(options_.lease_ttl - Millis(150));  // its lease is lease_ttl - 50 ms old
     ASSERT_NO_FATAL_FAILURE(Beat("w-stuck", stuck));  // renewed: it never expires
@@ -85,13 +98,10 @@ TEST_F(OverdueTest, UnitsGoingBackTogetherAreOneStrike) {
   Register("c-a", 0, /*window=*/8);
   AddWorker("w-stuck");
   AddWorker("w-good");
-  std::vector<LeaseGrant> stuck = Lease("w-stuck", 0, 4);
+  std::vector<uint64_t> received;
+  std::vector<LeaseGrant> stuck = Overtaken("w-stuck", 4, "w-good", received);
   ASSERT_EQ(stuck.size(), 4u);
-  clock_.Advance(Millis(1));
-  std::vector<LeaseGrant> good = Lease("w-good", 0, 1);
-  ASSERT_EQ(good.size(), 1u);
-  ASSERT_TRUE(Sent("w-good", good[0]).ok());
-  ASSERT_TRUE(Ack("c-a", 0, 0, 0, {good[0].first_batch}).ok());
+  ASSERT_EQ(impl_->Stats().units_committed, 1u);
   clock_.Advance(options_.lease_ttl - Millis(100));
   ASSERT_NO_FATAL_FAILURE(Beat("w-stuck", stuck));
   ASSERT_NO_FATAL_FAILURE(Beat("w-good"));
@@ -141,14 +151,9 @@ TEST_F(OverdueTest, AnUnacknowledgedUnitIsJudgedFromWhenItWasSent) {
   AddWorker("w-other");
   std::vector<uint64_t> received;
   for (int round = 0; round < 3; ++round) {
-    std::vector<LeaseGrant> last = Lease("w-last", 0, 1);
+    // w-other's unit is leased after w-last's and delivered before w-last's is sent.
+    std::vector<LeaseGrant> last = Overtaken("w-last", 1, "w-other", received);
     ASSERT_EQ(last.size(), 1u);
-    clock_.Advance(Millis(1));
-    std::vector<LeaseGrant> other = Lease("w-other", 0, 1);
-    ASSERT_EQ(other.size(), 1u);
-    ASSERT_TRUE(Sent("w-other", other[0]).ok());
-    received.push_back(other[0].first_batch);
-    ASSERT_TRUE(Ack("c-a", 0, 0, 0, received).ok());  // leased after w-last's unit, delivered before it was sent
     clock_.Advance(Millis(10));
     ASSERT_TRUE(Sent("w-last", last[0]).ok());
     for (int i = 0; i < 6; ++i) {  // the client takes nothing more; the ack timeout is 5 s
