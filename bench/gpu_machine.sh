@@ -14,8 +14,8 @@
 # SCALE_DDP_WORKERS= empty skips that part; SCALE_DDP_GPUS 2 runs DDP on two of the GPUs), elastic
 # (bench/elastic_bench.py: ResNet-50 with DDP on N GPUs resumed on N - 1 and back on N, exact, against synthetic;
 # ELASTIC_WORKERS, ELASTIC_GPUS), elastic-live (python/tests/elastic_test.py, then the PyTorch tests), feed-curve
-# (gpu_feed_bench end to end at FEED_CURVE's worker counts: the client's cost against its rate), feed-stream
-# (seal_bench and gpu_feed_bench with opening streamed into the pinned slots and not, alternating).
+# (gpu_feed_bench end to end at FEED_CURVE's worker counts: the client's cost against its rate; FEED_STREAMS="0 1"
+# with opening streamed into the pinned slots and not, alternating).
 # Results: $OUT/*.json, $OUT/gpu_machine.log.
 # LD_LIBRARY_PATH is set for our binaries only: PyTorch on that machine must keep its own libraries.
 set -uo pipefail
@@ -120,65 +120,25 @@ if want feed; then
 fi
 
 # The client's cost against the rate it is fed at: gpu_feed_bench end to end (sealed and --insecure in each run)
-# with more skip-decode workers each time, all on this host beside the client (FEED_CURVE: workers x threads).
+# with more skip-decode workers each time, all on this host beside the client (FEED_CURVE: workers x threads), for
+# FEED_ROUNDS rounds; with FEED_STREAMS="0 1", each shape with opening streamed into the pinned slots and not,
+# alternating (STOKER_OPEN_STREAM; empty: the build's default for this CPU), after seal_bench.
 if want feed-curve; then
-  section "GPU feed: client CPU per 20,000 img/s against the rate (workers x threads: ${FEED_CURVE:-1x1 1x2 2x2 4x3})"
+  section "GPU feed: client CPU per 20,000 img/s against the rate (${FEED_CURVE:-1x1 1x2 2x2 4x3}; streams: ${FEED_STREAMS:-default})"
   lscpu | grep -E "^(CPU\(s\)|Thread|Core|Socket|Model name|L2|L3)"
-  for shape in ${FEED_CURVE:-1x1 1x2 2x2 4x3}; do
-    ours "$BUNDLE/bin/gpu_feed_bench" --json "$OUT/feed-curve-$shape.json" --seconds ${FEED_SECONDS:-6} \
-      --workers "${shape%x*}" --worker-threads "${shape#*x}" 2>&1 | sed -n '/^3\. end to end/,$p'
-  done
-fi
-
-# The client's benchmarks for this build against an earlier one (.bundle/old/bin, BEFORE=<its revision>, made by
-# scripts/bundle-gpu.sh when STOKER_BUNDLE_BEFORE names a build directory), alternating, on the same machine: what
-# a refactoring may not cost. Each binary starts the coordinator and workers beside it, of its own build.
-if want before && [ -x "$BUNDLE/old/bin/transport_bench" ]; then
-  section "this build against ${BEFORE:-the earlier one}: transport_bench and gpu_feed_bench, alternating"
-  for round in 1 2; do
-    for build in old new; do
-      dir="$BUNDLE/bin"; [ "$build" = old ] && dir="$BUNDLE/old/bin"
-      ours "$dir/transport_bench" --batch-size 256 --seconds 5 --workers 2 --worker-threads 2 \
-        --json "$OUT/before-transport-$build-$round.json" | tail -3
-      ours "$dir/gpu_feed_bench" --json "$OUT/before-feed-$build-$round.json" --seconds 5 --workers 4 \
-        --worker-threads 3 | tail -8
-    done
-  done
-fi
-
-if want headline; then
-  section "headline: ResNet-50 fed by (c) synthetic, (a) DataLoader x15, (b) stoker on the same 16 cores"
-  python3 "$BUNDLE/resnet_headline.py" --bundle "$BUNDLE" --peers "$BUNDLE/peers" --examples "$BUNDLE/examples" \
-    --workers "${HEADLINE_WORKERS:-8,10}" --data-planes "${HEADLINE_PLANES:-sealed,insecure}" --out "$OUT"
-fi
-
-if want lightning; then
-  section "Lightning: the PyTorch tests, then ResNet-50 on stoker vs synthetic input and a resumed mid-epoch checkpoint"
-  python3 -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision", torchvision.__version__)'
-  python3 -c 'import lightning; print("lightning", lightning.__version__)' 2>/dev/null \
-    || python3 -c 'import pytorch_lightning; print("pytorch_lightning", pytorch_lightning.__version__)' \
-    || echo "no Lightning on this machine: the Lightning test skips and the benchmark cannot run"
-  PYTHONPATH="$BUNDLE/python" timeout 300 python3 "$BUNDLE/tests/torch_test.py" \
-    --bin-dir "$BUNDLE/bin" --server-lib-dir "$BUNDLE/lib" 2>&1 | tail -12
-  timeout 480 python3 "$BUNDLE/lightning_bench.py" --bundle "$BUNDLE" --out "$OUT" \
-    --workers "${LIGHTNING_WORKERS:-14}" 2>&1 | grep -vE "^(generating|indexing):"
-fi
-
-# Opening sealed batches streamed into the pinned slots (non-temporal stores) against directly: seal_bench, then
-# gpu_feed_bench end to end with STOKER_OPEN_STREAM=0 and =1 alternating, at FEED_CURVE's worker counts.
-if want feed-stream; then
-  section "GPU feed: opening streamed into pinned slots vs directly (${FEED_CURVE:-2x2 4x3}, ${FEED_ROUNDS:-2} rounds)"
-  ours "$BUNDLE/bin/seal_bench" --json "$OUT/seal-stream.json" | tail -4
-  for round in $(seq "${FEED_ROUNDS:-2}"); do
-    for shape in ${FEED_CURVE:-2x2 4x3}; do
-      for stream in 0 1; do
+  [ -z "${FEED_STREAMS:-}" ] || ours "$BUNDLE/bin/seal_bench" --json "$OUT/seal-stream.json" | tail -4
+  for round in $(seq "${FEED_ROUNDS:-1}"); do
+    for shape in ${FEED_CURVE:-1x1 1x2 2x2 4x3}; do
+      for stream in ${FEED_STREAMS:-default}; do
         echo "--- round $round, $shape workers x threads, STOKER_OPEN_STREAM=$stream"
-        STOKER_OPEN_STREAM=$stream ours "$BUNDLE/bin/gpu_feed_bench" --seconds ${FEED_SECONDS:-6} \
-          --json "$OUT/feed-stream$stream-$shape-r$round.json" --workers "${shape%x*}" \
+        [ "$stream" = default ] && unset STOKER_OPEN_STREAM || export STOKER_OPEN_STREAM=$stream
+        ours "$BUNDLE/bin/gpu_feed_bench" --seconds ${FEED_SECONDS:-6} \
+          --json "$OUT/feed-$shape-r$round-stream-$stream.json" --workers "${shape%x*}" \
           --worker-threads "${shape#*x}" 2>&1 | sed -n '/^3\. end to end/,$p' | grep -E "img/s|by thread"
       done
     done
   done
+  unset STOKER_OPEN_STREAM
 fi
 
 # Live shape changes (python/tests/elastic_test.py) and the PyTorch tests, Lightning's resumed on one device fewer

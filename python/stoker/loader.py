@@ -390,7 +390,7 @@ class Loader:
             # Disconnected: the next use connects in the shape before this call, without a token (where the rank's
             # last session stopped; a token of an earlier point would deal its steps again), and is told if the job
             # changed shape.
-            (self._rank, self._ranks, self._batch_size, self._options["batch_size"], self._device) = before[:5]
+            self._rank, self._ranks, self._batch_size, self._options["batch_size"], self._device = before
             self._resume_token, self._job_info = None, None
             raise
         finally:

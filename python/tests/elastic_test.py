@@ -16,6 +16,7 @@ together (the driver plays their quorum: it decides the point every survivor res
 """
 import json
 import os
+import select
 import subprocess
 import sys
 import unittest
@@ -25,6 +26,7 @@ import support
 BIN = None
 SERVER_ENV = None
 IMAGES = 96
+ANSWER_DEADLINE_S = 90
 
 # One rank: opens its Loader, then answers one command a line with one JSON line.
 RANK = r"""
@@ -61,7 +63,12 @@ class Rank:
     def ask(self, **cmd):
         self.proc.stdin.write(json.dumps(cmd) + "\n")
         self.proc.stdin.flush()
-        line = self.proc.stdout.readline()  # each command's own deadline is the Loader's timeout
+        # The Loader's own timeouts (60 s a batch, 10 s to connect) come first; this one catches a hung process.
+        ready, _, _ = select.select([self.proc.stdout], [], [], ANSWER_DEADLINE_S)
+        if not ready:
+            self.proc.kill()
+            raise AssertionError(f"no answer to {cmd['do']} within {ANSWER_DEADLINE_S} s")
+        line = self.proc.stdout.readline()
         if not line:
             raise AssertionError(f"the rank's process ended ({self.proc.wait(timeout=30)})")
         return json.loads(line)

@@ -129,7 +129,9 @@ TEST_F(ElasticTest, ALiveChangeEndsTheOldShapesSessionsAndSurvivesACoordinatorRe
   dir_.Write("agreed.ckpt", agreed);
   auto token = DecodeCheckpointToken(agreed);
   ASSERT_TRUE(token.ok()) << token.status().ToString();
-  const uint64_t steps = token->point.offset / 16;
+  auto old_plan = Plan::Make(Shaped(4, 4), data_.samples);
+  ASSERT_TRUE(old_plan.ok());
+  const uint64_t steps = token->point.offset / (4 * 4);  // the old shape's steps before the point
   ASSERT_EQ(token->point.epoch, 0u);
   ASSERT_GE(steps, 2u);
   for (size_t id : old) {  // every rank trained to the point (as ranks that step together have), rank 0 past it
@@ -168,7 +170,7 @@ TEST_F(ElasticTest, ALiveChangeEndsTheOldShapesSessionsAndSurvivesACoordinatorRe
   tools::ShapedChecker checker(base_, data_.samples);
   size_t cut = 0;
   for (const auto& b : *batches) {
-    if (b.shape.ranks == 4 && b.batch.epoch * 7 + b.batch.index >= steps) {
+    if (b.shape.ranks == 4 && b.batch.epoch * old_plan->steps_per_epoch() + b.batch.index >= steps) {
       ++cut;
       continue;
     }
