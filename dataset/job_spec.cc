@@ -78,6 +78,10 @@ Status JobSpec::Validate() const {
     return InvalidArgumentError("job '" + name + "': eval resize_shorter (" + std::to_string(p.resize_shorter) +
                                 ") must be at least the output size");
   }
+  if (p.gpu_decode && p.resize_kernel != ResizeKernel::kPillow) {
+    return InvalidArgumentError("job '" + name + "': gpu_decode resizes with the pillow kernel only (resize_kernel is " +
+                                ResizeKernelName(p.resize_kernel) + ")");
+  }
   return Status::Ok();
 }
 
@@ -109,6 +113,7 @@ std::vector<std::string> JobSpec::Differences(const JobSpec& r) const {
   Compare(out, "antialias", a.antialias, b.antialias);
   Compare(out, "resize_kernel", std::string(ResizeKernelName(a.resize_kernel)),
           std::string(ResizeKernelName(b.resize_kernel)));
+  Compare(out, "gpu_decode", a.gpu_decode, b.gpu_decode);
   return out;
 }
 
@@ -126,6 +131,8 @@ void WritePipeline(std::ostringstream& c, const PipelineSpec& p) {
     << "\nflip=" << p.flip_probability << "\nresize=" << p.resize_shorter << "\nantialias=" << p.antialias;
   // Added after tokens were first issued: absent for the kernel those jobs had, so their tokens stay valid.
   if (p.resize_kernel != ResizeKernel::kOpenCv) c << "\nresize_kernel=" << ResizeKernelName(p.resize_kernel);
+  // Later still, and only when set: the bytes of a batch differ from the CPU path's.
+  if (p.gpu_decode) c << "\ngpu_decode=1";
 }
 }  // namespace
 

@@ -29,6 +29,9 @@ void AddJobSpecFlags(FlagSet& flags, JobSpec* spec) {
                 {{"pillow", ResizeKernel::kPillow}, {"opencv", ResizeKernel::kOpenCv}},
                 "pillow: Pillow's bilinear resize byte for byte (torchvision on PIL images); opencv: OpenCV area "
                   "interpolation, what jobs before this option got");
+  flags.AddBool("gpu-decode", &spec->pipeline.gpu_decode,
+                "workers send each JPEG cut losslessly to its crop; the client decodes and resizes it on its GPU "
+                "(needs nvJPEG on the client)");
 }
 
 }  // namespace stoker

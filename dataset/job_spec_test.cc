@@ -49,6 +49,10 @@ TEST(JobSpec, ValidationNamesTheField) {
   s.batch_size = 65536;
   s.pipeline.output_height = 4096;
   expect_bad(s, "2 GiB");
+  s = Valid();
+  s.pipeline.gpu_decode = true;  // the client's GPU resize is Pillow's kernel
+  s.pipeline.resize_kernel = ResizeKernel::kOpenCv;
+  expect_bad(s, "gpu_decode resizes with the pillow kernel only");
   EXPECT_TRUE(Valid().Validate().ok());
   s = Valid();
   s.epochs = kMaxEpochs;
@@ -68,6 +72,18 @@ TEST(JobSpec, DifferencesDescribeEachField) {
   b = Valid();
   b.manifest_fingerprint = 99;
   EXPECT_TRUE(a.Differences(b).empty());
+}
+
+TEST(JobSpec, DecodingOnTheGpuIsAnotherJob) {
+  // Its batches' bytes differ from the CPU path's: another fingerprint, so a checkpoint of one cannot resume the
+  // other (checkpoint_test checks that a spec without it keeps the fingerprint it always had).
+  JobSpec cpu = Valid(), gpu = Valid();
+  gpu.pipeline.gpu_decode = true;
+  EXPECT_TRUE(gpu.Validate().ok());
+  EXPECT_NE(SpecFingerprint(cpu), SpecFingerprint(gpu));
+  EXPECT_NE(PipelineFingerprint(cpu.pipeline), PipelineFingerprint(gpu.pipeline));
+  ASSERT_EQ(gpu.Differences(cpu).size(), 1u);
+  EXPECT_EQ(gpu.Differences(cpu)[0], "gpu_decode: 1 here, 0 registered");
 }
 
 }  // namespace

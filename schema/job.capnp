@@ -31,6 +31,8 @@ struct PipelineSpec {
   resizeShorter @8 :UInt32;    # eval: the shorter side is resized to this before the center crop
   antialias @9 :Bool;          # shrink with a filter as wide as the reduction (torchvision's antialias=True)
   resizeKernel @10 :ResizeKernel;  # how a crop becomes the output; absent (jobs before it existed): opencv
+  gpuDecode @11 :Bool;         # workers send JPEGs cut to their crops (data.capnp EncodedCrop); the client decodes,
+                               # resizes and flips them on its GPU. Needs the pillow kernel
 }
 
 enum ResizeKernel {

@@ -25,7 +25,8 @@ constexpr auto kPipeline = fields::List<PipelineSpec>(
     STOKER_FIELD(output_width, OutputWidth), STOKER_FIELD(scale_min, ScaleMin), STOKER_FIELD(scale_max, ScaleMax),
     STOKER_FIELD(ratio_min, RatioMin), STOKER_FIELD(ratio_max, RatioMax),
     STOKER_FIELD(flip_probability, FlipProbability), STOKER_FIELD(resize_shorter, ResizeShorter),
-    STOKER_FIELD(antialias, Antialias), fields::Mapped(kResizeKernels, STOKER_FIELD(resize_kernel, ResizeKernel)));
+    STOKER_FIELD(antialias, Antialias), fields::Mapped(kResizeKernels, STOKER_FIELD(resize_kernel, ResizeKernel)),
+    STOKER_FIELD(gpu_decode, GpuDecode));
 
 constexpr auto kJobSpec = fields::List<JobSpec>(
     STOKER_FIELD(name, Name), STOKER_FIELD(manifest_path, ManifestPath),

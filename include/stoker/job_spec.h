@@ -35,6 +35,10 @@ struct PipelineSpec {
   uint32_t resize_shorter = 256;
   bool antialias = true;
   ResizeKernel resize_kernel = ResizeKernel::kPillow;
+  // Workers send each JPEG cut losslessly to its crop, and the client decodes, resizes, flips and normalises it on
+  // its GPU (docs/design.md "Decoding on the GPU"). Needs the Pillow kernel; a sample that cannot be cut travels
+  // as pixels made the CPU way.
+  bool gpu_decode = false;
 
   bool operator==(const PipelineSpec&) const = default;
 };
