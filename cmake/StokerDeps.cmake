@@ -6,6 +6,7 @@ find_package(cppzmq REQUIRED)                 # cppzmq-dev; brings the libzmq ta
 find_package(CapnProto REQUIRED)              # libcapnp-dev + capnproto (the schema compiler)
 find_package(prometheus-cpp REQUIRED)         # prometheus-cpp-dev
 find_package(JPEG REQUIRED)                   # libjpeg62-turbo-dev: the libjpeg API of libjpeg-turbo
+pkg_check_modules(TURBOJPEG REQUIRED IMPORTED_TARGET libturbojpeg)  # libturbojpeg0-dev: lossless crops (tjTransform)
 find_package(CURL 7.75 REQUIRED)              # libcurl4-openssl-dev: object storage (CURLOPT_AWS_SIGV4 since 7.75)
 pkg_check_modules(SODIUM REQUIRED IMPORTED_TARGET libsodium)  # libsodium-dev: BLAKE2b (data tickets), X25519 (seal)
 find_package(OpenSSL 3 REQUIRED)              # libssl-dev: HKDF and AES-256-GCM for sealed batches (auth/seal.h)

@@ -68,7 +68,7 @@ std::vector<jpeg_scan_info> EveryBitScans() {
 bool EncodeRaw(const uint8_t* pixels, int width, int height, const JpegEncodeOptions& options,
                const std::vector<jpeg_scan_info>& scans, unsigned char** out, unsigned long* out_size, char* message) {
   using ColourSpace = JpegEncodeOptions::ColourSpace;
-  const bool cmyk = options.colour_space != ColourSpace::kYCbCr;
+  const bool cmyk = options.colour_space == ColourSpace::kCmyk || options.colour_space == ColourSpace::kYcck;
   jpeg_compress_struct cinfo;
   EncodeErrors errors;
   std::memset(&cinfo, 0, sizeof(cinfo));
@@ -87,6 +87,8 @@ bool EncodeRaw(const uint8_t* pixels, int width, int height, const JpegEncodeOpt
   cinfo.in_color_space = cmyk ? JCS_CMYK : JCS_RGB;
   jpeg_set_defaults(&cinfo);
   if (options.colour_space == ColourSpace::kYcck) jpeg_set_colorspace(&cinfo, JCS_YCCK);  // Adobe transform 2
+  if (options.colour_space == ColourSpace::kGrey) jpeg_set_colorspace(&cinfo, JCS_GRAYSCALE);
+  cinfo.arith_code = options.arithmetic ? TRUE : FALSE;
   jpeg_set_quality(&cinfo, options.quality, TRUE);
   for (int c = 0; c < cinfo.num_components; ++c) {
     // Full resolution, or 2x2 for the components a subsampling encoder makes large (libjpeg's default for YCbCr
@@ -115,7 +117,8 @@ bool EncodeRaw(const uint8_t* pixels, int width, int height, const JpegEncodeOpt
 
 StatusOr<std::string> EncodeJpeg(const uint8_t* rgb, int width, int height, const JpegEncodeOptions& options) {
   std::vector<uint8_t> cmyk;
-  if (options.colour_space != JpegEncodeOptions::ColourSpace::kYCbCr) {
+  if (options.colour_space == JpegEncodeOptions::ColourSpace::kCmyk ||
+      options.colour_space == JpegEncodeOptions::ColourSpace::kYcck) {
     if (options.progression == JpegEncodeOptions::Progression::kEveryBit) {
       return InvalidArgumentError("JPEG encode: the every-bit progression is for three components only");
     }

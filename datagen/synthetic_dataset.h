@@ -23,7 +23,9 @@ struct JpegEncodeOptions {
   // The JPEG's colour space: YCbCr (what cameras write); CMYK or YCCK (what print workflows and Photoshop write),
   // from the RGB pixels as Adobe stores CMYK (inverted, K = 255 - max(R, G, B)), so that decoding gives them back.
   // chroma_444 = false subsamples the first and last components (CMYK) or the two chroma ones (YCCK) 2x2.
-  enum class ColourSpace { kYCbCr, kCmyk, kYcck } colour_space = ColourSpace::kYCbCr;
+  // kGrey stores the RGB pixels' luma only.
+  enum class ColourSpace { kYCbCr, kCmyk, kYcck, kGrey } colour_space = ColourSpace::kYCbCr;
+  bool arithmetic = false;  // arithmetic entropy coding instead of Huffman (rare in the wild; nvJPEG lacks it)
 };
 
 // Encodes interleaved RGB pixels as a JPEG.

@@ -60,6 +60,23 @@ struct BatchHeader {
                                       # vocabulary (unsupported_format, decode_error, ...: [a-z0-9_], at most 48
                                       # bytes); empty from older workers
   sealed @17 :Bool;             # the payload frames are sealed and a seal trailer follows them (see SealOffer)
+  crops @18 :List(EncodedCrop); # a gpuDecode job's batch (job.capnp): count entries, and the payload is their bytes
+                                # one after another in slot order (payloadBytes = their sum); empty otherwise
+}
+
+# One sample of a gpuDecode job's batch. An encoded sample is a baseline JPEG cut losslessly, on MCU boundaries,
+# to the smallest region holding what the resize reads; the client decodes it, resizes the box to the output with
+# the job's Pillow kernel, and mirrors it when flip is set. A sample the worker could not cut (another format, CMYK,
+# a transform the library refused, a cut larger than the output's pixels) is its output pixels, made the CPU way
+# and already flipped; a quarantined one has no bytes.
+struct EncodedCrop {
+  bytes @0 :UInt32;             # encoded: 1 .. height * width * channels; else that exactly, or 0 if quarantined
+  encoded @1 :Bool;
+  flip @2 :Bool;                # encoded samples only
+  x @3 :Int32;                  # train: the crop in the cut JPEG's pixels; eval: the whole source image in them
+  y @4 :Int32;                  # (so x, y may be negative: the cut starts inside the image), which the client
+  width @5 :UInt32;             # resizes to Resize(resizeShorter)'s size and keeps the centre of, as the CPU does
+  height @6 :UInt32;
 }
 
 # A sealed data port (every secure one): the client's first message on a connection is `hello`, the worker answers

@@ -17,6 +17,7 @@ BUILD_PACKAGES=(
   libopencv-core-dev libopencv-imgproc-dev   # augmentation (not the umbrella libopencv-dev: ~300 GUI packages)
   libopencv-imgcodecs-dev         # PNG and other non-JPEG formats, and the decode-only baseline
   libjpeg62-turbo-dev             # libjpeg-turbo's libjpeg API: crop-region and DCT-scaled decode
+  libturbojpeg0-dev               # libjpeg-turbo's TurboJPEG API: JPEGs cut losslessly to a crop (gpu_decode jobs)
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 # AES-256-GCM at AVX-512/VAES speed for sealed batches (auth/seal.h): Debian packages intel-ipsec-mb for x86-64
@@ -52,7 +53,7 @@ fi
 # The worker's OpenCV imgcodecs (PNG and other non-JPEG formats) pulls in GDAL and ~150 more packages;
 # STOKER_WITH_IMGCODECS=OFF leaves it out for a JPEG-only worker built the same way.
 RUNTIME_CORE=(libzmq5 libsodium23 libssl3 "${IPSEC_MB[@]/%/1}" libcapnp-0.9.2 libprometheus-cpp-core1.0)
-RUNTIME_IMAGE=(libjpeg62-turbo libopencv-core406 libopencv-imgproc406)
+RUNTIME_IMAGE=(libjpeg62-turbo libturbojpeg0 libopencv-core406 libopencv-imgproc406)
 RUNTIME_STORAGE=(libcurl4 ca-certificates)   # the worker and `stoker index` read object storage (https needs CAs)
 case "${STOKER_DEPS:-all}" in
   coordinator) BUILD_PACKAGES=("${RUNTIME_CORE[@]}") ;;

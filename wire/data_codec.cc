@@ -26,6 +26,10 @@ zmq::message_t Encode(Fill fill) {
   return ToFrame(message);
 }
 
+constexpr auto kEncodedCrop = fields::List<EncodedCrop>(
+    STOKER_FIELD(bytes, Bytes), STOKER_FIELD(encoded, Encoded), STOKER_FIELD(flip, Flip), STOKER_FIELD(x, X),
+    STOKER_FIELD(y, Y), STOKER_FIELD(width, Width), STOKER_FIELD(height, Height));
+
 // In DataBody's order (wire/fields.h).
 constexpr auto kDataMessages = std::tuple(
     fields::Member(fields::List<Credit>(STOKER_FIELD(job, Job), STOKER_FIELD(rank, Rank),
@@ -41,7 +45,7 @@ constexpr auto kDataMessages = std::tuple(
             STOKER_FIELD(channels, Channels), STOKER_FIELD(labels, Labels), STOKER_FIELD(sample_ids, SampleIds),
             STOKER_FIELD(flags, Flags), STOKER_FIELD(payload_bytes, PayloadBytes),
             STOKER_FIELD(payload_frames, PayloadFrames), STOKER_FIELD(quarantine_reasons, QuarantineReasons),
-            STOKER_FIELD(sealed, Sealed)),
+            STOKER_FIELD(sealed, Sealed), fields::Each(kEncodedCrop, STOKER_FIELD(crops, Crops))),
         STOKER_CAPNP_ACCESSORS(Batch)),
     fields::Member(fields::List<DataError>(STOKER_FIELD(job, Job), STOKER_FIELD(rank, Rank),
                                            STOKER_FIELD(status, Status)),
@@ -52,6 +56,34 @@ constexpr auto kDataMessages = std::tuple(
     fields::Member(fields::List<SealWelcome>(fields::Bytes(STOKER_FIELD(random, Random)),
                                              fields::Bytes(STOKER_FIELD(public_key, PublicKey))),
                    STOKER_CAPNP_ACCESSORS(Welcome)));
+
+// A gpu_decode batch's crops, one per sample (schema/data.capnp EncodedCrop): an encoded sample has 1 .. a
+// sample's pixels of bytes and a box a JPEG can hold; the others are pixels, none for a quarantined sample.
+Status CheckCrops(const BatchHeader& h, const BatchExpectation& e) {
+  if (!e.gpu_decode) {
+    return h.crops.empty() ? Status::Ok() : InvalidArgumentError("encoded crops in a batch of a job that decodes on the CPU");
+  }
+  if (h.crops.size() != e.batch_size) return InvalidArgumentError("encoded crops differ in number from the batch size");
+  constexpr int64_t kMaxSide = 65535;  // a JPEG's largest
+  for (size_t i = 0; i < h.crops.size(); ++i) {
+    const EncodedCrop& c = h.crops[i];
+    const bool quarantined = (h.flags[i] & kSampleFlagQuarantined) != 0;
+    if (!c.encoded) {
+      if (c.flip || c.bytes != (quarantined ? 0 : e.sample_bytes())) {
+        return InvalidArgumentError("a sample sent as pixels with another length than the output's, or a flip");
+      }
+      continue;
+    }
+    if (quarantined || c.bytes == 0 || c.bytes > e.sample_bytes()) {
+      return InvalidArgumentError("an encoded sample that is quarantined, empty, or larger than the output's pixels");
+    }
+    if (c.width == 0 || c.height == 0 || c.width > kMaxSide || c.height > kMaxSide || std::abs(int64_t{c.x}) > kMaxSide ||
+        std::abs(int64_t{c.y}) > kMaxSide) {
+      return InvalidArgumentError("an encoded sample's box is empty or larger than a JPEG can be");
+    }
+  }
+  return Status::Ok();
+}
 
 // The header's own fields against the client's job.
 Status CheckHeader(const BatchHeader& h, const BatchExpectation& e) {
@@ -78,7 +110,7 @@ Status CheckHeader(const BatchHeader& h, const BatchExpectation& e) {
       }
     }
   }
-  return Status::Ok();
+  return CheckCrops(h, e);
 }
 
 // The payload frames that came after the header against what it announced and what the client asked for.
@@ -94,8 +126,14 @@ Status CheckPayload(const BatchHeader& h, std::span<const size_t> sizes, const B
     }
     total += size;
   }
-  if (h.payload_bytes != e.payload_bytes() || total != e.payload_bytes()) {
-    return InvalidArgumentError("payload length differs from count x height x width x channels");
+  uint64_t expected = e.payload_bytes();
+  if (e.gpu_decode) {
+    expected = 0;
+    for (const EncodedCrop& c : h.crops) expected += c.bytes;
+  }
+  if (h.payload_bytes != expected || total != expected) {
+    return InvalidArgumentError(e.gpu_decode ? "payload length differs from the sum of the samples' bytes"
+                                             : "payload length differs from count x height x width x channels");
   }
   return Status::Ok();
 }

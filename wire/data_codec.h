@@ -59,8 +59,11 @@ struct BatchExpectation {
   uint32_t channels = 3;
   uint64_t max_frame_bytes = 0;  // what the client's credits asked for: 0 = one payload frame
   bool sealed = false;           // the connection is sealed: every batch must say so
+  bool gpu_decode = false;       // the job's samples come as encoded crops (BatchHeader::crops)
 
-  uint64_t payload_bytes() const { return uint64_t{batch_size} * height * width * channels; }
+  uint64_t sample_bytes() const { return uint64_t{height} * width * channels; }
+  // The most a batch's payload can be (exactly this when the job decodes on the CPU).
+  uint64_t payload_bytes() const { return uint64_t{batch_size} * sample_bytes(); }
 };
 
 // A worker's message to a client: a batch header that passed every check, an error the worker reports, or the

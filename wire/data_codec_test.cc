@@ -146,6 +146,56 @@ TEST(DataCodec, AClientAcceptsOnlyBatchesOfItsJobWithTheirAnnouncedPayload) {
   EXPECT_FALSE(DecodeWorkerMessage(zmq::message_t("not capnp", 9), whole, e).ok());
 }
 
+// A gpu_decode job's batch: sample 0 a cut JPEG, 1 quarantined (no bytes), 2 pixels (48 bytes: 4 x 4 x 3).
+BatchHeader CroppedHeader() {
+  BatchHeader h = GoodHeader();
+  h.crops = {{30, true, true, -3, 2, 400, 300}, {}, {48, false, false, 0, 0, 0, 0}};
+  h.payload_bytes = 78;
+  return h;
+}
+
+TEST(DataCodec, AGpuDecodeBatchCarriesOneCropPerSampleAndTheirBytes) {
+  BatchExpectation e = Expected();
+  e.gpu_decode = true;
+  const size_t whole[] = {78};
+  auto ok = DecodeWorkerMessage(EncodeBatchHeader(CroppedHeader()), whole, e);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(std::get<BatchHeader>(*ok), CroppedHeader());
+  // Every sample quarantined: one empty payload frame.
+  BatchHeader empty = CroppedHeader();
+  empty.flags = {2, 2, 2};
+  empty.quarantine_reasons = {"decode_error", "decode_error", "decode_error"};
+  empty.crops = {{}, {}, {}};
+  empty.payload_bytes = 0;
+  EXPECT_TRUE(DecodeWorkerMessage(EncodeBatchHeader(empty), std::vector<size_t>{0}, e).ok());
+
+  auto refused = [&](const BatchHeader& h, const BatchExpectation& expected, size_t frame = 78) {
+    auto r = DecodeWorkerMessage(EncodeBatchHeader(h), std::vector<size_t>{frame}, expected);
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    return r.ok() ? std::string() : r.status().message();
+  };
+  EXPECT_EQ(refused(CroppedHeader(), Expected()), "encoded crops in a batch of a job that decodes on the CPU");
+  EXPECT_EQ(refused(GoodHeader(), e, 144), "encoded crops differ in number from the batch size");
+  const std::pair<void (*)(BatchHeader&), const char*> wrong[] = {
+      {[](BatchHeader& h) { h.crops[2].bytes = 47; }, "a sample sent as pixels with another length than the output's, or a flip"},
+      {[](BatchHeader& h) { h.crops[2].flip = true; }, "a sample sent as pixels with another length than the output's, or a flip"},
+      {[](BatchHeader& h) { h.crops[1].bytes = 48; }, "a sample sent as pixels with another length than the output's, or a flip"},
+      {[](BatchHeader& h) { h.crops[1].encoded = true; }, "an encoded sample that is quarantined, empty, or larger than the output's pixels"},
+      {[](BatchHeader& h) { h.crops[0].bytes = 49; }, "an encoded sample that is quarantined, empty, or larger than the output's pixels"},
+      {[](BatchHeader& h) { h.crops[0].bytes = 0; }, "an encoded sample that is quarantined, empty, or larger than the output's pixels"},
+      {[](BatchHeader& h) { h.crops[0].width = 0; }, "an encoded sample's box is empty or larger than a JPEG can be"},
+      {[](BatchHeader& h) { h.crops[0].height = 65536; }, "an encoded sample's box is empty or larger than a JPEG can be"},
+      {[](BatchHeader& h) { h.crops[0].x = -65536; }, "an encoded sample's box is empty or larger than a JPEG can be"},
+      {[](BatchHeader& h) { h.crops[0].y = INT32_MIN; }, "an encoded sample's box is empty or larger than a JPEG can be"},
+      {[](BatchHeader& h) { h.payload_bytes = 144; }, "payload length differs from the sum of the samples' bytes"}};
+  for (const auto& [change, why] : wrong) {
+    BatchHeader h = CroppedHeader();
+    change(h);
+    EXPECT_EQ(refused(h, e), why);
+  }
+  EXPECT_EQ(refused(CroppedHeader(), e, 77), "payload length differs from the sum of the samples' bytes");
+}
+
 TEST(DataCodec, AWorkersErrorReachesTheClientAsAValue) {
   auto m = DecodeWorkerMessage(EncodeDataError({"j", 1, FailedPreconditionError("manifest differs")}), {},
                                Expected());

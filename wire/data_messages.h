@@ -29,6 +29,18 @@ struct Credit {
   bool operator==(const Credit&) const = default;
 };
 
+// One sample of a gpu_decode job's batch (schema/data.capnp EncodedCrop).
+struct EncodedCrop {
+  uint32_t bytes = 0;
+  bool encoded = false;
+  bool flip = false;
+  int32_t x = 0;
+  int32_t y = 0;
+  uint32_t width = 0;
+  uint32_t height = 0;
+  bool operator==(const EncodedCrop&) const = default;
+};
+
 struct BatchHeader {
   std::string job;
   uint32_t epoch = 0;
@@ -48,6 +60,7 @@ struct BatchHeader {
   uint32_t payload_frames = 1;
   std::vector<std::string> quarantine_reasons;  // one per quarantined sample, in slot order (empty: not told)
   bool sealed = false;  // sealed payload frames, then a seal trailer (auth/seal.h)
+  std::vector<EncodedCrop> crops;  // a gpu_decode job's: one per sample, the payload their bytes in slot order
   bool operator==(const BatchHeader&) const = default;
 };
 

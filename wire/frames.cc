@@ -25,8 +25,8 @@ capnp::ReaderOptions ControlReaderOptions() {
 capnp::ReaderOptions BatchHeaderReaderOptions(uint32_t batch_size) {
   capnp::ReaderOptions options;
   // labels (1 word each) + ids (1 word) + flags (1/8 word) + a quarantine reason (a pointer and at most 7 words of
-  // text) + texts and the struct: 12 words per sample is ample.
-  options.traversalLimitInWords = 4096 + uint64_t{12} * batch_size;
+  // text) + an encoded crop (3 words) + texts and the struct: 16 words per sample is ample.
+  options.traversalLimitInWords = 4096 + uint64_t{16} * batch_size;
   options.nestingLimit = 16;
   return options;
 }

@@ -17,11 +17,12 @@ int64_t Nanos(std::chrono::steady_clock::duration d) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
 }
 
-// Reads and decodes one sample into `out`; on failure zeroes `out` and says why (for quarantine). A read storage
-// could not serve marks the batch failed instead (its unit is handed back) and reports nothing.
+// Reads and decodes one sample into `out` (for a gpu_decode job, `cut` set: cuts it, or decodes what cannot be
+// cut); on failure zeroes `out` and says why (for quarantine). A read storage could not serve marks the batch
+// failed instead (its unit is handed back) and reports nothing.
 std::optional<QuarantineReport> ReadAndDecode(BatchBuild& build, uint64_t sample_id, const SampleInfo& info,
                                               ThreadContext& context, uint8_t* out, BuildCounters& counters,
-                                              std::chrono::steady_clock::time_point* read_done) {
+                                              std::chrono::steady_clock::time_point* read_done, CutSample* cut) {
   const JobContext& job = *build.job;
   const uint32_t epoch = build.epoch;
   if (std::optional<QuarantineReport> known = job.known_bad->Find(sample_id)) {
@@ -43,8 +44,10 @@ std::optional<QuarantineReport> ReadAndDecode(BatchBuild& build, uint64_t sample
     return QuarantineReport{sample_id, failure.reason, where + ": " + failure.detail};
   }
   counters.bytes_read.fetch_add(context.encoded.size(), std::memory_order_relaxed);
+  ImagePipeline& pipeline = context.PipelineFor(job);
+  const uint64_t seed = SampleSeed(job.spec.seed, epoch, sample_id);
   SampleOutcome outcome =
-      context.PipelineFor(job).Run(context.encoded, SampleSeed(job.spec.seed, epoch, sample_id), out);
+      cut != nullptr ? pipeline.RunCut(context.encoded, seed, out, cut) : pipeline.Run(context.encoded, seed, out);
   if (!outcome.ok) {
     QuarantineReport report{sample_id, outcome.reason, where + ": " + outcome.detail};
     job.known_bad->Remember(report);
@@ -74,6 +77,17 @@ StatusOr<std::shared_ptr<const JobContext>> LoadJobContext(Env& env, const JobSp
     job->reader = std::make_unique<SampleReader>(env, *manifest, max_open_shards);
   }
   return std::shared_ptr<const JobContext>(std::move(job));
+}
+
+void Compact(BatchBuild& build) {
+  const uint64_t slot_bytes = build.job->spec.SampleBytes();
+  uint64_t at = 0;
+  for (size_t slot = 0; slot < build.crops.size(); ++slot) {
+    const uint32_t bytes = build.crops[slot].bytes;
+    if (at != slot * slot_bytes) std::memmove(build.buffer.data + at, build.buffer.data + slot * slot_bytes, bytes);
+    at += bytes;
+  }
+  build.payload_bytes = at;
 }
 
 void BatchBuild::FailStorage(const std::string& detail) {
@@ -129,15 +143,24 @@ void BuildSample(BatchBuild& build, uint32_t slot, ThreadContext& context, bool 
   auto read_done = start;
   std::optional<QuarantineReport> problem;
   StageSeconds stages_before, stages_after;
+  const bool gpu_decode = job.spec.pipeline.gpu_decode;
+  CutSample cut{.bytes = job.spec.SampleBytes()};
   if (skip_decode) {
     // Only the sample id is written: the point is to measure moving the bytes, not making them.
     std::memcpy(out, &planned.sample_id, std::min<size_t>(sizeof(planned.sample_id), job.spec.SampleBytes()));
   } else {
     stages_before = context.PipelineFor(job).stage_seconds();
-    problem = ReadAndDecode(build, planned.sample_id, info, context, out, counters, &read_done);
+    problem = ReadAndDecode(build, planned.sample_id, info, context, out, counters, &read_done,
+                            gpu_decode ? &cut : nullptr);
     stages_after = context.PipelineFor(job).stage_seconds();
   }
   bool ok = !problem.has_value();
+  if (gpu_decode) {
+    build.crops[slot] = ok ? EncodedCrop{static_cast<uint32_t>(cut.bytes), cut.encoded, cut.flip, cut.x, cut.y,
+                                         static_cast<uint32_t>(cut.width), static_cast<uint32_t>(cut.height)}
+                           : EncodedCrop{};
+    if (ok) (cut.encoded ? counters.cut : counters.cut_fallback).fetch_add(1, std::memory_order_relaxed);
+  }
   if (!ok) build.quarantine[slot] = std::move(*problem);
   build.labels[slot] = ok ? info.label : -1;
   build.flags[slot] = static_cast<uint8_t>((planned.padding ? kSampleFlagPadding : 0) |

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "wire/control_messages.h"
+#include "wire/data_messages.h"
 #include "base/env.h"
 #include "dataset/manifest.h"
 #include "dataset/plan.h"
@@ -60,6 +61,10 @@ struct BatchBuild {
   std::vector<uint8_t> flags;
   std::vector<QuarantineReport> quarantine;  // per slot; reason empty = fine (each slot written by one task)
   BatchBufferPool::Buffer buffer;
+  // A gpu_decode job's samples as they leave (one per slot; empty for other jobs), and the payload's length:
+  // the batch's bytes, or once Compact has run the crops' bytes one after another.
+  std::vector<EncodedCrop> crops;
+  uint64_t payload_bytes = 0;
   bool buffer_owned = true;                  // false once ZeroMQ has it (it returns it to the pool)
   std::shared_ptr<std::atomic<bool>> cancelled;
   std::atomic<uint32_t> remaining{0};
@@ -93,6 +98,10 @@ struct BatchBuild {
   std::string storage_failure_ STOKER_GUARDED_BY(failure_mu_);
 };
 
+// A gpu_decode batch, once its last sample is done: moves each slot's bytes down to follow the previous slot's, so
+// the payload is the samples' bytes one after another, and sets payload_bytes to their sum.
+void Compact(BatchBuild& build);
+
 // Starts reading ahead the samples of each unit among `builds` (consecutive builds of one unit share one read-ahead).
 void StartReadAhead(const std::vector<std::shared_ptr<BatchBuild>>& builds);
 
@@ -107,6 +116,7 @@ struct ThreadContext {
 // Thread-safe counters of the work done (the worker's stats and metrics read them).
 struct BuildCounters {
   std::atomic<uint64_t> samples{0}, quarantined{0}, bytes_read{0};
+  std::atomic<uint64_t> cut{0}, cut_fallback{0};  // gpu_decode samples sent as cut JPEGs, and as pixels instead
   std::atomic<uint64_t> remembered{0};  // quarantined from KnownBadSamples, without reading or decoding
   std::atomic<int64_t> busy_ns{0}, read_ns{0}, decode_ns{0}, augment_ns{0};
   std::atomic<int> active{0};  // pipeline threads working on a sample right now

@@ -57,7 +57,8 @@ BatchHeader HeaderOf(const BatchBuild& build, const std::string& worker_id) {
   }
   h.sample_ids.reserve(build.samples.size());
   for (const PlannedSample& s : build.samples) h.sample_ids.push_back(s.sample_id);
-  h.payload_bytes = spec.BatchBytes();
+  h.crops = build.crops;
+  h.payload_bytes = build.payload_bytes;
   return h;
 }
 
@@ -79,7 +80,8 @@ void BatchSender::Prepare(BatchBuild& build, uint64_t max_frame_bytes, bool seal
   }
   const size_t payload_bytes = h.payload_bytes;
   build.frame_bytes = max_frame_bytes == 0 ? payload_bytes : std::min<size_t>(max_frame_bytes, payload_bytes);
-  build.frames = static_cast<uint32_t>((payload_bytes + build.frame_bytes - 1) / build.frame_bytes);
+  // A payload of no bytes (a gpu_decode batch of quarantined samples only) is one empty frame.
+  build.frames = payload_bytes == 0 ? 1 : static_cast<uint32_t>((payload_bytes + build.frame_bytes - 1) / build.frame_bytes);
   h.payload_frames = build.frames;
   h.sealed = sealed;
   zmq::message_t header = EncodeBatchHeader(h);
@@ -88,7 +90,7 @@ void BatchSender::Prepare(BatchBuild& build, uint64_t max_frame_bytes, bool seal
 }
 
 void BatchSender::Seal(BatchBuild& build, std::shared_ptr<SealSession> session) {
-  const size_t payload_bytes = build.job->spec.BatchBytes();
+  const size_t payload_bytes = build.payload_bytes;
   SealTrailer trailer;
   trailer.first_counter = session->Reserve(build.frames);
   trailer.tags.resize(build.frames);
@@ -107,7 +109,7 @@ void BatchSender::Seal(BatchBuild& build, std::shared_ptr<SealSession> session) 
 }
 
 bool BatchSender::Send(const std::string& peer, BatchBuild& build) {
-  const size_t payload_bytes = build.job->spec.BatchBytes();
+  const size_t payload_bytes = build.payload_bytes;
   const uint32_t frames = build.frames;
   const bool sealed = !build.seal_trailer.empty();
   const auto queued = std::chrono::steady_clock::now();

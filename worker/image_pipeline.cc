@@ -112,29 +112,31 @@ void ResizedSize(int width, int height, uint32_t shorter, int* resized_w, int* r
 // resized_crop (crop, then resize) does. Eval resizes the whole image to Resize(shorter)'s size and computes only
 // the outputs CenterCrop keeps: top and left are int(round((resized - output) / 2)). When the image is decoded at
 // 1/d the same spans are taken in reduced pixels (fractional), so the output is close to, not equal to, Pillow's.
-void ImagePipeline::PlanAxes(int width, int height, const Augmentation& aug, int d, ResampleAxis* ax,
-                             ResampleAxis* ay) const {
-  const int out_w = static_cast<int>(spec_.output_width);
-  const int out_h = static_cast<int>(spec_.output_height);
-  const int reduced_w = (width + d - 1) / d;
-  const int reduced_h = (height + d - 1) / d;
-  if (spec_.mode == PipelineMode::kEval) {
+void PlanResizeAxes(const PipelineSpec& spec, const CropRect& box, int d, int src_width, int src_height,
+                    ResampleAxis* ax, ResampleAxis* ay) {
+  const int out_w = static_cast<int>(spec.output_width);
+  const int out_h = static_cast<int>(spec.output_height);
+  const double x0 = static_cast<double>(box.x) / d, x1 = static_cast<double>(box.x + box.width) / d;
+  const double y0 = static_cast<double>(box.y) / d, y1 = static_cast<double>(box.y + box.height) / d;
+  if (spec.mode == PipelineMode::kEval) {
     int resized_w = 0, resized_h = 0;
-    ResizedSize(width, height, spec_.resize_shorter, &resized_w, &resized_h);
+    ResizedSize(box.width, box.height, spec.resize_shorter, &resized_w, &resized_h);
     const int left = static_cast<int>(std::nearbyint((resized_w - out_w) / 2.0));  // Python's round: half to even
     const int top = static_cast<int>(std::nearbyint((resized_h - out_h) / 2.0));
-    *ax = BuildResampleAxis(0, static_cast<double>(width) / d, resized_w, left, out_w, 0, reduced_w, spec_.antialias);
-    *ay = BuildResampleAxis(0, static_cast<double>(height) / d, resized_h, top, out_h, 0, reduced_h,
-                            spec_.antialias);
+    *ax = BuildResampleAxis(x0, x1, resized_w, left, out_w, 0, src_width, spec.antialias);
+    *ay = BuildResampleAxis(y0, y1, resized_h, top, out_h, 0, src_height, spec.antialias);
     return;
   }
-  const CropRect& c = aug.crop;
-  const double x0 = static_cast<double>(c.x) / d, x1 = static_cast<double>(c.x + c.width) / d;
-  const double y0 = static_cast<double>(c.y) / d, y1 = static_cast<double>(c.y + c.height) / d;
   *ax = BuildResampleAxis(x0, x1, out_w, 0, out_w, static_cast<int>(std::floor(x0)),
-                          std::min(reduced_w, static_cast<int>(std::ceil(x1))), spec_.antialias);
+                          std::min(src_width, static_cast<int>(std::ceil(x1))), spec.antialias);
   *ay = BuildResampleAxis(y0, y1, out_h, 0, out_h, static_cast<int>(std::floor(y0)),
-                          std::min(reduced_h, static_cast<int>(std::ceil(y1))), spec_.antialias);
+                          std::min(src_height, static_cast<int>(std::ceil(y1))), spec.antialias);
+}
+
+void ImagePipeline::PlanAxes(int width, int height, const Augmentation& aug, int d, ResampleAxis* ax,
+                             ResampleAxis* ay) const {
+  const CropRect box = spec_.mode == PipelineMode::kEval ? CropRect{0, 0, width, height} : aug.crop;
+  PlanResizeAxes(spec_, box, d, (width + d - 1) / d, (height + d - 1) / d, ax, ay);
 }
 
 SampleOutcome ImagePipeline::RunJpeg(std::span<const uint8_t> encoded, uint64_t sample_seed, uint8_t* out) {
@@ -174,6 +176,33 @@ SampleOutcome ImagePipeline::RunJpeg(std::span<const uint8_t> encoded, uint64_t 
   resampler_.Resize(region.data, region.stride, ax.lowest, ay.lowest, ax, ay, aug.flip, out);
   stage_seconds_.augment += SecondsSince(decoded_at);
   return {};
+}
+
+SampleOutcome ImagePipeline::RunCut(std::span<const uint8_t> encoded, uint64_t sample_seed, uint8_t* out,
+                                    CutSample* cut) {
+  *cut = CutSample{};
+  int width = 0, height = 0;
+  if (LooksLikeJpeg(encoded) && jpeg_.ReadHeader(encoded.data(), encoded.size(), &width, &height).ok()) {
+    const auto start = SteadyClock::now();
+    const Augmentation aug = PlanAugmentation(spec_, width, height, sample_seed);
+    ResampleAxis ax, ay;  // the resize's taps at full size: the region the client's resize reads
+    PlanAxes(width, height, aug, /*d=*/1, &ax, &ay);
+    const CropRect region{ax.lowest, ay.lowest, ax.highest - ax.lowest, ay.highest - ay.lowest};
+    StatusOr<JpegCut> done = cutter_.Cut(encoded, region, out, out_bytes_);
+    stage_seconds_.decode += SecondsSince(start);
+    if (done.ok()) {
+      const bool eval = spec_.mode == PipelineMode::kEval;
+      const CropRect box = eval ? CropRect{0, 0, width, height} : aug.crop;
+      *cut = CutSample{true, done->bytes, aug.flip, box.x - done->x, box.y - done->y, box.width, box.height, ""};
+      return {};
+    }
+    cut->fallback = done.status().message();
+  } else if (LooksLikeJpeg(encoded)) {
+    cut->fallback = "the JPEG's header did not read";
+  }
+  SampleOutcome outcome = Run(encoded, sample_seed, out);
+  cut->bytes = outcome.ok ? out_bytes_ : 0;
+  return outcome;
 }
 
 SampleOutcome ImagePipeline::RunOther(std::span<const uint8_t> encoded, uint64_t sample_seed, uint8_t* out) {

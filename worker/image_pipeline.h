@@ -4,6 +4,9 @@
 //         least twice the output) -> resize with the flip folded in, straight into the batch slot
 //   other formats (PNG, ...): OpenCV imdecode -> the same resize -> BGR to RGB
 //
+// A gpu_decode job's JPEG is instead cut losslessly to the region the resize reads (worker/jpeg_cutter.h) and
+// leaves as it is cut, with the box the client resizes; what cannot be cut is made as above (RunCut).
+//
 // The resize kernel is the job's (PipelineSpec::resize_kernel): Pillow's bilinear resize, byte for byte
 // (worker/resample.h), or OpenCV's area interpolation followed by a flip pass, what jobs before the option got.
 // Eval with the Pillow kernel computes only the centre crop's pixels of Resize(shorter side) over the whole image,
@@ -20,6 +23,7 @@
 
 #include "stoker/job_spec.h"
 #include "worker/crop_geometry.h"
+#include "worker/jpeg_cutter.h"
 #include "worker/jpeg_decoder.h"
 #include "worker/resample.h"
 
@@ -29,6 +33,18 @@ struct SampleOutcome {
   bool ok = true;
   std::string reason;  // quarantine vocabulary: decode_error, decode_limit, unsupported_format, ...
   std::string detail;  // the decoder's own words
+};
+
+// How a gpu_decode job's sample leaves (schema/data.capnp EncodedCrop).
+struct CutSample {
+  bool encoded = false;  // `out` holds a cut JPEG of `bytes`; else the output's pixels (zeros when not ok)
+  size_t bytes = 0;
+  bool flip = false;
+  int x = 0;  // train: the crop in the cut's pixels; eval: the whole image in them
+  int y = 0;
+  int width = 0;
+  int height = 0;
+  std::string fallback;  // why a JPEG went as pixels (the cutter's words); empty otherwise
 };
 
 // Seconds spent per stage, accumulated by the pipeline (the worker's per-stage metrics read them).
@@ -43,6 +59,9 @@ class ImagePipeline {
 
   // Writes output_height x output_width x 3 bytes to `out`. `sample_seed` seeds the crop and flip.
   SampleOutcome Run(std::span<const uint8_t> encoded, uint64_t sample_seed, uint8_t* out);
+  // A gpu_decode job's sample: the JPEG cut to what the resize reads, at most output_bytes() of it, into `out`;
+  // else what Run writes. `cut` says which, and the box.
+  SampleOutcome RunCut(std::span<const uint8_t> encoded, uint64_t sample_seed, uint8_t* out, CutSample* cut);
 
   const StageSeconds& stage_seconds() const { return stage_seconds_; }
   // The DCT reduction (1, 2, 4 or 8) the last JPEG was decoded at: 1 means its output is Pillow's exactly.
@@ -63,10 +82,17 @@ class ImagePipeline {
   PipelineSpec spec_;
   size_t out_bytes_;
   JpegRegionDecoder jpeg_;
+  JpegCutter cutter_;
   Resampler resampler_;
   StageSeconds stage_seconds_;
   int last_reduction_ = 1;
 };
+
+// The Pillow kernel's two axes for `box` in a source of src_width x src_height pixels decoded at 1/d: train resizes
+// the box (the crop) to the output; eval resizes it (the whole image) to Resize(resize_shorter)'s size and keeps
+// the centre. What the worker resizes with, and what a client resizes a cut JPEG (CutSample's box) with, d = 1.
+void PlanResizeAxes(const PipelineSpec& spec, const CropRect& box, int d, int src_width, int src_height,
+                    ResampleAxis* ax, ResampleAxis* ay);
 
 // Mirrors an RGB image left-right in place.
 void FlipHorizontalInPlace(uint8_t* pixels, int width, int height);

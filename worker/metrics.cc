@@ -42,6 +42,16 @@ void CollectErrors(const WorkerStats& s, MetricFamilies& out) {
   out.push_back(family.Build());
 }
 
+void CollectGpuDecode(const WorkerStats& s, MetricFamilies& out) {
+  FamilyBuilder cut("stoker_worker_gpu_decode_samples_total",
+                    "Samples of jobs that decode on the client's GPU, by how they were sent: as a JPEG cut to its "
+                    "crop, or as pixels made here (another format, CMYK, a cut larger than the pixels).",
+                    MetricType::Counter);
+  cut.Add({{"sent_as", "jpeg"}}, static_cast<double>(s.samples_cut));
+  cut.Add({{"sent_as", "pixels"}}, static_cast<double>(s.samples_cut_fallback));
+  out.push_back(cut.Build());
+}
+
 }  // namespace
 
 Collector WorkerCollector(const Worker& worker) {
@@ -59,7 +69,11 @@ Collector WorkerCollector(const Worker& worker) {
             static_cast<double>(s.samples));
     counter("stoker_worker_batches_total", "Batches sent to clients.", static_cast<double>(s.batches_sent));
     counter("stoker_worker_read_bytes_total", "Encoded bytes read from the dataset.", static_cast<double>(s.bytes_read));
-    counter("stoker_worker_sent_bytes_total", "Pixel payload bytes sent to clients.", static_cast<double>(s.bytes_sent));
+    counter("stoker_worker_sent_bytes_total",
+            "Payload bytes sent to clients: pixels, and cut JPEGs for jobs that decode on the GPU (per image: divide "
+            "by stoker_worker_samples_total).",
+            static_cast<double>(s.bytes_sent));
+    CollectGpuDecode(s, out);
     counter("stoker_worker_busy_seconds_total", "Pipeline-thread seconds spent making samples.", s.busy_seconds);
     counter("stoker_worker_backpressure_seconds_total",
             "Pipeline-thread seconds idle while serving clients that take batches slower than this worker makes "

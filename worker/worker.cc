@@ -130,6 +130,8 @@ class Worker::Adapter {
     s.samples = counters_.samples.load();
     s.quarantined = counters_.quarantined.load();
     s.quarantined_remembered = counters_.remembered.load();
+    s.samples_cut = counters_.cut.load();
+    s.samples_cut_fallback = counters_.cut_fallback.load();
     s.bytes_read = counters_.bytes_read.load();
     s.busy_seconds = counters_.busy_ns.load() * 1e-9;
     s.read_seconds = counters_.read_ns.load() * 1e-9;
@@ -253,7 +255,10 @@ class Worker::Adapter {
         if (options_.inject_sample_delay.count() > 0) InjectDelay(*build);
         BuildSample(*build, slot, context, options_.skip_decode, counters_);
         counters_.active.fetch_sub(1, std::memory_order_relaxed);
-        if (build->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) Completed(build);
+        if (build->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+          if (!build->crops.empty()) Compact(*build);
+          Completed(build);
+        }
       });
     }
   }
@@ -301,7 +306,7 @@ class Worker::Adapter {
       histograms_.stage_seconds.at("augment")->Observe(build->augment_ns.load() * 1e-9);
       MutexLock lock(stats_mu_);
       ++stats_.batches_sent;
-      stats_.bytes_sent += build->job->spec.BatchBytes();
+      stats_.bytes_sent += build->payload_bytes;
     }
   }
 

@@ -1,5 +1,5 @@
 // libFuzzer target: one data-plane frame, as a worker decodes a credit and a client decodes a batch header or an
-// error (common/data_codec.h), with the payload frame sizes taken from the input's last bytes.
+// error (wire/data_codec.h), for a job decoded on the CPU and one decoded on the GPU, with the payload frame sizes taken from the input's last bytes.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <cstddef>
@@ -23,6 +23,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   expected.height = expected.width = 8;
   (void)stoker::DecodeDataMessage(zmq::message_t(frame.data(), frame.size()), stoker::ControlReaderOptions());
   (void)stoker::DecodeClientMessage(zmq::message_t(frame.data(), frame.size()));
+  (void)stoker::DecodeWorkerMessage(zmq::message_t(frame.data(), frame.size()), frames, expected);
+  expected.gpu_decode = true;  // a job whose samples come as cut JPEGs (BatchHeader::crops)
   (void)stoker::DecodeWorkerMessage(zmq::message_t(frame.data(), frame.size()), frames, expected);
   return 0;
 }

@@ -98,6 +98,14 @@ void DataFrames(const std::string& dir) {
   Write(dir, "batch-sealed", Bytes(EncodeBatchHeader(h)) + sizes);
   Write(dir, "seal-hello", Bytes(EncodeSealHello(SealHello{std::string(32, 'r'), std::string(32, 'p')})) + sizes);
   Write(dir, "seal-welcome", Bytes(EncodeSealWelcome(SealWelcome{std::string(32, 'R'), std::string(32, 'P')})) + sizes);
+  // A gpu_decode job's batch: two cut JPEGs (one flipped, one an eval box starting left of and above the cut), a
+  // sample sent as pixels, a quarantined one.
+  h.sealed = false;
+  h.flags = {0, 0, 0, 2};
+  h.quarantine_reasons = {"decode_error"};
+  h.crops = {{100, true, true, 3, 5, 60, 50}, {90, true, false, -4, -7, 500, 375}, {192, false, false, 0, 0, 0, 0}, {}};
+  h.payload_bytes = 382;
+  Write(dir, "batch-crops", Bytes(EncodeBatchHeader(h)) + std::string("\x00\x00\x7e\x01\x00\x01", 6));
 }
 
 void Journals(const std::string& dir) {

@@ -66,6 +66,7 @@ struct Batch {
     build.quarantine.resize(4);
     for (uint64_t i = 0; i < 4; ++i) build.samples.push_back(PlannedSample{10 + i, false});
     build.buffer = pool->Acquire(job->spec.BatchBytes());
+    build.payload_bytes = job->spec.BatchBytes();
     for (size_t i = 0; i < build.buffer.size; ++i) build.buffer.data[i] = static_cast<uint8_t>(i * 7);
   }
 };

@@ -1,0 +1,79 @@
+// JpegCutter (jpeg_cutter.h): TurboJPEG's lossless crop into the caller's buffer.
+#include "worker/jpeg_cutter.h"
+
+#include <turbojpeg.h>
+
+#include <cstring>
+#include <string>
+
+namespace stoker::worker {
+namespace {
+
+// Warnings (a truncated or damaged stream the decoder would fill with grey) are errors here: the CPU path decides
+// what such an image becomes. Progressive inputs are held to the decoder's scan limit.
+constexpr int kFlags = TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS;
+// The largest scratch a cut may ask for (tjBufSize of the cut: about its pixels' bytes), so that one huge crop of
+// a huge image cannot hold a pipeline thread's memory; such a cut could not fit an output's pixels anyway unless
+// compressed more than 100 to 1.
+constexpr unsigned long kMaxScratchBytes = 64ul << 20;
+
+std::string LibraryError(void* handle) { return std::string("TurboJPEG: ") + tjGetErrorStr2(handle); }
+
+}  // namespace
+
+JpegCutter::JpegCutter() : handle_(tjInitTransform()) {}
+
+JpegCutter::~JpegCutter() {
+  if (handle_ != nullptr) tjDestroy(handle_);
+}
+
+StatusOr<JpegCut> JpegCutter::Cut(std::span<const uint8_t> jpeg, const CropRect& region, uint8_t* out,
+                                  size_t capacity) {
+  if (handle_ == nullptr) return InternalError("TurboJPEG could not make a transform handle");
+  int width = 0, height = 0, subsamp = 0, colorspace = 0;
+  if (tjDecompressHeader3(handle_, jpeg.data(), jpeg.size(), &width, &height, &subsamp, &colorspace) != 0) {
+    return InvalidArgumentError(LibraryError(handle_));
+  }
+  if ((colorspace != TJCS_YCbCr && colorspace != TJCS_GRAY) || subsamp < 0 || subsamp >= TJ_NUMSAMP) {
+    return FailedPreconditionError("a JPEG of colour space " + std::to_string(colorspace) + ", subsampling " +
+                                   std::to_string(subsamp) + ": only YCbCr and greyscale are cut");
+  }
+  if (region.width <= 0 || region.height <= 0 || region.x < 0 || region.y < 0 || region.x + region.width > width ||
+      region.y + region.height > height) {
+    return InvalidArgumentError("the region to cut is not inside the " + std::to_string(width) + "x" +
+                                std::to_string(height) + " image");
+  }
+  JpegCut cut;
+  cut.x = region.x - region.x % tjMCUWidth[subsamp];
+  cut.y = region.y - region.y % tjMCUHeight[subsamp];
+  cut.width = region.x + region.width - cut.x;
+  cut.height = region.y + region.height - cut.y;
+  // TurboJPEG 2.1's own buffer handling cannot be used safely here: given a buffer it may not grow, it assumes
+  // tjBufSize() bytes of it; given one it may grow, it frees and reuses its own allocations across calls. So the
+  // cut goes into scratch of exactly tjBufSize() bytes (TJFLAG_NOREALLOC), and is copied out when it fits.
+  const unsigned long bound = tjBufSize(cut.width, cut.height, subsamp);
+  if (bound == static_cast<unsigned long>(-1) || bound > kMaxScratchBytes) {
+    return ResourceExhaustedError("a cut of " + std::to_string(cut.width) + "x" + std::to_string(cut.height) +
+                                  " pixels may need more than the cutter's scratch");
+  }
+  if (scratch_.size() < bound) scratch_.resize(bound);
+  tjtransform transform{};
+  transform.r = tjregion{cut.x, cut.y, cut.width, cut.height};
+  transform.op = TJXOP_NONE;
+  transform.options = TJXOPT_CROP | TJXOPT_COPYNONE;
+  unsigned char* dst = scratch_.data();
+  unsigned long dst_size = scratch_.size();
+  if (tjTransform(handle_, jpeg.data(), jpeg.size(), 1, &dst, &dst_size, &transform, kFlags | TJFLAG_NOREALLOC) != 0) {
+    return InvalidArgumentError(LibraryError(handle_));
+  }
+  if (dst != scratch_.data() || dst_size > bound) return InternalError("TurboJPEG wrote outside the cutter's scratch");
+  if (dst_size > capacity) {
+    return ResourceExhaustedError("the cut JPEG (" + std::to_string(dst_size) + " bytes) is larger than the output's " +
+                                  std::to_string(capacity));
+  }
+  std::memcpy(out, dst, dst_size);
+  cut.bytes = dst_size;
+  return cut;
+}
+
+}  // namespace stoker::worker

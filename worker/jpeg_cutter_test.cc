@@ -1,0 +1,165 @@
+// The lossless cut against a full decode of the same region (libjpeg-turbo on both sides): equal pixels for 4:4:4,
+// greyscale, progressive and arithmetic inputs (the cut is baseline Huffman whatever came in), and for 4:2:0 with
+// box upsampling (fancy upsampling reads across the cut's edges); MCU-aligned corners; CMYK, YCCK, damage, a
+// region outside the image and a cut too large for its buffer refused.
+#include "worker/jpeg_cutter.h"
+
+#include <gtest/gtest.h>
+#include <turbojpeg.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "datagen/synthetic_dataset.h"
+
+namespace stoker::worker {
+namespace {
+
+using datagen::JpegEncodeOptions;
+
+struct Rgb {
+  std::vector<uint8_t> pixels;
+  int width = 0, height = 0;
+};
+
+// TurboJPEG's decode of the whole JPEG to RGB; `flags` TJFLAG_FASTUPSAMPLE for box upsampling.
+Rgb Decode(const uint8_t* jpeg, size_t size, int flags = 0) {
+  tjhandle h = tjInitDecompress();
+  Rgb out;
+  int subsamp = 0, colorspace = 0;
+  EXPECT_EQ(tjDecompressHeader3(h, jpeg, size, &out.width, &out.height, &subsamp, &colorspace), 0);
+  out.pixels.resize(size_t(out.width) * out.height * 3);
+  EXPECT_EQ(tjDecompress2(h, jpeg, size, out.pixels.data(), out.width, 0, out.height, TJPF_RGB, flags), 0)
+      << tjGetErrorStr2(h);
+  tjDestroy(h);
+  return out;
+}
+
+std::string Jpeg(uint64_t index, JpegEncodeOptions options = {}) {
+  auto jpeg = datagen::SyntheticJpeg(index, options);
+  EXPECT_TRUE(jpeg.ok()) << jpeg.status().ToString();
+  return jpeg.ok() ? *jpeg : std::string();
+}
+
+std::span<const uint8_t> Bytes(const std::string& s) { return {reinterpret_cast<const uint8_t*>(s.data()), s.size()}; }
+
+// Whether the JPEG has a start-of-frame marker `sof` (0xC0 baseline, 0xC2 progressive, 0xC9 arithmetic) before its
+// scan; walks the marker segments.
+bool HasFrameMarker(const uint8_t* jpeg, size_t size, uint8_t sof) {
+  for (size_t at = 2; at + 4 <= size && jpeg[at] == 0xFF;) {
+    const uint8_t marker = jpeg[at + 1];
+    if (marker == sof) return true;
+    if (marker == 0xDA) return false;
+    at += 2 + (size_t(jpeg[at + 2]) << 8 | jpeg[at + 3]);
+  }
+  return false;
+}
+
+// The largest difference between the cut's pixels and the same pixels of the full image, leaving out `margin`
+// pixels along each edge of the cut that is not an edge of the image.
+int MaxDifference(const Rgb& full, const Rgb& cut, const JpegCut& where, int margin) {
+  int worst = 0;
+  for (int y = 0; y < cut.height; ++y) {
+    for (int x = 0; x < cut.width; ++x) {
+      const bool inner_x = (where.x == 0 || x >= margin) && (where.x + cut.width == full.width || x < cut.width - margin);
+      const bool inner_y = (where.y == 0 || y >= margin) && (where.y + cut.height == full.height || y < cut.height - margin);
+      if (!inner_x || !inner_y) continue;
+      for (int c = 0; c < 3; ++c) {
+        const int a = cut.pixels[(size_t(y) * cut.width + x) * 3 + c];
+        const int b = full.pixels[(size_t(where.y + y) * full.width + where.x + x) * 3 + c];
+        worst = std::max(worst, std::abs(a - b));
+      }
+    }
+  }
+  return worst;
+}
+
+// Cuts `jpeg` to `region` and checks the cut's geometry and that it is a baseline JPEG; returns the cut's pixels.
+Rgb CutAndCheck(const std::string& jpeg, const CropRect& region, int mcu, JpegCut* where, int flags = 0) {
+  JpegCutter cutter;
+  std::vector<uint8_t> out(jpeg.size() * 2);
+  StatusOr<JpegCut> cut = cutter.Cut(Bytes(jpeg), region, out.data(), out.size());
+  EXPECT_TRUE(cut.ok()) << cut.status().ToString();
+  if (!cut.ok()) return {};
+  *where = *cut;
+  EXPECT_EQ(cut->x % mcu, 0);
+  EXPECT_EQ(cut->y % mcu, 0);
+  EXPECT_LE(cut->x, region.x);
+  EXPECT_GT(cut->x + mcu, region.x);
+  EXPECT_LE(cut->y, region.y);
+  EXPECT_GT(cut->y + mcu, region.y);
+  EXPECT_EQ(cut->x + cut->width, region.x + region.width);
+  EXPECT_EQ(cut->y + cut->height, region.y + region.height);
+  EXPECT_TRUE(HasFrameMarker(out.data(), cut->bytes, 0xC0)) << "the cut is not a baseline Huffman JPEG";
+  Rgb pixels = Decode(out.data(), cut->bytes, flags);
+  EXPECT_EQ(pixels.width, cut->width);
+  EXPECT_EQ(pixels.height, cut->height);
+  return pixels;
+}
+
+TEST(JpegCutter, A444CutHasTheFullDecodesPixels) {
+  const std::string jpeg = Jpeg(3);
+  const Rgb full = Decode(Bytes(jpeg).data(), jpeg.size());
+  for (const CropRect region : {CropRect{37, 21, 150, 201}, CropRect{0, 0, 64, 64}, CropRect{8, 8, 1, 1},
+                                CropRect{100, 50, full.width - 100, full.height - 50}}) {
+    JpegCut where;
+    const Rgb cut = CutAndCheck(jpeg, region, 8, &where);
+    EXPECT_EQ(MaxDifference(full, cut, where, 0), 0) << region.x << "," << region.y;
+  }
+}
+
+TEST(JpegCutter, A420CutIsExactWithBoxUpsamplingAndInsideItsEdgesOtherwise) {
+  const std::string jpeg = Jpeg(4, {.chroma_444 = false});
+  const CropRect region{45, 29, 211, 170};
+  JpegCut where;
+  const Rgb box = CutAndCheck(jpeg, region, 16, &where, TJFLAG_FASTUPSAMPLE);
+  EXPECT_EQ(MaxDifference(Decode(Bytes(jpeg).data(), jpeg.size(), TJFLAG_FASTUPSAMPLE), box, where, 0), 0);
+  const Rgb fancy = CutAndCheck(jpeg, region, 16, &where);
+  EXPECT_EQ(MaxDifference(Decode(Bytes(jpeg).data(), jpeg.size()), fancy, where, 2), 0);
+}
+
+TEST(JpegCutter, ProgressiveArithmeticAndGreyInputsBecomeBaselineWithTheSamePixels) {
+  const JpegEncodeOptions kinds[] = {
+      {.progression = JpegEncodeOptions::Progression::kProgressive},
+      {.arithmetic = true},
+      {.colour_space = JpegEncodeOptions::ColourSpace::kGrey},
+  };
+  for (const JpegEncodeOptions& options : kinds) {
+    const std::string jpeg = Jpeg(5, options);
+    const Rgb full = Decode(Bytes(jpeg).data(), jpeg.size());
+    JpegCut where;
+    const Rgb cut = CutAndCheck(jpeg, CropRect{19, 33, 120, 90}, 8, &where);
+    EXPECT_EQ(MaxDifference(full, cut, where, 0), 0);
+  }
+  EXPECT_TRUE(HasFrameMarker(Bytes(Jpeg(5, kinds[0])).data(), Jpeg(5, kinds[0]).size(), 0xC2));
+  EXPECT_TRUE(HasFrameMarker(Bytes(Jpeg(5, kinds[1])).data(), Jpeg(5, kinds[1]).size(), 0xC9));
+}
+
+TEST(JpegCutter, RefusesWhatItCannotCut) {
+  JpegCutter cutter;
+  std::vector<uint8_t> out(1 << 20);
+  const CropRect region{0, 0, 64, 64};
+  for (auto colour : {JpegEncodeOptions::ColourSpace::kCmyk, JpegEncodeOptions::ColourSpace::kYcck}) {
+    auto cut = cutter.Cut(Bytes(Jpeg(6, {.colour_space = colour})), region, out.data(), out.size());
+    EXPECT_EQ(cut.status().code(), StatusCode::kFailedPrecondition) << cut.status().ToString();
+  }
+  const std::string jpeg = Jpeg(6);
+  const std::string truncated = jpeg.substr(0, jpeg.size() / 2);
+  EXPECT_EQ(cutter.Cut(Bytes(truncated), region, out.data(), out.size()).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(cutter.Cut(Bytes(std::string("not a jpeg at all")), region, out.data(), out.size()).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(cutter.Cut(Bytes(jpeg), CropRect{400, 300, 200, 200}, out.data(), out.size()).status().code(),
+            StatusCode::kInvalidArgument);
+  // Too large for its buffer: refused, whether the library's own buffer took over or not.
+  for (size_t capacity : {size_t{100}, size_t{5000}}) {
+    EXPECT_EQ(cutter.Cut(Bytes(jpeg), CropRect{0, 0, 300, 300}, out.data(), capacity).status().code(),
+              StatusCode::kResourceExhausted);
+  }
+  // The cutter still cuts after refusals.
+  EXPECT_TRUE(cutter.Cut(Bytes(jpeg), region, out.data(), out.size()).ok());
+}
+
+}  // namespace
+}  // namespace stoker::worker
