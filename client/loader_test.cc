@@ -159,6 +159,26 @@ TEST_F(LoaderTest, IdentityFormatHandsOverTheReceivedPixelsWithoutACopy) {
   EXPECT_EQ(d->batch.view().strides, (std::array<int64_t, 4>{3 * 32 * 32, 1, 3 * 32, 3}));
 }
 
+// The Loader hands out tensors of pixels and cannot make them from a gpu_decode job's cut JPEGs yet: refused before
+// connecting when its spec says so, and when it attaches to such a job, with the rank given back.
+TEST_F(LoaderTest, AJobDecodedOnTheGpuIsRefusedWithTheRankGivenBack) {
+  LoaderOptions o = Options("gpu-decoded", 1);
+  o.client.spec->world_size = 2;
+  o.client.spec->pipeline.gpu_decode = true;
+  auto refused = Loader::Open(o);
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("gpu_decode"), std::string::npos) << refused.status().message();
+  // A Client creates the job and takes rank 0; a Loader attaching as rank 1 is refused and leaves it free.
+  auto creator = Client::Connect(o.client);
+  ASSERT_TRUE(creator.ok()) << creator.status().ToString();
+  o.client.spec.reset();
+  o.client.rank = 1;
+  auto attached = Loader::Open(o);
+  EXPECT_EQ(attached.status().code(), StatusCode::kFailedPrecondition) << attached.status().ToString();
+  auto rank1 = Client::Connect(o.client);
+  EXPECT_TRUE(rank1.ok()) << rank1.status().ToString();
+}
+
 TEST_F(LoaderTest, ConsumerHoldingEveryBufferIsToldAndLosesNothing) {
   LoaderOptions o = Options("host-held", 1);
   o.depth = 2;

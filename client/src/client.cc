@@ -62,6 +62,7 @@ size_t Batch::pixel_bytes() const { return data_->pixel_bytes; }
 std::span<const int64_t> Batch::labels() const { return data_->labels; }
 std::span<const uint64_t> Batch::sample_ids() const { return data_->sample_ids; }
 std::span<const uint8_t> Batch::flags() const { return data_->flags; }
+std::span<const SampleCrop> Batch::crops() const { return data_->crops; }
 std::string_view Batch::quarantine_reason(uint32_t i) const {
   if (!is_quarantined(i)) return {};
   if (data_->quarantine_reasons.empty()) return "unreported";

@@ -61,6 +61,10 @@ std::unique_ptr<ReceivedBatch> MakeReceivedBatch(BatchHeader h, uint64_t steps_p
   batch->sample_ids = std::move(h.sample_ids);
   batch->flags = std::move(h.flags);
   batch->quarantine_reasons = std::move(h.quarantine_reasons);
+  batch->crops.reserve(h.crops.size());
+  for (const EncodedCrop& c : h.crops) {
+    batch->crops.push_back(SampleCrop{c.bytes, c.encoded, c.flip, c.x, c.y, c.width, c.height});
+  }
   batch->pixel_bytes = h.payload_bytes;
   if (payload.empty()) return batch;  // opened into a pinned buffer: the caller hands it over
   batch->payload = std::move(payload[0]);

@@ -137,7 +137,8 @@ void ClientImpl::Start(const RegisterClientResponse& registered) {
                                spec.pipeline.output_width,
                                3,
                                options_.payload_frame_bytes,
-                               /*sealed=*/curve_};
+                               /*sealed=*/curve_,
+                               spec.pipeline.gpu_decode};
   expected_unsealed_ = expected_;
   expected_unsealed_.sealed = false;  // a node-local worker's ipc:// connection
   if (options_.payload_frame_bytes > 0) {

@@ -77,6 +77,7 @@ namespace {
 
 Status CheckLoaderOptions(const LoaderOptions& o) {
   STOKER_RETURN_IF_ERROR(o.output.Validate());
+  if (o.client.spec) STOKER_RETURN_IF_ERROR(RefuseGpuDecode(*o.client.spec));
   if (o.depth == 0 || o.depth > o.client.prefetch) {
     return InvalidArgumentError("depth (" + std::to_string(o.depth) + ") must be between 1 and the prefetch window (" +
                                 std::to_string(o.client.prefetch) + ")");
@@ -101,6 +102,13 @@ Status CheckLoaderOptions(const LoaderOptions& o) {
 }
 
 }  // namespace
+
+Status RefuseGpuDecode(const JobSpec& spec) {
+  if (!spec.pipeline.gpu_decode) return Status::Ok();
+  return FailedPreconditionError("job '" + spec.name +
+                                 "' decodes on the GPU (gpu_decode), and the Loader cannot decode its cut JPEGs yet "
+                                 "(nvJPEG is not built in): stoker::Client hands them over as they come");
+}
 
 StatusOr<std::unique_ptr<LoaderRole>> LoaderRole::Open(const LoaderOptions& options) {
   STOKER_RETURN_IF_ERROR(CheckLoaderOptions(options));

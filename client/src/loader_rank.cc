@@ -50,6 +50,10 @@ Status PlainRank::ConnectClient() {
   }
   STOKER_ASSIGN_OR_RETURN(client_, Connect(client_options, make_stager));
   spec_ = client_->spec();
+  if (Status refused = RefuseGpuDecode(spec_); !refused.ok()) {
+    client_.reset();  // attached to such a job: give the rank back
+    return refused;
+  }
   steps_ = client_->steps_per_epoch();
   if (o.device < 0 && !o.output.IsIdentity()) {
     host_buffers_ = std::make_shared<HostBuffers>();

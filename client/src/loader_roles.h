@@ -32,6 +32,10 @@
 namespace stoker {
 namespace client {
 
+// FailedPrecondition for a job that decodes on the GPU: the Loader hands out tensors of pixels, and cannot make them
+// from cut JPEGs yet.
+Status RefuseGpuDecode(const JobSpec& spec);
+
 // Host path: converted batches live in `depth` buffers, position % depth, each held until its batch is released.
 struct HostBuffers {
   Mutex mu;

@@ -12,6 +12,7 @@
 #include <zmq.hpp>
 
 #include "client/src/host_buffer_pool.h"
+#include "stoker/client_types.h"
 #include "stoker/status.h"
 
 namespace stoker::client {
@@ -29,6 +30,7 @@ struct ReceivedBatch {
   std::vector<uint64_t> sample_ids;
   std::vector<uint8_t> flags;
   std::vector<std::string> quarantine_reasons;  // one per quarantined sample, in slot order; empty: not told
+  std::vector<SampleCrop> crops;  // a gpu_decode job's: one per sample, the payload their bytes (else empty)
   zmq::message_t payload;  // the pixels, as ZeroMQ received them: handed to the application without a copy
   // With ClientOptions::payload_frame_bytes and a stager: the payload's further frames, in order (the stager
   // copies them after `payload`). Without a stager the client joins the frames into `payload` instead.

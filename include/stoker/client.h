@@ -66,10 +66,13 @@ class Batch {
   uint32_t width() const;
   uint32_t channels() const;
   const uint8_t* pixels() const;              // host memory (a pinned slot on the GPU path)
-  size_t pixel_bytes() const;
+  size_t pixel_bytes() const;                 // size x height x width x channels, or a gpu_decode job's crops' bytes
   std::span<const int64_t> labels() const;     // -1 for quarantined samples
   std::span<const uint64_t> sample_ids() const;
   std::span<const uint8_t> flags() const;      // bit 1: padding, bit 2: quarantined
+  // A job that decodes on the GPU (PipelineSpec::gpu_decode): one per sample, and pixels() holds their bytes one
+  // after another (SampleCrop). Empty for other jobs.
+  std::span<const SampleCrop> crops() const;
   bool is_padding(uint32_t i) const { return (flags()[i] & 1) != 0; }
   bool is_quarantined(uint32_t i) const { return (flags()[i] & 2) != 0; }
   // Why sample i was quarantined (unsupported_format, decode_error, ...; "unreported" if its worker did not say);

@@ -27,6 +27,20 @@ class StallProbe {
                                 std::chrono::steady_clock::time_point wait_end) = 0;
 };
 
+// One sample of a batch of a job that decodes on the GPU (PipelineSpec::gpu_decode): the batch's bytes are its
+// samples' one after another, each a JPEG cut to what its resize reads (encoded), or the output's pixels made by
+// the worker (not encoded: a format or cut the worker could not send as a JPEG), or nothing (quarantined).
+// schema/data.capnp's EncodedCrop says what each field means.
+struct SampleCrop {
+  uint32_t bytes = 0;
+  bool encoded = false;
+  bool flip = false;  // mirror after the resize (encoded samples only)
+  int32_t x = 0;      // train: the crop in the cut's pixels; eval: the whole image in them (resize it to
+  int32_t y = 0;      // Resize(resize_shorter)'s size and keep the centre)
+  uint32_t width = 0;
+  uint32_t height = 0;
+};
+
 struct ClientOptions {
   std::string coordinator = "tcp://127.0.0.1:7400";
   std::string job;
