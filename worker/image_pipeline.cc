@@ -61,7 +61,7 @@ void FlipHorizontalInPlace(uint8_t* pixels, int width, int height) {
 }
 
 ImagePipeline::ImagePipeline(const PipelineSpec& spec, const JpegLimits& limits)
-    : spec_(spec), out_bytes_(size_t{spec.output_height} * spec.output_width * 3), jpeg_(limits) {}
+    : spec_(spec), out_bytes_(size_t{spec.output_height} * spec.output_width * 3), jpeg_(limits), cutter_(limits) {}
 
 namespace {
 

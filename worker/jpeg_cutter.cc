@@ -19,9 +19,30 @@ constexpr unsigned long kMaxScratchBytes = 64ul << 20;
 
 std::string LibraryError(void* handle) { return std::string("TurboJPEG: ") + tjGetErrorStr2(handle); }
 
+// Start-of-scan markers: in entropy-coded data a 0xFF byte is followed by a stuffed 0x00 or a restart marker, so
+// every FF DA starts a scan (an EXIF thumbnail's count too, which errs on the safe side).
+int CountScans(std::span<const uint8_t> jpeg) {
+  int scans = 0;
+  for (const uint8_t* p = jpeg.data(), *end = jpeg.data() + jpeg.size(); p + 1 < end; ++p) {
+    p = static_cast<const uint8_t*>(std::memchr(p, 0xFF, static_cast<size_t>(end - p - 1)));
+    if (p == nullptr) break;
+    if (p[1] == 0xDA) ++scans;
+  }
+  return scans;
+}
+
+// The whole image's DCT coefficients, which the transform holds: 64 two-byte coefficients per 8x8 block of each
+// component, the chroma blocks fewer by the subsampling.
+uint64_t CoefficientBytes(int width, int height, int subsamp, int colorspace) {
+  const uint64_t luma_blocks = ((uint64_t(width) + 7) / 8) * ((uint64_t(height) + 7) / 8);
+  if (colorspace == TJCS_GRAY) return luma_blocks * 128;
+  const uint64_t chroma_blocks = luma_blocks * 64 / (uint64_t(tjMCUWidth[subsamp]) * tjMCUHeight[subsamp]);
+  return (luma_blocks + 2 * chroma_blocks) * 128;
+}
+
 }  // namespace
 
-JpegCutter::JpegCutter() : handle_(tjInitTransform()) {}
+JpegCutter::JpegCutter(const JpegLimits& limits) : limits_(limits), handle_(tjInitTransform()) {}
 
 JpegCutter::~JpegCutter() {
   if (handle_ != nullptr) tjDestroy(handle_);
@@ -37,6 +58,14 @@ StatusOr<JpegCut> JpegCutter::Cut(std::span<const uint8_t> jpeg, const CropRect&
   if ((colorspace != TJCS_YCbCr && colorspace != TJCS_GRAY) || subsamp < 0 || subsamp >= TJ_NUMSAMP) {
     return FailedPreconditionError("a JPEG of colour space " + std::to_string(colorspace) + ", subsampling " +
                                    std::to_string(subsamp) + ": only YCbCr and greyscale are cut");
+  }
+  if (CoefficientBytes(width, height, subsamp, colorspace) > limits_.max_memory_bytes ||
+      uint64_t(width) * height > limits_.max_pixels) {
+    return ResourceExhaustedError("a " + std::to_string(width) + "x" + std::to_string(height) +
+                                  " image's coefficients are more than the worker gives one image");
+  }
+  if (CountScans(jpeg) > limits_.max_scans) {
+    return ResourceExhaustedError("more than " + std::to_string(limits_.max_scans) + " scans");
   }
   if (region.width <= 0 || region.height <= 0 || region.x < 0 || region.y < 0 || region.x + region.width > width ||
       region.y + region.height > height) {

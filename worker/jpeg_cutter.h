@@ -7,7 +7,10 @@
 // ICC), whatever the input's coding (baseline, progressive or arithmetic), which every nvJPEG backend decodes.
 //
 // Refused (the caller makes the sample the CPU way instead): anything but 8-bit YCbCr or greyscale JPEG (CMYK,
-// YCCK, RGB-coded, 12-bit), damage, a cut larger than `capacity`, and whatever else the library refuses.
+// YCCK, RGB-coded, 12-bit), damage, a cut larger than `capacity`, and whatever else the library refuses. The
+// transform reads every coefficient of the image, which TurboJPEG gives no memory limit: an image whose
+// coefficients would take more than the JpegLimits' memory, or with more scans than they allow, is not cut (the
+// CPU path then applies the same limits and refuses it as decode_limit).
 //
 // Thread safety: none; one cutter per pipeline thread (it owns a TurboJPEG handle).
 #pragma once
@@ -19,6 +22,7 @@
 
 #include "stoker/status.h"
 #include "worker/crop_geometry.h"
+#include "worker/jpeg_decoder.h"
 
 namespace stoker::worker {
 
@@ -32,7 +36,7 @@ struct JpegCut {
 
 class JpegCutter {
  public:
-  JpegCutter();
+  explicit JpegCutter(const JpegLimits& limits = {});
   ~JpegCutter();
   JpegCutter(const JpegCutter&) = delete;
   JpegCutter& operator=(const JpegCutter&) = delete;
@@ -43,6 +47,7 @@ class JpegCutter {
   StatusOr<JpegCut> Cut(std::span<const uint8_t> jpeg, const CropRect& region, uint8_t* out, size_t capacity);
 
  private:
+  JpegLimits limits_;
   void* handle_ = nullptr;  // tjhandle
   std::vector<unsigned char> scratch_;  // the cut as TurboJPEG writes it (see Cut)
 };

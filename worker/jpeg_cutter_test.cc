@@ -161,5 +161,25 @@ TEST(JpegCutter, RefusesWhatItCannotCut) {
   EXPECT_TRUE(cutter.Cut(Bytes(jpeg), region, out.data(), out.size()).ok());
 }
 
+TEST(JpegCutter, KeepsToTheWorkersLimitsForOneImage) {
+  std::vector<uint8_t> out(1 << 20);
+  const CropRect region{0, 0, 64, 64};
+  // 500x375 4:4:4: 63 x 47 blocks of 3 components, 128 bytes each: 1,137,024 bytes of coefficients.
+  const std::string jpeg = Jpeg(7);
+  EXPECT_EQ(JpegCutter(JpegLimits{.max_memory_bytes = 1137023}).Cut(Bytes(jpeg), region, out.data(), out.size())
+                .status().code(),
+            StatusCode::kResourceExhausted);
+  EXPECT_TRUE(JpegCutter(JpegLimits{.max_memory_bytes = 1137024}).Cut(Bytes(jpeg), region, out.data(), out.size()).ok());
+  EXPECT_EQ(JpegCutter(JpegLimits{.max_pixels = 500 * 375 - 1}).Cut(Bytes(jpeg), region, out.data(), out.size())
+                .status().code(),
+            StatusCode::kResourceExhausted);
+  // libjpeg's usual progression has ten scans for three components.
+  const std::string progressive = Jpeg(7, {.progression = JpegEncodeOptions::Progression::kProgressive});
+  EXPECT_EQ(JpegCutter(JpegLimits{.max_scans = 9}).Cut(Bytes(progressive), region, out.data(), out.size())
+                .status().code(),
+            StatusCode::kResourceExhausted);
+  EXPECT_TRUE(JpegCutter(JpegLimits{.max_scans = 10}).Cut(Bytes(progressive), region, out.data(), out.size()).ok());
+}
+
 }  // namespace
 }  // namespace stoker::worker

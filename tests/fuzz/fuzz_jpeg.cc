@@ -1,7 +1,8 @@
 // libFuzzer target: a JPEG through the worker's region decoder (worker/jpeg_decoder.h) with a crop and an output
 // size taken from the input's last bytes, under tighter limits than a worker's so the fuzzer stays fast; or, by
 // one more byte, through the whole image pipeline (train or eval, the Pillow or the OpenCV resize kernel) into a
-// small output, which also runs the resampler's taps on whatever size the header claims.
+// small output, which also runs the resampler's taps on whatever size the header claims; or, for a job that decodes
+// on the GPU, through the lossless cut (worker/jpeg_cutter.h) and, where it refuses, the CPU path.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <cstddef>
@@ -30,7 +31,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     spec.output_width = spec.output_height = static_cast<uint32_t>(1 + out % 64);
     spec.resize_shorter = spec.output_width + (x % 64);
     static std::vector<uint8_t> pixels(64 * 64 * 3);
+    spec.gpu_decode = (route & 16) != 0 && spec.resize_kernel == stoker::ResizeKernel::kPillow;
     stoker::worker::ImagePipeline pipeline(spec, limits);
+    if (spec.gpu_decode) {
+      stoker::worker::CutSample cut;
+      (void)pipeline.RunCut({jpeg.data(), jpeg.size()}, y, pixels.data(), &cut);
+      return 0;
+    }
     (void)pipeline.Run({jpeg.data(), jpeg.size()}, y, pixels.data());
     return 0;
   }

@@ -172,6 +172,17 @@ void Jpegs(const std::string& dir) {
     Write(dir, std::string("image-") + name + ".jpg", *jpeg + '\x00' + crop);
     Write(dir, std::string("pipeline-") + name + ".jpg", *jpeg + '\x01' + crop);
   }
+  // A job that decodes on the GPU (route bit 4): the lossless cut, train and eval, of baseline, progressive,
+  // arithmetic and greyscale JPEGs.
+  using Options = datagen::JpegEncodeOptions;
+  for (auto [name, options, route] :
+       {std::tuple{"cut-train", Options{.quality = 90}, '\x11'}, std::tuple{"cut-eval", Options{.quality = 90}, '\x13'},
+        std::tuple{"cut-progressive", Options{.quality = 90, .progression = Options::Progression::kProgressive}, '\x11'},
+        std::tuple{"cut-arithmetic", Options{.quality = 90, .arithmetic = true}, '\x11'},
+        std::tuple{"cut-grey", Options{.quality = 90, .colour_space = Options::ColourSpace::kGrey}, '\x11'}}) {
+    auto jpeg = datagen::EncodeJpeg(small.data(), 64, 48, options);
+    if (jpeg.ok()) Write(dir, std::string(name) + ".jpg", *jpeg + route + crop);
+  }
 }
 
 void Requests(const std::string& dir) {
