@@ -164,7 +164,7 @@ TEST_F(LoaderTest, IdentityFormatHandsOverTheReceivedPixelsWithoutACopy) {
 TEST_F(LoaderTest, AJobDecodedOnTheGpuIsRefusedWithTheRankGivenBack) {
   LoaderOptions o = Options("gpu-decoded", 1);
   o.client.spec->world_size = 2;
-  o.client.spec->pipeline.gpu_decode = true;
+  o.client.spec->pipeline.gpu_decode = GpuDecode::kFile;
   auto refused = Loader::Open(o);
   EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition) << refused.status().ToString();
   EXPECT_NE(refused.status().message().find("gpu_decode"), std::string::npos) << refused.status().message();

@@ -31,6 +31,9 @@ bool IsValidJobName(std::string_view name) {
 
 const char* RemainderName(Remainder r) { return r == Remainder::kDrop ? "drop" : "pad"; }
 const char* ResizeKernelName(ResizeKernel k) { return k == ResizeKernel::kPillow ? "pillow" : "opencv"; }
+const char* GpuDecodeName(GpuDecode g) {
+  return g == GpuDecode::kFile ? "file" : g == GpuDecode::kCut ? "cut" : "off";
+}
 const char* PipelineModeName(PipelineMode m) { return m == PipelineMode::kTrain ? "train" : "eval"; }
 
 Status JobSpec::Validate() const {
@@ -78,7 +81,7 @@ Status JobSpec::Validate() const {
     return InvalidArgumentError("job '" + name + "': eval resize_shorter (" + std::to_string(p.resize_shorter) +
                                 ") must be at least the output size");
   }
-  if (p.gpu_decode && p.resize_kernel != ResizeKernel::kPillow) {
+  if (p.DecodesOnGpu() && p.resize_kernel != ResizeKernel::kPillow) {
     return InvalidArgumentError("job '" + name + "': gpu_decode resizes with the pillow kernel only (resize_kernel is " +
                                 ResizeKernelName(p.resize_kernel) + ")");
   }
@@ -113,7 +116,7 @@ std::vector<std::string> JobSpec::Differences(const JobSpec& r) const {
   Compare(out, "antialias", a.antialias, b.antialias);
   Compare(out, "resize_kernel", std::string(ResizeKernelName(a.resize_kernel)),
           std::string(ResizeKernelName(b.resize_kernel)));
-  Compare(out, "gpu_decode", a.gpu_decode, b.gpu_decode);
+  Compare(out, "gpu_decode", std::string(GpuDecodeName(a.gpu_decode)), std::string(GpuDecodeName(b.gpu_decode)));
   return out;
 }
 
@@ -132,7 +135,7 @@ void WritePipeline(std::ostringstream& c, const PipelineSpec& p) {
   // Added after tokens were first issued: absent for the kernel those jobs had, so their tokens stay valid.
   if (p.resize_kernel != ResizeKernel::kOpenCv) c << "\nresize_kernel=" << ResizeKernelName(p.resize_kernel);
   // Later still, and only when set: the bytes of a batch differ from the CPU path's.
-  if (p.gpu_decode) c << "\ngpu_decode=1";
+  if (p.DecodesOnGpu()) c << "\ngpu_decode=" << GpuDecodeName(p.gpu_decode);
 }
 }  // namespace
 

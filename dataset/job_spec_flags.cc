@@ -29,9 +29,11 @@ void AddJobSpecFlags(FlagSet& flags, JobSpec* spec) {
                 {{"pillow", ResizeKernel::kPillow}, {"opencv", ResizeKernel::kOpenCv}},
                 "pillow: Pillow's bilinear resize byte for byte (torchvision on PIL images); opencv: OpenCV area "
                   "interpolation, what jobs before this option got");
-  flags.AddBool("gpu-decode", &spec->pipeline.gpu_decode,
-                "workers send each JPEG cut losslessly to its crop; the client decodes and resizes it on its GPU "
-                "(needs nvJPEG on the client)");
+  flags.AddEnum("gpu-decode", &spec->pipeline.gpu_decode,
+                {{"off", GpuDecode::kOff}, {"file", GpuDecode::kFile}, {"cut", GpuDecode::kCut}},
+                "off: workers decode; file: workers send each JPEG as its file (cut where the GPU cannot take it), "
+                "the client decodes and resizes on its GPU; cut: workers cut each JPEG losslessly to its crop first "
+                "(fewer bytes on the wire, a decode's worth of worker CPU)");
 }
 
 }  // namespace stoker

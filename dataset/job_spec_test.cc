@@ -50,7 +50,7 @@ TEST(JobSpec, ValidationNamesTheField) {
   s.pipeline.output_height = 4096;
   expect_bad(s, "2 GiB");
   s = Valid();
-  s.pipeline.gpu_decode = true;  // the client's GPU resize is Pillow's kernel
+  s.pipeline.gpu_decode = GpuDecode::kFile;  // the client's GPU resize is Pillow's kernel
   s.pipeline.resize_kernel = ResizeKernel::kOpenCv;
   expect_bad(s, "gpu_decode resizes with the pillow kernel only");
   EXPECT_TRUE(Valid().Validate().ok());
@@ -77,13 +77,16 @@ TEST(JobSpec, DifferencesDescribeEachField) {
 TEST(JobSpec, DecodingOnTheGpuIsAnotherJob) {
   // Its batches' bytes differ from the CPU path's: another fingerprint, so a checkpoint of one cannot resume the
   // other (checkpoint_test checks that a spec without it keeps the fingerprint it always had).
-  JobSpec cpu = Valid(), gpu = Valid();
-  gpu.pipeline.gpu_decode = true;
-  EXPECT_TRUE(gpu.Validate().ok());
-  EXPECT_NE(SpecFingerprint(cpu), SpecFingerprint(gpu));
-  EXPECT_NE(PipelineFingerprint(cpu.pipeline), PipelineFingerprint(gpu.pipeline));
-  ASSERT_EQ(gpu.Differences(cpu).size(), 1u);
-  EXPECT_EQ(gpu.Differences(cpu)[0], "gpu_decode: 1 here, 0 registered");
+  JobSpec cpu = Valid(), file = Valid(), cut = Valid();
+  file.pipeline.gpu_decode = GpuDecode::kFile;
+  cut.pipeline.gpu_decode = GpuDecode::kCut;
+  EXPECT_TRUE(file.Validate().ok());
+  EXPECT_TRUE(cut.Validate().ok());
+  EXPECT_NE(SpecFingerprint(cpu), SpecFingerprint(file));
+  EXPECT_NE(SpecFingerprint(file), SpecFingerprint(cut));
+  EXPECT_NE(PipelineFingerprint(cpu.pipeline), PipelineFingerprint(cut.pipeline));
+  ASSERT_EQ(cut.Differences(cpu).size(), 1u);
+  EXPECT_EQ(cut.Differences(cpu)[0], "gpu_decode: cut here, off registered");
 }
 
 }  // namespace

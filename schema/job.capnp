@@ -31,8 +31,14 @@ struct PipelineSpec {
   resizeShorter @8 :UInt32;    # eval: the shorter side is resized to this before the center crop
   antialias @9 :Bool;          # shrink with a filter as wide as the reduction (torchvision's antialias=True)
   resizeKernel @10 :ResizeKernel;  # how a crop becomes the output; absent (jobs before it existed): opencv
-  gpuDecode @11 :Bool;         # workers send JPEGs cut to their crops (data.capnp EncodedCrop); the client decodes,
-                               # resizes and flips them on its GPU. Needs the pillow kernel
+  gpuDecode @11 :GpuDecode;    # workers send JPEGs (data.capnp EncodedCrop) that the client decodes, resizes and
+                               # flips on its GPU. Needs the pillow kernel
+}
+
+enum GpuDecode {
+  off @0;    # workers decode: batches of pixels
+  file @1;   # each JPEG as its file where the GPU can take it as it is, else cut, else pixels
+  cut @2;    # each JPEG cut losslessly to what its resize reads, else pixels
 }
 
 enum ResizeKernel {

@@ -16,7 +16,7 @@ std::vector<std::string> JobFlags(const JobSpec& spec) {
       std::to_string(spec.batches_per_unit), "--pipeline", PipelineModeName(spec.pipeline.mode), "--image-height",
       std::to_string(spec.pipeline.output_height), "--image-width", std::to_string(spec.pipeline.output_width),
       spec.shuffle ? "--shuffle" : "--no-shuffle"};
-  if (spec.pipeline.gpu_decode) flags.push_back("--gpu-decode");
+  if (spec.pipeline.DecodesOnGpu()) flags.insert(flags.end(), {"--gpu-decode", GpuDecodeName(spec.pipeline.gpu_decode)});
   return flags;
 }
 

@@ -13,6 +13,11 @@ namespace {
 constexpr auto kRemainders = fields::MakeEnumMap("job spec: unknown remainder policy",
                                                  std::pair{Remainder::kDrop, wire::Remainder::DROP},
                                                  std::pair{Remainder::kPad, wire::Remainder::PAD});
+constexpr auto kGpuDecodes = fields::MakeEnumMap("job spec: unknown GPU decode (a newer client?)",
+                                                 std::pair{GpuDecode::kOff, wire::GpuDecode::OFF},
+                                                 std::pair{GpuDecode::kFile, wire::GpuDecode::FILE},
+                                                 std::pair{GpuDecode::kCut, wire::GpuDecode::CUT});
+
 constexpr auto kPipelineModes = fields::MakeEnumMap("job spec: unknown pipeline mode",
                                                     std::pair{PipelineMode::kTrain, wire::PipelineMode::TRAIN},
                                                     std::pair{PipelineMode::kEval, wire::PipelineMode::EVAL});
@@ -26,7 +31,7 @@ constexpr auto kPipeline = fields::List<PipelineSpec>(
     STOKER_FIELD(ratio_min, RatioMin), STOKER_FIELD(ratio_max, RatioMax),
     STOKER_FIELD(flip_probability, FlipProbability), STOKER_FIELD(resize_shorter, ResizeShorter),
     STOKER_FIELD(antialias, Antialias), fields::Mapped(kResizeKernels, STOKER_FIELD(resize_kernel, ResizeKernel)),
-    STOKER_FIELD(gpu_decode, GpuDecode));
+    fields::Mapped(kGpuDecodes, STOKER_FIELD(gpu_decode, GpuDecode)));
 
 constexpr auto kJobSpec = fields::List<JobSpec>(
     STOKER_FIELD(name, Name), STOKER_FIELD(manifest_path, ManifestPath),

@@ -23,7 +23,7 @@ JobSpec EveryFieldSet() {
                        .flip_probability = 0.25f,
                        .resize_shorter = 200,
                        .antialias = false,
-                       .gpu_decode = true},
+                       .gpu_decode = GpuDecode::kCut},
           .batch_size = 48,
           .world_size = 3,
           .epochs = 5,
@@ -47,7 +47,7 @@ TEST(JobSpec, ASpecWithoutAResizeKernelIsOneFromBeforeItAndKeepsOpenCv) {
   // New jobs resize with the Pillow kernel; a spec written before the field existed (a journal, an older client)
   // reads as the OpenCV kernel it was made with, so its bytes do not change under it.
   JobSpec spec = EveryFieldSet();
-  spec.pipeline.gpu_decode = false;  // which needs the Pillow kernel
+  spec.pipeline.gpu_decode = GpuDecode::kOff;  // which needs the Pillow kernel
   EXPECT_EQ(spec.pipeline.resize_kernel, ResizeKernel::kPillow);
   capnp::MallocMessageBuilder message;
   ToWire(spec, message.initRoot<wire::JobSpec>());

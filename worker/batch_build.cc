@@ -143,7 +143,7 @@ void BuildSample(BatchBuild& build, uint32_t slot, ThreadContext& context, bool 
   auto read_done = start;
   std::optional<QuarantineReport> problem;
   StageSeconds stages_before, stages_after;
-  const bool gpu_decode = job.spec.pipeline.gpu_decode;
+  const bool gpu_decode = job.spec.pipeline.DecodesOnGpu();
   CutSample cut{.bytes = job.spec.SampleBytes()};
   if (skip_decode) {
     // Only the sample id is written: the point is to measure moving the bytes, not making them.
@@ -159,7 +159,10 @@ void BuildSample(BatchBuild& build, uint32_t slot, ThreadContext& context, bool 
     build.crops[slot] = ok ? EncodedCrop{static_cast<uint32_t>(cut.bytes), cut.encoded, cut.flip, cut.x, cut.y,
                                          static_cast<uint32_t>(cut.width), static_cast<uint32_t>(cut.height)}
                            : EncodedCrop{};
-    if (ok) (cut.encoded ? counters.cut : counters.cut_fallback).fetch_add(1, std::memory_order_relaxed);
+    if (ok) {
+      (!cut.encoded ? counters.sent_pixels : cut.whole ? counters.sent_file : counters.sent_cut)
+          .fetch_add(1, std::memory_order_relaxed);
+    }
   }
   if (!ok) build.quarantine[slot] = std::move(*problem);
   build.labels[slot] = ok ? info.label : -1;

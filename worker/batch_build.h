@@ -116,7 +116,7 @@ struct ThreadContext {
 // Thread-safe counters of the work done (the worker's stats and metrics read them).
 struct BuildCounters {
   std::atomic<uint64_t> samples{0}, quarantined{0}, bytes_read{0};
-  std::atomic<uint64_t> cut{0}, cut_fallback{0};  // gpu_decode samples sent as cut JPEGs, and as pixels instead
+  std::atomic<uint64_t> sent_file{0}, sent_cut{0}, sent_pixels{0};  // gpu_decode samples, by how they were sent
   std::atomic<uint64_t> remembered{0};  // quarantined from KnownBadSamples, without reading or decoding
   std::atomic<int64_t> busy_ns{0}, read_ns{0}, decode_ns{0}, augment_ns{0};
   std::atomic<int> active{0};  // pipeline threads working on a sample right now

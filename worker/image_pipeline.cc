@@ -188,12 +188,13 @@ SampleOutcome ImagePipeline::RunCut(std::span<const uint8_t> encoded, uint64_t s
     ResampleAxis ax, ay;  // the resize's taps at full size: the region the client's resize reads
     PlanAxes(width, height, aug, /*d=*/1, &ax, &ay);
     const CropRect region{ax.lowest, ay.lowest, ax.highest - ax.lowest, ay.highest - ay.lowest};
-    StatusOr<JpegCut> done = cutter_.Cut(encoded, region, out, out_bytes_);
+    StatusOr<JpegCut> done = cutter_.Prepare(encoded, region, spec_.gpu_decode, out, out_bytes_);
     stage_seconds_.decode += SecondsSince(start);
     if (done.ok()) {
       const bool eval = spec_.mode == PipelineMode::kEval;
       const CropRect box = eval ? CropRect{0, 0, width, height} : aug.crop;
-      *cut = CutSample{true, done->bytes, aug.flip, box.x - done->x, box.y - done->y, box.width, box.height, ""};
+      *cut = CutSample{true, done->bytes, done->whole, aug.flip, box.x - done->x, box.y - done->y, box.width,
+                       box.height, ""};
       return {};
     }
     cut->fallback = done.status().message();

@@ -4,8 +4,8 @@
 //         least twice the output) -> resize with the flip folded in, straight into the batch slot
 //   other formats (PNG, ...): OpenCV imdecode -> the same resize -> BGR to RGB
 //
-// A gpu_decode job's JPEG is instead cut losslessly to the region the resize reads (worker/jpeg_cutter.h) and
-// leaves as it is cut, with the box the client resizes; what cannot be cut is made as above (RunCut).
+// A gpu_decode job's JPEG instead leaves as its file, or cut losslessly to the region the resize reads
+// (worker/jpeg_cutter.h), with the box the client resizes; what can go neither way is made as above (RunCut).
 //
 // The resize kernel is the job's (PipelineSpec::resize_kernel): Pillow's bilinear resize, byte for byte
 // (worker/resample.h), or OpenCV's area interpolation followed by a flip pass, what jobs before the option got.
@@ -37,8 +37,9 @@ struct SampleOutcome {
 
 // How a gpu_decode job's sample leaves (schema/data.capnp EncodedCrop).
 struct CutSample {
-  bool encoded = false;  // `out` holds a cut JPEG of `bytes`; else the output's pixels (zeros when not ok)
+  bool encoded = false;  // `out` holds a JPEG of `bytes`; else the output's pixels (zeros when not ok)
   size_t bytes = 0;
+  bool whole = false;    // the JPEG is the file as it is (else a cut)
   bool flip = false;
   int x = 0;  // train: the crop in the cut's pixels; eval: the whole image in them
   int y = 0;
@@ -59,8 +60,8 @@ class ImagePipeline {
 
   // Writes output_height x output_width x 3 bytes to `out`. `sample_seed` seeds the crop and flip.
   SampleOutcome Run(std::span<const uint8_t> encoded, uint64_t sample_seed, uint8_t* out);
-  // A gpu_decode job's sample: the JPEG cut to what the resize reads, at most output_bytes() of it, into `out`;
-  // else what Run writes. `cut` says which, and the box.
+  // A gpu_decode job's sample: the JPEG as its file or cut to what the resize reads (the job's GpuDecode), at most
+  // output_bytes() of it, into `out`; else what Run writes. `cut` says which, and the box.
   SampleOutcome RunCut(std::span<const uint8_t> encoded, uint64_t sample_seed, uint8_t* out, CutSample* cut);
 
   const StageSeconds& stage_seconds() const { return stage_seconds_; }

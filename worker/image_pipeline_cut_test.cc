@@ -1,10 +1,11 @@
-// A gpu_decode job's samples (ImagePipeline::RunCut): a cut JPEG decoded and resized with its box, as a client
-// does, gives the CPU path's pixels exactly (4:4:4, train and eval, flipped or not, where the CPU path decodes at
-// full size); what cannot be cut (CMYK, a cut larger than the output's pixels, another format) goes as the CPU
+// A gpu_decode job's samples (ImagePipeline::RunCut): a JPEG sent as its file or cut, decoded and resized with
+// its box as a client does, gives the CPU path's pixels exactly (4:4:4, train and eval, flipped or not, where the
+// CPU path decodes at full size); what cannot be cut (CMYK, a cut larger than the output's pixels, another format) goes as the CPU
 // path's pixels; damage is quarantined with no bytes.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
 #include <cstdlib>
 
 #include "datagen/synthetic_dataset.h"
@@ -34,18 +35,19 @@ std::vector<uint8_t> AsAClientWould(const PipelineSpec& spec, const uint8_t* jpe
 }
 
 // Train crops small enough, and an eval resize mild enough, that the CPU path decodes at full size (d = 1).
-PipelineSpec Spec(PipelineMode mode) {
+PipelineSpec Spec(PipelineMode mode, GpuDecode gpu = GpuDecode::kCut) {
   PipelineSpec spec;
   spec.mode = mode;
   spec.scale_min = 0.08f;
   spec.scale_max = 0.25f;
-  spec.gpu_decode = true;
+  spec.gpu_decode = gpu;
   return spec;
 }
 
-TEST(ImagePipelineCut, ACutResizedWithItsBoxIsTheCpuPathsOutput) {
-  for (PipelineMode mode : {PipelineMode::kTrain, PipelineMode::kEval}) {
-    const PipelineSpec spec = Spec(mode);
+TEST(ImagePipelineCut, AJpegResizedWithItsBoxIsTheCpuPathsOutput) {
+  for (auto [mode, gpu] : {std::pair{PipelineMode::kTrain, GpuDecode::kCut}, std::pair{PipelineMode::kEval, GpuDecode::kCut},
+                           std::pair{PipelineMode::kTrain, GpuDecode::kFile}, std::pair{PipelineMode::kEval, GpuDecode::kFile}}) {
+    const PipelineSpec spec = Spec(mode, gpu);
     ImagePipeline pipeline(spec);
     int flipped = 0;
     for (uint64_t seed = 0; seed < 12; ++seed) {
@@ -56,12 +58,16 @@ TEST(ImagePipelineCut, ACutResizedWithItsBoxIsTheCpuPathsOutput) {
       CutSample cut;
       ASSERT_TRUE(pipeline.RunCut(Bytes(jpeg), seed, sent.data(), &cut).ok);
       ASSERT_TRUE(cut.encoded) << cut.fallback;
-      EXPECT_LT(cut.bytes, jpeg.size());
+      EXPECT_EQ(cut.whole, gpu == GpuDecode::kFile);
+      EXPECT_EQ(cut.bytes < jpeg.size(), gpu == GpuDecode::kCut);
       EXPECT_EQ(AsAClientWould(spec, sent.data(), cut), cpu) << "seed " << seed;
       flipped += cut.flip;
       if (mode == PipelineMode::kEval) {
         EXPECT_FALSE(cut.flip);
         EXPECT_LE(cut.x, 0);  // the whole image, placed in the cut's pixels
+      }
+      if (gpu == GpuDecode::kFile) {
+        EXPECT_GE(cut.x, 0);
       }
     }
     if (mode == PipelineMode::kTrain) {

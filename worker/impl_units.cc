@@ -95,7 +95,7 @@ void WorkerImpl::QueueBuilds(const std::shared_ptr<const JobContext>& job, const
     build->labels.assign(batch_size, -1);
     build->flags.assign(batch_size, 0);
     build->quarantine.resize(batch_size);
-    if (job->spec.pipeline.gpu_decode) build->crops.resize(batch_size);
+    if (job->spec.pipeline.DecodesOnGpu()) build->crops.resize(batch_size);
     build->payload_bytes = job->spec.BatchBytes();
     build->cancelled = work.cancelled;
     build->remaining.store(batch_size);

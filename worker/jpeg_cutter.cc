@@ -1,4 +1,4 @@
-// JpegCutter (jpeg_cutter.h): TurboJPEG's lossless crop into the caller's buffer.
+// JpegCutter (jpeg_cutter.h): a JPEG for the GPU, as its file or cut losslessly by TurboJPEG.
 #include "worker/jpeg_cutter.h"
 
 #include <turbojpeg.h>
@@ -40,6 +40,26 @@ uint64_t CoefficientBytes(int width, int height, int subsamp, int colorspace) {
   return (luma_blocks + 2 * chroma_blocks) * 128;
 }
 
+// Whether the frame is Huffman-coded with 8-bit samples (SOF0 baseline, SOF1 extended, SOF2 progressive): what
+// every nvJPEG backend decodes. Walks the marker segments up to the first frame header.
+bool HuffmanEightBit(std::span<const uint8_t> jpeg) {
+  size_t at = 2;  // after SOI
+  while (at + 4 <= jpeg.size()) {
+    if (jpeg[at] != 0xFF) return false;
+    const uint8_t marker = jpeg[at + 1];
+    if (marker == 0xFF) {  // fill byte
+      ++at;
+      continue;
+    }
+    if (marker == 0xC0 || marker == 0xC1 || marker == 0xC2) return at + 4 < jpeg.size() && jpeg[at + 4] == 8;
+    if ((marker >= 0xC3 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC) || marker == 0xDA) {
+      return false;  // lossless, hierarchical or arithmetic frames; or a scan before any frame
+    }
+    at += 2 + (size_t{jpeg[at + 2]} << 8 | jpeg[at + 3]);
+  }
+  return false;
+}
+
 }  // namespace
 
 JpegCutter::JpegCutter(const JpegLimits& limits) : limits_(limits), handle_(tjInitTransform()) {}
@@ -48,8 +68,8 @@ JpegCutter::~JpegCutter() {
   if (handle_ != nullptr) tjDestroy(handle_);
 }
 
-StatusOr<JpegCut> JpegCutter::Cut(std::span<const uint8_t> jpeg, const CropRect& region, uint8_t* out,
-                                  size_t capacity) {
+StatusOr<JpegCut> JpegCutter::Prepare(std::span<const uint8_t> jpeg, const CropRect& region, GpuDecode mode,
+                                      uint8_t* out, size_t capacity) {
   if (handle_ == nullptr) return InternalError("TurboJPEG could not make a transform handle");
   int width = 0, height = 0, subsamp = 0, colorspace = 0;
   if (tjDecompressHeader3(handle_, jpeg.data(), jpeg.size(), &width, &height, &subsamp, &colorspace) != 0) {
@@ -57,7 +77,7 @@ StatusOr<JpegCut> JpegCutter::Cut(std::span<const uint8_t> jpeg, const CropRect&
   }
   if ((colorspace != TJCS_YCbCr && colorspace != TJCS_GRAY) || subsamp < 0 || subsamp >= TJ_NUMSAMP) {
     return FailedPreconditionError("a JPEG of colour space " + std::to_string(colorspace) + ", subsampling " +
-                                   std::to_string(subsamp) + ": only YCbCr and greyscale are cut");
+                                   std::to_string(subsamp) + ": only YCbCr and greyscale go to the GPU");
   }
   if (CoefficientBytes(width, height, subsamp, colorspace) > limits_.max_memory_bytes ||
       uint64_t(width) * height > limits_.max_pixels) {
@@ -72,11 +92,25 @@ StatusOr<JpegCut> JpegCutter::Cut(std::span<const uint8_t> jpeg, const CropRect&
     return InvalidArgumentError("the region to cut is not inside the " + std::to_string(width) + "x" +
                                 std::to_string(height) + " image");
   }
+  if (mode == GpuDecode::kFile && jpeg.size() <= capacity && uint64_t(width) * height <= kMaxGpuPixels &&
+      HuffmanEightBit(jpeg)) {
+    std::memcpy(out, jpeg.data(), jpeg.size());
+    return JpegCut{jpeg.size(), true, 0, 0, width, height};
+  }
+  return Cut(jpeg, region, subsamp, out, capacity);
+}
+
+StatusOr<JpegCut> JpegCutter::Cut(std::span<const uint8_t> jpeg, const CropRect& region, int subsamp, uint8_t* out,
+                                  size_t capacity) {
   JpegCut cut;
   cut.x = region.x - region.x % tjMCUWidth[subsamp];
   cut.y = region.y - region.y % tjMCUHeight[subsamp];
   cut.width = region.x + region.width - cut.x;
   cut.height = region.y + region.height - cut.y;
+  if (uint64_t(cut.width) * cut.height > kMaxGpuPixels) {
+    return ResourceExhaustedError("a cut of " + std::to_string(cut.width) + "x" + std::to_string(cut.height) +
+                                  " pixels is more than a GPU decodes for one image");
+  }
   // TurboJPEG 2.1's own buffer handling cannot be used safely here: given a buffer it may not grow, it assumes
   // tjBufSize() bytes of it; given one it may grow, it frees and reuses its own allocations across calls. So the
   // cut goes into scratch of exactly tjBufSize() bytes (TJFLAG_NOREALLOC), and is copied out when it fits.

@@ -1,18 +1,22 @@
-// JpegCutter: a JPEG cut losslessly to a region, for jobs that decode on the client's GPU (PipelineSpec::gpu_decode).
+// JpegCutter: what a worker sends a client that decodes on its GPU (PipelineSpec::gpu_decode) for one JPEG: the
+// file as it is, or the JPEG cut losslessly to the region its resize reads.
 //
-// The cut is libjpeg-turbo's TurboJPEG transform (tjTransform with TJXOPT_CROP): the region's DCT blocks are copied
-// and entropy-coded again, with no pixel decoded. Its top-left corner moves up and left to the nearest MCU boundary
-// (8 or 16 pixels), so the cut holds the region and at most one MCU less one pixel more on those sides; the
-// bottom-right corner stays where it is. The output is always a baseline Huffman JPEG without markers (no EXIF, no
-// ICC), whatever the input's coding (baseline, progressive or arithmetic), which every nvJPEG backend decodes.
+// The file (GpuDecode::kFile) costs the worker nothing beyond reading the header; it is sent when the GPU can take
+// it as it is (8-bit Huffman-coded YCbCr or greyscale, baseline or progressive) and it fits. Otherwise, and always
+// for GpuDecode::kCut, the cut: libjpeg-turbo's TurboJPEG transform (tjTransform with TJXOPT_CROP), which copies
+// the region's DCT blocks and entropy-codes them again, with no pixel decoded. Its top-left corner moves up and
+// left to the nearest MCU boundary (8 or 16 pixels); its bottom-right corner stays. A cut is always a baseline
+// Huffman JPEG without markers (no EXIF, no ICC), whatever the input's coding (baseline, progressive, arithmetic).
+// The transform entropy-decodes the whole image, so a cut costs about what decoding the crop the CPU way does
+// (bench/RESULTS.md, cut_bench); it saves bytes on the wire, not worker time.
 //
 // Refused (the caller makes the sample the CPU way instead): anything but 8-bit YCbCr or greyscale JPEG (CMYK,
-// YCCK, RGB-coded, 12-bit), damage, a cut larger than `capacity`, and whatever else the library refuses. The
-// transform reads every coefficient of the image, which TurboJPEG gives no memory limit: an image whose
-// coefficients would take more than the JpegLimits' memory, or with more scans than they allow, is not cut (the
-// CPU path then applies the same limits and refuses it as decode_limit).
+// YCCK, RGB-coded, 12-bit), damage, more than `capacity` bytes, more than kMaxGpuPixels to decode, and whatever else
+// the library refuses. The transform reads every coefficient of the image, which TurboJPEG gives no memory limit:
+// an image whose coefficients would take more than the JpegLimits' memory, or with more scans than they allow, is
+// neither sent nor cut (the CPU path then applies the same limits and refuses it as decode_limit).
 //
-// Thread safety: none; one cutter per pipeline thread (it owns a TurboJPEG handle).
+// Thread safety: none; one cutter per pipeline thread (it owns a TurboJPEG handle and scratch).
 #pragma once
 
 #include <cstddef>
@@ -20,17 +24,22 @@
 #include <span>
 #include <vector>
 
+#include "stoker/job_spec.h"
 #include "stoker/status.h"
 #include "worker/crop_geometry.h"
 #include "worker/jpeg_decoder.h"
 
 namespace stoker::worker {
 
+// The most pixels a JPEG sent to a GPU may decode to (48 MiB of RGB): the client's decode buffers stay bounded.
+constexpr uint64_t kMaxGpuPixels = uint64_t{4096} * 4096;
+
 struct JpegCut {
-  size_t bytes = 0;  // of the cut JPEG, written at `out`
-  int x = 0;         // where the cut starts in the source image's pixels (MCU-aligned)
+  size_t bytes = 0;    // of the JPEG written at `out`
+  bool whole = false;  // the file as it is (x = y = 0, the image's size); else a cut
+  int x = 0;           // where it starts in the source image's pixels (MCU-aligned)
   int y = 0;
-  int width = 0;     // the cut's size in pixels
+  int width = 0;       // its size in pixels
   int height = 0;
 };
 
@@ -41,12 +50,17 @@ class JpegCutter {
   JpegCutter(const JpegCutter&) = delete;
   JpegCutter& operator=(const JpegCutter&) = delete;
 
-  // Cuts `jpeg` to the smallest MCU-aligned region holding `region` (source pixels, within the image) into
-  // out[0, capacity). FailedPrecondition for a format the cut does not take, ResourceExhausted when the cut would not
-  // fit, InvalidArgument for damage or anything else the library refuses; `out` is untouched then.
-  StatusOr<JpegCut> Cut(std::span<const uint8_t> jpeg, const CropRect& region, uint8_t* out, size_t capacity);
+  // Writes into out[0, capacity) the JPEG to send for `region` (source pixels, within the image): with kFile the
+  // file where it can go as it is, else (and with kCut) the smallest MCU-aligned cut holding `region`.
+  // FailedPrecondition for a format neither takes, ResourceExhausted over a limit or `capacity`, InvalidArgument
+  // for damage or anything else the library refuses; `out` is untouched then.
+  StatusOr<JpegCut> Prepare(std::span<const uint8_t> jpeg, const CropRect& region, GpuDecode mode, uint8_t* out,
+                            size_t capacity);
 
  private:
+  StatusOr<JpegCut> Cut(std::span<const uint8_t> jpeg, const CropRect& region, int subsamp, uint8_t* out,
+                        size_t capacity);
+
   JpegLimits limits_;
   void* handle_ = nullptr;  // tjhandle
   std::vector<unsigned char> scratch_;  // the cut as TurboJPEG writes it (see Cut)

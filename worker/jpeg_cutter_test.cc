@@ -1,7 +1,7 @@
 // The lossless cut against a full decode of the same region (libjpeg-turbo on both sides): equal pixels for 4:4:4,
 // greyscale, progressive and arithmetic inputs (the cut is baseline Huffman whatever came in), and for 4:2:0 with
 // box upsampling (fancy upsampling reads across the cut's edges); MCU-aligned corners; CMYK, YCCK, damage, a
-// region outside the image and a cut too large for its buffer refused.
+// region outside the image and a cut too large for its buffer refused; and the file as it is where the GPU takes it.
 #include "worker/jpeg_cutter.h"
 
 #include <gtest/gtest.h>
@@ -79,7 +79,7 @@ int MaxDifference(const Rgb& full, const Rgb& cut, const JpegCut& where, int mar
 Rgb CutAndCheck(const std::string& jpeg, const CropRect& region, int mcu, JpegCut* where, int flags = 0) {
   JpegCutter cutter;
   std::vector<uint8_t> out(jpeg.size() * 2);
-  StatusOr<JpegCut> cut = cutter.Cut(Bytes(jpeg), region, out.data(), out.size());
+  StatusOr<JpegCut> cut = cutter.Prepare(Bytes(jpeg), region, GpuDecode::kCut, out.data(), out.size());
   EXPECT_TRUE(cut.ok()) << cut.status().ToString();
   if (!cut.ok()) return {};
   *where = *cut;
@@ -140,45 +140,74 @@ TEST(JpegCutter, RefusesWhatItCannotCut) {
   JpegCutter cutter;
   std::vector<uint8_t> out(1 << 20);
   const CropRect region{0, 0, 64, 64};
+  auto code = [&](const std::string& jpeg, const CropRect& r, GpuDecode mode, size_t capacity) {
+    return cutter.Prepare(Bytes(jpeg), r, mode, out.data(), capacity).status().code();
+  };
   for (auto colour : {JpegEncodeOptions::ColourSpace::kCmyk, JpegEncodeOptions::ColourSpace::kYcck}) {
-    auto cut = cutter.Cut(Bytes(Jpeg(6, {.colour_space = colour})), region, out.data(), out.size());
-    EXPECT_EQ(cut.status().code(), StatusCode::kFailedPrecondition) << cut.status().ToString();
+    for (GpuDecode mode : {GpuDecode::kCut, GpuDecode::kFile}) {
+      EXPECT_EQ(code(Jpeg(6, {.colour_space = colour}), region, mode, out.size()), StatusCode::kFailedPrecondition);
+    }
   }
   const std::string jpeg = Jpeg(6);
-  const std::string truncated = jpeg.substr(0, jpeg.size() / 2);
-  EXPECT_EQ(cutter.Cut(Bytes(truncated), region, out.data(), out.size()).status().code(),
-            StatusCode::kInvalidArgument);
-  EXPECT_EQ(cutter.Cut(Bytes(std::string("not a jpeg at all")), region, out.data(), out.size()).status().code(),
-            StatusCode::kInvalidArgument);
-  EXPECT_EQ(cutter.Cut(Bytes(jpeg), CropRect{400, 300, 200, 200}, out.data(), out.size()).status().code(),
-            StatusCode::kInvalidArgument);
-  // Too large for its buffer: refused, whether the library's own buffer took over or not.
+  EXPECT_EQ(code(jpeg.substr(0, jpeg.size() / 2), region, GpuDecode::kCut, out.size()), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code("not a jpeg at all", region, GpuDecode::kFile, out.size()), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(jpeg, CropRect{400, 300, 200, 200}, GpuDecode::kCut, out.size()), StatusCode::kInvalidArgument);
+  // Too large for its buffer, whether the file or a cut.
   for (size_t capacity : {size_t{100}, size_t{5000}}) {
-    EXPECT_EQ(cutter.Cut(Bytes(jpeg), CropRect{0, 0, 300, 300}, out.data(), capacity).status().code(),
-              StatusCode::kResourceExhausted);
+    for (GpuDecode mode : {GpuDecode::kCut, GpuDecode::kFile}) {
+      EXPECT_EQ(code(jpeg, CropRect{0, 0, 300, 300}, mode, capacity), StatusCode::kResourceExhausted);
+    }
   }
   // The cutter still cuts after refusals.
-  EXPECT_TRUE(cutter.Cut(Bytes(jpeg), region, out.data(), out.size()).ok());
+  EXPECT_TRUE(cutter.Prepare(Bytes(jpeg), region, GpuDecode::kCut, out.data(), out.size()).ok());
 }
 
 TEST(JpegCutter, KeepsToTheWorkersLimitsForOneImage) {
   std::vector<uint8_t> out(1 << 20);
   const CropRect region{0, 0, 64, 64};
+  auto code = [&](const JpegLimits& limits, const std::string& jpeg, GpuDecode mode) {
+    return JpegCutter(limits).Prepare(Bytes(jpeg), region, mode, out.data(), out.size()).status().code();
+  };
   // 500x375 4:4:4: 63 x 47 blocks of 3 components, 128 bytes each: 1,137,024 bytes of coefficients.
   const std::string jpeg = Jpeg(7);
-  EXPECT_EQ(JpegCutter(JpegLimits{.max_memory_bytes = 1137023}).Cut(Bytes(jpeg), region, out.data(), out.size())
-                .status().code(),
-            StatusCode::kResourceExhausted);
-  EXPECT_TRUE(JpegCutter(JpegLimits{.max_memory_bytes = 1137024}).Cut(Bytes(jpeg), region, out.data(), out.size()).ok());
-  EXPECT_EQ(JpegCutter(JpegLimits{.max_pixels = 500 * 375 - 1}).Cut(Bytes(jpeg), region, out.data(), out.size())
-                .status().code(),
-            StatusCode::kResourceExhausted);
-  // libjpeg's usual progression has ten scans for three components.
-  const std::string progressive = Jpeg(7, {.progression = JpegEncodeOptions::Progression::kProgressive});
-  EXPECT_EQ(JpegCutter(JpegLimits{.max_scans = 9}).Cut(Bytes(progressive), region, out.data(), out.size())
-                .status().code(),
-            StatusCode::kResourceExhausted);
-  EXPECT_TRUE(JpegCutter(JpegLimits{.max_scans = 10}).Cut(Bytes(progressive), region, out.data(), out.size()).ok());
+  for (GpuDecode mode : {GpuDecode::kCut, GpuDecode::kFile}) {
+    EXPECT_EQ(code({.max_memory_bytes = 1137023}, jpeg, mode), StatusCode::kResourceExhausted);
+    EXPECT_EQ(code({.max_memory_bytes = 1137024}, jpeg, mode), StatusCode::kOk);
+    EXPECT_EQ(code({.max_pixels = 500 * 375 - 1}, jpeg, mode), StatusCode::kResourceExhausted);
+    // libjpeg's usual progression has ten scans for three components.
+    const std::string progressive = Jpeg(7, {.progression = JpegEncodeOptions::Progression::kProgressive});
+    EXPECT_EQ(code({.max_scans = 9}, progressive, mode), StatusCode::kResourceExhausted);
+    EXPECT_EQ(code({.max_scans = 10}, progressive, mode), StatusCode::kOk);
+  }
+}
+
+// GpuDecode::kFile: the file as it is where every nvJPEG backend takes it (baseline or progressive Huffman), else
+// the cut (arithmetic coding, or a file larger than the output's pixels).
+TEST(JpegCutter, AFileTheGpuTakesGoesAsItIsAndTheRestIsCut) {
+  JpegCutter cutter;
+  std::vector<uint8_t> out(1 << 20);
+  const CropRect region{19, 33, 120, 90};
+  for (const JpegEncodeOptions& options : {JpegEncodeOptions{}, JpegEncodeOptions{.chroma_444 = false},
+                                           JpegEncodeOptions{.progression = JpegEncodeOptions::Progression::kProgressive},
+                                           JpegEncodeOptions{.colour_space = JpegEncodeOptions::ColourSpace::kGrey}}) {
+    const std::string jpeg = Jpeg(8, options);
+    auto sent = cutter.Prepare(Bytes(jpeg), region, GpuDecode::kFile, out.data(), out.size());
+    ASSERT_TRUE(sent.ok()) << sent.status().ToString();
+    EXPECT_TRUE(sent->whole);
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(out.data()), sent->bytes), jpeg);
+    EXPECT_EQ(sent->x, 0);
+    EXPECT_EQ(sent->width, Decode(Bytes(jpeg).data(), jpeg.size()).width);
+  }
+  const std::string arithmetic = Jpeg(8, {.arithmetic = true});
+  auto transcoded = cutter.Prepare(Bytes(arithmetic), region, GpuDecode::kFile, out.data(), out.size());
+  ASSERT_TRUE(transcoded.ok()) << transcoded.status().ToString();
+  EXPECT_FALSE(transcoded->whole);
+  EXPECT_TRUE(HasFrameMarker(out.data(), transcoded->bytes, 0xC0));
+  const std::string jpeg = Jpeg(8);
+  auto cut = cutter.Prepare(Bytes(jpeg), region, GpuDecode::kFile, out.data(), jpeg.size() - 1);
+  ASSERT_TRUE(cut.ok()) << cut.status().ToString();
+  EXPECT_FALSE(cut->whole);
+  EXPECT_LT(cut->bytes, jpeg.size());
 }
 
 }  // namespace

@@ -44,11 +44,12 @@ void CollectErrors(const WorkerStats& s, MetricFamilies& out) {
 
 void CollectGpuDecode(const WorkerStats& s, MetricFamilies& out) {
   FamilyBuilder cut("stoker_worker_gpu_decode_samples_total",
-                    "Samples of jobs that decode on the client's GPU, by how they were sent: as a JPEG cut to its "
-                    "crop, or as pixels made here (another format, CMYK, a cut larger than the pixels).",
+                    "Samples of jobs that decode on the client's GPU, by how they were sent: as their JPEG file, as "
+                    "a JPEG cut to the crop, or as pixels made here (another format, CMYK, larger than the pixels).",
                     MetricType::Counter);
-  cut.Add({{"sent_as", "jpeg"}}, static_cast<double>(s.samples_cut));
-  cut.Add({{"sent_as", "pixels"}}, static_cast<double>(s.samples_cut_fallback));
+  cut.Add({{"sent_as", "file"}}, static_cast<double>(s.gpu_sent_file));
+  cut.Add({{"sent_as", "cut"}}, static_cast<double>(s.gpu_sent_cut));
+  cut.Add({{"sent_as", "pixels"}}, static_cast<double>(s.gpu_sent_pixels));
   out.push_back(cut.Build());
 }
 

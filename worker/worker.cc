@@ -130,8 +130,9 @@ class Worker::Adapter {
     s.samples = counters_.samples.load();
     s.quarantined = counters_.quarantined.load();
     s.quarantined_remembered = counters_.remembered.load();
-    s.samples_cut = counters_.cut.load();
-    s.samples_cut_fallback = counters_.cut_fallback.load();
+    s.gpu_sent_file = counters_.sent_file.load();
+    s.gpu_sent_cut = counters_.sent_cut.load();
+    s.gpu_sent_pixels = counters_.sent_pixels.load();
     s.bytes_read = counters_.bytes_read.load();
     s.busy_seconds = counters_.busy_ns.load() * 1e-9;
     s.read_seconds = counters_.read_ns.load() * 1e-9;

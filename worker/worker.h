@@ -42,8 +42,9 @@ struct WorkerStats {
   uint64_t bytes_read = 0;
   uint64_t quarantined = 0;
   uint64_t quarantined_remembered = 0;  // of them, known from an earlier epoch: neither read nor decoded
-  uint64_t samples_cut = 0;             // gpu_decode jobs' samples sent as cut JPEGs
-  uint64_t samples_cut_fallback = 0;    // and sent as pixels instead (not a JPEG the cutter takes)
+  uint64_t gpu_sent_file = 0;           // gpu_decode jobs' samples sent as their JPEG files
+  uint64_t gpu_sent_cut = 0;            // as JPEGs cut to their crops
+  uint64_t gpu_sent_pixels = 0;         // as pixels made here (no JPEG the GPU takes, or too large)
   uint64_t units_done = 0;
   uint64_t units_revoked = 0;
   uint64_t units_fenced = 0;    // leases that ran out unrenewed (coordinator unreachable): stopped sending

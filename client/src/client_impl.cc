@@ -138,7 +138,7 @@ void ClientImpl::Start(const RegisterClientResponse& registered) {
                                3,
                                options_.payload_frame_bytes,
                                /*sealed=*/curve_,
-                               spec.pipeline.gpu_decode};
+                               spec.pipeline.DecodesOnGpu()};
   expected_unsealed_ = expected_;
   expected_unsealed_.sealed = false;  // a node-local worker's ipc:// connection
   if (options_.payload_frame_bytes > 0) {

@@ -104,7 +104,7 @@ Status CheckLoaderOptions(const LoaderOptions& o) {
 }  // namespace
 
 Status RefuseGpuDecode(const JobSpec& spec) {
-  if (!spec.pipeline.gpu_decode) return Status::Ok();
+  if (!spec.pipeline.DecodesOnGpu()) return Status::Ok();
   return FailedPreconditionError("job '" + spec.name +
                                  "' decodes on the GPU (gpu_decode), and the Loader cannot decode its cut JPEGs yet "
                                  "(nvJPEG is not built in): stoker::Client hands them over as they come");

@@ -22,6 +22,12 @@ enum class PipelineMode { kTrain, kEval };
 // images; worker/resample.h) and the faster; kOpenCv is what stoker did before it (OpenCV area interpolation when
 // shrinking), kept so that jobs started then keep their bytes (a spec without the field reads as kOpenCv).
 enum class ResizeKernel { kOpenCv, kPillow };
+// Where a job's JPEGs are decoded (docs/design.md "Decoding on the GPU"). kOff: by the workers, as pixels. kFile:
+// by the client's GPU, each JPEG sent as its file (no work on the worker beyond reading it and planning the crop)
+// where the GPU can take it as it is, else cut; kCut: by the client's GPU, each JPEG cut losslessly to what its
+// resize reads (fewer bytes on the wire; the cut costs a worker about what decoding does). What cannot go as a
+// JPEG goes as pixels made the CPU way.
+enum class GpuDecode { kOff, kFile, kCut };
 
 struct PipelineSpec {
   PipelineMode mode = PipelineMode::kTrain;
@@ -35,12 +41,12 @@ struct PipelineSpec {
   uint32_t resize_shorter = 256;
   bool antialias = true;
   ResizeKernel resize_kernel = ResizeKernel::kPillow;
-  // Workers send each JPEG cut losslessly to its crop, and the client decodes, resizes, flips and normalises it on
-  // its GPU (docs/design.md "Decoding on the GPU"). Needs the Pillow kernel; a sample that cannot be cut travels
-  // as pixels made the CPU way.
-  bool gpu_decode = false;
+  // Whether the client decodes, resizes, flips and normalises on its GPU what workers send as JPEGs. Needs the
+  // Pillow kernel.
+  GpuDecode gpu_decode = GpuDecode::kOff;
 
   bool operator==(const PipelineSpec&) const = default;
+  bool DecodesOnGpu() const { return gpu_decode != GpuDecode::kOff; }
 };
 
 // Limits Validate() enforces on what a peer may ask for. A job name is 1-64 characters of [A-Za-z0-9._-]: names
@@ -92,6 +98,7 @@ uint64_t PipelineFingerprint(const PipelineSpec& pipeline);
 
 const char* RemainderName(Remainder r);
 const char* ResizeKernelName(ResizeKernel k);
+const char* GpuDecodeName(GpuDecode g);  // off, file, cut
 const char* PipelineModeName(PipelineMode m);
 
 }  // namespace stoker

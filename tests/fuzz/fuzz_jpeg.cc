@@ -2,7 +2,8 @@
 // size taken from the input's last bytes, under tighter limits than a worker's so the fuzzer stays fast; or, by
 // one more byte, through the whole image pipeline (train or eval, the Pillow or the OpenCV resize kernel) into a
 // small output, which also runs the resampler's taps on whatever size the header claims; or, for a job that decodes
-// on the GPU, through the lossless cut (worker/jpeg_cutter.h) and, where it refuses, the CPU path.
+// on the GPU (bit 4; bit 5 the file where it can go as it is), through the lossless cut (worker/jpeg_cutter.h)
+// and, where it refuses, the CPU path.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <cstddef>
@@ -31,9 +32,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     spec.output_width = spec.output_height = static_cast<uint32_t>(1 + out % 64);
     spec.resize_shorter = spec.output_width + (x % 64);
     static std::vector<uint8_t> pixels(64 * 64 * 3);
-    spec.gpu_decode = (route & 16) != 0 && spec.resize_kernel == stoker::ResizeKernel::kPillow;
+    if ((route & 16) != 0 && spec.resize_kernel == stoker::ResizeKernel::kPillow) {
+      spec.gpu_decode = route & 32 ? stoker::GpuDecode::kFile : stoker::GpuDecode::kCut;
+    }
     stoker::worker::ImagePipeline pipeline(spec, limits);
-    if (spec.gpu_decode) {
+    if (spec.DecodesOnGpu()) {
       stoker::worker::CutSample cut;
       (void)pipeline.RunCut({jpeg.data(), jpeg.size()}, y, pixels.data(), &cut);
       return 0;

@@ -173,13 +173,14 @@ void Jpegs(const std::string& dir) {
     Write(dir, std::string("pipeline-") + name + ".jpg", *jpeg + '\x01' + crop);
   }
   // A job that decodes on the GPU (route bit 4): the lossless cut, train and eval, of baseline, progressive,
-  // arithmetic and greyscale JPEGs.
+  // arithmetic and greyscale JPEGs; and the file as it is (bit 5).
   using Options = datagen::JpegEncodeOptions;
   for (auto [name, options, route] :
        {std::tuple{"cut-train", Options{.quality = 90}, '\x11'}, std::tuple{"cut-eval", Options{.quality = 90}, '\x13'},
         std::tuple{"cut-progressive", Options{.quality = 90, .progression = Options::Progression::kProgressive}, '\x11'},
         std::tuple{"cut-arithmetic", Options{.quality = 90, .arithmetic = true}, '\x11'},
-        std::tuple{"cut-grey", Options{.quality = 90, .colour_space = Options::ColourSpace::kGrey}, '\x11'}}) {
+        std::tuple{"cut-grey", Options{.quality = 90, .colour_space = Options::ColourSpace::kGrey}, '\x11'},
+        std::tuple{"file-train", Options{.quality = 90}, '\x31'}}) {
     auto jpeg = datagen::EncodeJpeg(small.data(), 64, 48, options);
     if (jpeg.ok()) Write(dir, std::string(name) + ".jpg", *jpeg + route + crop);
   }
