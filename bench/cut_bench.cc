@@ -4,13 +4,18 @@
 // alternating (medians); and the bytes per image each puts on the wire (the file, the cut, or the output's pixels
 // where neither went).
 //
-//   cut_bench [--images N] [--seconds S] [--quality Q] [--420] [--json FILE]
+//   cut_bench [--images N] [--seconds S] [--quality Q] [--420] [--dump-dir DIR] [--json FILE]
+//
+// --dump-dir writes what goes on the wire for train, DIR/file/N.jpg and DIR/cut/N.jpg, for a GPU decoder's rate on
+// each (bench/gpu_decode_rate.py).
 //
 // Goals (issue 34): bytes on the wire per image at most half of the pixels', train and eval; as few worker cores
 // per GPU as can be.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -28,6 +33,7 @@ struct Options : bench::CommonOptions {
   Options() : CommonOptions{.seconds = 2, .images = 200} {}
   uint32_t quality = 96;
   bool subsample = false;
+  std::string dump_dir;
 };
 
 struct Mode {
@@ -53,17 +59,23 @@ double Rate(const std::vector<std::string>& images, double seconds, One one) {
 
 std::span<const uint8_t> Bytes(const std::string& s) { return {reinterpret_cast<const uint8_t*>(s.data()), s.size()}; }
 
-Mode Measure(const std::vector<std::string>& images, double seconds, const PipelineSpec& spec) {
+Mode Measure(const std::vector<std::string>& images, double seconds, const PipelineSpec& spec,
+             const std::string& dump_dir) {
   worker::ImagePipeline pipeline(spec);
   std::vector<uint8_t> out(pipeline.output_bytes());
   Mode m;
   m.pixel_bytes = static_cast<double>(pipeline.output_bytes());
   double cut = 0, sent = 0;
+  if (!dump_dir.empty()) std::filesystem::create_directories(dump_dir);
   for (size_t i = 0; i < images.size(); ++i) {
     worker::CutSample c;
     if (!pipeline.RunCut(Bytes(images[i]), worker::SampleSeed(1, 0, i), out.data(), &c).ok) std::abort();
     sent += static_cast<double>(c.bytes);
     cut += c.encoded;
+    if (!dump_dir.empty() && c.encoded) {
+      std::ofstream(dump_dir + "/" + std::to_string(i) + ".jpg", std::ios::binary)
+          .write(reinterpret_cast<const char*>(out.data()), static_cast<std::streamsize>(c.bytes));
+    }
   }
   m.cut_bytes = sent / images.size();
   m.cut_share = cut / images.size();
@@ -109,6 +121,7 @@ void AddFlags(FlagSet& flags, Options& o) {
   bench::AddCommonFlags(flags, o, "timed seconds per measurement (five alternating rounds)", {bench::CommonFlag::kImages});
   flags.AddUint32("quality", &o.quality, "JPEG quality");
   flags.AddBool("420", &o.subsample, "4:2:0 chroma instead of 4:4:4");
+  flags.AddString("dump-dir", &o.dump_dir, "write train's JPEGs as they go on the wire under DIR/file and DIR/cut");
 }
 
 bench::Outcome RunBench(const Options& o) {
@@ -127,7 +140,10 @@ bench::Outcome RunBench(const Options& o) {
   for (GpuDecode gpu : {GpuDecode::kFile, GpuDecode::kCut}) {
     for (PipelineMode mode : {PipelineMode::kTrain, PipelineMode::kEval}) {
       const std::string name = std::string(PipelineModeName(mode)) + "_" + GpuDecodeName(gpu);
-      modes.emplace_back(name, Measure(images, o.seconds, PipelineSpec{.mode = mode, .gpu_decode = gpu}));
+      const std::string dump = o.dump_dir.empty() || mode != PipelineMode::kTrain
+                                   ? std::string()
+                                   : o.dump_dir + "/" + GpuDecodeName(gpu);
+      modes.emplace_back(name, Measure(images, o.seconds, PipelineSpec{.mode = mode, .gpu_decode = gpu}, dump));
       Print(name.c_str(), modes.back().second);
     }
   }

@@ -15,7 +15,9 @@
 # (bench/elastic_bench.py: ResNet-50 with DDP on N GPUs resumed on N - 1 and back on N, exact, against synthetic;
 # ELASTIC_WORKERS, ELASTIC_GPUS), elastic-live (python/tests/elastic_test.py, then the PyTorch tests), feed-curve
 # (gpu_feed_bench end to end at FEED_CURVE's worker counts: the client's cost against its rate; FEED_STREAMS="0 1"
-# with opening streamed into the pinned slots and not, alternating).
+# with opening streamed into the pinned slots and not, alternating), gpu-decode (cut_bench on one core of this host,
+# q96 4:4:4 and 4:2:0, then bench/gpu_decode_rate.py: torchvision's batched nvJPEG decode of the files and of the
+# cuts).
 # Results: $OUT/*.json, $OUT/gpu_machine.log.
 # LD_LIBRARY_PATH is set for our binaries only: PyTorch on that machine must keep its own libraries.
 set -uo pipefail
@@ -123,6 +125,17 @@ fi
 # with more skip-decode workers each time, all on this host beside the client (FEED_CURVE: workers x threads), for
 # FEED_ROUNDS rounds; with FEED_STREAMS="0 1", each shape with opening streamed into the pinned slots and not,
 # alternating (STOKER_OPEN_STREAM; empty: the build's default for this CPU), after seal_bench.
+if want gpu-decode; then
+  section "gpu_decode: the worker's file and cut against the CPU pipeline on one core, then the GPU's decode rate of each"
+  for chroma in 444 420; do
+    flag=$([ $chroma = 420 ] && echo --420 || true)
+    ours taskset -c 2 "$BUNDLE/bin/cut_bench" --images 200 --seconds 5 $flag --dump-dir /tmp/cutdump-$chroma \
+      --json "$OUT/cut_bench_$chroma.json"
+    python3 "$BUNDLE/gpu_decode_rate.py" --dir /tmp/cutdump-$chroma --batch 256 --seconds 10 \
+      --json "$OUT/gpu_decode_rate_$chroma.json"
+  done
+fi
+
 if want feed-curve; then
   section "GPU feed: client CPU per 20,000 img/s against the rate (${FEED_CURVE:-1x1 1x2 2x2 4x3}; streams: ${FEED_STREAMS:-default})"
   lscpu | grep -E "^(CPU\(s\)|Thread|Core|Socket|Model name|L2|L3)"

@@ -11,7 +11,7 @@ scripts/install-deps.sh
 cmake -S . -B build-bundle -DCMAKE_BUILD_TYPE=Release -DSTOKER_WITH_IMGCODECS=OFF -DSTOKER_WITH_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90 '-DCMAKE_BUILD_RPATH=$ORIGIN/../lib' \
   -DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags > build-bundle.configure.log
-BINARIES="stoker stoker-coordinator stoker-worker pipeline_bench transport_bench scaling_bench recovery_bench seal_bench
+BINARIES="stoker stoker-coordinator stoker-worker pipeline_bench cut_bench transport_bench scaling_bench recovery_bench seal_bench
           control_plane_bench client_test worker_pipeline_test gpu_feed_bench nccl_bench"
 cmake --build build-bundle -j "$(nproc)" --target $BINARIES python_package
 rm -rf .bundle && mkdir -p .bundle/bin .bundle/lib
@@ -31,7 +31,7 @@ mkdir -p .bundle/examples .bundle/tests
 cp examples/*.py .bundle/examples/
 cp python/tests/*.py .bundle/tests/
 cp bench/gpu_machine.sh bench/resnet_headline.py bench/thread_cpu.py bench/lightning_bench.py bench/scale_bench.py \
-  bench/elastic_bench.py bench/local_mode_bench.py bench/hybrid_bench.py .bundle/
+  bench/elastic_bench.py bench/local_mode_bench.py bench/hybrid_bench.py bench/gpu_decode_rate.py .bundle/
 # An earlier build's client benchmarks and servers, for gpu_machine.sh's `before` section: STOKER_BUNDLE_BEFORE names
 # its build directory (configured like build-bundle), built with those targets.
 if [ -n "${STOKER_BUNDLE_BEFORE:-}" ]; then
