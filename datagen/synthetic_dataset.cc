@@ -97,6 +97,10 @@ bool EncodeRaw(const uint8_t* pixels, int width, int height, const JpegEncodeOpt
     cinfo.comp_info[c].h_samp_factor = large ? 2 : 1;
     cinfo.comp_info[c].v_samp_factor = large ? 2 : 1;
   }
+  for (int c = 0; c < cinfo.num_components && options.every_component_h > 0; ++c) {
+    cinfo.comp_info[c].h_samp_factor = options.every_component_h;
+    cinfo.comp_info[c].v_samp_factor = options.every_component_v;
+  }
   if (options.progression == JpegEncodeOptions::Progression::kProgressive) jpeg_simple_progression(&cinfo);
   if (!scans.empty()) {
     cinfo.scan_info = scans.data();

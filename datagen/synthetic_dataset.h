@@ -26,6 +26,9 @@ struct JpegEncodeOptions {
   // kGrey stores the RGB pixels' luma only.
   enum class ColourSpace { kYCbCr, kCmyk, kYcck, kGrey } colour_space = ColourSpace::kYCbCr;
   bool arithmetic = false;  // arithmetic entropy coding instead of Huffman (rare in the wild; nvJPEG lacks it)
+  // Above 0: every component gets these sampling factors: 4:4:4 with MCUs larger than 8x8, as some encoders write.
+  int every_component_h = 0;
+  int every_component_v = 0;
 };
 
 // Encodes interleaved RGB pixels as a JPEG.

@@ -73,8 +73,8 @@ struct EncodedCrop {
   bytes @0 :UInt32;             # encoded: 1 .. height * width * channels; else that exactly, or 0 if quarantined
   encoded @1 :Bool;
   flip @2 :Bool;                # encoded samples only
-  x @3 :Int32;                  # train: the crop in the cut JPEG's pixels; eval: the whole source image in them
-  y @4 :Int32;                  # (so x, y may be negative: the cut starts inside the image), which the client
+  x @3 :Int32;                  # train: the crop in the sent JPEG's pixels; eval: the whole source image in them
+  y @4 :Int32;                  # (x, y may be negative: a cut starts where the resize's taps do), which the client
   width @5 :UInt32;             # resizes to Resize(resizeShorter)'s size and keeps the centre of, as the CPU does
   height @6 :UInt32;
 }

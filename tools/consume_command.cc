@@ -140,6 +140,11 @@ class Receiver {
     entry.attempt = b.attempt();
     entry.worker_id = b.worker_id();
     entry.pixel_hash = Xxh64(b.pixels(), b.pixel_bytes());
+    // A job that decodes on the GPU: each sample's box and flip are part of what the batch is.
+    for (const SampleCrop& c : b.crops()) {
+      const int64_t fields[] = {c.bytes, c.encoded, c.flip, c.x, c.y, c.width, c.height};
+      entry.pixel_hash = Xxh64(fields, sizeof(fields), entry.pixel_hash);
+    }
     if (log_.is_open()) log_ << FormatLogLine(entry) << std::endl;  // flushed: a crash loses nothing logged
     ++tally->batches;
     tally->samples += b.size();

@@ -16,6 +16,10 @@ constexpr int kFlags = TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS;
 // a huge image cannot hold a pipeline thread's memory; such a cut could not fit an output's pixels anyway unless
 // compressed more than 100 to 1.
 constexpr unsigned long kMaxScratchBytes = 64ul << 20;
+// Scratch beyond this is given back after the cut that needed it (a 224 x 224 output's cuts need well under 1 MiB).
+constexpr size_t kKeptScratchBytes = 4u << 20;
+// The largest MCU a JPEG can have: sampling factors go up to 4, so 4 x 8 pixels.
+constexpr int kLargestMcu = 32;
 
 std::string LibraryError(void* handle) { return std::string("TurboJPEG: ") + tjGetErrorStr2(handle); }
 
@@ -49,6 +53,10 @@ bool HuffmanEightBit(std::span<const uint8_t> jpeg) {
     const uint8_t marker = jpeg[at + 1];
     if (marker == 0xFF) {  // fill byte
       ++at;
+      continue;
+    }
+    if (marker == 0x01 || (marker >= 0xD0 && marker <= 0xD8)) {  // TEM, RSTn, SOI: markers without a length
+      at += 2;
       continue;
     }
     if (marker == 0xC0 || marker == 0xC1 || marker == 0xC2) return at + 4 < jpeg.size() && jpeg[at + 4] == 8;
@@ -97,31 +105,59 @@ StatusOr<JpegCut> JpegCutter::Prepare(std::span<const uint8_t> jpeg, const CropR
     std::memcpy(out, jpeg.data(), jpeg.size());
     return JpegCut{jpeg.size(), true, 0, 0, width, height};
   }
-  return Cut(jpeg, region, subsamp, out, capacity);
+  return Cut(jpeg, region, JpegHeader{width, height, subsamp, colorspace}, out, capacity);
 }
 
-StatusOr<JpegCut> JpegCutter::Cut(std::span<const uint8_t> jpeg, const CropRect& region, int subsamp, uint8_t* out,
-                                  size_t capacity) {
-  JpegCut cut;
-  cut.x = region.x - region.x % tjMCUWidth[subsamp];
-  cut.y = region.y - region.y % tjMCUHeight[subsamp];
-  cut.width = region.x + region.width - cut.x;
-  cut.height = region.y + region.height - cut.y;
-  if (uint64_t(cut.width) * cut.height > kMaxGpuPixels) {
-    return ResourceExhaustedError("a cut of " + std::to_string(cut.width) + "x" + std::to_string(cut.height) +
+StatusOr<JpegCut> JpegCutter::Cut(std::span<const uint8_t> jpeg, const CropRect& region, const JpegHeader& header,
+                                  uint8_t* out, size_t capacity) {
+  // Where the cut should start, by the subsampling's MCU. An image whose components' sampling factors are larger
+  // than its subsampling needs (4:4:4 written 2x1 on every component) has larger MCUs, and the transform then starts
+  // further up and left: the cut's size is read back from its own header below, its origin derived from the
+  // bottom-right corner, which stays where the region ends.
+  const int x = region.x - region.x % tjMCUWidth[header.subsamp];
+  const int y = region.y - region.y % tjMCUHeight[header.subsamp];
+  const int width = region.x + region.width - x, height = region.y + region.height - y;
+  if (uint64_t(width) * height > kMaxGpuPixels) {
+    return ResourceExhaustedError("a cut of " + std::to_string(width) + "x" + std::to_string(height) +
                                   " pixels is more than a GPU decodes for one image");
   }
+  // The cut's bytes, guessed from the file's bytes per pixel: one far larger than the output's pixels is not tried.
+  const double guess = double(jpeg.size()) * width * height / (double(header.width) * header.height);
+  if (guess > 2.0 * double(capacity)) {
+    return ResourceExhaustedError("a cut of " + std::to_string(width) + "x" + std::to_string(height) + " pixels of a " +
+                                  std::to_string(jpeg.size()) + "-byte file would be far larger than the output's " +
+                                  std::to_string(capacity) + " bytes");
+  }
   // TurboJPEG 2.1's own buffer handling cannot be used safely here: given a buffer it may not grow, it assumes
-  // tjBufSize() bytes of it; given one it may grow, it frees and reuses its own allocations across calls. So the
-  // cut goes into scratch of exactly tjBufSize() bytes (TJFLAG_NOREALLOC), and is copied out when it fits.
-  const unsigned long bound = tjBufSize(cut.width, cut.height, subsamp);
-  if (bound == static_cast<unsigned long>(-1) || bound > kMaxScratchBytes) {
-    return ResourceExhaustedError("a cut of " + std::to_string(cut.width) + "x" + std::to_string(cut.height) +
-                                  " pixels may need more than the cutter's scratch");
+  // tjBufSize() bytes of it for the cut it makes; given one it may grow, it frees and reuses its own allocations
+  // across calls. So the cut goes into scratch at least tjBufSize() of the largest cut the transform can make (its
+  // origin moved up and left by less than the largest MCU, 32 pixels), and is copied out when it fits.
+  const unsigned long bound = tjBufSize(width + kLargestMcu, height + kLargestMcu, header.subsamp);
+  const uint64_t memory = CoefficientBytes(header.width, header.height, header.subsamp, header.colorspace) +
+                          CoefficientBytes(width + kLargestMcu, height + kLargestMcu, header.subsamp, header.colorspace) +
+                          bound;
+  if (bound == static_cast<unsigned long>(-1) || bound > kMaxScratchBytes || memory > limits_.max_memory_bytes) {
+    return ResourceExhaustedError("a cut of " + std::to_string(width) + "x" + std::to_string(height) +
+                                  " pixels needs more memory than the worker gives one image");
   }
   if (scratch_.size() < bound) scratch_.resize(bound);
+  StatusOr<JpegCut> cut = Transform(jpeg, x, y, width, height);
+  if (scratch_.size() > kKeptScratchBytes) std::vector<unsigned char>().swap(scratch_);  // a rare large cut's
+  if (!cut.ok()) return cut.status();
+  if (cut->x < 0 || cut->x > region.x || cut->y < 0 || cut->y > region.y) {
+    return InternalError("the transform's cut does not hold the region");
+  }
+  if (cut->bytes > capacity) {
+    return ResourceExhaustedError("the cut JPEG (" + std::to_string(cut->bytes) + " bytes) is larger than the output's " +
+                                  std::to_string(capacity));
+  }
+  std::memcpy(out, scratch_.data(), cut->bytes);
+  return cut;
+}
+
+StatusOr<JpegCut> JpegCutter::Transform(std::span<const uint8_t> jpeg, int x, int y, int width, int height) {
   tjtransform transform{};
-  transform.r = tjregion{cut.x, cut.y, cut.width, cut.height};
+  transform.r = tjregion{x, y, width, height};
   transform.op = TJXOP_NONE;
   transform.options = TJXOPT_CROP | TJXOPT_COPYNONE;
   unsigned char* dst = scratch_.data();
@@ -129,13 +165,17 @@ StatusOr<JpegCut> JpegCutter::Cut(std::span<const uint8_t> jpeg, const CropRect&
   if (tjTransform(handle_, jpeg.data(), jpeg.size(), 1, &dst, &dst_size, &transform, kFlags | TJFLAG_NOREALLOC) != 0) {
     return InvalidArgumentError(LibraryError(handle_));
   }
-  if (dst != scratch_.data() || dst_size > bound) return InternalError("TurboJPEG wrote outside the cutter's scratch");
-  if (dst_size > capacity) {
-    return ResourceExhaustedError("the cut JPEG (" + std::to_string(dst_size) + " bytes) is larger than the output's " +
-                                  std::to_string(capacity));
+  if (dst != scratch_.data() || dst_size > scratch_.size()) {
+    return InternalError("TurboJPEG wrote outside the cutter's scratch");
   }
-  std::memcpy(out, dst, dst_size);
+  JpegCut cut;
+  int out_subsamp = 0, out_colorspace = 0;
+  if (tjDecompressHeader3(handle_, dst, dst_size, &cut.width, &cut.height, &out_subsamp, &out_colorspace) != 0) {
+    return InternalError("the cut's own header does not read: " + LibraryError(handle_));
+  }
   cut.bytes = dst_size;
+  cut.x = x + width - cut.width;  // the bottom-right corner stays
+  cut.y = y + height - cut.height;
   return cut;
 }
 

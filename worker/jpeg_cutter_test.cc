@@ -8,6 +8,7 @@
 #include <turbojpeg.h>
 
 #include <algorithm>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -165,19 +166,53 @@ TEST(JpegCutter, RefusesWhatItCannotCut) {
 TEST(JpegCutter, KeepsToTheWorkersLimitsForOneImage) {
   std::vector<uint8_t> out(1 << 20);
   const CropRect region{0, 0, 64, 64};
-  auto code = [&](const JpegLimits& limits, const std::string& jpeg, GpuDecode mode) {
-    return JpegCutter(limits).Prepare(Bytes(jpeg), region, mode, out.data(), out.size()).status().code();
+  auto code = [&](const JpegLimits& limits, const std::string& jpeg, GpuDecode mode, const CropRect& r) {
+    return JpegCutter(limits).Prepare(Bytes(jpeg), r, mode, out.data(), out.size()).status().code();
   };
-  // 500x375 4:4:4: 63 x 47 blocks of 3 components, 128 bytes each: 1,137,024 bytes of coefficients.
+  // 375x500 4:4:4: 47 x 63 blocks of 3 components, 128 bytes each: 1,137,024 bytes of coefficients.
   const std::string jpeg = Jpeg(7);
   for (GpuDecode mode : {GpuDecode::kCut, GpuDecode::kFile}) {
-    EXPECT_EQ(code({.max_memory_bytes = 1137023}, jpeg, mode), StatusCode::kResourceExhausted);
-    EXPECT_EQ(code({.max_memory_bytes = 1137024}, jpeg, mode), StatusCode::kOk);
-    EXPECT_EQ(code({.max_pixels = 500 * 375 - 1}, jpeg, mode), StatusCode::kResourceExhausted);
+    EXPECT_EQ(code({.max_memory_bytes = 1137023}, jpeg, mode, region), StatusCode::kResourceExhausted);
+    EXPECT_EQ(code({.max_pixels = 500 * 375 - 1}, jpeg, mode, region), StatusCode::kResourceExhausted);
     // libjpeg's usual progression has ten scans for three components.
     const std::string progressive = Jpeg(7, {.progression = JpegEncodeOptions::Progression::kProgressive});
-    EXPECT_EQ(code({.max_scans = 9}, progressive, mode), StatusCode::kResourceExhausted);
-    EXPECT_EQ(code({.max_scans = 10}, progressive, mode), StatusCode::kOk);
+    EXPECT_EQ(code({.max_scans = 9}, progressive, mode, region), StatusCode::kResourceExhausted);
+    EXPECT_EQ(code({.max_scans = 10}, progressive, mode, region), StatusCode::kOk);
+  }
+  // The source's coefficients fit; a cut of most of the image needs its own coefficients and scratch besides.
+  const JpegLimits tight{.max_memory_bytes = 1137024 + 200000};
+  EXPECT_EQ(code(tight, jpeg, GpuDecode::kFile, region), StatusCode::kOk);  // the file: no transform
+  EXPECT_EQ(code(tight, jpeg, GpuDecode::kCut, region), StatusCode::kOk);
+  EXPECT_EQ(code(tight, jpeg, GpuDecode::kCut, CropRect{0, 0, 300, 400}), StatusCode::kResourceExhausted);
+  // A cut whose bytes, guessed from the file's, would be far more than the buffer is not tried.
+  auto guessed = JpegCutter().Prepare(Bytes(jpeg), CropRect{0, 0, 300, 400}, GpuDecode::kCut, out.data(), 10000);
+  EXPECT_EQ(guessed.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(guessed.status().message().find("far larger"), std::string::npos) << guessed.status().message();
+}
+
+// Sampling factors larger than the subsampling needs (4:4:4 with every component 2x1, 1x2 or 3x1) make
+// the transform start further up and left than the subsampling's MCU says: the cut's origin and size are its own.
+TEST(JpegCutter, LargerMcusThanTheSubsamplingSaysStillGiveTheCutsTrueGeometry) {
+  for (auto [h, v] : {std::pair{2, 1}, std::pair{1, 2}, std::pair{3, 1}}) {
+    const std::string jpeg = Jpeg(9, {.every_component_h = h, .every_component_v = v});
+    const Rgb full = Decode(Bytes(jpeg).data(), jpeg.size());
+    const CropRect region{40, 40, 200, 150};
+    JpegCutter cutter;
+    std::vector<uint8_t> out(jpeg.size() * 2);
+    auto cut = cutter.Prepare(Bytes(jpeg), region, GpuDecode::kCut, out.data(), out.size());
+    ASSERT_TRUE(cut.ok()) << cut.status().ToString();
+    EXPECT_EQ(cut->x % (8 * h), 0) << h << "x" << v;
+    // 40 is on the subsampling's 8-pixel grid: only the true MCU moves the cut's corner.
+    EXPECT_EQ(h > 1 ? cut->x < region.x : cut->y < region.y, true) << h << "x" << v;
+    EXPECT_EQ(cut->y % (8 * v), 0);
+    EXPECT_LE(cut->x, region.x);
+    EXPECT_LE(cut->y, region.y);
+    EXPECT_EQ(cut->x + cut->width, region.x + region.width);
+    EXPECT_EQ(cut->y + cut->height, region.y + region.height);
+    const Rgb pixels = Decode(out.data(), cut->bytes, TJFLAG_FASTUPSAMPLE);
+    ASSERT_EQ(pixels.width, cut->width);
+    ASSERT_EQ(pixels.height, cut->height);
+    EXPECT_EQ(MaxDifference(Decode(Bytes(jpeg).data(), jpeg.size(), TJFLAG_FASTUPSAMPLE), pixels, *cut, 0), 0);
   }
 }
 
@@ -203,6 +238,18 @@ TEST(JpegCutter, AFileTheGpuTakesGoesAsItIsAndTheRestIsCut) {
   ASSERT_TRUE(transcoded.ok()) << transcoded.status().ToString();
   EXPECT_FALSE(transcoded->whole);
   EXPECT_TRUE(HasFrameMarker(out.data(), transcoded->bytes, 0xC0));
+  // Markers without a length (TEM, here) before the frame header are stepped over, not read as a length: read as
+  // one, this TEM jumped into the second comment, onto a baseline frame header written there, and the arithmetic
+  // JPEG behind went to the GPU as its file.
+  std::string crafted("\xFF\xD8\xFF\x01\xFF\xFE\xFD\xE8", 8);  // SOI, TEM, a comment of 65,000 bytes
+  crafted += std::string(64998, 'c') + std::string("\xFF\xFE\x03\xE8", 4);  // and one of 1,000
+  std::string second(998, 'c');
+  const size_t fake_at = 65538 - crafted.size();  // where the TEM read as a length of 0xFFFE lands
+  second.replace(fake_at, 5, std::string("\xFF\xC0\x00\x11\x08", 5));
+  crafted += second + arithmetic.substr(2);
+  auto sneaked = cutter.Prepare(Bytes(crafted), region, GpuDecode::kFile, out.data(), out.size());
+  ASSERT_TRUE(sneaked.ok()) << sneaked.status().ToString();
+  EXPECT_FALSE(sneaked->whole);
   const std::string jpeg = Jpeg(8);
   auto cut = cutter.Prepare(Bytes(jpeg), region, GpuDecode::kFile, out.data(), jpeg.size() - 1);
   ASSERT_TRUE(cut.ok()) << cut.status().ToString();

@@ -13,6 +13,19 @@
 #include "worker/image_pipeline.h"
 #include "worker/jpeg_decoder.h"
 
+// What a client relies on of a JPEG sent for the GPU: it fits the slot, it is a JPEG, and every tap its box's
+// resize reads lies inside it. A breach traps (a finding).
+static void CheckCut(const stoker::PipelineSpec& spec, const stoker::worker::CutSample& cut, const uint8_t* out,
+                     size_t capacity, const stoker::worker::JpegLimits& limits) {
+  if (cut.bytes == 0 || cut.bytes > capacity) __builtin_trap();
+  stoker::worker::JpegRegionDecoder decoder(limits);
+  int width = 0, height = 0;
+  if (!decoder.ReadHeader(out, cut.bytes, &width, &height).ok()) __builtin_trap();
+  stoker::worker::ResampleAxis ax, ay;
+  stoker::worker::PlanResizeAxes(spec, {cut.x, cut.y, cut.width, cut.height}, 1, width, height, &ax, &ay);
+  if (ax.lowest < 0 || ay.lowest < 0 || ax.highest > width || ay.highest > height) __builtin_trap();
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
   const uint16_t x = in.ConsumeIntegral<uint16_t>(), y = in.ConsumeIntegral<uint16_t>();
@@ -39,6 +52,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (spec.DecodesOnGpu()) {
       stoker::worker::CutSample cut;
       (void)pipeline.RunCut({jpeg.data(), jpeg.size()}, y, pixels.data(), &cut);
+      if (cut.encoded) CheckCut(spec, cut, pixels.data(), pipeline.output_bytes(), limits);
       return 0;
     }
     (void)pipeline.Run({jpeg.data(), jpeg.size()}, y, pixels.data());
