@@ -55,9 +55,8 @@ bool HuffmanEightBit(std::span<const uint8_t> jpeg) {
       ++at;
       continue;
     }
-    if (marker == 0x01 || (marker >= 0xD0 && marker <= 0xD8)) {  // TEM, RSTn, SOI: markers without a length
-      at += 2;
-      continue;
+    if (marker == 0x01 || (marker >= 0xD0 && marker <= 0xD8)) {
+      return false;  // TEM, RSTn or SOI before the frame: libjpeg steps over them, nothing says nvJPEG does
     }
     if (marker == 0xC0 || marker == 0xC1 || marker == 0xC2) return at + 4 < jpeg.size() && jpeg[at + 4] == 8;
     if ((marker >= 0xC3 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC) || marker == 0xDA) {
@@ -129,9 +128,11 @@ StatusOr<JpegCut> JpegCutter::Cut(std::span<const uint8_t> jpeg, const CropRect&
                                   std::to_string(capacity) + " bytes");
   }
   // TurboJPEG 2.1's own buffer handling cannot be used safely here: given a buffer it may not grow, it assumes
-  // tjBufSize() bytes of it for the cut it makes; given one it may grow, it frees and reuses its own allocations
-  // across calls. So the cut goes into scratch at least tjBufSize() of the largest cut the transform can make (its
-  // origin moved up and left by less than the largest MCU, 32 pixels), and is copied out when it fits.
+  // tjBufSize() bytes of it for the region asked for; given one it may grow, it frees and reuses its own
+  // allocations across calls. So the cut goes into scratch of at least that (sized, with room to spare, for the
+  // largest cut the transform can make: its origin moved up and left by less than the largest MCU, 32 pixels); a
+  // cut that outgrows the assumed size fails (JERR_BUFFER_SIZE) rather than writing past it. It is copied out when
+  // it fits.
   const unsigned long bound = tjBufSize(width + kLargestMcu, height + kLargestMcu, header.subsamp);
   const uint64_t memory = CoefficientBytes(header.width, header.height, header.subsamp, header.colorspace) +
                           CoefficientBytes(width + kLargestMcu, height + kLargestMcu, header.subsamp, header.colorspace) +
@@ -142,16 +143,15 @@ StatusOr<JpegCut> JpegCutter::Cut(std::span<const uint8_t> jpeg, const CropRect&
   }
   if (scratch_.size() < bound) scratch_.resize(bound);
   StatusOr<JpegCut> cut = Transform(jpeg, x, y, width, height);
-  if (scratch_.size() > kKeptScratchBytes) std::vector<unsigned char>().swap(scratch_);  // a rare large cut's
-  if (!cut.ok()) return cut.status();
-  if (cut->x < 0 || cut->x > region.x || cut->y < 0 || cut->y > region.y) {
-    return InternalError("the transform's cut does not hold the region");
+  if (cut.ok() && (cut->x < 0 || cut->x > region.x || cut->y < 0 || cut->y > region.y)) {
+    cut = InternalError("the transform's cut does not hold the region");
+  } else if (cut.ok() && cut->bytes > capacity) {
+    cut = ResourceExhaustedError("the cut JPEG (" + std::to_string(cut->bytes) + " bytes) is larger than the output's " +
+                                 std::to_string(capacity));
+  } else if (cut.ok()) {
+    std::memcpy(out, scratch_.data(), cut->bytes);
   }
-  if (cut->bytes > capacity) {
-    return ResourceExhaustedError("the cut JPEG (" + std::to_string(cut->bytes) + " bytes) is larger than the output's " +
-                                  std::to_string(capacity));
-  }
-  std::memcpy(out, scratch_.data(), cut->bytes);
+  if (scratch_.size() > kKeptScratchBytes) std::vector<unsigned char>().swap(scratch_);  // after a rare large cut
   return cut;
 }
 

@@ -195,7 +195,6 @@ TEST(JpegCutter, KeepsToTheWorkersLimitsForOneImage) {
 TEST(JpegCutter, LargerMcusThanTheSubsamplingSaysStillGiveTheCutsTrueGeometry) {
   for (auto [h, v] : {std::pair{2, 1}, std::pair{1, 2}, std::pair{3, 1}}) {
     const std::string jpeg = Jpeg(9, {.every_component_h = h, .every_component_v = v});
-    const Rgb full = Decode(Bytes(jpeg).data(), jpeg.size());
     const CropRect region{40, 40, 200, 150};
     JpegCutter cutter;
     std::vector<uint8_t> out(jpeg.size() * 2);
@@ -213,6 +212,23 @@ TEST(JpegCutter, LargerMcusThanTheSubsamplingSaysStillGiveTheCutsTrueGeometry) {
     ASSERT_EQ(pixels.width, cut->width);
     ASSERT_EQ(pixels.height, cut->height);
     EXPECT_EQ(MaxDifference(Decode(Bytes(jpeg).data(), jpeg.size(), TJFLAG_FASTUPSAMPLE), pixels, *cut, 0), 0);
+  }
+}
+
+// A cut whose scratch is over what the cutter keeps (4 MiB: a region of ~700 K pixels at 4:4:4) is copied out
+// before the scratch is given back, and the next cut grows it again.
+TEST(JpegCutter, ALargeCutIsCopiedOutBeforeItsScratchIsGivenBack) {
+  const std::vector<uint8_t> flat(size_t{1000} * 1000 * 3, 128);  // compresses to almost nothing
+  auto jpeg = datagen::EncodeJpeg(flat.data(), 1000, 1000, {.quality = 50});
+  ASSERT_TRUE(jpeg.ok()) << jpeg.status().ToString();
+  JpegCutter cutter;
+  std::vector<uint8_t> out(1 << 20);
+  for (int round = 0; round < 2; ++round) {
+    auto cut = cutter.Prepare(Bytes(*jpeg), CropRect{8, 8, 900, 900}, GpuDecode::kCut, out.data(), out.size());
+    ASSERT_TRUE(cut.ok()) << cut.status().ToString();
+    const Rgb pixels = Decode(out.data(), cut->bytes);
+    ASSERT_EQ(pixels.width, 900);
+    EXPECT_EQ(pixels.pixels, std::vector<uint8_t>(size_t{900} * 900 * 3, 128));
   }
 }
 
@@ -238,9 +254,9 @@ TEST(JpegCutter, AFileTheGpuTakesGoesAsItIsAndTheRestIsCut) {
   ASSERT_TRUE(transcoded.ok()) << transcoded.status().ToString();
   EXPECT_FALSE(transcoded->whole);
   EXPECT_TRUE(HasFrameMarker(out.data(), transcoded->bytes, 0xC0));
-  // Markers without a length (TEM, here) before the frame header are stepped over, not read as a length: read as
-  // one, this TEM jumped into the second comment, onto a baseline frame header written there, and the arithmetic
-  // JPEG behind went to the GPU as its file.
+  // A marker without a length (TEM, here) before the frame header makes the file go cut: read as a length, this TEM
+  // jumped into the second comment, onto a baseline frame header written there, and the arithmetic JPEG behind
+  // went to the GPU as its file.
   std::string crafted("\xFF\xD8\xFF\x01\xFF\xFE\xFD\xE8", 8);  // SOI, TEM, a comment of 65,000 bytes
   crafted += std::string(64998, 'c') + std::string("\xFF\xFE\x03\xE8", 4);  // and one of 1,000
   std::string second(998, 'c');

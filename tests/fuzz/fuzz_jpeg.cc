@@ -8,22 +8,42 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
+#include <tuple>
 #include <vector>
 
+#include "worker/crop_geometry.h"
 #include "worker/image_pipeline.h"
 #include "worker/jpeg_decoder.h"
 
-// What a client relies on of a JPEG sent for the GPU: it fits the slot, it is a JPEG, and every tap its box's
-// resize reads lies inside it. A breach traps (a finding).
-static void CheckCut(const stoker::PipelineSpec& spec, const stoker::worker::CutSample& cut, const uint8_t* out,
-                     size_t capacity, const stoker::worker::JpegLimits& limits) {
+// What a client relies on of a JPEG sent for the GPU: it fits the slot, it is a JPEG inside the source image, and
+// its box's resize reads, in its pixels, exactly the taps the CPU path's resize reads in the source's. A breach
+// traps (a finding).
+static void CheckCut(const stoker::PipelineSpec& spec, std::span<const uint8_t> jpeg, uint64_t seed,
+                     const stoker::worker::CutSample& cut, const uint8_t* out, size_t capacity,
+                     const stoker::worker::JpegLimits& limits) {
+  using namespace stoker::worker;
   if (cut.bytes == 0 || cut.bytes > capacity) __builtin_trap();
-  stoker::worker::JpegRegionDecoder decoder(limits);
-  int width = 0, height = 0;
-  if (!decoder.ReadHeader(out, cut.bytes, &width, &height).ok()) __builtin_trap();
-  stoker::worker::ResampleAxis ax, ay;
-  stoker::worker::PlanResizeAxes(spec, {cut.x, cut.y, cut.width, cut.height}, 1, width, height, &ax, &ay);
-  if (ax.lowest < 0 || ay.lowest < 0 || ax.highest > width || ay.highest > height) __builtin_trap();
+  JpegRegionDecoder source(limits), sent(limits);
+  int width = 0, height = 0, cut_width = 0, cut_height = 0;
+  if (!source.ReadHeader(jpeg.data(), jpeg.size(), &width, &height).ok()) __builtin_trap();
+  if (!sent.ReadHeader(out, cut.bytes, &cut_width, &cut_height).ok()) __builtin_trap();
+  const Augmentation aug = PlanAugmentation(spec, width, height, seed);
+  const CropRect box = spec.mode == stoker::PipelineMode::kEval ? CropRect{0, 0, width, height} : aug.crop;
+  const int x0 = box.x - cut.x, y0 = box.y - cut.y;  // where the sent JPEG starts in the source
+  if (cut.width != box.width || cut.height != box.height || cut.flip != aug.flip || x0 < 0 || y0 < 0 ||
+      x0 + cut_width > width || y0 + cut_height > height) {
+    __builtin_trap();
+  }
+  ResampleAxis fx, fy, cx, cy;
+  PlanResizeAxes(spec, box, 1, width, height, &fx, &fy);
+  PlanResizeAxes(spec, {cut.x, cut.y, cut.width, cut.height}, 1, cut_width, cut_height, &cx, &cy);
+  for (auto [full, in_cut, origin] : {std::tuple{&fx, &cx, x0}, std::tuple{&fy, &cy, y0}}) {
+    if (full->count != in_cut->count || in_cut->lowest < 0) __builtin_trap();
+    for (size_t i = 0; i < full->first.size(); ++i) {
+      if (full->first[i] - origin != in_cut->first[i]) __builtin_trap();
+    }
+  }
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -52,7 +72,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (spec.DecodesOnGpu()) {
       stoker::worker::CutSample cut;
       (void)pipeline.RunCut({jpeg.data(), jpeg.size()}, y, pixels.data(), &cut);
-      if (cut.encoded) CheckCut(spec, cut, pixels.data(), pipeline.output_bytes(), limits);
+      if (cut.encoded) CheckCut(spec, {jpeg.data(), jpeg.size()}, y, cut, pixels.data(), pipeline.output_bytes(), limits);
       return 0;
     }
     (void)pipeline.Run({jpeg.data(), jpeg.size()}, y, pixels.data());
