@@ -259,7 +259,7 @@ void CoordinatorImpl::ExpireLeasesAndClientsLocked(TimePoint now) {
           counter = &stats_.releases.lease_expired;
         } else if (lease.sent && now - lease.sent_at > options_.ack_timeout) {
           counter = &stats_.releases.unacked;
-        } else if (OverdueLocked(job, r, lease, now)) {
+        } else if (OverdueLocked(job, rank, unit, lease, now)) {
           counter = &stats_.releases.overdue;
         } else {
           continue;

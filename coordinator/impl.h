@@ -404,13 +404,14 @@ class CoordinatorImpl {
   void ForgetIdleJobsLocked(TimePoint now) STOKER_REQUIRES(mu_);
   void ExpireLeasesAndClientsLocked(TimePoint now) STOKER_REQUIRES(mu_);
   // Who delivers (impl_overdue.cc). A commit of `lease`'s unit of rank `r`, now; whether an unsent `lease` is
-  // overdue (older than OverdueAfterLocked while another worker delivered a unit of the rank leased after it);
+  // overdue (older than OverdueAfterLocked while another worker delivered a unit of the rank leased after it, or of
+  // another rank while the rank's client waits for this unit alone);
   // whether one has; how old a lease of `worker_id` may grow; a lease of `worker_id` gone back unsent or
   // unacknowledged while another delivered: a strike, and at kStrikes a bench (its unsent leases of the job go
   // back and it gets none of the job for a while); whether it is benched.
   void NoteCommitLocked(JobRuntime& job, RankRuntime& r, const ActiveLease& lease, TimePoint now) STOKER_REQUIRES(mu_);
-  bool OverdueLocked(const JobRuntime& job, const RankRuntime& r, const ActiveLease& lease, TimePoint now) const
-      STOKER_REQUIRES(mu_);
+  bool OverdueLocked(const JobRuntime& job, uint32_t rank, uint64_t unit, const ActiveLease& lease,
+                     TimePoint now) const STOKER_REQUIRES(mu_);
   bool OthersDeliveredSinceLocked(const RankRuntime& r, const std::string& worker_id, TimePoint since) const
       STOKER_REQUIRES(mu_);
   Duration OverdueAfterLocked(const JobRuntime& job, const std::string& worker_id) const STOKER_REQUIRES(mu_);

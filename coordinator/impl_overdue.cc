@@ -4,7 +4,10 @@
 // it. Both are judged against what the rank's other workers do, never against a fixed time:
 // - a lease unsent for longer than OverdueAfterLocked (the lease TTL, kOverdueFactor times the job's lease-to-commit
 //   time, and kOwnPaceFactor times its worker's own), while another worker has committed a unit of the same rank
-//   that was leased after it, goes back (releases{reason="overdue"});
+//   that was leased after it, goes back (releases{reason="overdue"}); so does one the rank's client waits for
+//   alone (every batch it received consumed, the first it lacks in the unit) while another worker committed a unit
+//   of another rank leased after it: a rank's last units, with nothing of the rank leased after them, were else
+//   held for ever;
 // - a lease gone back unsent (overdue, or not renewed) on that evidence, or unacknowledged while another worker
 //   delivered a unit of the rank leased after it was sent, is a strike against its worker, at most one per
 //   OverdueAfterLocked; a commit of its own clears them, and so does a long pause between two; at kStrikes the
@@ -76,12 +79,21 @@ Duration CoordinatorImpl::OverdueAfterLocked(const JobRuntime& job, const std::s
   return after;
 }
 
-bool CoordinatorImpl::OverdueLocked(const JobRuntime& job, const RankRuntime& r, const ActiveLease& lease,
+bool CoordinatorImpl::OverdueLocked(const JobRuntime& job, uint32_t rank, uint64_t unit, const ActiveLease& lease,
                                     TimePoint now) const {
   if (lease.sent || job.commits == 0 || lease.worker_id.empty()) return false;
   const Duration age = now - lease.leased_at;
-  return age > options_.lease_ttl && OthersDeliveredSinceLocked(r, lease.worker_id, lease.leased_at) &&
-         age > OverdueAfterLocked(job, lease.worker_id);
+  if (age <= options_.lease_ttl || age <= OverdueAfterLocked(job, lease.worker_id)) return false;
+  const RankRuntime& r = job.ranks[rank];
+  if (OthersDeliveredSinceLocked(r, lease.worker_id, lease.leased_at)) return true;
+  // A rank's last units have nothing of the rank leased after them to overtake them: there the evidence is its
+  // client waiting for this unit alone (it has taken every batch it received, and the first it lacks is here)
+  // while another worker delivers the job's other ranks work leased after it.
+  const RankView view = ViewLocked(job, rank);
+  if (view.consumed != view.received || job.plan.UnitOf(view.received) != unit) return false;
+  return std::any_of(job.ranks.begin(), job.ranks.end(), [&](const RankRuntime& other) {
+    return OthersDeliveredSinceLocked(other, lease.worker_id, lease.leased_at);
+  });
 }
 
 void CoordinatorImpl::StrikeLocked(const std::string& job_name, JobRuntime& job, const std::string& worker_id,

@@ -1,8 +1,9 @@
 // Who delivers (coordinator/impl_overdue.cc): a worker whose heartbeats renew leases it never sends (stuck on a read,
 // or a stolen worker key hoarding a rank's window) kept a job waiting for ever. It is judged against the rank's other
 // workers: its unit goes back once older than the lease TTL and four times the job's lease-to-commit time while
-// another worker delivered a unit of the rank leased after it, and three such spells bench it for the job. With
-// nobody delivering, or only work leased before it, or only on another rank, nobody is struck.
+// another worker delivered a unit of the rank leased after it (or of another rank, when the rank's client waits for
+// this unit alone), and three such spells bench it for the job. With nobody delivering, or only work leased before
+// it, or only on another rank, nobody is struck.
 #include "coordinator/impl_test_fixture.h"
 
 namespace stoker::coordinator {
@@ -166,6 +167,38 @@ TEST_F(OverdueTest, AnUnacknowledgedUnitIsJudgedFromWhenItWasSent) {
     ASSERT_EQ(impl_->Stats().releases.unacked, static_cast<uint64_t>(round + 1));
   }
   EXPECT_EQ(impl_->Stats().workers_benched, 0u) << "struck for a client that stopped";
+}
+
+// A rank's last units have nothing of the rank leased after them to overtake them (a fault test's job waited for
+// ever at its end on two units a stuck worker held). A unit the rank's client waits for alone (it has consumed every
+// batch it received, and the first it lacks is in the unit) goes back on another rank's evidence instead.
+TEST_F(OverdueTest, AUnitItsClientWaitsForAloneGoesBackOnAnotherRanksEvidence) {
+  Register("c-a", 0, /*window=*/8);
+  Register("c-b", 1, /*window=*/8);
+  AddWorker("w-stuck");
+  AddWorker("w-good");
+  std::vector<LeaseGrant> stuck = Lease("w-stuck", 0, 1);
+  ASSERT_EQ(stuck.size(), 1u);
+  ASSERT_EQ(stuck[0].first_batch, 0u);  // rank 0's client waits for it: it has nothing yet
+  clock_.Advance(Millis(1));
+  std::vector<LeaseGrant> elsewhere = Lease("w-good", 1, 1);
+  ASSERT_EQ(elsewhere.size(), 1u);
+  ASSERT_TRUE(Sent("w-good", elsewhere[0]).ok());
+  ASSERT_TRUE(Ack("c-b", 1, 1, 1).ok());
+  ASSERT_EQ(impl_->Stats().units_committed, 1u);
+  for (const Duration step : {Duration(options_.lease_ttl - Millis(20)), Duration(Millis(40))}) {  // 19 ms short, then over
+    clock_.Advance(step);
+    ASSERT_NO_FATAL_FAILURE(Beat("w-stuck", stuck));
+    ASSERT_NO_FATAL_FAILURE(Beat("w-good"));
+    ASSERT_TRUE(Ack("c-a", 0, 0, 0).ok());
+    ASSERT_TRUE(Ack("c-b", 1, 1, 1).ok());
+    impl_->Tick();
+    EXPECT_EQ(impl_->Stats().releases.overdue, step == Duration(Millis(40)) ? 1u : 0u);
+  }
+  EXPECT_EQ(impl_->Stats().workers_benched, 0u);
+  std::vector<LeaseGrant> redone = Lease("w-good", 0, 1);
+  ASSERT_EQ(redone.size(), 1u);
+  EXPECT_EQ(redone[0].first_batch, 0u) << "the other worker makes what the stuck one held";
 }
 
 }  // namespace
