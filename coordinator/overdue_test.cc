@@ -17,6 +17,13 @@ class OverdueTest : public CoordinatorImplTest {
     for (const LeaseGrant& g : held) hb.leases.push_back({g.job, g.rank, g.unit, g.attempt});
     ASSERT_TRUE(impl_->WorkerHeartbeat(hb).ok());
   }
+  // Both ranks' clients (c-a, c-b; windows of 8) and two workers.
+  void TwoRanksTwoWorkers(const std::string& first, const std::string& second) {
+    Register("c-a", 0, /*window=*/8);
+    Register("c-b", 1, /*window=*/8);
+    AddWorker(first);
+    AddWorker(second);
+  }
   // `n` units of rank 0 leased to `held_by`, then one leased to `by` a millisecond later, sent `after` that and
   // taken by rank 0's client (`received` gathers what it took): work leased after `held_by`'s and delivered first.
   // Returns `held_by`'s leases.
@@ -116,10 +123,7 @@ TEST_F(OverdueTest, UnitsGoingBackTogetherAreOneStrike) {
 // Evidence is work leased after the unit and delivered on the same rank: commits of units leased before it (made
 // before a stall that holds every worker) or of another rank's (whose client may be the fast one) are none.
 TEST_F(OverdueTest, CommitsOfEarlierLeasesOrOfAnotherRankAreNoEvidence) {
-  Register("c-a", 0, /*window=*/8);
-  Register("c-b", 1, /*window=*/8);
-  AddWorker("w-slow");
-  AddWorker("w-other");
+  TwoRanksTwoWorkers("w-slow", "w-other");
   std::vector<LeaseGrant> earlier = Lease("w-other", 0, 1);
   ASSERT_EQ(earlier.size(), 1u);
   clock_.Advance(Millis(10));
@@ -173,10 +177,7 @@ TEST_F(OverdueTest, AnUnacknowledgedUnitIsJudgedFromWhenItWasSent) {
 // ever at its end on two units a stuck worker held). A unit the rank's client waits for alone (it has consumed every
 // batch it received, and the first it lacks is in the unit) goes back on another rank's evidence instead.
 TEST_F(OverdueTest, AUnitItsClientWaitsForAloneGoesBackOnAnotherRanksEvidence) {
-  Register("c-a", 0, /*window=*/8);
-  Register("c-b", 1, /*window=*/8);
-  AddWorker("w-stuck");
-  AddWorker("w-good");
+  TwoRanksTwoWorkers("w-stuck", "w-good");
   std::vector<LeaseGrant> stuck = Lease("w-stuck", 0, 1);
   ASSERT_EQ(stuck.size(), 1u);
   ASSERT_EQ(stuck[0].first_batch, 0u);  // rank 0's client waits for it: it has nothing yet
