@@ -91,9 +91,10 @@ bool CoordinatorImpl::OverdueLocked(const JobRuntime& job, uint32_t rank, uint64
   // while another worker delivers the job's other ranks work leased after it.
   const RankView view = ViewLocked(job, rank);
   if (view.consumed != view.received || job.plan.UnitOf(view.received) != unit) return false;
-  return std::any_of(job.ranks.begin(), job.ranks.end(), [&](const RankRuntime& other) {
-    return OthersDeliveredSinceLocked(other, lease.worker_id, lease.leased_at);
-  });
+  for (const RankRuntime& other : job.ranks) {  // a loop, not a lambda: the lock analysis follows it
+    if (OthersDeliveredSinceLocked(other, lease.worker_id, lease.leased_at)) return true;
+  }
+  return false;
 }
 
 void CoordinatorImpl::StrikeLocked(const std::string& job_name, JobRuntime& job, const std::string& worker_id,
