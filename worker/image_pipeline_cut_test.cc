@@ -12,6 +12,8 @@
 #include "worker/image_pipeline.h"
 
 namespace stoker::worker {
+// A namespace of its own: the unity build compiles this file with the other tests', whose helpers share names.
+namespace pipeline_cut_test {
 namespace {
 
 std::span<const uint8_t> Bytes(const std::string& s) { return {reinterpret_cast<const uint8_t*>(s.data()), s.size()}; }
@@ -131,4 +133,5 @@ TEST(ImagePipelineCut, DamageIsQuarantinedWithNoBytes) {
 }
 
 }  // namespace
+}  // namespace pipeline_cut_test
 }  // namespace stoker::worker

@@ -15,6 +15,8 @@
 #include "datagen/synthetic_dataset.h"
 
 namespace stoker::worker {
+// A namespace of its own: the unity build compiles this file with the other tests', whose helpers share names.
+namespace cutter_test {
 namespace {
 
 using datagen::JpegEncodeOptions;
@@ -274,4 +276,5 @@ TEST(JpegCutter, AFileTheGpuTakesGoesAsItIsAndTheRestIsCut) {
 }
 
 }  // namespace
+}  // namespace cutter_test
 }  // namespace stoker::worker
