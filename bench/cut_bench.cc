@@ -12,7 +12,6 @@
 // Goals (issue 34): bytes on the wire per image at most half of the pixels', train and eval; as few worker cores
 // per GPU as can be.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -22,6 +21,7 @@
 #include <vector>
 
 #include "bench/bench_main.h"
+#include "bench/image_rate.h"
 #include "datagen/synthetic_dataset.h"
 #include "worker/crop_geometry.h"
 #include "worker/image_pipeline.h"
@@ -42,20 +42,6 @@ struct Mode {
   double cut_share = 0;                 // of images, sent as JPEGs
   double pixel_bytes = 0;
 };
-
-// Runs `one` over the images for `seconds` after a pass to warm up: images per second.
-template <typename One>
-double Rate(const std::vector<std::string>& images, double seconds, One one) {
-  for (size_t i = 0; i < images.size(); ++i) one(images[i], i);
-  size_t n = 0;
-  const auto start = std::chrono::steady_clock::now();
-  double elapsed = 0;
-  while (elapsed < seconds) {
-    for (size_t i = 0; i < images.size(); ++i, ++n) one(images[i], n);
-    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  }
-  return n / elapsed;
-}
 
 std::span<const uint8_t> Bytes(const std::string& s) { return {reinterpret_cast<const uint8_t*>(s.data()), s.size()}; }
 
@@ -81,10 +67,10 @@ Mode Measure(const std::vector<std::string>& images, double seconds, const Pipel
   m.cut_share = cut / images.size();
   std::vector<double> cpu, cuts;
   for (int round = 0; round < 5; ++round) {
-    cpu.push_back(Rate(images, seconds / 5, [&](const std::string& b, size_t n) {
+    cpu.push_back(bench::ImageRate(images, seconds / 5, [&](const std::string& b, size_t n) {
       if (!pipeline.Run(Bytes(b), worker::SampleSeed(1, 0, n), out.data()).ok) std::abort();
     }));
-    cuts.push_back(Rate(images, seconds / 5, [&](const std::string& b, size_t n) {
+    cuts.push_back(bench::ImageRate(images, seconds / 5, [&](const std::string& b, size_t n) {
       worker::CutSample c;
       if (!pipeline.RunCut(Bytes(b), worker::SampleSeed(1, 0, n), out.data(), &c).ok) std::abort();
     }));

@@ -12,7 +12,6 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <functional>
 #include <opencv2/core.hpp>
 #include <span>
 #include <sstream>
@@ -26,6 +25,7 @@
 
 #include "auth/seal.h"
 #include "bench/bench_main.h"
+#include "bench/image_rate.h"
 #include "datagen/synthetic_dataset.h"
 #include "worker/crop_geometry.h"
 #include "worker/image_pipeline.h"
@@ -33,19 +33,6 @@
 
 namespace stoker {
 namespace {
-
-double Rate(const std::vector<std::string>& images, double seconds, const std::function<void(const std::string&, size_t)>& fn) {
-  // Warm up once through the set, then loop for `seconds`.
-  for (size_t i = 0; i < images.size(); ++i) fn(images[i], i);
-  size_t n = 0;
-  auto start = std::chrono::steady_clock::now();
-  double elapsed = 0;
-  while (elapsed < seconds) {
-    for (size_t i = 0; i < images.size(); ++i, ++n) fn(images[i], n);
-    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  }
-  return n / elapsed;
-}
 
 // Its batch flag is --batch, not --batch-size: it declares that itself.
 struct Options : bench::CommonOptions {
@@ -74,14 +61,14 @@ std::vector<std::string> MakeImages(const Options& o, double* bytes) {
 std::pair<double, double> DecodeOnlyRates(const std::vector<std::string>& images, double seconds) {
   double imdecode = 0;
 #if STOKER_WITH_IMGCODECS
-  imdecode = Rate(images, seconds, [](const std::string& b, size_t) {
+  imdecode = bench::ImageRate(images, seconds, [](const std::string& b, size_t) {
     cv::Mat m = cv::imdecode(cv::Mat(1, static_cast<int>(b.size()), CV_8UC1, const_cast<char*>(b.data())),
                              cv::IMREAD_COLOR);
     if (m.empty()) std::abort();
   });
 #endif
   worker::JpegRegionDecoder decoder;
-  double full = Rate(images, seconds, [&](const std::string& b, size_t) {
+  double full = bench::ImageRate(images, seconds, [&](const std::string& b, size_t) {
     int w, h;
     worker::RegionView v;
     if (!decoder.ReadHeader(reinterpret_cast<const uint8_t*>(b.data()), b.size(), &w, &h).ok() ||
@@ -96,7 +83,7 @@ std::pair<double, double> DecodeOnlyRates(const std::vector<std::string>& images
 double PipelineRate(const std::vector<std::string>& images, double seconds, uint32_t batch, const PipelineSpec& spec) {
   std::vector<uint8_t> batch_buffer(size_t{batch} * 224 * 224 * 3);
   worker::ImagePipeline pipeline(spec);
-  double r = Rate(images, seconds, [&](const std::string& b, size_t n) {
+  double r = bench::ImageRate(images, seconds, [&](const std::string& b, size_t n) {
     uint8_t* slot = batch_buffer.data() + (n % batch) * pipeline.output_bytes();
     if (!pipeline.Run({reinterpret_cast<const uint8_t*>(b.data()), b.size()}, worker::SampleSeed(1, 0, n), slot).ok) {
       std::abort();
@@ -122,7 +109,7 @@ double SealedPipelineRate(const std::vector<std::string>& images, double seconds
   const std::vector<uint8_t> header(4096, 'h');
   std::array<uint8_t, kSealTagBytes> tag{};
   worker::ImagePipeline pipeline(spec);
-  return Rate(images, seconds, [&](const std::string& b, size_t n) {
+  return bench::ImageRate(images, seconds, [&](const std::string& b, size_t n) {
     uint8_t* slot = batch_buffer.data() + (n % batch) * pipeline.output_bytes();
     if (!pipeline.Run({reinterpret_cast<const uint8_t*>(b.data()), b.size()}, worker::SampleSeed(1, 0, n), slot).ok) {
       std::abort();
