@@ -181,14 +181,19 @@ SampleOutcome ImagePipeline::RunJpeg(std::span<const uint8_t> encoded, uint64_t 
 SampleOutcome ImagePipeline::RunCut(std::span<const uint8_t> encoded, uint64_t sample_seed, uint8_t* out,
                                     CutSample* cut) {
   *cut = CutSample{};
-  int width = 0, height = 0;
-  if (LooksLikeJpeg(encoded) && jpeg_.ReadHeader(encoded.data(), encoded.size(), &width, &height).ok()) {
-    const auto start = SteadyClock::now();
+  const auto start = SteadyClock::now();
+  StatusOr<JpegHeader> header = LooksLikeJpeg(encoded) ? cutter_.ReadHeader(encoded)
+                                                       : StatusOr<JpegHeader>(InvalidArgumentError("not a JPEG"));
+  if (header.ok()) {
+    const int width = header->width, height = header->height;
     const Augmentation aug = PlanAugmentation(spec_, width, height, sample_seed);
-    ResampleAxis ax, ay;  // the resize's taps at full size: the region the client's resize reads
-    PlanAxes(width, height, aug, /*d=*/1, &ax, &ay);
-    const CropRect region{ax.lowest, ay.lowest, ax.highest - ax.lowest, ay.highest - ay.lowest};
-    StatusOr<JpegCut> done = cutter_.Prepare(encoded, region, spec_.gpu_decode, out, out_bytes_);
+    // The resize's taps at full size, the region the client's resize reads: only a cut needs them.
+    auto region_of = [&] {
+      ResampleAxis ax, ay;
+      PlanAxes(width, height, aug, /*d=*/1, &ax, &ay);
+      return CropRect{ax.lowest, ay.lowest, ax.highest - ax.lowest, ay.highest - ay.lowest};
+    };
+    StatusOr<JpegCut> done = cutter_.Prepare(encoded, *header, region_of, spec_.gpu_decode, out, out_bytes_);
     stage_seconds_.decode += SecondsSince(start);
     if (done.ok()) {
       const bool eval = spec_.mode == PipelineMode::kEval;
@@ -197,10 +202,9 @@ SampleOutcome ImagePipeline::RunCut(std::span<const uint8_t> encoded, uint64_t s
                        box.height, ""};
       return {};
     }
-    cut->fallback = done.status().message();
-  } else if (LooksLikeJpeg(encoded)) {
-    cut->fallback = "the JPEG's header did not read";
+    header = done.status();
   }
+  cut->fallback = header.status().message();
   SampleOutcome outcome = Run(encoded, sample_seed, out);
   cut->bytes = outcome.ok ? out_bytes_ : 0;
   return outcome;

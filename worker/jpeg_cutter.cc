@@ -75,8 +75,7 @@ JpegCutter::~JpegCutter() {
   if (handle_ != nullptr) tjDestroy(handle_);
 }
 
-StatusOr<JpegCut> JpegCutter::Prepare(std::span<const uint8_t> jpeg, const CropRect& region, GpuDecode mode,
-                                      uint8_t* out, size_t capacity) {
+StatusOr<JpegHeader> JpegCutter::ReadHeader(std::span<const uint8_t> jpeg) {
   if (handle_ == nullptr) return InternalError("TurboJPEG could not make a transform handle");
   int width = 0, height = 0, subsamp = 0, colorspace = 0;
   if (tjDecompressHeader3(handle_, jpeg.data(), jpeg.size(), &width, &height, &subsamp, &colorspace) != 0) {
@@ -94,17 +93,30 @@ StatusOr<JpegCut> JpegCutter::Prepare(std::span<const uint8_t> jpeg, const CropR
   if (CountScans(jpeg) > limits_.max_scans) {
     return ResourceExhaustedError("more than " + std::to_string(limits_.max_scans) + " scans");
   }
-  if (region.width <= 0 || region.height <= 0 || region.x < 0 || region.y < 0 || region.x + region.width > width ||
-      region.y + region.height > height) {
-    return InvalidArgumentError("the region to cut is not inside the " + std::to_string(width) + "x" +
-                                std::to_string(height) + " image");
-  }
-  if (mode == GpuDecode::kFile && jpeg.size() <= capacity && uint64_t(width) * height <= kMaxGpuPixels &&
+  return JpegHeader{width, height, subsamp, colorspace};
+}
+
+StatusOr<JpegCut> JpegCutter::Prepare(std::span<const uint8_t> jpeg, const JpegHeader& header,
+                                      const std::function<CropRect()>& region_of, GpuDecode mode, uint8_t* out,
+                                      size_t capacity) {
+  if (mode == GpuDecode::kFile && jpeg.size() <= capacity && uint64_t(header.width) * header.height <= kMaxGpuPixels &&
       HuffmanEightBit(jpeg)) {
     std::memcpy(out, jpeg.data(), jpeg.size());
-    return JpegCut{jpeg.size(), true, 0, 0, width, height};
+    return JpegCut{jpeg.size(), true, 0, 0, header.width, header.height};
   }
-  return Cut(jpeg, region, JpegHeader{width, height, subsamp, colorspace}, out, capacity);
+  const CropRect region = region_of();
+  if (region.width <= 0 || region.height <= 0 || region.x < 0 || region.y < 0 ||
+      region.x + region.width > header.width || region.y + region.height > header.height) {
+    return InvalidArgumentError("the region to cut is not inside the " + std::to_string(header.width) + "x" +
+                                std::to_string(header.height) + " image");
+  }
+  return Cut(jpeg, region, header, out, capacity);
+}
+
+StatusOr<JpegCut> JpegCutter::Prepare(std::span<const uint8_t> jpeg, const CropRect& region, GpuDecode mode,
+                                      uint8_t* out, size_t capacity) {
+  STOKER_ASSIGN_OR_RETURN(JpegHeader header, ReadHeader(jpeg));
+  return Prepare(jpeg, header, [&] { return region; }, mode, out, capacity);
 }
 
 StatusOr<JpegCut> JpegCutter::Cut(std::span<const uint8_t> jpeg, const CropRect& region, const JpegHeader& header,

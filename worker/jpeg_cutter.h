@@ -26,6 +26,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -65,6 +66,12 @@ class JpegCutter {
   // FailedPrecondition for a format neither takes, ResourceExhausted over a limit or `capacity`, InvalidArgument
   // for damage or anything else the library refuses; `out` is untouched then.
   StatusOr<JpegCut> Prepare(std::span<const uint8_t> jpeg, const CropRect& region, GpuDecode mode, uint8_t* out,
+                            size_t capacity);
+  // The same in two steps, so that a caller learns the image's size first and computes the region only when it is
+  // cut: ReadHeader (the format and limit refusals), then Prepare with `region_of`, called at most once.
+  StatusOr<JpegHeader> ReadHeader(std::span<const uint8_t> jpeg);
+  StatusOr<JpegCut> Prepare(std::span<const uint8_t> jpeg, const JpegHeader& header,
+                            const std::function<CropRect()>& region_of, GpuDecode mode, uint8_t* out,
                             size_t capacity);
 
  private:
