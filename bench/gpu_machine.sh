@@ -125,17 +125,6 @@ fi
 # with more skip-decode workers each time, all on this host beside the client (FEED_CURVE: workers x threads), for
 # FEED_ROUNDS rounds; with FEED_STREAMS="0 1", each shape with opening streamed into the pinned slots and not,
 # alternating (STOKER_OPEN_STREAM; empty: the build's default for this CPU), after seal_bench.
-if want gpu-decode; then
-  section "gpu_decode: the worker's file and cut against the CPU pipeline on one core, then the GPU's decode rate of each"
-  for chroma in 444 420; do
-    flag=$([ $chroma = 420 ] && echo --420 || true)
-    ours taskset -c 2 "$BUNDLE/bin/cut_bench" --images 200 --seconds 5 $flag --dump-dir /tmp/cutdump-$chroma \
-      --json "$OUT/cut_bench_$chroma.json"
-    python3 "$BUNDLE/gpu_decode_rate.py" --dir /tmp/cutdump-$chroma --batch 256 --seconds 10 \
-      --json "$OUT/gpu_decode_rate_$chroma.json"
-  done
-fi
-
 if want feed-curve; then
   section "GPU feed: client CPU per 20,000 img/s against the rate (${FEED_CURVE:-1x1 1x2 2x2 4x3}; streams: ${FEED_STREAMS:-default})"
   lscpu | grep -E "^(CPU\(s\)|Thread|Core|Socket|Model name|L2|L3)"
@@ -152,6 +141,51 @@ if want feed-curve; then
     done
   done
   unset STOKER_OPEN_STREAM
+fi
+
+if want gpu-decode; then
+  section "gpu_decode: the worker's file and cut against the CPU pipeline on one core, then the GPU's decode rate of each"
+  for chroma in 444 420; do
+    flag=$([ $chroma = 420 ] && echo --420 || true)
+    ours taskset -c 2 "$BUNDLE/bin/cut_bench" --images 200 --seconds 5 $flag --dump-dir /tmp/cutdump-$chroma \
+      --json "$OUT/cut_bench_$chroma.json"
+    python3 "$BUNDLE/gpu_decode_rate.py" --dir /tmp/cutdump-$chroma --batch 256 --seconds 10 \
+      --json "$OUT/gpu_decode_rate_$chroma.json"
+  done
+fi
+
+# The client's benchmarks for this build against an earlier one (.bundle/old/bin, BEFORE=<its revision>, made by
+# scripts/bundle-gpu.sh when STOKER_BUNDLE_BEFORE names a build directory), alternating, on the same machine: what
+# a refactoring may not cost. Each binary starts the coordinator and workers beside it, of its own build.
+if want before && [ -x "$BUNDLE/old/bin/transport_bench" ]; then
+  section "this build against ${BEFORE:-the earlier one}: transport_bench and gpu_feed_bench, alternating"
+  for round in 1 2; do
+    for build in old new; do
+      dir="$BUNDLE/bin"; [ "$build" = old ] && dir="$BUNDLE/old/bin"
+      ours "$dir/transport_bench" --batch-size 256 --seconds 5 --workers 2 --worker-threads 2 \
+        --json "$OUT/before-transport-$build-$round.json" | tail -3
+      ours "$dir/gpu_feed_bench" --json "$OUT/before-feed-$build-$round.json" --seconds 5 --workers 4 \
+        --worker-threads 3 | tail -8
+    done
+  done
+fi
+
+if want headline; then
+  section "headline: ResNet-50 fed by (c) synthetic, (a) DataLoader x15, (b) stoker on the same 16 cores"
+  python3 "$BUNDLE/resnet_headline.py" --bundle "$BUNDLE" --peers "$BUNDLE/peers" --examples "$BUNDLE/examples" \
+    --workers "${HEADLINE_WORKERS:-8,10}" --data-planes "${HEADLINE_PLANES:-sealed,insecure}" --out "$OUT"
+fi
+
+if want lightning; then
+  section "Lightning: the PyTorch tests, then ResNet-50 on stoker vs synthetic input and a resumed mid-epoch checkpoint"
+  python3 -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision", torchvision.__version__)'
+  python3 -c 'import lightning; print("lightning", lightning.__version__)' 2>/dev/null \
+    || python3 -c 'import pytorch_lightning; print("pytorch_lightning", pytorch_lightning.__version__)' \
+    || echo "no Lightning on this machine: the Lightning test skips and the benchmark cannot run"
+  PYTHONPATH="$BUNDLE/python" timeout 300 python3 "$BUNDLE/tests/torch_test.py" \
+    --bin-dir "$BUNDLE/bin" --server-lib-dir "$BUNDLE/lib" 2>&1 | tail -12
+  timeout 480 python3 "$BUNDLE/lightning_bench.py" --bundle "$BUNDLE" --out "$OUT" \
+    --workers "${LIGHTNING_WORKERS:-14}" 2>&1 | grep -vE "^(generating|indexing):"
 fi
 
 # Live shape changes (python/tests/elastic_test.py) and the PyTorch tests, Lightning's resumed on one device fewer
